@@ -1,0 +1,168 @@
+// Package stats defines the JSON document qas-proxy serves on its admin port at /stats,
+// and the strict decoder consumers (qas-collector) use to read it.
+//
+// Every counter is monotonic from process start. StartTime and InstanceID identify the
+// process, so a consumer that sees either change, or any counter fall, knows the proxy
+// restarted and must rebase instead of producing a negative delta. Seq rises by one for
+// every snapshot served, which lets a consumer notice a stale or replayed document.
+//
+// Units are seconds for every duration and time integral.
+package stats
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"time"
+)
+
+// SchemaVersion is the value of Snapshot.Version that this package reads and writes.
+const SchemaVersion = 1
+
+// MaxDocumentBytes bounds what Decode reads; a real snapshot is a few kilobytes.
+const MaxDocumentBytes = 1 << 20
+
+// DefaultLatencyBounds are the upper bounds, in seconds, of the latency histogram
+// buckets. They are roughly logarithmic from 100 µs to 60 s; the last bucket (+Inf) is
+// implicit.
+var DefaultLatencyBounds = []float64{
+	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04,
+	0.05, 0.075, 0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1, 1.5, 2, 3, 5, 7.5,
+	10, 15, 30, 60,
+}
+
+// Snapshot is one reading of a proxy's counters.
+type Snapshot struct {
+	Version    int       `json:"version"`
+	InstanceID string    `json:"instance_id"` // random per process start
+	StartTime  time.Time `json:"start_time"`  // process start
+	Time       time.Time `json:"time"`        // when this snapshot was taken
+	Seq        uint64    `json:"seq"`         // 1 for the first snapshot served, then +1
+
+	// ConcurrencyLimit is the per-pod limit k (0 = unlimited); QueueLimit bounds the
+	// requests waiting for a slot.
+	ConcurrencyLimit int `json:"concurrency_limit"`
+	QueueLimit       int `json:"queue_limit"`
+
+	// Arrivals counts requests accepted by the proxy (including ones later rejected);
+	// Completions counts requests whose response finished or failed.
+	Arrivals    uint64 `json:"arrivals"`
+	Completions uint64 `json:"completions"`
+
+	// Service time runs from the moment the request got a concurrency slot (or arrived,
+	// without a limit) to the end of the response. Queue wait is counted apart.
+	ServiceSecondsSum   float64 `json:"service_seconds_sum"`
+	ServiceSecondsSumSq float64 `json:"service_seconds_sum_sq"`
+	// TTFBSecondsSum sums time from slot to the first response byte.
+	TTFBSecondsSum float64 `json:"ttfb_seconds_sum"`
+
+	// Queued counts requests that had to wait for a slot; QueueWaitSecondsSum is the
+	// sum of their waits; Rejected counts 503s for a full queue.
+	Queued              uint64  `json:"queued"`
+	QueueWaitSecondsSum float64 `json:"queue_wait_seconds_sum"`
+	Rejected            uint64  `json:"rejected"`
+
+	// InFlight and Waiting are gauges at Time. InFlightSeconds is ∫ in-flight dt, so the
+	// mean concurrency over a window is ΔInFlightSeconds / Δt (Little's law check);
+	// BusySeconds is the time with at least one request in flight.
+	InFlight        int64   `json:"in_flight"`
+	Waiting         int64   `json:"waiting"`
+	InFlightSeconds float64 `json:"in_flight_seconds"`
+	BusySeconds     float64 `json:"busy_seconds"`
+
+	// Codes counts completed responses by status class: index 0 = 1xx … 4 = 5xx.
+	Codes [5]uint64 `json:"codes"`
+	// UpstreamErrors (502), UpstreamTimeouts (504) and ClientCancels (client went away
+	// before the response ended) are subsets of Completions.
+	UpstreamErrors   uint64 `json:"upstream_errors"`
+	UpstreamTimeouts uint64 `json:"upstream_timeouts"`
+	ClientCancels    uint64 `json:"client_cancels"`
+
+	// Latency is the histogram of the latency a client feels at the proxy: queue wait
+	// plus service time.
+	Latency Histogram `json:"latency"`
+}
+
+// Histogram is a non-cumulative bucketed histogram: Counts[i] counts observations in
+// (Bounds[i-1], Bounds[i]]; Counts[len(Bounds)] counts those above the last bound.
+type Histogram struct {
+	Bounds []float64 `json:"bounds"`
+	Counts []uint64  `json:"counts"`
+}
+
+// Total returns the number of observations.
+func (h Histogram) Total() uint64 {
+	var n uint64
+	for _, c := range h.Counts {
+		n += c
+	}
+	return n
+}
+
+// Decode reads and validates one snapshot. Any error names the field at fault.
+func Decode(r io.Reader) (Snapshot, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxDocumentBytes+1))
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("stats: read: %w", err)
+	}
+	if len(data) > MaxDocumentBytes {
+		return Snapshot{}, fmt.Errorf("stats: document larger than %d bytes", MaxDocumentBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var s Snapshot
+	if err := dec.Decode(&s); err != nil {
+		return Snapshot{}, fmt.Errorf("stats: decode: %w", err)
+	}
+	if dec.More() {
+		return Snapshot{}, errors.New("stats: trailing data after the document")
+	}
+	if err := s.Validate(); err != nil {
+		return Snapshot{}, err
+	}
+	return s, nil
+}
+
+// Validate checks the invariants a consumer relies on.
+func (s Snapshot) Validate() error {
+	if s.Version != SchemaVersion {
+		return fmt.Errorf("stats: version %d, want %d", s.Version, SchemaVersion)
+	}
+	if s.InstanceID == "" {
+		return errors.New("stats: instance_id is empty")
+	}
+	if s.StartTime.IsZero() {
+		return errors.New("stats: start_time is missing")
+	}
+	if s.Time.Before(s.StartTime) {
+		return errors.New("stats: time is before start_time")
+	}
+	if s.Completions > s.Arrivals {
+		return fmt.Errorf("stats: completions %d exceed arrivals %d", s.Completions, s.Arrivals)
+	}
+	for name, v := range map[string]float64{
+		"service_seconds_sum": s.ServiceSecondsSum, "service_seconds_sum_sq": s.ServiceSecondsSumSq,
+		"ttfb_seconds_sum": s.TTFBSecondsSum, "queue_wait_seconds_sum": s.QueueWaitSecondsSum,
+		"in_flight_seconds": s.InFlightSeconds, "busy_seconds": s.BusySeconds,
+	} {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return fmt.Errorf("stats: %s is %v, want a finite value ≥ 0", name, v)
+		}
+	}
+	if s.InFlight < 0 || s.Waiting < 0 || s.ConcurrencyLimit < 0 || s.QueueLimit < 0 {
+		return errors.New("stats: negative gauge or limit")
+	}
+	if len(s.Latency.Counts) != len(s.Latency.Bounds)+1 {
+		return fmt.Errorf("stats: latency has %d counts for %d bounds, want bounds+1",
+			len(s.Latency.Counts), len(s.Latency.Bounds))
+	}
+	for i, b := range s.Latency.Bounds {
+		if math.IsNaN(b) || math.IsInf(b, 0) || b <= 0 || (i > 0 && b <= s.Latency.Bounds[i-1]) {
+			return fmt.Errorf("stats: latency bound %d (%v) is not positive and increasing", i, b)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+package stats
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func valid() Snapshot {
+	start := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	return Snapshot{
+		Version: SchemaVersion, InstanceID: "abc", StartTime: start, Time: start.Add(time.Minute), Seq: 3,
+		Arrivals: 10, Completions: 9, ServiceSecondsSum: 0.9, ServiceSecondsSumSq: 0.1,
+		Latency: Histogram{Bounds: []float64{0.1, 1}, Counts: []uint64{8, 1, 0}},
+	}
+}
+
+func encode(t *testing.T, s Snapshot) []byte {
+	b, err := json.Marshal(s)
+	require.NoError(t, err)
+	return b
+}
+
+func TestDecodeRoundTrip(t *testing.T) {
+	s := valid()
+	got, err := Decode(bytes.NewReader(encode(t, s)))
+	require.NoError(t, err)
+	require.Equal(t, s, got)
+	require.Equal(t, uint64(9), got.Latency.Total())
+}
+
+func TestDecodeRejects(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(*Snapshot)
+		raw     string
+		wantErr string
+	}{
+		{name: "version", mutate: func(s *Snapshot) { s.Version = 2 }, wantErr: "version 2"},
+		{name: "no instance", mutate: func(s *Snapshot) { s.InstanceID = "" }, wantErr: "instance_id"},
+		{name: "no start", mutate: func(s *Snapshot) { s.StartTime = time.Time{} }, wantErr: "start_time"},
+		{name: "time before start", mutate: func(s *Snapshot) { s.Time = s.StartTime.Add(-time.Second) }, wantErr: "before start_time"},
+		{name: "completions exceed arrivals", mutate: func(s *Snapshot) { s.Completions = 11 }, wantErr: "exceed arrivals"},
+		{name: "negative sum", mutate: func(s *Snapshot) { s.BusySeconds = -1 }, wantErr: "busy_seconds"},
+		{name: "negative gauge", mutate: func(s *Snapshot) { s.InFlight = -1 }, wantErr: "negative gauge"},
+		{name: "bucket count", mutate: func(s *Snapshot) { s.Latency.Counts = s.Latency.Counts[:2] }, wantErr: "counts for 2 bounds"},
+		{name: "bounds order", mutate: func(s *Snapshot) { s.Latency.Bounds = []float64{1, 0.1} }, wantErr: "latency bound 1"},
+		{name: "unknown field", raw: `{"version":1,"surprise":true}`, wantErr: "unknown field"},
+		{name: "garbage", raw: `<html>`, wantErr: "decode"},
+		{name: "trailing", raw: "TRAIL", wantErr: "trailing data"},
+		{name: "too large", raw: `"` + strings.Repeat("x", MaxDocumentBytes) + `"`, wantErr: "larger than"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var doc []byte
+			switch {
+			case tt.raw == "TRAIL":
+				doc = append(encode(t, valid()), []byte(" {}")...)
+			case tt.raw != "":
+				doc = []byte(tt.raw)
+			default:
+				s := valid()
+				tt.mutate(&s)
+				doc = encode(t, s)
+			}
+			_, err := Decode(bytes.NewReader(doc))
+			require.ErrorContains(t, err, tt.wantErr)
+		})
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	b, _ := json.Marshal(valid())
+	f.Add(b)
+	f.Add([]byte(`{"version":1}`))
+	f.Add([]byte(`{"latency":{"bounds":[1e309],"counts":[1,2]}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Decode(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		// Whatever decodes must satisfy the invariants and survive a round trip.
+		require.NoError(t, s.Validate())
+		again, err := Decode(bytes.NewReader(encode(t, s)))
+		require.NoError(t, err)
+		require.Equal(t, s.Arrivals, again.Arrivals)
+	})
+}
