@@ -10,24 +10,8 @@
 # variables (for example QAS_INFLUXD=/path/to/influxd). They use the helpers below.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-export QAS_CACHE="${QAS_CACHE:-$HOME/.cache/qas}"
-mkdir -p "$QAS_CACHE"
-export QAS_SHARED="${QAS_SHARED:-$(cd "$here/../../.." && pwd)/shared}"
-
-log() { echo "infra: $*" >&2; }
-
-# apt_install PKG... installs Debian packages that are missing, running apt-get update once.
-apt_install() {
-	local missing=()
-	for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-	[ ${#missing[@]} -eq 0 ] && return 0
-	log "apt-get install ${missing[*]}"
-	if [ ! -f "$QAS_CACHE/.apt-updated" ] || [ -n "$(find "$QAS_CACHE/.apt-updated" -mmin +1440 2>/dev/null)" ]; then
-		DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
-		touch "$QAS_CACHE/.apt-updated"
-	fi
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
-}
+# shellcheck source=lib.sh
+source "$here/lib.sh"
 
 shopt -s nullglob
 for need in "$here"/need-*.sh; do
