@@ -1,0 +1,408 @@
+// Package decide is the QAS decision engine: given one workload's Spec and a
+// Snapshot of its measurements, it chooses the cheapest action (vertical resize,
+// migration off a hot node, horizontal scale, or nothing) whose modelled latency
+// meets the target, and explains the choice.
+//
+// The package is pure: no Kubernetes, InfluxDB or clock imports. Time comes from
+// Snapshot.Now, so the simulator and the controller drive the same code. The
+// mathematics and the corrections to the thesis are in docs/model.md.
+package decide
+
+import (
+	"time"
+)
+
+// ModelKind says how the pods of a workload are mapped to queues.
+type ModelKind string
+
+const (
+	// ModelPooled is the thesis' view: one queue served by n·k servers.
+	ModelPooled ModelKind = "pooled"
+	// ModelPerPod is n independent M/M/k queues fed λ/n each, as a Service
+	// spreading requests over pods behaves.
+	ModelPerPod ModelKind = "per-pod"
+	// ModelAuto picks, each cycle, whichever of pooled and per-pod modelled the
+	// current allocation closer to the measured latency; per-pod (the
+	// conservative one) when no latency was measured.
+	ModelAuto ModelKind = "auto"
+)
+
+// ServiceModel says which queue formula is used.
+type ServiceModel string
+
+const (
+	// ServiceMMc is M/M/c: Poisson arrivals, exponential service.
+	ServiceMMc ServiceModel = "M/M/c"
+	// ServiceAllenCunneen is G/G/c approximated by scaling the M/M/c waiting
+	// time by (ca² + cs²)/2, from the measured squared coefficients of variation.
+	ServiceAllenCunneen ServiceModel = "allen-cunneen"
+)
+
+// Mover says which pod leaves a hot node.
+type Mover string
+
+const (
+	// MoverOwn moves the workload's own slowed pod to a cooler node (default):
+	// it touches only what the autoscaler owns.
+	MoverOwn Mover = "own"
+	// MoverNeighbour moves the biggest other pod off the hot node (the thesis'
+	// Algorithm 2).
+	MoverNeighbour Mover = "neighbour"
+)
+
+// PolicyType is the unit of a scaling rate-limit policy.
+type PolicyType string
+
+const (
+	// PolicyPods limits the change to Value pods per Period.
+	PolicyPods PolicyType = "Pods"
+	// PolicyPercent limits the change to Value percent of the replicas at the
+	// start of the Period.
+	PolicyPercent PolicyType = "Percent"
+)
+
+// SelectPolicy says how several policies of one direction combine.
+type SelectPolicy string
+
+const (
+	// SelectMax allows the largest change any policy allows (HPA default).
+	SelectMax SelectPolicy = "Max"
+	// SelectMin allows the smallest change any policy allows.
+	SelectMin SelectPolicy = "Min"
+	// SelectDisabled forbids changes in this direction.
+	SelectDisabled SelectPolicy = "Disabled"
+)
+
+// ScalingPolicy is one rate limit: at most Value pods (or percent) per Period.
+type ScalingPolicy struct {
+	Type   PolicyType
+	Value  int32
+	Period time.Duration
+}
+
+// ScalingRules are the stabilisation and rate limits of one direction, as in
+// the HPA's behavior field.
+type ScalingRules struct {
+	// StabilizationWindow: scale down only to the highest recommendation
+	// of this window (scale-up: to the lowest). Zero means act at once.
+	StabilizationWindow time.Duration
+	Policies            []ScalingPolicy
+	SelectPolicy        SelectPolicy
+}
+
+// Behavior holds the rules per direction; nil fields take the defaults
+// (DefaultScaleUp, DefaultScaleDown).
+type Behavior struct {
+	ScaleUp   *ScalingRules
+	ScaleDown *ScalingRules
+}
+
+// DefaultScaleUp returns the HPA's scale-up rules: no stabilisation, at most
+// max(4 pods, 100 %) per 15 s. Note there is no cooldown after a scale-up: a
+// predictive step followed by a reactive step inside the lead is allowed (seed
+// 000 lost its predictive gain to a 3-minute up-scale cooldown).
+func DefaultScaleUp() ScalingRules {
+	return ScalingRules{
+		Policies: []ScalingPolicy{
+			{Type: PolicyPods, Value: 4, Period: 15 * time.Second},
+			{Type: PolicyPercent, Value: 100, Period: 15 * time.Second},
+		},
+		SelectPolicy: SelectMax,
+	}
+}
+
+// DefaultScaleDown returns the HPA's scale-down rules: 5-minute stabilisation,
+// at most 100 % per 15 s.
+func DefaultScaleDown() ScalingRules {
+	return ScalingRules{
+		StabilizationWindow: 5 * time.Minute,
+		Policies:            []ScalingPolicy{{Type: PolicyPercent, Value: 100, Period: 15 * time.Second}},
+		SelectPolicy:        SelectMax,
+	}
+}
+
+// Vertical configures in-place CPU resizing.
+type Vertical struct {
+	Enabled bool
+	// MinCPU and MaxCPU bound the CPU request per pod, in millicores.
+	MinCPU, MaxCPU int64
+	// PodOverheadCPU is the fixed cost of one more pod (sidecar, runtime), in
+	// millicores; it is what makes fewer bigger pods cheaper than more small ones.
+	PodOverheadCPU int64
+	// CPUBoundFraction is f in E[S](r') ≈ E[S](r)·(f·r/r' + (1−f)); zero means
+	// estimate it from usage against the limit and from throttling.
+	CPUBoundFraction float64
+}
+
+// Migration configures moving pods off hot nodes.
+type Migration struct {
+	Enabled bool
+	// NodeThreshold is φ: a node is hot when its absolute CPU utilisation
+	// (used cores / allocatable cores) exceeds it. Default 0.85.
+	NodeThreshold float64
+	// Mover says which pod moves; default MoverOwn.
+	Mover Mover
+	// AllowLocalStorage allows moving a pod bound to node-local volumes; the
+	// destination must then hold all of its volumes together.
+	AllowLocalStorage bool
+	// SlowFactor: a pod whose service time exceeds SlowFactor × the workload's
+	// median is slowed. Default 1.5.
+	SlowFactor float64
+	// ThrottleThreshold: a pod whose throttled fraction exceeds it is slowed.
+	// Default 0.1.
+	ThrottleThreshold float64
+	// DataMoveBytesPerSecond estimates how fast local data moves; it turns
+	// volume sizes into migration time. Default 100 MB/s.
+	DataMoveBytesPerSecond float64
+}
+
+// Predictive configures the predictive lead.
+type Predictive struct {
+	Enabled bool
+	// LeadOverride, when positive, replaces the measured lead.
+	LeadOverride time.Duration
+	// InitPercentile is the percentile of init-time samples used as the lead;
+	// default 90.
+	InitPercentile float64
+	// WindowFactor: the forecast uses λ history over WindowFactor × lead;
+	// default 5.
+	WindowFactor float64
+	// Method is the forecaster; default ForecastHolt.
+	Method ForecastMethod
+}
+
+// ForecastMethod names a λ forecaster.
+type ForecastMethod string
+
+const (
+	// ForecastHolt is Holt's linear (double exponential) smoothing.
+	ForecastHolt ForecastMethod = "holt"
+	// ForecastLeastSquares is a least-squares line through the window,
+	// centred on its mean time.
+	ForecastLeastSquares ForecastMethod = "least-squares"
+)
+
+// Spec is what the user asked for one workload.
+type Spec struct {
+	MinReplicas, MaxReplicas int32
+	// Target is the latency objective T.
+	Target time.Duration
+	// Percentile of the latency that must stay under Target, in (0,100); zero
+	// means the mean latency (the thesis' rule).
+	Percentile float64
+	// Tolerance is θ: no horizontal action while G = L/T is in [1−θ, 1+θ].
+	Tolerance float64
+	// Concurrency is k, the requests one pod serves at once; default 1.
+	Concurrency int
+	// Model is the queue layout; default ModelPerPod.
+	Model ModelKind
+	// ServiceModel is the queue formula; default ServiceMMc.
+	ServiceModel ServiceModel
+	Vertical     Vertical
+	Migration    Migration
+	Predictive   Predictive
+	Behavior     Behavior
+	// MaxDataAge: measurements older than this make the engine hold; default 2 min.
+	MaxDataAge time.Duration
+}
+
+// Sample is one arrival-rate observation.
+type Sample struct {
+	Time time.Time
+	Rate float64 // requests per second
+}
+
+// Volume is a node-local volume a pod is bound to.
+type Volume struct {
+	Name      string
+	Node      string
+	SizeBytes int64
+}
+
+// Pod is one pod on a node: the workload's own pods, and (in Node.Pods)
+// its neighbours.
+type Pod struct {
+	Name string
+	Node string
+	// Owned is true for the workload's own pods.
+	Owned bool
+	Ready bool
+	// CPURequest and CPULimit in millicores; zero limit means none.
+	CPURequest, CPULimit int64
+	// CPUUsage in cores, absolute (not relative to the request; seed 001).
+	CPUUsage float64
+	// ThrottledFraction is the share of CFS periods throttled, in [0,1].
+	ThrottledFraction float64
+	// ServiceTime is this pod's mean service time in seconds; 0 if unknown.
+	ServiceTime float64
+	// LocalVolumes are node-local volumes the pod is bound to.
+	LocalVolumes []Volume
+}
+
+// Node is one node's capacity and absolute usage.
+type Node struct {
+	Name string
+	// AllocatableCPU and RequestedCPU (sum of pod requests) in millicores.
+	AllocatableCPU, RequestedCPU int64
+	// UsedCPU in cores, absolute.
+	UsedCPU float64
+	// FreeLocalStorageBytes is free capacity for node-local volumes.
+	FreeLocalStorageBytes int64
+	// Schedulable is false for cordoned or tainted-off nodes.
+	Unschedulable bool
+	// Pods on the node that are not the workload's (migration neighbours).
+	Pods []Pod
+}
+
+// Snapshot is one cycle's measurements of one workload.
+type Snapshot struct {
+	// Now is the decision time; the engine has no clock of its own.
+	Now time.Time
+	// ArrivalRates is the λ history, oldest first; the last is the current λ.
+	ArrivalRates []Sample
+	// ServiceTime is E[S] in seconds, ServiceSCV its squared coefficient of
+	// variation (variance / mean²); ArrivalSCV that of inter-arrival times.
+	// Zero SCVs mean 1 (exponential).
+	ServiceTime            float64
+	ServiceSCV, ArrivalSCV float64
+	// MeasuredLatency is the latency measured by the proxies at Spec.Percentile
+	// (or the mean), in seconds; zero if unknown. Used by ModelAuto and shown in
+	// the explanation.
+	MeasuredLatency float64
+	CurrentReplicas int32
+	ReadyReplicas   int32
+	// Pods are the workload's own pods.
+	Pods  []Pod
+	Nodes []Node
+	// InitTimes are recent pods' creation→Ready durations.
+	InitTimes []time.Duration
+	// DataTime is when the newest measurement was taken; zero means unknown.
+	DataTime time.Time
+	// Complete is false when some pods' or nodes' data is missing.
+	Complete bool
+}
+
+// Action is a bit set of what a decision does.
+type Action uint8
+
+const (
+	// ActionNone changes nothing.
+	ActionNone Action = 0
+	// ActionHorizontal changes the replica count.
+	ActionHorizontal Action = 1
+	// ActionVertical resizes the CPU of every pod in place.
+	ActionVertical Action = 2
+	// ActionMigrate moves one pod to another node.
+	ActionMigrate Action = 4
+)
+
+// Has reports whether a includes b.
+func (a Action) Has(b Action) bool { return a&b == b && b != 0 }
+
+// String lists the actions joined by "+", or "none".
+func (a Action) String() string {
+	if a == ActionNone {
+		return "none"
+	}
+	s := ""
+	for _, x := range []struct {
+		a    Action
+		name string
+	}{{ActionHorizontal, "horizontal"}, {ActionVertical, "vertical"}, {ActionMigrate, "migrate"}} {
+		if a.Has(x.a) {
+			if s != "" {
+				s += "+"
+			}
+			s += x.name
+		}
+	}
+	return s
+}
+
+// MigrationPlan says which pod moves where.
+type MigrationPlan struct {
+	Pod      string
+	FromNode string
+	ToNode   string
+	Mover    Mover
+	// DataBytes is the node-local data that moves with the pod.
+	DataBytes int64
+	// MoveTime estimates the data-move time (the migration's cost).
+	MoveTime time.Duration
+}
+
+// CandidateKind names one option the engine weighed.
+type CandidateKind string
+
+const (
+	CandidateHold       CandidateKind = "hold"
+	CandidateHorizontal CandidateKind = "horizontal"
+	CandidateVertical   CandidateKind = "vertical"
+	CandidateBoth       CandidateKind = "horizontal+vertical"
+	CandidateMigrate    CandidateKind = "migrate"
+)
+
+// Candidate is one allocation the engine weighed.
+type Candidate struct {
+	Kind     CandidateKind
+	Replicas int32
+	// CPU per pod in millicores (0 when vertical is off).
+	CPU int64
+	// ModelledLatency in seconds at the spec's percentile (or mean); +Inf when unstable.
+	ModelledLatency float64
+	// Cost is replicas × (CPU + overhead) in millicores, or replicas when
+	// vertical is off.
+	Cost        float64
+	MeetsTarget bool
+	Feasible    bool
+	Note        string
+}
+
+// NodeLoad is a node's absolute utilisation as the engine saw it.
+type NodeLoad struct {
+	Node        string
+	Utilization float64
+	Hot         bool
+}
+
+// Explanation is every input the decision used and why it chose what it did.
+type Explanation struct {
+	ArrivalRate         float64 // λ now, per second
+	ForecastArrivalRate float64 // λ at now + lead (0 when not predictive)
+	SizingArrivalRate   float64 // the λ used for scale-up: max(now, forecast)
+	ServiceTime         float64 // E[S] seconds (at the current CPU)
+	ServiceSCV          float64
+	ArrivalSCV          float64
+	CPUBoundFraction    float64
+	Servers             int // c = replicas × k in the pooled view
+	Concurrency         int
+	Model               ModelKind
+	ServiceModel        ServiceModel
+	Percentile          float64 // 0 = mean
+	Target              float64 // seconds
+	Latency             float64 // L modelled for the current allocation, seconds (+Inf when unstable)
+	MeasuredLatency     float64
+	Normalized          float64 // G = L / T
+	Lead                time.Duration
+	Nodes               []NodeLoad
+	Candidates          []Candidate
+	// Recommendation is the replica count the model wanted before
+	// stabilisation, rate limits and bounds.
+	Recommendation int32
+	// Stabilized is the recommendation after the stabilisation window.
+	Stabilized int32
+	Reason     string
+	// HeldBecause is set when the engine held for lack of trustworthy data.
+	HeldBecause string
+}
+
+// Decision is the outcome of one cycle for one workload.
+type Decision struct {
+	Time            time.Time
+	Action          Action
+	DesiredReplicas int32
+	// DesiredCPU per pod in millicores; 0 when unchanged or vertical is off.
+	DesiredCPU  int64
+	Migration   *MigrationPlan
+	Explanation Explanation
+}
