@@ -249,15 +249,30 @@ func TestInvalidInput(t *testing.T) {
 			return err
 		}, "service SCV"},
 		{"overflowing load", func() error { _, err := Load{ArrivalRate: 1e308, ServiceTime: 1e308}.At(1); return err }, "arrival rate"},
-		{"percentile 0", func() error { m, _ := Load{ArrivalRate: 1, ServiceTime: 1}.At(2); _, err := m.LatencyPercentile(0); return err }, "percentile"},
-		{"percentile 100", func() error { m, _ := Load{ArrivalRate: 1, ServiceTime: 1}.At(2); _, err := m.LatencyPercentile(100); return err }, "percentile"},
-		{"percentile NaN", func() error { m, _ := Load{ArrivalRate: 1, ServiceTime: 1}.At(2); _, err := m.LatencyPercentile(nan); return err }, "percentile"},
+		{"percentile 0", func() error {
+			m, _ := Load{ArrivalRate: 1, ServiceTime: 1}.At(2)
+			_, err := m.LatencyPercentile(0)
+			return err
+		}, "percentile"},
+		{"percentile 100", func() error {
+			m, _ := Load{ArrivalRate: 1, ServiceTime: 1}.At(2)
+			_, err := m.LatencyPercentile(100)
+			return err
+		}, "percentile"},
+		{"percentile NaN", func() error {
+			m, _ := Load{ArrivalRate: 1, ServiceTime: 1}.At(2)
+			_, err := m.LatencyPercentile(nan)
+			return err
+		}, "percentile"},
 		{"zero metrics", func() error { _, err := Metrics{}.LatencyPercentile(50); return err }, "metrics"},
 		{"negative Erlang load", func() error { _, err := ErlangB(-1, 3); return err }, "offered load"},
 		{"negative Erlang servers", func() error { _, err := ErlangB(1, -3); return err }, "servers"},
 		{"min target zero", func() error { _, err := Load{ArrivalRate: 1, ServiceTime: 1}.MinServers(0, 0); return err }, "target"},
 		{"min percentile 100", func() error { _, err := Load{ArrivalRate: 1, ServiceTime: 1}.MinServers(5, 100); return err }, "percentile"},
-		{"min concurrency 0", func() error { _, err := Load{ArrivalRate: 1, ServiceTime: 1}.MinPods(0, LayoutPooled, 5, 0); return err }, "concurrency"},
+		{"min concurrency 0", func() error {
+			_, err := Load{ArrivalRate: 1, ServiceTime: 1}.MinPods(0, LayoutPooled, 5, 0)
+			return err
+		}, "concurrency"},
 		{"per-pod zero pods", func() error { _, err := Load{ArrivalRate: 1, ServiceTime: 1}.PerPod(0, 1); return err }, "pods"},
 	}
 	for _, tc := range cases {
