@@ -2,6 +2,28 @@ package decide
 
 import (
 	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/qas-dev/qas/decider/queueing"
+)
+
+// Defaults applied to zero-valued Spec fields.
+const (
+	DefaultMaxDataAge        = 2 * time.Minute
+	DefaultNodeThreshold     = 0.85
+	DefaultSlowFactor        = 1.5
+	DefaultThrottleThreshold = 0.1
+	DefaultDataMoveRate      = 100e6 // bytes per second
+	DefaultInitPercentile    = 90
+	DefaultWindowFactor      = 5
+	// infeasibleSlack: when no pod count can meet the target (it is below the
+	// latency floor), size for this multiple of the floor instead, so the
+	// workload is at least stable and close to its best.
+	infeasibleSlack = 1.1
 )
 
 // Engine decides for one workload and keeps what must persist across its
@@ -26,12 +48,511 @@ type scaleEvent struct {
 // NewEngine returns an Engine with no history.
 func NewEngine() *Engine { return &Engine{} }
 
+// withDefaults fills the zero fields that have defaults.
+func withDefaults(s Spec) Spec {
+	if s.Concurrency == 0 {
+		s.Concurrency = 1
+	}
+	if s.Model == "" {
+		s.Model = ModelPerPod
+	}
+	if s.ServiceModel == "" {
+		s.ServiceModel = ServiceMMc
+	}
+	if s.MaxDataAge == 0 {
+		s.MaxDataAge = DefaultMaxDataAge
+	}
+	if s.Migration.NodeThreshold == 0 {
+		s.Migration.NodeThreshold = DefaultNodeThreshold
+	}
+	if s.Migration.Mover == "" {
+		s.Migration.Mover = MoverOwn
+	}
+	if s.Migration.SlowFactor == 0 {
+		s.Migration.SlowFactor = DefaultSlowFactor
+	}
+	if s.Migration.ThrottleThreshold == 0 {
+		s.Migration.ThrottleThreshold = DefaultThrottleThreshold
+	}
+	if s.Migration.DataMoveBytesPerSecond == 0 {
+		s.Migration.DataMoveBytesPerSecond = DefaultDataMoveRate
+	}
+	if s.Predictive.InitPercentile == 0 {
+		s.Predictive.InitPercentile = DefaultInitPercentile
+	}
+	if s.Predictive.WindowFactor == 0 {
+		s.Predictive.WindowFactor = DefaultWindowFactor
+	}
+	if s.Predictive.Method == "" {
+		s.Predictive.Method = ForecastHolt
+	}
+	return s
+}
+
+func rules(r *ScalingRules, def func() ScalingRules) ScalingRules {
+	if r == nil {
+		return def()
+	}
+	out := *r
+	if out.SelectPolicy == "" {
+		out.SelectPolicy = SelectMax
+	}
+	return out
+}
+
+// validateSnapshot rejects values no collector should produce (NaN, negative).
+// Missing or stale data is not an error: the engine holds on it.
+func validateSnapshot(s Snapshot) error {
+	var errs []error
+	add := func(field, format string, args ...any) { errs = append(errs, fieldErr(field, format, args...)) }
+	if s.Now.IsZero() {
+		add("snapshot.now", "must be set (the engine has no clock)")
+	}
+	for i, r := range s.ArrivalRates {
+		if badFloat(r.Rate) || r.Rate < 0 {
+			add(fmt.Sprintf("snapshot.arrivalRates[%d].rate", i), "must be finite and non-negative, got %v", r.Rate)
+		}
+	}
+	if badFloat(s.ServiceTime) || s.ServiceTime < 0 {
+		add("snapshot.serviceTime", "must be finite and non-negative seconds, got %v", s.ServiceTime)
+	}
+	if badFloat(s.ServiceSCV) || s.ServiceSCV < 0 {
+		add("snapshot.serviceSCV", "must be finite and non-negative, got %v", s.ServiceSCV)
+	}
+	if badFloat(s.ArrivalSCV) || s.ArrivalSCV < 0 {
+		add("snapshot.arrivalSCV", "must be finite and non-negative, got %v", s.ArrivalSCV)
+	}
+	if badFloat(s.MeasuredLatency) || s.MeasuredLatency < 0 {
+		add("snapshot.measuredLatency", "must be finite and non-negative, got %v", s.MeasuredLatency)
+	}
+	if s.CurrentReplicas < 0 || s.ReadyReplicas < 0 {
+		add("snapshot.currentReplicas", "replica counts must not be negative")
+	}
+	for i, p := range s.Pods {
+		if badFloat(p.CPUUsage) || p.CPUUsage < 0 || badFloat(p.ThrottledFraction) || p.ThrottledFraction < 0 ||
+			badFloat(p.ServiceTime) || p.ServiceTime < 0 || p.CPURequest < 0 || p.CPULimit < 0 {
+			add(fmt.Sprintf("snapshot.pods[%d]", i), "CPU, throttling and service time must be finite and non-negative")
+		}
+	}
+	for i, n := range s.Nodes {
+		if badFloat(n.UsedCPU) || n.UsedCPU < 0 || n.AllocatableCPU < 0 || n.RequestedCPU < 0 {
+			add(fmt.Sprintf("snapshot.nodes[%d]", i), "CPU figures must be finite and non-negative")
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Decide returns the decision for spec and snap at snap.Now and records it in
-// the engine's history. An invalid spec or snapshot returns an error and records
-// nothing.
+// the engine's history (recommendations, and the replica change it orders,
+// which the caller is expected to apply). An invalid spec or snapshot returns an
+// error and records nothing. Missing or stale data returns a holding Decision
+// (Action none, Explanation.HeldBecause set) and no error.
 func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	if err := Validate(spec); err != nil {
 		return Decision{}, err
 	}
-	return Decision{}, errors.New("decide: engine not implemented yet")
+	if err := validateSnapshot(snap); err != nil {
+		return Decision{}, err
+	}
+	spec = withDefaults(spec)
+	up := rules(spec.Behavior.ScaleUp, DefaultScaleUp)
+	down := rules(spec.Behavior.ScaleDown, DefaultScaleDown)
+	now := snap.Now
+	current := snap.CurrentReplicas
+
+	d := Decision{Time: now, DesiredReplicas: current}
+	x := &d.Explanation
+	x.Concurrency = spec.Concurrency
+	x.Model = spec.Model
+	x.ServiceModel = spec.ServiceModel
+	x.Percentile = spec.Percentile
+	x.Target = spec.Target.Seconds()
+	x.MeasuredLatency = snap.MeasuredLatency
+	x.ServiceTime = snap.ServiceTime
+	x.ServiceSCV, x.ArrivalSCV = orOne(snap.ServiceSCV), orOne(snap.ArrivalSCV)
+	x.Servers = int(current) * spec.Concurrency
+	x.Recommendation, x.Stabilized = current, current
+	hold := func(why string) (Decision, error) {
+		x.HeldBecause = why
+		x.Reason = "hold: " + why
+		return d, nil
+	}
+
+	// Data checks: hold rather than act on what we cannot trust.
+	if current == 0 {
+		return hold("workload is scaled to zero; autoscaling is off until it has replicas (as the HPA does)")
+	}
+	if len(snap.ArrivalRates) == 0 {
+		return hold("no arrival-rate data")
+	}
+	dataTime := snap.DataTime
+	if dataTime.IsZero() {
+		dataTime = snap.ArrivalRates[len(snap.ArrivalRates)-1].Time
+	}
+	if age := now.Sub(dataTime); age > spec.MaxDataAge {
+		return hold(fmt.Sprintf("data is %s old, more than maxDataAge %s", age.Round(time.Second), spec.MaxDataAge))
+	}
+	lambdaNow := snap.ArrivalRates[len(snap.ArrivalRates)-1].Rate
+	x.ArrivalRate = lambdaNow
+	if snap.ServiceTime == 0 && lambdaNow > 0 {
+		return hold("no service-time data although requests arrive")
+	}
+
+	// Node utilisation, absolute (seed 001): used cores over allocatable cores.
+	for _, n := range snap.Nodes {
+		u := nodeUtil(n)
+		x.Nodes = append(x.Nodes, NodeLoad{Node: n.Name, Utilization: u, Hot: u > spec.Migration.NodeThreshold})
+	}
+
+	// Migration first: a pod slowed on a hot node inflates E[S]; moving it is
+	// cheaper than sizing for the inflated value.
+	es := snap.ServiceTime
+	if spec.Migration.Enabled {
+		if plan, esAfter, note := planMigration(spec, snap); plan != nil {
+			d.Migration = plan
+			d.Action |= ActionMigrate
+			x.Candidates = append(x.Candidates, Candidate{Kind: CandidateMigrate, Replicas: current, Feasible: true, Note: note})
+			if esAfter > 0 {
+				es = esAfter
+			}
+		} else if note != "" {
+			x.Candidates = append(x.Candidates, Candidate{Kind: CandidateMigrate, Replicas: current, Note: note})
+		}
+	}
+
+	// Predictive lead and forecast (scale-up only).
+	lambdaSize := lambdaNow
+	if spec.Predictive.Enabled {
+		x.Lead = lead(spec.Predictive, snap.InitTimes)
+		if x.Lead > 0 {
+			window := time.Duration(float64(x.Lead) * spec.Predictive.WindowFactor)
+			if f, ok := forecast(spec.Predictive.Method, snap.ArrivalRates, now, x.Lead, window); ok {
+				x.ForecastArrivalRate = f
+				lambdaSize = math.Max(lambdaNow, f)
+			}
+		}
+	}
+	x.SizingArrivalRate = lambdaSize
+
+	m := newSizer(spec, snap, es)
+	x.ServiceTime = es
+	x.CPUBoundFraction = m.f
+	if spec.Model == ModelAuto {
+		m.layout = m.pickLayout(lambdaNow, servingPods(snap), snap.MeasuredLatency)
+		x.Model = ModelKind(m.layout.String())
+	}
+
+	target := spec.Target.Seconds()
+	serving := servingPods(snap)
+	lNow := m.latency(lambdaNow, es, serving)
+	lSize := m.latency(lambdaSize, es, serving)
+	x.Latency = lNow
+	x.Normalized = lNow / target
+	gUp := lSize / target
+
+	rec := current
+	var reason string
+	var cpu int64
+	switch {
+	case gUp > 1+spec.Tolerance:
+		rec, cpu, reason = m.scaleUp(lambdaSize, current, x)
+	case x.Normalized < 1-spec.Tolerance:
+		// Down on the present, never below what the forecast needs.
+		need := m.minPods(lambdaNow, es)
+		if lambdaSize > lambdaNow {
+			need = max(need, m.minPods(lambdaSize, es))
+		}
+		rec = min(need, current)
+		reason = fmt.Sprintf("G = %.3g below 1−θ = %.3g: fewest pods meeting the target is %d", x.Normalized, 1-spec.Tolerance, rec)
+		x.Candidates = append(x.Candidates, m.candidate(CandidateHorizontal, rec, m.cpu, lambdaNow, ""))
+	default:
+		reason = fmt.Sprintf("G = %.3g within [1−θ, 1+θ] = [%.3g, %.3g]: no horizontal change", gUp, 1-spec.Tolerance, 1+spec.Tolerance)
+	}
+	x.Recommendation = rec
+
+	// Stabilise, rate-limit, bound.
+	stable := e.stabilize(rec, current, now, up, down)
+	x.Stabilized = stable
+	limited, limitedBy := e.rateLimit(stable, current, now, up, down)
+	desired := min(max(limited, spec.MinReplicas), spec.MaxReplicas)
+	notes := []string{reason}
+	if stable != rec {
+		notes = append(notes, fmt.Sprintf("stabilised to %d (scale-down window keeps the highest recent recommendation)", stable))
+	}
+	if limitedBy != "" {
+		notes = append(notes, fmt.Sprintf("%s allows %d", limitedBy, limited))
+	}
+	if desired != limited {
+		notes = append(notes, fmt.Sprintf("bounded to [%d, %d]", spec.MinReplicas, spec.MaxReplicas))
+	}
+	if desired < current && !snap.Complete && current <= spec.MaxReplicas {
+		desired = current
+		x.HeldBecause = "incomplete data: never scale down on missing data"
+		notes = append(notes, x.HeldBecause)
+	}
+	d.DesiredReplicas = desired
+	if desired != current {
+		d.Action |= ActionHorizontal
+	}
+	if cpu != 0 && cpu != m.cpu {
+		if desired == rec || desired > current {
+			d.DesiredCPU = cpu
+			d.Action |= ActionVertical
+		} else {
+			notes = append(notes, "vertical resize dropped: the replica count was limited")
+		}
+	}
+	e.recordScale(desired-current, now, up, down)
+	x.Reason = strings.Join(notes, "; ")
+	return d, nil
+}
+
+func orOne(v float64) float64 {
+	if v == 0 {
+		return 1
+	}
+	return v
+}
+
+func nodeUtil(n Node) float64 {
+	if n.AllocatableCPU <= 0 {
+		return 0
+	}
+	return n.UsedCPU / (float64(n.AllocatableCPU) / 1000)
+}
+
+// servingPods is the number of pods taking traffic now: the ready ones, or all
+// of them when readiness is unknown.
+func servingPods(s Snapshot) int32 {
+	if s.ReadyReplicas > 0 && s.ReadyReplicas <= s.CurrentReplicas {
+		return s.ReadyReplicas
+	}
+	return s.CurrentReplicas
+}
+
+// sizer evaluates the model for one workload and cycle.
+type sizer struct {
+	spec   Spec
+	snap   Snapshot
+	layout queueing.Layout
+	k      int
+	pct    float64
+	target float64
+	es     float64 // E[S] at the current CPU
+	cpu    int64   // current CPU request per pod, millicores (0 if unknown)
+	f      float64 // CPU-bound share of the service time
+}
+
+func newSizer(spec Spec, snap Snapshot, es float64) *sizer {
+	s := &sizer{spec: spec, snap: snap, k: spec.Concurrency, pct: spec.Percentile, target: spec.Target.Seconds(), es: es}
+	if spec.Model == ModelPooled {
+		s.layout = queueing.LayoutPooled
+	} else {
+		s.layout = queueing.LayoutPerPod
+	}
+	var req, use, thr float64
+	var n int
+	for _, p := range snap.Pods {
+		if p.CPURequest > 0 {
+			req += float64(p.CPURequest)
+			use += p.CPUUsage * 1000
+			thr += p.ThrottledFraction
+			n++
+		}
+	}
+	if n > 0 {
+		s.cpu = int64(math.Round(req / float64(n)))
+		s.f = spec.Vertical.CPUBoundFraction
+		if s.f == 0 {
+			// Busy share of the request, raised by throttling (which hides demand).
+			s.f = math.Min(1, use/req+thr/float64(n))
+		}
+	}
+	return s
+}
+
+func (s *sizer) load(lambda, es float64) queueing.Load {
+	return queueing.Load{
+		ArrivalRate:  lambda,
+		ServiceTime:  es,
+		AllenCunneen: s.spec.ServiceModel == ServiceAllenCunneen,
+		ArrivalSCV:   orOne(s.snap.ArrivalSCV),
+		ServiceSCV:   orOne(s.snap.ServiceSCV),
+	}
+}
+
+// latency is the modelled latency (mean or percentile) of n pods; +Inf when
+// unstable or when the service time is unknown and requests arrive.
+func (s *sizer) latency(lambda, es float64, n int32) float64 {
+	if es <= 0 {
+		if lambda == 0 {
+			return 0
+		}
+		return math.Inf(1)
+	}
+	if n < 1 {
+		return math.Inf(1)
+	}
+	m, err := s.load(lambda, es).Pods(int(n), s.k, s.layout)
+	if err != nil {
+		return math.Inf(1)
+	}
+	v, err := m.Latency(s.pct)
+	if err != nil {
+		return math.Inf(1)
+	}
+	return v
+}
+
+// minPods is the fewest pods meeting the target; when none can, the fewest
+// within infeasibleSlack of the latency floor. Capped at MaxReplicas+1 worth of
+// search by the bounds applied later.
+func (s *sizer) minPods(lambda, es float64) int32 {
+	if lambda == 0 || es <= 0 {
+		return 1
+	}
+	l := s.load(lambda, es)
+	n, err := l.MinPods(s.k, s.layout, s.target, s.pct)
+	if errors.Is(err, queueing.ErrInfeasible) {
+		floor := es
+		if s.pct > 0 {
+			floor = -math.Log1p(-s.pct/100) * es
+		}
+		n, err = l.MinPods(s.k, s.layout, floor*infeasibleSlack, s.pct)
+	}
+	if err != nil || n > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int32(n)
+}
+
+// esAt is the CPU-bound service-time model: E[S](r') = E[S](r)·(f·r/r' + 1 − f).
+func (s *sizer) esAt(cpu int64) float64 {
+	if s.cpu <= 0 || cpu <= 0 || cpu == s.cpu {
+		return s.es
+	}
+	return s.es * (s.f*float64(s.cpu)/float64(cpu) + 1 - s.f)
+}
+
+func (s *sizer) cost(n int32, cpu int64) float64 {
+	if !s.spec.Vertical.Enabled {
+		return float64(n)
+	}
+	return float64(n) * float64(cpu+s.spec.Vertical.PodOverheadCPU)
+}
+
+func (s *sizer) candidate(kind CandidateKind, n int32, cpu int64, lambda float64, note string) Candidate {
+	lat := s.latency(lambda, s.esAt(cpu), n)
+	return Candidate{
+		Kind: kind, Replicas: n, CPU: cpu, ModelledLatency: lat, Cost: s.cost(n, cpu),
+		MeetsTarget: lat <= s.target, Feasible: true, Note: note,
+	}
+}
+
+// pickLayout chooses, for ModelAuto, the layout whose modelled latency at the
+// current allocation is closer to the measured one; per-pod without a measurement.
+func (s *sizer) pickLayout(lambda float64, n int32, measured float64) queueing.Layout {
+	if measured <= 0 {
+		return queueing.LayoutPerPod
+	}
+	s.layout = queueing.LayoutPooled
+	pooled := s.latency(lambda, s.es, n)
+	s.layout = queueing.LayoutPerPod
+	perPod := s.latency(lambda, s.es, n)
+	if math.Abs(pooled-measured) < math.Abs(perPod-measured) {
+		return queueing.LayoutPooled
+	}
+	return queueing.LayoutPerPod
+}
+
+// scaleUp is Algorithm 4's scale-up branch with its loop fixed (the smallest
+// m ≥ n with L(m) ≤ T, found by search) and, with vertical scaling on, the
+// cost comparison against resized pods. It returns the replica count, the CPU
+// per pod (0 when unchanged) and the reason.
+func (s *sizer) scaleUp(lambda float64, current int32, x *Explanation) (int32, int64, string) {
+	horizontal := max(s.minPods(lambda, s.es), current)
+	hc := s.candidate(CandidateHorizontal, horizontal, s.cpu, lambda, "more pods at the current CPU")
+	x.Candidates = append(x.Candidates, hc)
+	best := hc
+	if s.spec.Vertical.Enabled && s.cpu > 0 {
+		for _, cpu := range s.cpuLevels() {
+			if cpu <= s.cpu {
+				continue // Scale-up never shrinks pods.
+			}
+			es := s.esAt(cpu)
+			n := max(s.minPods(lambda, es), 1)
+			kind := CandidateBoth
+			if n <= current {
+				n, kind = current, CandidateVertical
+			}
+			c := s.candidate(kind, n, cpu, lambda, "")
+			if room, why := s.nodeRoom(cpu); !room {
+				c.Feasible, c.Note = false, why
+			}
+			x.Candidates = append(x.Candidates, c)
+			if c.Feasible && c.MeetsTarget && (!best.MeetsTarget || c.Cost < best.Cost ||
+				(c.Cost == best.Cost && c.Kind == CandidateVertical)) {
+				best = c
+			}
+		}
+	}
+	reason := fmt.Sprintf("G = %.3g above 1+θ = %.3g at λ = %.4g/s: ", x.Latency/s.target, 1+s.spec.Tolerance, lambda)
+	if lambda > x.ArrivalRate {
+		reason = fmt.Sprintf("forecast λ = %.4g/s at now+%s above λ now = %.4g/s, G = %.3g above 1+θ: ",
+			lambda, x.Lead, x.ArrivalRate, s.latency(lambda, s.es, servingPods(s.snap))/s.target)
+	}
+	if !best.MeetsTarget {
+		reason += fmt.Sprintf("target unreachable by adding pods (latency floor above target); sized to %d pods within %.0f%% of the floor", best.Replicas, (infeasibleSlack-1)*100)
+	} else {
+		reason += fmt.Sprintf("cheapest candidate meeting the target is %s: %d pods", best.Kind, best.Replicas)
+		if best.Kind != CandidateHorizontal {
+			reason += fmt.Sprintf(" at %dm CPU", best.CPU)
+		}
+	}
+	cpu := int64(0)
+	if best.Kind != CandidateHorizontal {
+		cpu = best.CPU
+	}
+	return best.Replicas, cpu, reason
+}
+
+// cpuLevels are the CPU sizes weighed: multiples of the current request and
+// the bounds, clamped to [MinCPU, MaxCPU].
+func (s *sizer) cpuLevels() []int64 {
+	v := s.spec.Vertical
+	var out []int64
+	for _, f := range []float64{1.25, 1.5, 2, 3, 4} {
+		out = append(out, int64(math.Round(float64(s.cpu)*f)))
+	}
+	out = append(out, v.MaxCPU)
+	for i := range out {
+		out[i] = min(max(out[i], v.MinCPU), v.MaxCPU)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// nodeRoom reports whether every node hosting the workload's pods can grow
+// them all to cpu millicores in place.
+func (s *sizer) nodeRoom(cpu int64) (bool, string) {
+	grow := map[string]int64{}
+	for _, p := range s.snap.Pods {
+		if p.CPURequest > 0 && cpu > p.CPURequest {
+			grow[p.Node] += cpu - p.CPURequest
+		}
+	}
+	for _, n := range s.snap.Nodes {
+		g, ok := grow[n.Name]
+		if !ok {
+			continue
+		}
+		delete(grow, n.Name)
+		if free := n.AllocatableCPU - n.RequestedCPU; free < g {
+			return false, fmt.Sprintf("node %s has %dm free, needs %dm", n.Name, free, g)
+		}
+	}
+	for name := range grow {
+		return false, fmt.Sprintf("node %s of a pod is not in the snapshot", name)
+	}
+	return true, ""
 }
