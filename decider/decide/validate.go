@@ -106,7 +106,11 @@ func Validate(spec Spec) error {
 	default:
 		add("spec.predictive.method", "must be holt or least-squares, got %q", p.Method)
 	}
-	for dir, r := range map[string]*ScalingRules{"scaleUp": spec.Behavior.ScaleUp, "scaleDown": spec.Behavior.ScaleDown} {
+	for _, dr := range []struct {
+		dir string
+		r   *ScalingRules
+	}{{"scaleUp", spec.Behavior.ScaleUp}, {"scaleDown", spec.Behavior.ScaleDown}} {
+		dir, r := dr.dir, dr.r
 		if r == nil {
 			continue
 		}

@@ -1,0 +1,54 @@
+package decide
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// FuzzDecide feeds arbitrary loads, sizes and settings to the engine over two
+// cycles: it must not panic, and any decision it returns must stay within the
+// bounds (or hold the current count) with a finite, explained outcome.
+func FuzzDecide(f *testing.F) {
+	f.Add(95.0, 0.1, int32(12), int64(120), 95.0, 0.1, int32(1), int32(50), 1.0, true)
+	f.Add(0.0, 0.0, int32(0), int64(0), 0.0, 0.0, int32(0), int32(0), 0.0, false)
+	f.Add(1e9, 1e-9, int32(1), int64(1), 99.999, 0.99, int32(5), int32(5), 50.0, true)
+	f.Add(math.NaN(), -1.0, int32(-3), int64(-5), 100.0, 2.0, int32(7), int32(3), math.Inf(1), true)
+	f.Fuzz(func(t *testing.T, lambda, es float64, current int32, targetMs int64, pct, tol float64, minR, maxR int32, slope float64, predictive bool) {
+		spec := Spec{
+			MinReplicas: minR, MaxReplicas: maxR, Target: time.Duration(targetMs) * time.Millisecond,
+			Percentile: pct, Tolerance: tol, Model: ModelPerPod,
+			Vertical:   Vertical{Enabled: true, MinCPU: 100, MaxCPU: 4000, PodOverheadCPU: 100},
+			Migration:  Migration{Enabled: true},
+			Predictive: Predictive{Enabled: predictive, LeadOverride: time.Minute},
+		}
+		if current > 100_000 || current < -1 {
+			current %= 100_000
+		}
+		e := NewEngine()
+		for cycle := 0; cycle < 2; cycle++ {
+			now := t0.Add(time.Duration(cycle) * 15 * time.Second)
+			s := ramp(now, lambda, slope, es, current)
+			cpuPods(&s, int(min(max(current, 0), 50)), 500, 1000)
+			d, err := e.Decide(spec, s)
+			if err != nil {
+				return
+			}
+			if d.Explanation.Reason == "" {
+				t.Fatalf("decision without a reason: %+v", d)
+			}
+			if d.DesiredReplicas != current && (d.DesiredReplicas < spec.MinReplicas || d.DesiredReplicas > spec.MaxReplicas) {
+				t.Fatalf("desired %d outside [%d, %d] (current %d)", d.DesiredReplicas, spec.MinReplicas, spec.MaxReplicas, current)
+			}
+			if math.IsNaN(d.Explanation.Latency) || math.IsNaN(d.Explanation.Normalized) || math.IsNaN(d.Explanation.SizingArrivalRate) {
+				t.Fatalf("NaN in explanation: %+v", d.Explanation)
+			}
+			for _, c := range d.Explanation.Candidates {
+				if math.IsNaN(c.ModelledLatency) || math.IsNaN(c.Cost) {
+					t.Fatalf("NaN candidate %+v", c)
+				}
+			}
+			current = d.DesiredReplicas
+		}
+	})
+}
