@@ -48,6 +48,50 @@ type scaleEvent struct {
 // NewEngine returns an Engine with no history.
 func NewEngine() *Engine { return &Engine{} }
 
+// State is an Engine's memory, exported so that a decider can persist it and
+// resume after a restart or leader change without forgetting its stabilisation
+// window or rate-limit budget.
+type State struct {
+	Recommendations []StateRecommendation
+	ScaleEvents     []StateScaleEvent
+}
+
+// StateRecommendation is one past recommendation.
+type StateRecommendation struct {
+	Time     time.Time
+	Replicas int32
+}
+
+// StateScaleEvent is one past change of replicas (negative: removed).
+type StateScaleEvent struct {
+	Time  time.Time
+	Delta int32
+}
+
+// State returns a copy of the engine's memory.
+func (e *Engine) State() State {
+	var s State
+	for _, r := range e.recs {
+		s.Recommendations = append(s.Recommendations, StateRecommendation{Time: time.Unix(0, r.at).UTC(), Replicas: r.replicas})
+	}
+	for _, ev := range e.events {
+		s.ScaleEvents = append(s.ScaleEvents, StateScaleEvent{Time: time.Unix(0, ev.at).UTC(), Delta: ev.delta})
+	}
+	return s
+}
+
+// NewEngineFromState returns an Engine that remembers s.
+func NewEngineFromState(s State) *Engine {
+	e := &Engine{}
+	for _, r := range s.Recommendations {
+		e.recs = append(e.recs, recommendation{at: r.Time.UnixNano(), replicas: r.Replicas})
+	}
+	for _, ev := range s.ScaleEvents {
+		e.events = append(e.events, scaleEvent{at: ev.Time.UnixNano(), delta: ev.Delta})
+	}
+	return e
+}
+
 // withDefaults fills the zero fields that have defaults.
 func withDefaults(s Spec) Spec {
 	if s.Concurrency == 0 {
@@ -249,6 +293,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	x.Latency = lNow
 	x.Normalized = lNow / target
 	gUp := lSize / target
+	x.SizingNormalized = gUp
 
 	rec := current
 	var reason string
@@ -256,6 +301,10 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	switch {
 	case gUp > 1+spec.Tolerance:
 		rec, cpu, reason = m.scaleUp(lambdaSize, current, x)
+	case x.Normalized < 1-spec.Tolerance && d.Migration != nil:
+		// Surge-first migration adds a pod for a while; removing pods at the
+		// same time could leave the workload short if the move is slow.
+		reason = fmt.Sprintf("G = %.3g below 1−θ, but a migration is planned: no scale-down this cycle", x.Normalized)
 	case x.Normalized < 1-spec.Tolerance:
 		// Down on the present, never below what the forecast needs.
 		need := m.minPods(lambdaNow, es)

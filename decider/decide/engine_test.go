@@ -733,3 +733,43 @@ func TestActionString(t *testing.T) {
 	require.True(t, strings.Contains((ActionVertical).String(), "vertical"))
 	require.False(t, ActionHorizontal.Has(ActionNone))
 }
+
+func TestStateSurvivesRestart(t *testing.T) {
+	spec := baseSpec()
+	spec.Behavior = Behavior{}
+	e := NewEngine()
+	d, err := e.Decide(spec, snapshot(t0, 300, 0.1, 40))
+	require.NoError(t, err)
+	high := d.DesiredReplicas
+	// The decider restarts a minute later and resumes from the saved state: the
+	// scale-down window still holds; a fresh engine would drop at once.
+	later := snapshot(t0.Add(time.Minute), 30, 0.1, high)
+	resumed, err := NewEngineFromState(e.State()).Decide(spec, later)
+	require.NoError(t, err)
+	require.Equal(t, high, resumed.DesiredReplicas)
+	fresh, err := NewEngine().Decide(spec, later)
+	require.NoError(t, err)
+	require.Less(t, fresh.DesiredReplicas, high)
+	require.Len(t, e.State().Recommendations, 1)
+}
+
+func TestNoScaleDownWhileMigrating(t *testing.T) {
+	spec := baseSpec()
+	spec.Migration = Migration{Enabled: true, NodeThreshold: 0.8}
+	spec.Target = time.Second
+	s := hotCluster()
+	for i := range s.ArrivalRates {
+		s.ArrivalRates[i].Rate = 1 // One pod would do.
+	}
+	d, err := NewEngine().Decide(spec, s)
+	require.NoError(t, err)
+	require.NotNil(t, d.Migration)
+	require.Equal(t, int32(3), d.DesiredReplicas)
+	require.Equal(t, ActionMigrate, d.Action)
+	require.Contains(t, d.Explanation.Reason, "migration is planned")
+	// Without the migration the same cycle scales down.
+	spec.Migration.Enabled = false
+	d, err = NewEngine().Decide(spec, s)
+	require.NoError(t, err)
+	require.Less(t, d.DesiredReplicas, int32(3))
+}

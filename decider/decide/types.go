@@ -248,7 +248,8 @@ type Node struct {
 	UsedCPU float64
 	// FreeLocalStorageBytes is free capacity for node-local volumes.
 	FreeLocalStorageBytes int64
-	// Schedulable is false for cordoned or tainted-off nodes.
+	// Unschedulable is true for cordoned nodes (or nodes new pods may not use);
+	// they are never migration destinations.
 	Unschedulable bool
 	// Pods on the node that are not the workload's (migration neighbours).
 	Pods []Pod
@@ -382,10 +383,13 @@ type Explanation struct {
 	Target              float64 // seconds
 	Latency             float64 // L modelled for the current allocation, seconds (+Inf when unstable)
 	MeasuredLatency     float64
-	Normalized          float64 // G = L / T
-	Lead                time.Duration
-	Nodes               []NodeLoad
-	Candidates          []Candidate
+	Normalized          float64 // G = L / T, at λ now
+	// SizingNormalized is L/T at the sizing λ (max of now and forecast) and the
+	// serving pods: what the scale-up test compares with 1 + θ.
+	SizingNormalized float64
+	Lead             time.Duration
+	Nodes            []NodeLoad
+	Candidates       []Candidate
 	// Recommendation is the replica count the model wanted before
 	// stabilisation, rate limits and bounds.
 	Recommendation int32
