@@ -535,7 +535,9 @@ func (s *sizer) scaleUp(lambda float64, current int32, x *Explanation) (int32, i
 				n, kind = current, CandidateVertical
 			}
 			c := s.candidate(kind, n, cpu, lambda, "")
-			if room, why := s.nodeRoom(cpu); !room {
+			if s.snap.ResizeBlocked {
+				c.Feasible, c.Note = false, "the last in-place resize was infeasible or deferred too long"
+			} else if room, why := s.nodeRoom(cpu); !room {
 				c.Feasible, c.Note = false, why
 			}
 			x.Candidates = append(x.Candidates, c)

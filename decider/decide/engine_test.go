@@ -553,6 +553,20 @@ func TestVerticalNeedsNodeRoom(t *testing.T) {
 	}
 }
 
+func TestVerticalFallsBackWhenResizeBlocked(t *testing.T) {
+	spec := baseSpec()
+	spec.Vertical = Vertical{Enabled: true, MinCPU: 250, MaxCPU: 2000, PodOverheadCPU: 500}
+	s := snapshot(t0, 95, 0.1, 12)
+	s.ServiceTime = 0.2
+	cpuPods(&s, 12, 500, 3000)
+	s.ResizeBlocked = true
+	d, err := NewEngine().Decide(spec, s)
+	require.NoError(t, err)
+	require.False(t, d.Action.Has(ActionVertical))
+	require.True(t, d.Action.Has(ActionHorizontal))
+	require.Zero(t, d.DesiredCPU)
+}
+
 func TestVerticalDoesNotHelpIOBoundPods(t *testing.T) {
 	spec := baseSpec()
 	spec.Vertical = Vertical{Enabled: true, MinCPU: 250, MaxCPU: 2000, PodOverheadCPU: 0}

@@ -279,8 +279,14 @@ type Snapshot struct {
 	InitTimes []time.Duration
 	// DataTime is when the newest measurement was taken; zero means unknown.
 	DataTime time.Time
-	// Complete is false when some pods' or nodes' data is missing.
+	// Complete must be set true by the producer when every pod's and node's
+	// data is present. False (also the zero value) never scales down: missing
+	// data must not remove capacity.
 	Complete bool
+	// ResizeBlocked is set by the controller when the last in-place resize was
+	// Infeasible or Deferred for too long; vertical candidates are then
+	// infeasible and the engine falls back to migration or horizontal scaling.
+	ResizeBlocked bool
 }
 
 // Action is a bit set of what a decision does.
@@ -406,6 +412,7 @@ type Decision struct {
 	Action          Action
 	DesiredReplicas int32
 	// DesiredCPU per pod in millicores; 0 when unchanged or vertical is off.
+	// It applies to the running pods (in-place resize) and to new ones.
 	DesiredCPU  int64
 	Migration   *MigrationPlan
 	Explanation Explanation
