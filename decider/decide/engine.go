@@ -186,9 +186,27 @@ func validateSnapshot(s Snapshot) error {
 	return errors.Join(errs...)
 }
 
+// Revert forgets the replica change d recorded, for a caller that did not
+// apply it (dry run, or the API refused): otherwise the rate limits would count
+// a change that never happened. Reverting a decision without a change, or twice,
+// does nothing.
+func (e *Engine) Revert(d Decision) {
+	delta := d.DesiredReplicas - d.Explanation.CurrentReplicas
+	if delta == 0 {
+		return
+	}
+	at := d.Time.UnixNano()
+	for i := len(e.events) - 1; i >= 0; i-- {
+		if e.events[i].at == at && e.events[i].delta == delta {
+			e.events = append(e.events[:i], e.events[i+1:]...)
+			return
+		}
+	}
+}
+
 // Decide returns the decision for spec and snap at snap.Now and records it in
 // the engine's history (recommendations, and the replica change it orders,
-// which the caller is expected to apply). An invalid spec or snapshot returns an
+// which the caller is expected to apply; see Revert). An invalid spec or snapshot returns an
 // error and records nothing. Missing or stale data returns a holding Decision
 // (Action none, Explanation.HeldBecause set) and no error.
 func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
@@ -215,6 +233,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	x.ServiceTime = snap.ServiceTime
 	x.ServiceSCV, x.ArrivalSCV = orOne(snap.ServiceSCV), orOne(snap.ArrivalSCV)
 	x.Servers = int(current) * spec.Concurrency
+	x.CurrentReplicas, x.ReadyReplicas = current, snap.ReadyReplicas
 	x.Recommendation, x.Stabilized = current, current
 	hold := func(why string) (Decision, error) {
 		x.HeldBecause = why
@@ -325,8 +344,11 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	limited, limitedBy := e.rateLimit(stable, current, now, up, down)
 	desired := min(max(limited, spec.MinReplicas), spec.MaxReplicas)
 	notes := []string{reason}
-	if stable != rec {
-		notes = append(notes, fmt.Sprintf("stabilised to %d (scale-down window keeps the highest recent recommendation)", stable))
+	switch {
+	case stable < rec:
+		notes = append(notes, fmt.Sprintf("stabilised to %d (the scale-up window keeps the lowest recent recommendation)", stable))
+	case stable > rec:
+		notes = append(notes, fmt.Sprintf("stabilised to %d (the scale-down window keeps the highest recent recommendation)", stable))
 	}
 	if limitedBy != "" {
 		notes = append(notes, fmt.Sprintf("%s allows %d", limitedBy, limited))

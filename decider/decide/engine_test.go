@@ -787,3 +787,51 @@ func TestNoScaleDownWhileMigrating(t *testing.T) {
 	require.NoError(t, err)
 	require.Less(t, d.DesiredReplicas, int32(3))
 }
+
+func TestScaleUpStabilisationWindow(t *testing.T) {
+	spec := baseSpec()
+	up := DefaultScaleUp()
+	up.StabilizationWindow = time.Minute
+	spec.Behavior = Behavior{ScaleUp: &up, ScaleDown: &ScalingRules{SelectPolicy: SelectDisabled}}
+	e := NewEngine()
+	d, err := e.Decide(spec, snapshot(t0, 95, 0.1, 12))
+	require.NoError(t, err)
+	require.Equal(t, int32(12), d.DesiredReplicas)
+	// A one-cycle spike: the up window's lowest recommendation (12) wins.
+	d, err = e.Decide(spec, snapshot(t0.Add(15*time.Second), 150, 0.1, 12))
+	require.NoError(t, err)
+	require.Greater(t, d.Explanation.Recommendation, int32(12))
+	require.Equal(t, int32(12), d.DesiredReplicas)
+	// Sustained for the whole window: it goes through.
+	for i := 2; i <= 5; i++ {
+		d, err = e.Decide(spec, snapshot(t0.Add(time.Duration(i)*15*time.Second), 150, 0.1, 12))
+		require.NoError(t, err)
+		if i < 5 {
+			require.Equal(t, int32(12), d.DesiredReplicas)
+			require.Contains(t, d.Explanation.Reason, "scale-up window")
+		}
+	}
+	require.Greater(t, d.DesiredReplicas, int32(12))
+	// Scale-down disabled: a drop holds.
+	d, err = e.Decide(spec, snapshot(t0.Add(10*time.Minute), 1, 0.1, d.DesiredReplicas))
+	require.NoError(t, err)
+	require.Contains(t, d.Explanation.Reason, "scale-down disabled")
+	require.Equal(t, ActionNone, d.Action)
+}
+
+func TestRevertUnappliedChange(t *testing.T) {
+	spec := baseSpec()
+	spec.Behavior = Behavior{}
+	e := NewEngine()
+	d, err := e.Decide(spec, snapshot(t0, 3000, 0.1, 2))
+	require.NoError(t, err)
+	require.Equal(t, int32(6), d.DesiredReplicas)
+	// The change was not applied (dry run): without Revert the next cycle in the
+	// same period would be limited by the 4 pods "already added".
+	e.Revert(d)
+	e.Revert(d)
+	d, err = e.Decide(spec, snapshot(t0.Add(5*time.Second), 3000, 0.1, 2))
+	require.NoError(t, err)
+	require.Equal(t, int32(6), d.DesiredReplicas)
+	require.Len(t, e.State().ScaleEvents, 1)
+}

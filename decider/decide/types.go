@@ -381,6 +381,8 @@ type Explanation struct {
 	ServiceSCV          float64
 	ArrivalSCV          float64
 	CPUBoundFraction    float64
+	CurrentReplicas     int32
+	ReadyReplicas       int32
 	Servers             int // c = replicas × k in the pooled view
 	Concurrency         int
 	Model               ModelKind
