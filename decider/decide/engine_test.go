@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -834,4 +835,32 @@ func TestRevertUnappliedChange(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int32(6), d.DesiredReplicas)
 	require.Len(t, e.State().ScaleEvents, 1)
+}
+
+func TestDecisionJSON(t *testing.T) {
+	spec := baseSpec()
+	spec.Migration = Migration{Enabled: true, NodeThreshold: 0.8, AllowLocalStorage: true}
+	s := hotCluster()
+	s.Pods[0].LocalVolumes = []Volume{{Name: "a", Node: "hot", SizeBytes: 1e9}}
+	s.Nodes[2].FreeLocalStorageBytes = 2e9
+	d, err := NewEngine().Decide(spec, s) // 3 pods for 95/s at 100 ms: unstable now.
+	require.NoError(t, err)
+	require.True(t, math.IsInf(d.Explanation.Latency, 1))
+	b, err := json.Marshal(d)
+	require.NoError(t, err)
+	var obj map[string]any
+	require.NoError(t, json.Unmarshal(b, &obj))
+	require.Equal(t, "horizontal+migrate", obj["action"])
+	x := obj["explanation"].(map[string]any)
+	require.Contains(t, x, "latency")
+	require.Nil(t, x["latency"])
+	require.Equal(t, 95.0, x["arrivalRate"])
+	require.NotContains(t, x, "Lead")
+	require.Contains(t, x, "leadSeconds")
+	require.Equal(t, 10.0, obj["migration"].(map[string]any)["moveSeconds"])
+	require.NotEmpty(t, x["candidates"])
+	var back struct{ Action Action }
+	require.NoError(t, json.Unmarshal([]byte(`{"Action":"horizontal+migrate"}`), &back))
+	require.Equal(t, ActionHorizontal|ActionMigrate, back.Action)
+	require.Error(t, json.Unmarshal([]byte(`{"Action":"teleport"}`), &back))
 }

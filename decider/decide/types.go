@@ -328,14 +328,14 @@ func (a Action) String() string {
 
 // MigrationPlan says which pod moves where.
 type MigrationPlan struct {
-	Pod      string
-	FromNode string
-	ToNode   string
-	Mover    Mover
+	Pod      string `json:"pod"`
+	FromNode string `json:"fromNode"`
+	ToNode   string `json:"toNode"`
+	Mover    Mover  `json:"mover"`
 	// DataBytes is the node-local data that moves with the pod.
-	DataBytes int64
+	DataBytes int64 `json:"dataBytes"`
 	// MoveTime estimates the data-move time (the migration's cost).
-	MoveTime time.Duration
+	MoveTime time.Duration `json:"-"`
 }
 
 // CandidateKind names one option the engine weighed.
@@ -351,71 +351,71 @@ const (
 
 // Candidate is one allocation the engine weighed.
 type Candidate struct {
-	Kind     CandidateKind
-	Replicas int32
+	Kind     CandidateKind `json:"kind"`
+	Replicas int32         `json:"replicas"`
 	// CPU per pod in millicores (0 when vertical is off).
-	CPU int64
+	CPU int64 `json:"cpu"`
 	// ModelledLatency in seconds at the spec's percentile (or mean); +Inf when unstable.
-	ModelledLatency float64
+	ModelledLatency float64 `json:"modelledLatency"`
 	// Cost is replicas × (CPU + overhead) in millicores, or replicas when
 	// vertical is off.
-	Cost        float64
-	MeetsTarget bool
-	Feasible    bool
-	Note        string
+	Cost        float64 `json:"cost"`
+	MeetsTarget bool    `json:"meetsTarget"`
+	Feasible    bool    `json:"feasible"`
+	Note        string  `json:"note,omitempty"`
 }
 
 // NodeLoad is a node's absolute utilisation as the engine saw it.
 type NodeLoad struct {
-	Node        string
-	Utilization float64
-	Hot         bool
+	Node        string  `json:"node"`
+	Utilization float64 `json:"utilization"`
+	Hot         bool    `json:"hot"`
 }
 
 // Explanation is every input the decision used and why it chose what it did.
 type Explanation struct {
-	ArrivalRate         float64 // λ now, per second
-	ForecastArrivalRate float64 // λ at now + lead (0 when not predictive)
-	SizingArrivalRate   float64 // the λ used for scale-up: max(now, forecast)
-	ServiceTime         float64 // E[S] seconds (at the current CPU)
-	ServiceSCV          float64
-	ArrivalSCV          float64
-	CPUBoundFraction    float64
-	CurrentReplicas     int32
-	ReadyReplicas       int32
-	Servers             int // c = replicas × k in the pooled view
-	Concurrency         int
-	Model               ModelKind
-	ServiceModel        ServiceModel
-	Percentile          float64 // 0 = mean
-	Target              float64 // seconds
-	Latency             float64 // L modelled for the current allocation, seconds (+Inf when unstable)
-	MeasuredLatency     float64
-	Normalized          float64 // G = L / T, at λ now
+	ArrivalRate         float64      `json:"arrivalRate"`         // λ now, per second
+	ForecastArrivalRate float64      `json:"forecastArrivalRate"` // λ at now + lead (0 when not predictive)
+	SizingArrivalRate   float64      `json:"sizingArrivalRate"`   // the λ used for scale-up: max(now, forecast)
+	ServiceTime         float64      `json:"serviceTime"`         // E[S] seconds (at the current CPU)
+	ServiceSCV          float64      `json:"serviceSCV"`
+	ArrivalSCV          float64      `json:"arrivalSCV"`
+	CPUBoundFraction    float64      `json:"cpuBoundFraction"`
+	CurrentReplicas     int32        `json:"currentReplicas"`
+	ReadyReplicas       int32        `json:"readyReplicas"`
+	Servers             int          `json:"servers"` // c = replicas × k in the pooled view
+	Concurrency         int          `json:"concurrency"`
+	Model               ModelKind    `json:"model"`
+	ServiceModel        ServiceModel `json:"serviceModel"`
+	Percentile          float64      `json:"percentile"` // 0 = mean
+	Target              float64      `json:"target"`     // seconds
+	Latency             float64      `json:"latency"`    // L modelled for the current allocation, seconds (+Inf when unstable)
+	MeasuredLatency     float64      `json:"measuredLatency"`
+	Normalized          float64      `json:"normalized"` // G = L / T, at λ now
 	// SizingNormalized is L/T at the sizing λ (max of now and forecast) and the
 	// serving pods: what the scale-up test compares with 1 + θ.
-	SizingNormalized float64
-	Lead             time.Duration
-	Nodes            []NodeLoad
-	Candidates       []Candidate
+	SizingNormalized float64       `json:"sizingNormalized"`
+	Lead             time.Duration `json:"-"`
+	Nodes            []NodeLoad    `json:"nodes,omitempty"`
+	Candidates       []Candidate   `json:"candidates,omitempty"`
 	// Recommendation is the replica count the model wanted before
 	// stabilisation, rate limits and bounds.
-	Recommendation int32
+	Recommendation int32 `json:"recommendation"`
 	// Stabilized is the recommendation after the stabilisation window.
-	Stabilized int32
-	Reason     string
+	Stabilized int32  `json:"stabilized"`
+	Reason     string `json:"reason"`
 	// HeldBecause is set when the engine held for lack of trustworthy data.
-	HeldBecause string
+	HeldBecause string `json:"heldBecause,omitempty"`
 }
 
 // Decision is the outcome of one cycle for one workload.
 type Decision struct {
-	Time            time.Time
-	Action          Action
-	DesiredReplicas int32
+	Time            time.Time `json:"time"`
+	Action          Action    `json:"action"`
+	DesiredReplicas int32     `json:"desiredReplicas"`
 	// DesiredCPU per pod in millicores; 0 when unchanged or vertical is off.
 	// It applies to the running pods (in-place resize) and to new ones.
-	DesiredCPU  int64
-	Migration   *MigrationPlan
-	Explanation Explanation
+	DesiredCPU  int64          `json:"desiredCPU"`
+	Migration   *MigrationPlan `json:"migration,omitempty"`
+	Explanation Explanation    `json:"explanation"`
 }
