@@ -582,6 +582,9 @@ func (s *sizer) scaleUp(lambda float64, current int32, x *Explanation) (int32, i
 			reason += fmt.Sprintf(" at %dm CPU", best.CPU)
 		}
 	}
+	if ready := servingPods(s.snap); best.Replicas == current && ready < current {
+		reason += fmt.Sprintf(" (%d of %d pods not ready yet: they are counted as coming capacity)", current-ready, current)
+	}
 	cpu := int64(0)
 	if best.Kind != CandidateHorizontal {
 		cpu = best.CPU

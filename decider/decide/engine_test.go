@@ -864,3 +864,15 @@ func TestDecisionJSON(t *testing.T) {
 	require.Equal(t, ActionHorizontal|ActionMigrate, back.Action)
 	require.Error(t, json.Unmarshal([]byte(`{"Action":"teleport"}`), &back))
 }
+
+func TestUnreadyPodsCountAsComingCapacity(t *testing.T) {
+	spec := baseSpec()
+	s := snapshot(t0, 95, 0.1, 14)
+	s.ReadyReplicas = 9 // 9 serving: unstable now, but 14 will do once ready.
+	d, err := NewEngine().Decide(spec, s)
+	require.NoError(t, err)
+	require.True(t, math.IsInf(d.Explanation.Latency, 1))
+	require.Equal(t, int32(14), d.DesiredReplicas)
+	require.Equal(t, ActionNone, d.Action)
+	require.Contains(t, d.Explanation.Reason, "not ready yet")
+}
