@@ -876,3 +876,21 @@ func TestUnreadyPodsCountAsComingCapacity(t *testing.T) {
 	require.Equal(t, ActionNone, d.Action)
 	require.Contains(t, d.Explanation.Reason, "not ready yet")
 }
+
+func TestPlanMigrationOnItsOwnCycle(t *testing.T) {
+	spec := baseSpec()
+	spec.Migration = Migration{Enabled: true, NodeThreshold: 0.8}
+	plan, es, note, err := PlanMigration(spec, hotCluster())
+	require.NoError(t, err)
+	require.Equal(t, &MigrationPlan{Pod: "web-a", FromNode: "hot", ToNode: "cooler", Mover: MoverOwn}, plan)
+	require.InDelta(t, 0.1, es, 1e-12)
+	require.Contains(t, note, "move web-a to cooler")
+	spec.Migration.Enabled = false
+	plan, _, note, err = PlanMigration(spec, hotCluster())
+	require.NoError(t, err)
+	require.Nil(t, plan)
+	require.Contains(t, note, "disabled")
+	spec.MinReplicas = 0
+	_, _, _, err = PlanMigration(spec, hotCluster())
+	require.Error(t, err)
+}

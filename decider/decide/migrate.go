@@ -193,3 +193,25 @@ func medianOf(v []float64) float64 {
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
+
+// PlanMigration runs only the migration check, for a controller that runs it
+// on its own shorter cycle τ (seed 003) between full decisions. It returns the
+// plan (nil when none), the expected E[S] once the slowed pods run normally (0
+// when unknown) and a note explaining the outcome. It keeps no state.
+func PlanMigration(spec Spec, snap Snapshot) (*MigrationPlan, float64, string, error) {
+	if err := Validate(spec); err != nil {
+		return nil, 0, "", err
+	}
+	if err := validateSnapshot(snap); err != nil {
+		return nil, 0, "", err
+	}
+	spec = withDefaults(spec)
+	if !spec.Migration.Enabled {
+		return nil, 0, "migration is disabled", nil
+	}
+	plan, es, note := planMigration(spec, snap)
+	if plan != nil {
+		plan.Mover = spec.Migration.Mover
+	}
+	return plan, es, note, nil
+}
