@@ -8,7 +8,7 @@ PKGS := ./...
 export QAS_CACHE ?= $(HOME)/.cache/qas
 WITH_INFRA := bash test/infra/env.sh
 
-.PHONY: all build test unit bench lint fmt vet demo proxy-demo fuzz clean
+.PHONY: all build test unit bench lint fmt vet demo proxy-demo fuzz generate clean
 
 all: build
 
@@ -48,6 +48,10 @@ fuzz:
 ## demo: the main job on a built-in default.
 demo: build
 	bash examples/demo.sh
+
+## generate: deepcopy code and the QueueAutoscaler CRD (controller-gen).
+generate:
+	bash hack/generate.sh
 
 ## proxy-demo: the example app behind qas-proxy under a short generated load.
 proxy-demo: build

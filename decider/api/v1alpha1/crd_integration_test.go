@@ -1,0 +1,206 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+
+	"github.com/qas-dev/qas/decider/api/v1alpha1"
+	"github.com/qas-dev/qas/internal/testenv"
+	"github.com/qas-dev/qas/internal/testenv/kubetest"
+)
+
+func TestMain(m *testing.M) { kubetest.Main(m, kubetest.Options{}) }
+
+func repoRoot(t *testing.T) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+}
+
+var (
+	crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	qaGVR  = v1alpha1.GroupVersion.WithResource(v1alpha1.Resource)
+)
+
+// installCRD applies config/crd to the shared cluster once and waits until it is served.
+func installCRD(t *testing.T) dynamic.Interface {
+	c := kubetest.Shared(t)
+	ctx := context.Background()
+	dyn, err := dynamic.NewForConfig(c.Config)
+	require.NoError(t, err)
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "config", "crd", "qas.dev_queueautoscalers.yaml"))
+	require.NoError(t, err)
+	var obj map[string]any
+	require.NoError(t, yaml.Unmarshal(data, &obj))
+	crd := &unstructured.Unstructured{Object: obj}
+	_, err = dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := dyn.Resource(qaGVR).Namespace("default").List(ctx, metav1.ListOptions{})
+		return err == nil, nil
+	})
+	require.NoError(t, err, "CRD never served")
+	return dyn
+}
+
+func qa(name string, spec map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "qas.dev/v1alpha1", "kind": "QueueAutoscaler",
+		"metadata": map[string]any{"name": name}, "spec": spec,
+	}}
+}
+
+func validSpec() map[string]any {
+	return map[string]any{
+		"scaleTargetRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+		"minReplicas":    int64(2), "maxReplicas": int64(50),
+		"target": map[string]any{"latency": "200ms", "percentile": 95.0},
+	}
+}
+
+func TestCRDAcceptsValidAndDefaults(t *testing.T) {
+	dyn := installCRD(t)
+	ns := kubetest.Shared(t).Namespace(t)
+	spec := validSpec()
+	delete(spec, "minReplicas")
+	got, err := dyn.Resource(qaGVR).Namespace(ns).Create(context.Background(), qa("ok", spec), metav1.CreateOptions{})
+	require.NoError(t, err)
+	var typed v1alpha1.QueueAutoscaler
+	raw, _ := json.Marshal(got.Object)
+	require.NoError(t, json.Unmarshal(raw, &typed))
+	require.Equal(t, int32(1), typed.Spec.MinReplicas, "minReplicas defaults to 1")
+	require.Equal(t, 0.1, typed.Spec.Tolerance)
+	require.Equal(t, "per-pod", typed.Spec.Model)
+	_, err = typed.Spec.DecideSpec()
+	require.NoError(t, err, "what the apiserver accepts, the decider accepts")
+}
+
+func TestCRDRejectsInvalidWithClearMessages(t *testing.T) {
+	dyn := installCRD(t)
+	ns := kubetest.Shared(t).Namespace(t)
+	tests := []struct {
+		name    string
+		mutate  func(map[string]any)
+		wantMsg string
+	}{
+		{"min above max", func(s map[string]any) { s["minReplicas"] = int64(60) }, "minReplicas must not exceed maxReplicas"},
+		{"max zero", func(s map[string]any) { s["maxReplicas"] = int64(0) }, "spec.maxReplicas: Invalid value: 0: spec.maxReplicas in body should be greater than or equal to 1"},
+		{"percentile 100", func(s map[string]any) { s["target"].(map[string]any)["percentile"] = 100.0 }, "target.percentile must be greater than 0 and less than 100"},
+		{"percentile 0", func(s map[string]any) { s["target"].(map[string]any)["percentile"] = 0.0 }, "target.percentile must be greater than 0 and less than 100"},
+		{"zero latency", func(s map[string]any) { s["target"].(map[string]any)["latency"] = "0s" }, "target.latency must be a positive duration"},
+		{"latency not a duration", func(s map[string]any) { s["target"].(map[string]any)["latency"] = "fast" }, "spec.target.latency: Invalid value: \"fast\""},
+		{"missing target", func(s map[string]any) { delete(s, "target") }, "spec.target: Required value"},
+		{"vertical min above max", func(s map[string]any) {
+			s["vertical"] = map[string]any{"enabled": true, "minCPU": "2", "maxCPU": "500m"}
+		}, "vertical.minCPU must not exceed vertical.maxCPU"},
+		{"node threshold above 1", func(s map[string]any) {
+			s["migration"] = map[string]any{"enabled": true, "nodeThreshold": 1.5}
+		}, "migration.nodeThreshold must be in (0, 1]"},
+		{"unknown mover", func(s map[string]any) {
+			s["migration"] = map[string]any{"enabled": true, "mover": "anyone"}
+		}, `spec.migration.mover: Unsupported value: "anyone"`},
+		{"bad policy", func(s map[string]any) {
+			s["behavior"] = map[string]any{"scaleUp": map[string]any{"policies": []any{map[string]any{"type": "Pods", "value": int64(0), "periodSeconds": int64(15)}}}}
+		}, "spec.behavior.scaleUp.policies[0].value"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := validSpec()
+			tt.mutate(spec)
+			_, err := dyn.Resource(qaGVR).Namespace(ns).Create(context.Background(), qa("bad-"+string(rune('a'+i)), spec), metav1.CreateOptions{})
+			require.Error(t, err)
+			require.True(t, apierrors.IsInvalid(err), "want Invalid, got %v", err)
+			require.Contains(t, err.Error(), tt.wantMsg)
+		})
+	}
+}
+
+func TestCRDPrinterColumnsAndStatus(t *testing.T) {
+	dyn := installCRD(t)
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	ctx := context.Background()
+	created, err := dyn.Resource(qaGVR).Namespace(ns).Create(ctx, qa("cols", validSpec()), metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	// Status is a subresource: the main endpoint ignores it, /status sets it.
+	require.NoError(t, unstructured.SetNestedField(created.Object, "Deployment/web", "status", "reference"))
+	require.NoError(t, unstructured.SetNestedField(created.Object, "p95<200ms", "status", "targetSummary"))
+	require.NoError(t, unstructured.SetNestedField(created.Object, "180ms", "status", "measuredLatency"))
+	require.NoError(t, unstructured.SetNestedField(created.Object, int64(3), "status", "currentReplicas"))
+	_, err = dyn.Resource(qaGVR).Namespace(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	// What kubectl get asks for: a server-side Table.
+	body, err := c.Clientset().Discovery().RESTClient().Get().
+		AbsPath("/apis/qas.dev/v1alpha1/namespaces", ns, "queueautoscalers").
+		SetHeader("Accept", "application/json;as=Table;g=meta.k8s.io;v=v1").DoRaw(ctx)
+	require.NoError(t, err)
+	var table metav1.Table
+	require.NoError(t, json.Unmarshal(body, &table))
+	require.Len(t, table.Rows, 1)
+	var names []string
+	cells := map[string]any{}
+	for i, col := range table.ColumnDefinitions {
+		cells[col.Name] = table.Rows[0].Cells[i]
+		if col.Priority == 0 {
+			names = append(names, col.Name)
+		}
+	}
+	// The default view reads like kubectl get hpa; -o wide adds Modelled and Action.
+	require.Equal(t, []string{"Name", "Reference", "Target", "Latency", "MinPods", "MaxPods", "Replicas", "Age"}, names)
+	require.Equal(t, map[string]any{
+		"Name": "cols", "Reference": "Deployment/web", "Target": "p95<200ms", "Latency": "180ms",
+		"Modelled": nil, "MinPods": float64(2), "MaxPods": float64(50), "Replicas": float64(3), "Action": nil,
+	}, withoutAge(cells))
+}
+
+// TestGeneratedFilesUpToDate regenerates deepcopy code and the CRD into a scratch copy
+// of the API packages and compares: run `make generate` after changing the types.
+func TestGeneratedFilesUpToDate(t *testing.T) {
+	gen := testenv.Tool(t, "QAS_CONTROLLER_GEN")
+	root := repoRoot(t)
+	tmp := t.TempDir()
+	for _, rel := range []string{"go.mod", "go.sum", "decider/api", "decider/decide", "decider/queueing"} {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(tmp, rel)), 0o755))
+		out, err := exec.Command("cp", "-r", filepath.Join(root, rel), filepath.Join(tmp, rel)).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	for _, args := range [][]string{
+		{"object", "paths=./decider/api/..."},
+		{"crd:allowDangerousTypes=true", "paths=./decider/api/...", "output:crd:dir=./config/crd"},
+	} {
+		cmd := exec.Command(gen, args...)
+		cmd.Dir = tmp
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "controller-gen %v: %s", args, out)
+	}
+	for _, rel := range []string{"decider/api/v1alpha1/zz_generated.deepcopy.go", "config/crd/qas.dev_queueautoscalers.yaml"} {
+		want, err := os.ReadFile(filepath.Join(tmp, rel))
+		require.NoError(t, err)
+		got, err := os.ReadFile(filepath.Join(root, rel))
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got), "%s is out of date: run make generate", rel)
+	}
+}
+
+func withoutAge(cells map[string]any) map[string]any {
+	delete(cells, "Age")
+	return cells
+}
