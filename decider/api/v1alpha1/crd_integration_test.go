@@ -8,16 +8,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
 
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
 	"github.com/qas-dev/qas/internal/testenv"
@@ -31,31 +27,15 @@ func repoRoot(t *testing.T) string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
 
-var (
-	crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	qaGVR  = v1alpha1.GroupVersion.WithResource(v1alpha1.Resource)
-)
+var qaGVR = v1alpha1.GroupVersion.WithResource(v1alpha1.Resource)
 
-// installCRD applies config/crd to the shared cluster once and waits until it is served.
+// installCRD applies config/crd to the shared cluster and waits until it is served.
 func installCRD(t *testing.T) dynamic.Interface {
 	c := kubetest.Shared(t)
 	ctx := context.Background()
+	require.NoError(t, c.InstallCRD(ctx, filepath.Join(repoRoot(t), "config", "crd", "qas.dev_queueautoscalers.yaml")))
 	dyn, err := dynamic.NewForConfig(c.Config)
 	require.NoError(t, err)
-	data, err := os.ReadFile(filepath.Join(repoRoot(t), "config", "crd", "qas.dev_queueautoscalers.yaml"))
-	require.NoError(t, err)
-	var obj map[string]any
-	require.NoError(t, yaml.Unmarshal(data, &obj))
-	crd := &unstructured.Unstructured{Object: obj}
-	_, err = dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		require.NoError(t, err)
-	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := dyn.Resource(qaGVR).Namespace("default").List(ctx, metav1.ListOptions{})
-		return err == nil, nil
-	})
-	require.NoError(t, err, "CRD never served")
 	return dyn
 }
 

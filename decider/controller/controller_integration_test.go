@@ -1,0 +1,264 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/qas-dev/qas/decider/api/v1alpha1"
+	"github.com/qas-dev/qas/decider/controller"
+	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/internal/testenv/kubetest"
+)
+
+func TestMain(m *testing.M) { kubetest.Main(m, kubetest.Full()) }
+
+// fakeMetrics stands in for the collector: the tests choose what was "measured".
+type fakeMetrics struct {
+	mu   sync.Mutex
+	m    controller.Measurement
+	err  error
+	asks []controller.WorkloadQuery
+}
+
+func (f *fakeMetrics) Measure(_ context.Context, q controller.WorkloadQuery) (controller.Measurement, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asks = append(f.asks, q)
+	return f.m, f.err
+}
+
+func (f *fakeMetrics) set(lambda, es float64, now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err = nil
+	f.m = controller.Measurement{
+		ArrivalRates: []decide.Sample{{Time: now.Add(-10 * time.Second), Rate: lambda}, {Time: now, Rate: lambda}},
+		ServiceTime:  es, DataTime: now, Complete: true,
+	}
+}
+
+type env struct {
+	c       *kubetest.Cluster
+	ns      string
+	ctrl    *controller.Controller
+	metrics *fakeMetrics
+	clock   *clocktesting.FakePassiveClock
+}
+
+func setup(t *testing.T) *env {
+	c := kubetest.Shared(t)
+	_, file, _, _ := runtime.Caller(0)
+	require.NoError(t, c.InstallCRD(context.Background(), filepath.Join(filepath.Dir(file), "..", "..", "config", "crd", "qas.dev_queueautoscalers.yaml")))
+	e := &env{c: c, ns: c.Namespace(t), metrics: &fakeMetrics{}, clock: clocktesting.NewFakePassiveClock(time.Now())}
+	e.ctrl = e.newController(t)
+	return e
+}
+
+// newController builds a controller with no memory of its own, as after a restart.
+func (e *env) newController(t *testing.T) *controller.Controller {
+	ctrl, stop, err := controller.New(e.c.Config, e.metrics, nil, zaptest.NewLogger(t), e.clock)
+	require.NoError(t, err)
+	t.Cleanup(stop)
+	return ctrl
+}
+
+func (e *env) deployment(t *testing.T, name string, replicas int32) {
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Tolerations: []corev1.Toleration{kubetest.Toleration()},
+					Containers: []corev1.Container{{Name: "app", Image: "example/app:1", Resources: corev1.ResourceRequirements{
+						Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")},
+						Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+					}}},
+				},
+			},
+		},
+	}
+	_, err := e.c.Clientset().AppsV1().Deployments(e.ns).Create(context.Background(), d, metav1.CreateOptions{})
+	require.NoError(t, err)
+	e.waitReplicas(t, name, replicas)
+}
+
+func (e *env) waitReplicas(t *testing.T, name string, want int32) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		d, err := e.c.Clientset().AppsV1().Deployments(e.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return *d.Spec.Replicas == want && d.Status.ReadyReplicas == want, nil
+	})
+	require.NoError(t, err, "deployment %s never reached %d ready replicas", name, want)
+}
+
+func (e *env) replicas(t *testing.T, name string) int32 {
+	d, err := e.c.Clientset().AppsV1().Deployments(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	return *d.Spec.Replicas
+}
+
+func (e *env) queueAutoscaler(t *testing.T, name, target string, dryRun bool) {
+	spec := map[string]any{
+		"scaleTargetRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+		"minReplicas":    int64(1), "maxReplicas": int64(20),
+		"target": map[string]any{"latency": "200ms", "percentile": 95.0},
+		"dryRun": dryRun,
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "qas.dev/v1alpha1", "kind": "QueueAutoscaler",
+		"metadata": map[string]any{"name": name, "namespace": e.ns}, "spec": spec,
+	}}
+	_, err := e.ctrl.Dynamic.Resource(controller.GVR).Namespace(e.ns).Create(context.Background(), obj, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+func (e *env) get(t *testing.T, name string) v1alpha1.QueueAutoscaler {
+	obj, err := e.ctrl.Dynamic.Resource(controller.GVR).Namespace(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	var qa v1alpha1.QueueAutoscaler
+	require.NoError(t, k8sruntime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &qa))
+	return qa
+}
+
+func condition(qa v1alpha1.QueueAutoscaler, typ string) metav1.Condition {
+	for _, c := range qa.Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return metav1.Condition{}
+}
+
+func (e *env) events(t *testing.T, reason string) []corev1.Event {
+	var out []corev1.Event
+	_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := e.c.Clientset().CoreV1().Events(e.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		out = nil
+		for _, ev := range list.Items {
+			if ev.Reason == reason {
+				out = append(out, ev)
+			}
+		}
+		return len(out) > 0, nil
+	})
+	return out
+}
+
+func TestScalesUpUnderLoadAndExplains(t *testing.T) {
+	e := setup(t)
+	e.deployment(t, "web", 2)
+	e.queueAutoscaler(t, "web", "web", false)
+	// 60 req/s of 50 ms each is 3 Erlangs: 2 pods are unstable.
+	e.metrics.set(60, 0.05, e.clock.Now())
+
+	d, err := e.ctrl.Reconcile(context.Background(), e.ns, "web")
+	require.NoError(t, err)
+	require.True(t, d.Action.Has(decide.ActionHorizontal), "reason: %s", d.Explanation.Reason)
+	require.Greater(t, d.DesiredReplicas, int32(3))
+	e.waitReplicas(t, "web", d.DesiredReplicas)
+
+	qa := e.get(t, "web")
+	require.Equal(t, "Deployment/web", qa.Status.Reference)
+	require.Equal(t, "p95<200ms", qa.Status.TargetSummary)
+	require.Equal(t, d.DesiredReplicas, qa.Status.DesiredReplicas)
+	require.Equal(t, "horizontal", qa.Status.LastDecision.Action)
+	require.NotEmpty(t, qa.Status.LastDecision.Reason)
+	require.Equal(t, "60/s", qa.Status.ArrivalRate)
+	require.Equal(t, metav1.ConditionTrue, condition(qa, "ScalingActive").Status)
+	require.NotEmpty(t, qa.Annotations[controller.StateAnnotation], "engine memory persisted")
+	require.Equal(t, []string{"web"}, []string{e.metrics.asks[0].Workload})
+	require.NotEmpty(t, e.events(t, "Scaled"), "the decision is announced as an Event")
+}
+
+func TestDryRunChangesNothing(t *testing.T) {
+	e := setup(t)
+	e.deployment(t, "dry", 2)
+	e.queueAutoscaler(t, "dry", "dry", true)
+	e.metrics.set(60, 0.05, e.clock.Now())
+
+	d, err := e.ctrl.Reconcile(context.Background(), e.ns, "dry")
+	require.NoError(t, err)
+	require.Greater(t, d.DesiredReplicas, int32(2))
+	require.Equal(t, int32(2), e.replicas(t, "dry"), "dry run must not scale")
+	qa := e.get(t, "dry")
+	require.True(t, qa.Status.LastDecision.DryRun)
+	require.Equal(t, d.DesiredReplicas, qa.Status.DesiredReplicas)
+	require.NotEmpty(t, e.events(t, "DryRun"))
+}
+
+func TestHoldsWithoutMeasurements(t *testing.T) {
+	e := setup(t)
+	e.deployment(t, "blind", 3)
+	e.queueAutoscaler(t, "blind", "blind", false)
+	e.metrics.err = errors.New("influxdb is down")
+
+	d, err := e.ctrl.Reconcile(context.Background(), e.ns, "blind")
+	require.NoError(t, err)
+	require.Equal(t, decide.ActionNone, d.Action)
+	require.NotEmpty(t, d.Explanation.HeldBecause)
+	require.Equal(t, int32(3), e.replicas(t, "blind"), "never scale on missing data")
+	qa := e.get(t, "blind")
+	require.Equal(t, metav1.ConditionFalse, condition(qa, "ScalingActive").Status)
+	require.Equal(t, "Holding", condition(qa, "ScalingActive").Reason)
+}
+
+func TestRestartKeepsStabilisationAndRepeatsNothing(t *testing.T) {
+	e := setup(t)
+	e.deployment(t, "restart", 2)
+	e.queueAutoscaler(t, "restart", "restart", false)
+	e.metrics.set(60, 0.05, e.clock.Now())
+	first, err := e.ctrl.Reconcile(context.Background(), e.ns, "restart")
+	require.NoError(t, err)
+	e.waitReplicas(t, "restart", first.DesiredReplicas)
+
+	// A new decider process (no memory but the annotation) sees the same load: it must
+	// not act again.
+	e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
+	e.metrics.set(60, 0.05, e.clock.Now())
+	again, err := e.newController(t).Reconcile(context.Background(), e.ns, "restart")
+	require.NoError(t, err)
+	require.Equal(t, first.DesiredReplicas, again.DesiredReplicas)
+	require.False(t, again.Action.Has(decide.ActionHorizontal), "no duplicate action: %s", again.Explanation.Reason)
+
+	// Load drops a minute later: the restarted decider still remembers the high
+	// recommendation of the 5-minute scale-down window and keeps the pods.
+	e.clock.SetTime(e.clock.Now().Add(time.Minute))
+	e.metrics.set(5, 0.05, e.clock.Now())
+	low, err := e.newController(t).Reconcile(context.Background(), e.ns, "restart")
+	require.NoError(t, err)
+	require.Equal(t, first.DesiredReplicas, e.replicas(t, "restart"), "scale-down waits for the stabilisation window: %s", low.Explanation.Reason)
+
+	// After the window the recommendation falls.
+	e.clock.SetTime(e.clock.Now().Add(6 * time.Minute))
+	e.metrics.set(5, 0.05, e.clock.Now())
+	down, err := e.newController(t).Reconcile(context.Background(), e.ns, "restart")
+	require.NoError(t, err)
+	require.Less(t, down.DesiredReplicas, first.DesiredReplicas)
+	e.waitReplicas(t, "restart", down.DesiredReplicas)
+}

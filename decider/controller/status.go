@@ -1,0 +1,102 @@
+package controller
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/qas-dev/qas/decider/api/v1alpha1"
+	"github.com/qas-dev/qas/decider/decide"
+)
+
+// fillStatus writes what the cycle observed and decided into the status.
+func fillStatus(st *v1alpha1.QueueAutoscalerStatus, qa *v1alpha1.QueueAutoscaler, d decide.Decision, snap decide.Snapshot, t target, actErr error, now time.Time) {
+	x := d.Explanation
+	gen := qa.Generation
+	st.Reference = qa.Spec.ScaleTargetRef.Kind + "/" + qa.Spec.ScaleTargetRef.Name
+	st.TargetSummary = qa.Spec.Target.Summary()
+	st.CurrentReplicas = t.replicas
+	st.DesiredReplicas = d.DesiredReplicas
+	if x.HeldBecause == "" {
+		st.ArrivalRate = strconv.FormatFloat(x.ArrivalRate, 'g', 4, 64) + "/s"
+		st.ServiceTime = seconds(x.ServiceTime)
+		st.ModelledLatency = seconds(x.Latency)
+		if x.MeasuredLatency > 0 {
+			st.MeasuredLatency = seconds(x.MeasuredLatency)
+		}
+	}
+	if x.Lead > 0 {
+		st.InitTime = x.Lead.Round(time.Millisecond).String()
+	}
+	if len(snap.Pods) > 0 && snap.Pods[0].CPURequest > 0 {
+		st.CurrentCPU = resource.NewMilliQuantity(snap.Pods[0].CPURequest, resource.DecimalSI)
+	}
+	if d.DesiredCPU > 0 {
+		st.DesiredCPU = resource.NewMilliQuantity(d.DesiredCPU, resource.DecimalSI)
+	}
+	reason := x.Reason
+	if x.HeldBecause != "" {
+		reason = "held: " + x.HeldBecause
+	}
+	st.LastDecision = &v1alpha1.DecisionSummary{
+		Time:   metav1.NewTime(now),
+		Action: d.Action.String(),
+		Reason: reason,
+		Model:  fmt.Sprintf("%s %s", x.Model, x.ServiceModel),
+		DryRun: qa.Spec.DryRun,
+	}
+	setCondition(st, "Ready", metav1.ConditionTrue, "Reconciled", "the spec is valid and the target was found", gen, now)
+	if actErr != nil {
+		setCondition(st, "AbleToScale", metav1.ConditionFalse, "FailedAction", actErr.Error(), gen, now)
+	} else {
+		setCondition(st, "AbleToScale", metav1.ConditionTrue, "SucceededGetScale", "the scale subresource of the target answers", gen, now)
+	}
+	if x.HeldBecause != "" {
+		setCondition(st, "ScalingActive", metav1.ConditionFalse, "Holding", x.HeldBecause, gen, now)
+	} else {
+		setCondition(st, "ScalingActive", metav1.ConditionTrue, "ValidMeasurements", "the latency model has fresh measurements", gen, now)
+	}
+	limited := d.DesiredReplicas == qa.Spec.MaxReplicas && x.Recommendation > qa.Spec.MaxReplicas ||
+		d.DesiredReplicas == qa.Spec.MinReplicas && x.Recommendation < qa.Spec.MinReplicas && x.Recommendation > 0
+	if limited {
+		setCondition(st, "ScalingLimited", metav1.ConditionTrue, "OutsideBounds",
+			fmt.Sprintf("the model recommends %d replicas, outside [%d, %d]", x.Recommendation, qa.Spec.MinReplicas, qa.Spec.MaxReplicas), gen, now)
+	} else {
+		setCondition(st, "ScalingLimited", metav1.ConditionFalse, "DesiredWithinRange", "the recommendation is within the bounds", gen, now)
+	}
+}
+
+// setCondition adds or updates a condition, keeping its transition time unless its
+// status changed.
+func setCondition(st *v1alpha1.QueueAutoscalerStatus, typ string, status metav1.ConditionStatus, reason, msg string, gen int64, now time.Time) {
+	if len(msg) > 1024 {
+		msg = msg[:1024]
+	}
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		if c.Type != typ {
+			continue
+		}
+		if c.Status != status {
+			c.LastTransitionTime = metav1.NewTime(now)
+		}
+		c.Status, c.Reason, c.Message, c.ObservedGeneration = status, reason, msg, gen
+		return
+	}
+	st.Conditions = append(st.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now),
+	})
+}
+
+// seconds formats a latency in seconds the way kubectl users read durations; an
+// unstable queue's infinite latency reads "unstable".
+func seconds(s float64) string {
+	if math.IsInf(s, 0) || math.IsNaN(s) {
+		return "unstable"
+	}
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond / 10).String()
+}
