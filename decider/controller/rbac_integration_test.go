@@ -1,0 +1,84 @@
+package controller_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/qas-dev/qas/decider/controller"
+	"github.com/qas-dev/qas/decider/decide"
+)
+
+// TestRBACIsEnoughAndNoMore runs the controller as a ServiceAccount bound to the shipped
+// ClusterRole (it must be able to do its job), then asks the apiserver what that account
+// may do beyond it (it must be refused).
+func TestRBACIsEnoughAndNoMore(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	cs := e.c.Clientset()
+	_, file, _, _ := runtime.Caller(0)
+	data, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "config", "rbac", "decider-clusterrole.yaml"))
+	require.NoError(t, err)
+	var role rbacv1.ClusterRole
+	require.NoError(t, yaml.Unmarshal(data, &role))
+	role.Name = "qas-decider-" + e.ns
+	_, err = cs.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{}) })
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: e.ns, Name: "qas-decider"}},
+	}
+	_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{}) })
+
+	saCfg, err := e.c.ServiceAccountConfig(ctx, e.ns, "qas-decider")
+	require.NoError(t, err)
+	ctrl, stop, err := controller.New(saCfg, e.metrics, nil, zaptest.NewLogger(t), e.clock)
+	require.NoError(t, err)
+	t.Cleanup(stop)
+
+	e.deployment(t, "rbac", 2)
+	e.queueAutoscaler(t, "rbac", "rbac", false)
+	e.metrics.set(60, 0.05, e.clock.Now())
+	d, err := ctrl.Reconcile(ctx, e.ns, "rbac")
+	require.NoError(t, err, "the shipped role must allow a full cycle")
+	require.True(t, d.Action.Has(decide.ActionHorizontal))
+	e.waitReplicas(t, "rbac", d.DesiredReplicas)
+
+	user := "system:serviceaccount:" + e.ns + ":qas-decider"
+	for _, tt := range []struct {
+		attrs authorizationv1.ResourceAttributes
+		allow bool
+	}{
+		{authorizationv1.ResourceAttributes{Group: "apps", Resource: "deployments", Subresource: "scale", Verb: "update", Namespace: e.ns}, true},
+		{authorizationv1.ResourceAttributes{Resource: "pods", Subresource: "resize", Verb: "patch", Namespace: e.ns}, true},
+		{authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: e.ns}, true},
+		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get", Namespace: e.ns}, false},
+		{authorizationv1.ResourceAttributes{Resource: "pods", Verb: "delete", Namespace: e.ns}, false},
+		{authorizationv1.ResourceAttributes{Resource: "pods", Verb: "patch", Namespace: e.ns}, false},
+		{authorizationv1.ResourceAttributes{Group: "apps", Resource: "deployments", Verb: "update", Namespace: e.ns}, false},
+		{authorizationv1.ResourceAttributes{Group: "apps", Resource: "deployments", Verb: "delete", Namespace: e.ns}, false},
+		{authorizationv1.ResourceAttributes{Group: "qas.dev", Resource: "queueautoscalers", Verb: "delete", Namespace: e.ns}, false},
+		{authorizationv1.ResourceAttributes{Resource: "nodes", Verb: "update"}, false},
+		{authorizationv1.ResourceAttributes{Group: "rbac.authorization.k8s.io", Resource: "clusterroles", Verb: "create"}, false},
+	} {
+		attrs := tt.attrs
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &attrs}}
+		got, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.Equal(t, tt.allow, got.Status.Allowed, "%s %s/%s %s: allowed=%v (%s)",
+			attrs.Verb, attrs.Group, attrs.Resource, attrs.Subresource, got.Status.Allowed, got.Status.Reason)
+	}
+}
