@@ -41,7 +41,9 @@ func TestRBACIsEnoughAndNoMore(t *testing.T) {
 	}
 	_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+	})
 
 	saCfg, err := e.c.ServiceAccountConfig(ctx, e.ns, "qas-decider")
 	require.NoError(t, err)
