@@ -1,0 +1,115 @@
+package app
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/qas-dev/qas/internal/testenv"
+	"github.com/qas-dev/qas/proxy/stats"
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		check   func(*testing.T, Flags)
+		wantErr string
+	}{
+		{name: "sidecar defaults", check: func(t *testing.T, f Flags) {
+			require.Equal(t, ":8080", f.Listen)
+			require.Equal(t, ":9901", f.AdminListen)
+			require.Equal(t, "127.0.0.1:8081", f.Upstream)
+		}},
+		{name: "env override", env: map[string]string{"QAS_PROXY_UPSTREAM": "127.0.0.1:3000"}, check: func(t *testing.T, f Flags) {
+			require.Equal(t, "127.0.0.1:3000", f.Upstream)
+		}},
+		{name: "bad upstream", args: []string{"--upstream=nohost"}, wantErr: "invalid --upstream"},
+		{name: "same ports", args: []string{"--listen=:1", "--admin-listen=:1"}, wantErr: "invalid --admin-listen: must differ"},
+		{name: "negative drain", args: []string{"--drain=-1s"}, wantErr: "invalid --drain"},
+		{name: "zero read header timeout", args: []string{"--read-header-timeout=0"}, wantErr: "invalid --read-header-timeout"},
+		{name: "negative concurrency", args: []string{"--concurrency=-2"}, wantErr: "invalid --concurrency"},
+		{name: "tiny headers", args: []string{"--max-header-bytes=10"}, wantErr: "invalid --max-header-bytes"},
+		{name: "bad env", env: map[string]string{"QAS_PROXY_QUEUE": "many"}, wantErr: "invalid --queue"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := Parse(tt.args, func(k string) string { return tt.env[k] })
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			tt.check(t, f)
+		})
+	}
+}
+
+// TestBinary runs the real qas-proxy process: a request goes through, /stats counts it,
+// and SIGTERM drains and exits 0.
+func TestBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "qas-proxy")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/qas-dev/qas/proxy/cmd/qas-proxy").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "from app") }))
+	defer upstream.Close()
+
+	listen := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	admin := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	cmd := exec.Command(bin, "--listen="+listen, "--admin-listen="+admin, "--drain=100ms", "--log-format=console")
+	cmd.Env = append(cmd.Environ(), "QAS_PROXY_UPSTREAM="+upstream.Listener.Addr().String())
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	logs := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logs <- sc.Text()
+		}
+		close(logs)
+	}()
+
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + admin + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}, 30*time.Second, 50*time.Millisecond)
+	resp, err := http.Get("http://" + listen + "/")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, "from app", string(body))
+	resp, err = http.Get("http://" + admin + "/stats")
+	require.NoError(t, err)
+	s, err := stats.Decode(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), s.Completions)
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait(), "exit status 0 after SIGTERM")
+	var all []string
+	for l := range logs {
+		all = append(all, l)
+	}
+	require.Contains(t, strings.Join(all, "\n"), "draining")
+}

@@ -1,0 +1,18 @@
+// Command qas-proxy is QAS's ambassador sidecar: a measuring reverse proxy in front of
+// the application in each pod. See proxy/app for its flags.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/qas-dev/qas/proxy/app"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	os.Exit(app.Main(ctx, os.Args[1:], os.Getenv, os.Stderr))
+}

@@ -1,0 +1,222 @@
+// Package measure counts what qas-proxy observes of each request: arrivals,
+// completions, service and queue time, in-flight time integrals and a latency histogram.
+// It is on every request's path, so recording takes no lock except one short critical
+// section for the in-flight integral, and allocates nothing.
+package measure
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"math"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/qas-dev/qas/proxy/stats"
+)
+
+// Clock returns the current time; tests inject a fake one.
+type Clock func() time.Time
+
+// Recorder holds one proxy process's counters. The zero value is not usable: call New.
+type Recorder struct {
+	now        Clock
+	instanceID string
+	start      time.Time
+	seq        atomic.Uint64
+
+	concurrencyLimit, queueLimit int
+
+	arrivals, completions atomic.Uint64
+	queued, rejected      atomic.Uint64
+	upstreamErrors        atomic.Uint64
+	upstreamTimeouts      atomic.Uint64
+	clientCancels         atomic.Uint64
+	codes                 [5]atomic.Uint64
+	waiting               atomic.Int64
+
+	// Float sums are kept in nanoseconds (service, TTFB, queue wait) so they can be
+	// atomic integers; the sum of squares is kept in µs² to stay within uint64 for
+	// about 5.8e15 s² of squared service time.
+	serviceNanos, ttfbNanos, queueWaitNanos atomic.Uint64
+	serviceSqMicros                         atomic.Uint64
+
+	bounds  []float64
+	buckets []atomic.Uint64
+
+	// In-flight integral: guarded by mu, updated at every transition.
+	mu            sync.Mutex
+	inFlight      int64
+	lastChange    time.Time
+	inFlightNanos float64 // ∫ in-flight dt, ns
+	busyNanos     float64 // time with in-flight > 0, ns
+}
+
+// New returns a Recorder whose clock starts now. limit and queue are the configured
+// concurrency limit k and queue bound, reported in snapshots (0 = none).
+func New(now Clock, limit, queue int) *Recorder {
+	if now == nil {
+		now = time.Now
+	}
+	id := make([]byte, 8)
+	_, _ = rand.Read(id)
+	t := now()
+	r := &Recorder{
+		now: now, instanceID: hex.EncodeToString(id), start: t, lastChange: t,
+		concurrencyLimit: limit, queueLimit: queue,
+		bounds:  stats.DefaultLatencyBounds,
+		buckets: make([]atomic.Uint64, len(stats.DefaultLatencyBounds)+1),
+	}
+	return r
+}
+
+// Now returns the recorder's clock reading.
+func (r *Recorder) Now() time.Time { return r.now() }
+
+// Arrive counts a request accepted by the proxy and returns its arrival time.
+func (r *Recorder) Arrive() time.Time {
+	r.arrivals.Add(1)
+	return r.now()
+}
+
+// StartWaiting and StopWaiting bracket a request's wait for a concurrency slot.
+func (r *Recorder) StartWaiting() { r.waiting.Add(1) }
+
+// StopWaiting ends a wait of d; admitted says whether the request got a slot.
+func (r *Recorder) StopWaiting(d time.Duration) {
+	r.waiting.Add(-1)
+	r.queued.Add(1)
+	r.queueWaitNanos.Add(uint64(max(d, 0)))
+}
+
+// Reject counts a request turned away because the queue was full. It also completes
+// the request, with a 503.
+func (r *Recorder) Reject(arrived time.Time) {
+	r.rejected.Add(1)
+	r.completions.Add(1)
+	r.codes[4].Add(1)
+	r.observeLatency(r.now().Sub(arrived))
+}
+
+// Begin marks the start of service (the request holds a slot and goes upstream) and
+// returns the service start time.
+func (r *Recorder) Begin() time.Time {
+	r.mu.Lock()
+	t := r.now()
+	r.advance(t)
+	r.inFlight++
+	r.mu.Unlock()
+	return t
+}
+
+// advance accumulates the integrals up to t. r.mu must be held.
+func (r *Recorder) advance(t time.Time) {
+	dt := float64(t.Sub(r.lastChange))
+	if dt > 0 {
+		r.inFlightNanos += dt * float64(r.inFlight)
+		if r.inFlight > 0 {
+			r.busyNanos += dt
+		}
+		r.lastChange = t
+	}
+}
+
+// Outcome classifies a finished request beyond its status code.
+type Outcome uint8
+
+const (
+	// OK: the upstream answered (any status).
+	OK Outcome = iota
+	// UpstreamError: the upstream could not be reached or broke the connection (502).
+	UpstreamError
+	// UpstreamTimeout: the upstream did not answer in time (504).
+	UpstreamTimeout
+	// ClientCancel: the client went away before the response ended.
+	ClientCancel
+)
+
+// End records a request that began service at began and arrived at arrived, with
+// time to first byte ttfb (0 if none was sent), status code and outcome.
+func (r *Recorder) End(arrived, began time.Time, ttfb time.Duration, code int, outcome Outcome) {
+	r.mu.Lock()
+	t := r.now()
+	r.advance(t)
+	r.inFlight--
+	r.mu.Unlock()
+
+	service := t.Sub(began)
+	r.serviceNanos.Add(uint64(max(service, 0)))
+	us := float64(service) / float64(time.Microsecond)
+	r.serviceSqMicros.Add(uint64(us * us))
+	r.ttfbNanos.Add(uint64(max(ttfb, 0)))
+	if c := code/100 - 1; c >= 0 && c < 5 {
+		r.codes[c].Add(1)
+	}
+	switch outcome {
+	case UpstreamError:
+		r.upstreamErrors.Add(1)
+	case UpstreamTimeout:
+		r.upstreamTimeouts.Add(1)
+	case ClientCancel:
+		r.clientCancels.Add(1)
+	}
+	r.completions.Add(1)
+	r.observeLatency(t.Sub(arrived))
+}
+
+func (r *Recorder) observeLatency(d time.Duration) {
+	s := d.Seconds()
+	i := sort.SearchFloat64s(r.bounds, s) // first bound ≥ s: buckets are (lo, hi]
+	r.buckets[i].Add(1)
+}
+
+// InFlight returns the requests being served now.
+func (r *Recorder) InFlight() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.inFlight
+}
+
+// Snapshot returns the counters as the /stats document. Each call takes the next
+// sequence number.
+func (r *Recorder) Snapshot() stats.Snapshot {
+	r.mu.Lock()
+	t := r.now()
+	r.advance(t)
+	inFlight, inFlightNanos, busyNanos := r.inFlight, r.inFlightNanos, r.busyNanos
+	r.mu.Unlock()
+
+	s := stats.Snapshot{
+		Version: stats.SchemaVersion, InstanceID: r.instanceID, StartTime: r.start, Time: t,
+		Seq:              r.seq.Add(1),
+		ConcurrencyLimit: r.concurrencyLimit, QueueLimit: r.queueLimit,
+		Completions:         r.completions.Load(),
+		ServiceSecondsSum:   float64(r.serviceNanos.Load()) / 1e9,
+		ServiceSecondsSumSq: float64(r.serviceSqMicros.Load()) / 1e12,
+		TTFBSecondsSum:      float64(r.ttfbNanos.Load()) / 1e9,
+		Queued:              r.queued.Load(),
+		QueueWaitSecondsSum: float64(r.queueWaitNanos.Load()) / 1e9,
+		Rejected:            r.rejected.Load(),
+		InFlight:            inFlight,
+		Waiting:             max(r.waiting.Load(), 0),
+		InFlightSeconds:     inFlightNanos / 1e9,
+		BusySeconds:         busyNanos / 1e9,
+		UpstreamErrors:      r.upstreamErrors.Load(),
+		UpstreamTimeouts:    r.upstreamTimeouts.Load(),
+		ClientCancels:       r.clientCancels.Load(),
+		Latency:             stats.Histogram{Bounds: r.bounds, Counts: make([]uint64, len(r.buckets))},
+	}
+	for i := range s.Codes {
+		s.Codes[i] = r.codes[i].Load()
+	}
+	for i := range r.buckets {
+		s.Latency.Counts[i] = r.buckets[i].Load()
+	}
+	// Arrivals is read last so that completions never exceed it in one snapshot.
+	s.Arrivals = max(r.arrivals.Load(), s.Completions)
+	if math.IsNaN(s.ServiceSecondsSumSq) {
+		s.ServiceSecondsSumSq = 0
+	}
+	return s
+}

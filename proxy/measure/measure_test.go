@@ -1,0 +1,123 @@
+package measure
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time      { return c.t }
+func (c *fakeClock) add(d time.Duration) { c.t = c.t.Add(d) }
+func newFake() (*fakeClock, *Recorder) {
+	c := &fakeClock{t: time.Unix(1000, 0)}
+	return c, New(c.now, 0, 0)
+}
+func near(t *testing.T, want, got float64)        { require.InDelta(t, want, got, 1e-9) }
+func sec(d time.Duration) float64                 { return d.Seconds() }
+func (c *fakeClock) at(d time.Duration) time.Time { return time.Unix(1000, 0).Add(d) }
+
+func TestInFlightIntegralAndBusyTime(t *testing.T) {
+	c, r := newFake()
+	// Two overlapping requests: A from 1 s to 4 s, B from 2 s to 3 s; idle 0-1 s and 4-6 s.
+	c.add(time.Second)
+	aArr := r.Arrive()
+	aBeg := r.Begin()
+	c.add(time.Second)
+	bArr := r.Arrive()
+	bBeg := r.Begin()
+	c.add(time.Second)
+	r.End(bArr, bBeg, 10*time.Millisecond, 200, OK)
+	c.add(time.Second)
+	r.End(aArr, aBeg, 20*time.Millisecond, 200, OK)
+	c.add(2 * time.Second)
+
+	s := r.Snapshot()
+	require.NoError(t, s.Validate())
+	near(t, 4, s.InFlightSeconds) // 1·1 + 2·1 + 1·1
+	near(t, 3, s.BusySeconds)
+	near(t, 4, s.ServiceSecondsSum)    // 3 s + 1 s
+	near(t, 10, s.ServiceSecondsSumSq) // 9 + 1
+	near(t, 0.03, s.TTFBSecondsSum)
+	require.Equal(t, uint64(2), s.Arrivals)
+	require.Equal(t, uint64(2), s.Completions)
+	require.Equal(t, uint64(2), s.Codes[1])
+	require.Equal(t, int64(0), s.InFlight)
+	require.Equal(t, 6.0, s.Time.Sub(s.StartTime).Seconds())
+	// Little's law: mean concurrency over the 6 s = 4/6.
+	near(t, 4.0/6.0, s.InFlightSeconds/s.Time.Sub(s.StartTime).Seconds())
+}
+
+func TestOutcomesAndCodes(t *testing.T) {
+	tests := []struct {
+		name    string
+		code    int
+		outcome Outcome
+		check   func(*testing.T, *Recorder)
+	}{
+		{"502", 502, UpstreamError, func(t *testing.T, r *Recorder) { require.Equal(t, uint64(1), r.Snapshot().UpstreamErrors) }},
+		{"504", 504, UpstreamTimeout, func(t *testing.T, r *Recorder) { require.Equal(t, uint64(1), r.Snapshot().UpstreamTimeouts) }},
+		{"cancel", 499, ClientCancel, func(t *testing.T, r *Recorder) { require.Equal(t, uint64(1), r.Snapshot().ClientCancels) }},
+		{"404", 404, OK, func(t *testing.T, r *Recorder) { require.Equal(t, uint64(1), r.Snapshot().Codes[3]) }},
+		{"101 upgrade", 101, OK, func(t *testing.T, r *Recorder) { require.Equal(t, uint64(1), r.Snapshot().Codes[0]) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, r := newFake()
+			a := r.Arrive()
+			b := r.Begin()
+			r.End(a, b, 0, tt.code, tt.outcome)
+			tt.check(t, r)
+			require.NoError(t, r.Snapshot().Validate())
+		})
+	}
+}
+
+func TestQueueAndRejection(t *testing.T) {
+	c, r := newFake()
+	a := r.Arrive()
+	r.StartWaiting()
+	require.Equal(t, int64(1), r.Snapshot().Waiting)
+	c.add(250 * time.Millisecond)
+	r.StopWaiting(250 * time.Millisecond)
+	b := r.Begin()
+	c.add(time.Second)
+	r.End(a, b, 0, 200, OK)
+	rej := r.Arrive()
+	r.Reject(rej)
+
+	s := r.Snapshot()
+	require.Equal(t, uint64(1), s.Queued)
+	near(t, 0.25, s.QueueWaitSecondsSum)
+	near(t, 1, s.ServiceSecondsSum) // queue wait is not service time
+	require.Equal(t, uint64(1), s.Rejected)
+	require.Equal(t, uint64(1), s.Codes[4])
+	require.Equal(t, uint64(2), s.Completions)
+	require.Equal(t, int64(0), s.Waiting)
+}
+
+func TestHistogramBucketsAreUpperInclusive(t *testing.T) {
+	c, r := newFake()
+	for _, d := range []time.Duration{50 * time.Microsecond, 100 * time.Microsecond, 101 * time.Microsecond, 2 * time.Minute} {
+		a := r.Arrive()
+		b := r.Begin()
+		c.add(d)
+		r.End(a, b, 0, 200, OK)
+	}
+	s := r.Snapshot()
+	require.Equal(t, uint64(2), s.Latency.Counts[0], "50µs and exactly 100µs fall in (0, 100µs]")
+	require.Equal(t, uint64(1), s.Latency.Counts[1])
+	require.Equal(t, uint64(1), s.Latency.Counts[len(s.Latency.Counts)-1], "above the last bound")
+	require.Equal(t, uint64(4), s.Latency.Total())
+}
+
+func TestSnapshotIdentity(t *testing.T) {
+	_, r1 := newFake()
+	_, r2 := newFake()
+	s1, s2 := r1.Snapshot(), r1.Snapshot()
+	require.Equal(t, s1.Seq+1, s2.Seq)
+	require.Equal(t, s1.InstanceID, s2.InstanceID)
+	require.NotEqual(t, s1.InstanceID, r2.Snapshot().InstanceID, "a restarted proxy has a new instance id")
+}

@@ -1,0 +1,142 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/qas-dev/qas/proxy/measure"
+)
+
+// Admin serves the admin endpoints.
+type Admin struct {
+	rec      *measure.Recorder
+	upstream string
+	draining *atomic.Bool
+	mux      *http.ServeMux
+
+	mu        sync.Mutex
+	checkedAt time.Time
+	reachable bool
+}
+
+// NewAdmin returns the admin handler. /readyz fails while draining is set or while the
+// upstream refuses connections.
+func NewAdmin(rec *measure.Recorder, upstream string, draining *atomic.Bool) *Admin {
+	a := &Admin{rec: rec, upstream: upstream, draining: draining, mux: http.NewServeMux()}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&collector{rec: rec})
+	a.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	a.mux.HandleFunc("GET /stats", a.stats)
+	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	a.mux.HandleFunc("GET /readyz", a.readyz)
+	return a
+}
+
+func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+
+func (a *Admin) stats(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(a.rec.Snapshot())
+}
+
+func (a *Admin) readyz(w http.ResponseWriter, r *http.Request) {
+	if a.draining.Load() {
+		http.Error(w, "draining", http.StatusServiceUnavailable)
+		return
+	}
+	if !a.upstreamReachable(r.Context()) {
+		http.Error(w, "upstream "+a.upstream+" unreachable", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// upstreamReachable dials the application, at most once a second however often the
+// kubelet probes.
+func (a *Admin) upstreamReachable(ctx context.Context) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if time.Since(a.checkedAt) < time.Second {
+		return a.reachable
+	}
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", a.upstream)
+	if err == nil {
+		conn.Close()
+	}
+	a.reachable, a.checkedAt = err == nil, time.Now()
+	return a.reachable
+}
+
+// collector exposes the recorder's counters as Prometheus metrics, read at scrape time
+// so the request path pays nothing for them.
+type collector struct{ rec *measure.Recorder }
+
+var (
+	descArrivals    = prometheus.NewDesc("qas_proxy_requests_arrived_total", "Requests accepted by the proxy.", nil, nil)
+	descCompletions = prometheus.NewDesc("qas_proxy_requests_completed_total", "Requests whose response finished or failed.", nil, nil)
+	descResponses   = prometheus.NewDesc("qas_proxy_responses_total", "Completed requests by status class.", []string{"class"}, nil)
+	descService     = prometheus.NewDesc("qas_proxy_service_seconds_total", "Sum of service times (slot to response end).", nil, nil)
+	descServiceSq   = prometheus.NewDesc("qas_proxy_service_seconds_squared_total", "Sum of squared service times, for the variance.", nil, nil)
+	descTTFB        = prometheus.NewDesc("qas_proxy_ttfb_seconds_total", "Sum of times to first response byte.", nil, nil)
+	descQueued      = prometheus.NewDesc("qas_proxy_queued_total", "Requests that waited for a concurrency slot.", nil, nil)
+	descQueueWait   = prometheus.NewDesc("qas_proxy_queue_wait_seconds_total", "Sum of waits for a concurrency slot.", nil, nil)
+	descRejected    = prometheus.NewDesc("qas_proxy_rejected_total", "Requests refused with 503 because the queue was full.", nil, nil)
+	descInFlight    = prometheus.NewDesc("qas_proxy_in_flight", "Requests being served now.", nil, nil)
+	descWaiting     = prometheus.NewDesc("qas_proxy_waiting", "Requests waiting for a slot now.", nil, nil)
+	descInFlightInt = prometheus.NewDesc("qas_proxy_in_flight_seconds_total", "Integral of in-flight requests over time (Little's law).", nil, nil)
+	descBusy        = prometheus.NewDesc("qas_proxy_busy_seconds_total", "Time with at least one request in flight.", nil, nil)
+	descErrors      = prometheus.NewDesc("qas_proxy_upstream_failures_total", "Requests the upstream failed.", []string{"kind"}, nil)
+	descLatency     = prometheus.NewDesc("qas_proxy_latency_seconds", "Latency at the proxy: queue wait plus service.", nil, nil)
+	descStart       = prometheus.NewDesc("qas_proxy_start_time_seconds", "Process start, Unix time.", nil, nil)
+)
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descArrivals, descCompletions, descResponses, descService, descServiceSq, descTTFB,
+		descQueued, descQueueWait, descRejected, descInFlight, descWaiting, descInFlightInt, descBusy, descErrors, descLatency, descStart} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.rec.Snapshot()
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
+	counter(descArrivals, float64(s.Arrivals))
+	counter(descCompletions, float64(s.Completions))
+	for i, class := range []string{"1xx", "2xx", "3xx", "4xx", "5xx"} {
+		counter(descResponses, float64(s.Codes[i]), class)
+	}
+	counter(descService, s.ServiceSecondsSum)
+	counter(descServiceSq, s.ServiceSecondsSumSq)
+	counter(descTTFB, s.TTFBSecondsSum)
+	counter(descQueued, float64(s.Queued))
+	counter(descQueueWait, s.QueueWaitSecondsSum)
+	counter(descRejected, float64(s.Rejected))
+	gauge(descInFlight, float64(s.InFlight))
+	gauge(descWaiting, float64(s.Waiting))
+	counter(descInFlightInt, s.InFlightSeconds)
+	counter(descBusy, s.BusySeconds)
+	counter(descErrors, float64(s.UpstreamErrors), "error")
+	counter(descErrors, float64(s.UpstreamTimeouts), "timeout")
+	counter(descErrors, float64(s.ClientCancels), "client_cancel")
+	buckets := make(map[float64]uint64, len(s.Latency.Bounds))
+	var cum uint64
+	for i, b := range s.Latency.Bounds {
+		cum += s.Latency.Counts[i]
+		buckets[b] = cum
+	}
+	ch <- prometheus.MustNewConstHistogram(descLatency, s.Latency.Total(), s.ServiceSecondsSum+s.QueueWaitSecondsSum, buckets)
+	gauge(descStart, float64(s.StartTime.UnixNano())/1e9)
+}

@@ -1,0 +1,243 @@
+// Package server is qas-proxy's serving and admin HTTP: a measuring reverse proxy in
+// front of the application on localhost, an optional concurrency limit with a bounded
+// queue, and an admin listener with /metrics, /stats, /healthz and /readyz that the
+// serving port never exposes.
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/qas-dev/qas/proxy/measure"
+)
+
+// Config configures the proxy.
+type Config struct {
+	// Upstream is the application's host:port, normally on 127.0.0.1.
+	Upstream string
+	// UpstreamTimeout bounds the wait for the application's response headers; past it
+	// the client gets a 504.
+	UpstreamTimeout time.Duration
+	// DialTimeout bounds connecting to the application; a refused connection fails at
+	// once with a 502.
+	DialTimeout time.Duration
+	// ConcurrencyLimit is k, the requests served at once (0 = unlimited); QueueLimit
+	// bounds the requests waiting for a slot, beyond which the proxy answers 503.
+	ConcurrencyLimit, QueueLimit int
+	// MaxIdleConnsPerHost sizes the keep-alive pool to the application.
+	MaxIdleConnsPerHost int
+}
+
+// Proxy is the serving handler.
+type Proxy struct {
+	rec     *measure.Recorder
+	rp      *httputil.ReverseProxy
+	slots   chan struct{}
+	queueOK func() bool
+	release func()
+	log     *zap.Logger
+}
+
+type ctxKey struct{}
+
+// outcomeBox carries how the upstream call failed from the ReverseProxy's error
+// handler back to the measuring handler.
+type outcomeBox struct{ outcome measure.Outcome }
+
+// NewProxy returns the serving handler for cfg, recording into rec.
+func NewProxy(cfg Config, rec *measure.Recorder, log *zap.Logger) (*Proxy, error) {
+	if cfg.Upstream == "" {
+		return nil, errors.New("upstream is empty")
+	}
+	if _, _, err := net.SplitHostPort(cfg.Upstream); err != nil {
+		return nil, err
+	}
+	target := &url.URL{Scheme: "http", Host: cfg.Upstream}
+	if cfg.MaxIdleConnsPerHost == 0 {
+		cfg.MaxIdleConnsPerHost = 1024
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = 2 * time.Second
+	}
+	transport := &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          0, // no global cap: there is one upstream
+		MaxIdleConnsPerHost:   cfg.MaxIdleConnsPerHost,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: cfg.UpstreamTimeout,
+		DisableCompression:    true, // pass bodies through as the app sent them
+	}
+	p := &Proxy{rec: rec, log: log}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host // the app sees the Host the client asked for
+			pr.SetXForwarded()
+		},
+		Transport: transport,
+		// Streams (SSE, unknown length) are flushed at once by ReverseProxy itself.
+		ErrorHandler: p.upstreamError,
+		ErrorLog:     zap.NewStdLog(log.Named("reverseproxy")),
+	}
+	if cfg.ConcurrencyLimit > 0 {
+		p.slots = make(chan struct{}, cfg.ConcurrencyLimit)
+		limit := int64(cfg.QueueLimit)
+		var waiting atomic.Int64
+		p.queueOK = func() bool {
+			if waiting.Add(1) > limit {
+				waiting.Add(-1)
+				return false
+			}
+			return true
+		}
+		p.release = func() { waiting.Add(-1) }
+	}
+	return p, nil
+}
+
+// release gives back a queue place; set only with a concurrency limit.
+func (p *Proxy) releaseQueue() {
+	if p.release != nil {
+		p.release()
+	}
+}
+
+// ServeHTTP measures and forwards one request.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	arrived := p.rec.Arrive()
+	if p.slots != nil {
+		select {
+		case p.slots <- struct{}{}:
+		default:
+			// All k slots are busy: wait in the bounded queue, first come first served
+			// (blocked channel senders are woken in order).
+			if !p.queueOK() {
+				w.Header().Set("Retry-After", retryAfter)
+				http.Error(w, "qas-proxy: concurrency limit reached and queue full", http.StatusServiceUnavailable)
+				p.rec.Reject(arrived)
+				return
+			}
+			p.rec.StartWaiting()
+			select {
+			case p.slots <- struct{}{}:
+				p.releaseQueue()
+				p.rec.StopWaiting(p.rec.Now().Sub(arrived))
+			case <-r.Context().Done():
+				p.releaseQueue()
+				p.rec.StopWaiting(p.rec.Now().Sub(arrived))
+				p.rec.Reject(arrived)
+				return
+			}
+		}
+		defer func() { <-p.slots }()
+	}
+	began := p.rec.Begin()
+	mw := &measuringWriter{ResponseWriter: w, began: began, rec: p.rec}
+	box := &outcomeBox{}
+	p.rp.ServeHTTP(mw, r.WithContext(context.WithValue(r.Context(), ctxKey{}, box)))
+	code := mw.code
+	if code == 0 {
+		code = http.StatusOK
+	}
+	outcome := box.outcome
+	if outcome == measure.OK && r.Context().Err() != nil && !mw.done() {
+		outcome = measure.ClientCancel
+	}
+	p.rec.End(arrived, began, mw.ttfb, code, outcome)
+}
+
+// upstreamError answers when the application could not produce a response: 504 if it
+// was too slow, nothing if the client left (the upstream request is already cancelled
+// through the shared context), 502 otherwise.
+func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	box, _ := r.Context().Value(ctxKey{}).(*outcomeBox)
+	set := func(o measure.Outcome) {
+		if box != nil {
+			box.outcome = o
+		}
+	}
+	var ne net.Error
+	switch {
+	case r.Context().Err() != nil:
+		set(measure.ClientCancel)
+		// 499 in nginx's sense: recorded, never seen by the client.
+		if mw, ok := w.(*measuringWriter); ok {
+			mw.code = 499
+		}
+		return
+	case errors.As(err, &ne) && ne.Timeout():
+		set(measure.UpstreamTimeout)
+		http.Error(w, "qas-proxy: upstream timed out", http.StatusGatewayTimeout)
+	default:
+		set(measure.UpstreamError)
+		http.Error(w, "qas-proxy: upstream unavailable", http.StatusBadGateway)
+	}
+	p.log.Debug("upstream error", zap.String("path", r.URL.Path), zap.Error(err))
+}
+
+// measuringWriter notes the status code and the time of the first byte.
+type measuringWriter struct {
+	http.ResponseWriter
+	rec   *measure.Recorder
+	began time.Time
+	code  int
+	ttfb  time.Duration
+	wrote bool
+}
+
+func (m *measuringWriter) WriteHeader(code int) {
+	if !m.wrote {
+		m.first()
+		m.code = code
+		if code >= 200 || code == http.StatusSwitchingProtocols {
+			m.wrote = true
+		}
+	}
+	m.ResponseWriter.WriteHeader(code)
+}
+
+func (m *measuringWriter) Write(b []byte) (int, error) {
+	if !m.wrote {
+		m.first()
+		m.wrote = true
+		if m.code == 0 {
+			m.code = http.StatusOK
+		}
+	}
+	return m.ResponseWriter.Write(b)
+}
+
+func (m *measuringWriter) first() {
+	if m.ttfb == 0 {
+		m.ttfb = max(m.rec.Now().Sub(m.began), 1)
+	}
+}
+
+func (m *measuringWriter) done() bool { return m.wrote }
+
+// Unwrap lets http.ResponseController reach Flush and Hijack (streaming, Upgrade).
+func (m *measuringWriter) Unwrap() http.ResponseWriter { return m.ResponseWriter }
+
+// Flush forwards flushes for handlers that type-assert http.Flusher.
+func (m *measuringWriter) Flush() {
+	if !m.wrote {
+		m.first()
+		m.wrote = true
+		if m.code == 0 {
+			m.code = http.StatusOK
+		}
+	}
+	_ = http.NewResponseController(m.ResponseWriter).Flush()
+}
+
+// retryAfter is the Retry-After value sent with a 503, in seconds.
+var retryAfter = strconv.Itoa(1)

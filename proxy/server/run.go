@@ -1,0 +1,110 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/h2c"
+
+	"github.com/qas-dev/qas/proxy/measure"
+)
+
+// Options are the listener settings around the proxy.
+type Options struct {
+	Listen, AdminListen string
+	// ReadHeaderTimeout cuts off clients that send headers too slowly.
+	ReadHeaderTimeout time.Duration
+	// MaxHeaderBytes bounds request headers; larger ones get a 431.
+	MaxHeaderBytes int
+	// IdleTimeout closes idle client keep-alive connections.
+	IdleTimeout time.Duration
+	// DrainPeriod is how long the proxy keeps serving after a stop signal while
+	// /readyz fails, so endpoints are removed before it closes.
+	DrainPeriod time.Duration
+	// ShutdownTimeout bounds the wait for in-flight requests after the drain period.
+	ShutdownTimeout time.Duration
+}
+
+// Server is a running proxy: the serving and admin listeners.
+type Server struct {
+	Recorder *measure.Recorder
+	serving  *http.Server
+	admin    *http.Server
+	servingL net.Listener
+	adminL   net.Listener
+	draining atomic.Bool
+	log      *zap.Logger
+	opts     Options
+}
+
+// Listen binds both listeners (so callers learn the addresses before serving).
+func Listen(cfg Config, opts Options, rec *measure.Recorder, log *zap.Logger) (*Server, error) {
+	p, err := NewProxy(cfg, rec, log)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Recorder: rec, log: log, opts: opts}
+	s.servingL, err = net.Listen("tcp", opts.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", opts.Listen, err)
+	}
+	s.adminL, err = net.Listen("tcp", opts.AdminListen)
+	if err != nil {
+		s.servingL.Close()
+		return nil, fmt.Errorf("admin listen %s: %w", opts.AdminListen, err)
+	}
+	// h2c lets HTTP/2 clients without TLS (gRPC in a mesh-less cluster) through;
+	// HTTP/1.1 requests pass the wrapper untouched.
+	s.serving = &http.Server{
+		Handler:           h2c.NewHandler(p, &http2.Server{}),
+		ReadHeaderTimeout: opts.ReadHeaderTimeout,
+		MaxHeaderBytes:    opts.MaxHeaderBytes,
+		IdleTimeout:       opts.IdleTimeout,
+		ErrorLog:          zap.NewStdLog(log.Named("http")),
+	}
+	s.admin = &http.Server{Handler: NewAdmin(rec, cfg.Upstream, &s.draining), ReadHeaderTimeout: 5 * time.Second}
+	return s, nil
+}
+
+// Addr and AdminAddr are the bound addresses.
+func (s *Server) Addr() string      { return s.servingL.Addr().String() }
+func (s *Server) AdminAddr() string { return s.adminL.Addr().String() }
+
+// Serve serves until ctx ends, then drains: /readyz fails at once, requests are still
+// served for DrainPeriod, then the listeners close and in-flight requests finish (up to
+// ShutdownTimeout). No accepted request is dropped.
+func (s *Server) Serve(ctx context.Context) error {
+	errc := make(chan error, 2)
+	go func() { errc <- s.serving.Serve(s.servingL) }()
+	go func() { errc <- s.admin.Serve(s.adminL) }()
+	select {
+	case err := <-errc:
+		s.serving.Close()
+		s.admin.Close()
+		return err
+	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	s.log.Info("draining", zap.Duration("period", s.opts.DrainPeriod))
+	time.Sleep(s.opts.DrainPeriod)
+	timeout := s.opts.ShutdownTimeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := s.serving.Shutdown(sctx)
+	_ = s.admin.Shutdown(sctx)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	s.log.Info("stopped", zap.Int64("in_flight_left", s.Recorder.InFlight()))
+	return err
+}
