@@ -14,7 +14,7 @@ all: build
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ ./proxy/cmd/... ./collector/cmd/... ./decider/cmd/... ./examples/app/...
+	$(GO) build -o $(BIN)/ $$($(GO) list ./.../cmd/...)
 
 ## test: lint, then unit and integration tests against real servers (installs what they need).
 test: lint

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -127,19 +128,22 @@ func (o LogOptions) Build() (*zap.Logger, error) {
 	return cfg.Build()
 }
 
-// Exit prints err for a command named cmd and returns the process exit status:
-// 0 for nil or --help, ExitUsage for usage errors, 1 otherwise.
-func Exit(cmd string, err error) int {
+// Exit prints err for a command named cmd to stderr and returns the process exit
+// status: 0 for nil or --help, ExitUsage for usage errors, 1 otherwise.
+func Exit(cmd string, err error) int { return ExitTo(os.Stderr, cmd, err) }
+
+// ExitTo is Exit writing to w.
+func ExitTo(w io.Writer, cmd string, err error) int {
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case IsUsage(err):
-		fmt.Fprintf(os.Stderr, "%s: %v\n", cmd, err)
+		fmt.Fprintf(w, "%s: %v\n", cmd, err)
 		return ExitUsage
 	default:
-		fmt.Fprintf(os.Stderr, "%s: %v\n", cmd, err)
+		fmt.Fprintf(w, "%s: %v\n", cmd, err)
 		return 1
 	}
 }

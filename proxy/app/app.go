@@ -111,11 +111,11 @@ func Run(ctx context.Context, f Flags, log *zap.Logger, ready func(addr, admin s
 func Main(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
 	f, err := Parse(args, getenv)
 	if err != nil {
-		return cli.Exit("qas-proxy", err)
+		return cli.ExitTo(stderr, "qas-proxy", err)
 	}
 	log, err := f.Log.Build()
 	if err != nil {
-		return cli.Exit("qas-proxy", err)
+		return cli.ExitTo(stderr, "qas-proxy", err)
 	}
 	defer func() { _ = log.Sync() }()
 	if err := Run(ctx, f, log, nil); err != nil {

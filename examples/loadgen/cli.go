@@ -1,0 +1,139 @@
+package loadgen
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/qas-dev/qas/internal/cli"
+	"github.com/qas-dev/qas/internal/trace"
+	"github.com/qas-dev/qas/proxy/stats"
+)
+
+// Main is the qas-loadgen command; it returns the exit status.
+func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("qas-loadgen", flag.ContinueOnError)
+	targets := fs.String("target", "", "comma-separated base URLs, e.g. http://127.0.0.1:8080 (round-robin, as a Service)")
+	path := fs.String("path", "/", "request path and query")
+	rate := fs.Float64("rate", 0, "constant arrival rate, requests per second (instead of --trace)")
+	tracePath := fs.String("trace", "", "trace file (one integer per line = requests in that second; .gz allowed)")
+	window := fs.String("window", "", "part of the trace to replay, in trace time, e.g. 12h:13h")
+	scale := fs.Float64("scale", 1, "multiply the trace's rates by this")
+	compress := fs.Int("compress", 1, "replay N trace seconds in one second")
+	duration := fs.Duration("duration", 0, "how long to send (default: the trace window, or 10s at --rate)")
+	watch := fs.String("watch", "", "comma-separated qas-proxy /stats URLs to print live per-pod measurements from")
+	interval := fs.Duration("interval", 2*time.Second, "how often --watch prints")
+	maxInFlight := fs.Int("max-in-flight", 1000, "concurrent requests at most; arrivals beyond are dropped and counted")
+	seed := fs.Uint64("seed", 1, "random seed for the arrival process")
+	summary := fs.String("summary", "", "with --watch: write \"λ E[S] p95\" (per second, seconds, seconds) measured by the proxies to this file")
+	if err := cli.Parse(fs, "QAS_LOADGEN", args, getenv); err != nil {
+		return cli.ExitTo(stderr, "qas-loadgen", err)
+	}
+	cfg := Config{Path: *path, Step: time.Second, MaxInFlight: *maxInFlight, Seed: *seed, Duration: *duration}
+	for _, t := range strings.Split(*targets, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			cfg.Targets = append(cfg.Targets, t)
+		}
+	}
+	var err error
+	switch {
+	case len(cfg.Targets) == 0:
+		err = cli.Usagef("target", "at least one URL is required")
+	case *rate > 0 && *tracePath != "":
+		err = cli.Usagef("rate", "give --rate or --trace, not both")
+	case *scale <= 0:
+		err = cli.Usagef("scale", "%v must be positive", *scale)
+	case *compress < 1:
+		err = cli.Usagef("compress", "%d must be at least 1", *compress)
+	case *maxInFlight < 1:
+		err = cli.Usagef("max-in-flight", "%d must be at least 1", *maxInFlight)
+	case *rate > 0:
+		cfg.Rates = []float64{*rate}
+		if cfg.Duration == 0 {
+			cfg.Duration = 10 * time.Second
+		}
+	case *tracePath != "":
+		cfg.Rates, err = traceRates(*tracePath, *window, *scale, *compress)
+		if err == nil && cfg.Duration == 0 {
+			cfg.Duration = time.Duration(len(cfg.Rates)) * time.Second
+		}
+	default:
+		err = cli.Usagef("rate", "give --rate or --trace")
+	}
+	if err != nil {
+		return cli.ExitTo(stderr, "qas-loadgen", err)
+	}
+	if *summary != "" && *watch == "" {
+		return cli.ExitTo(stderr, "qas-loadgen", cli.Usagef("summary", "needs --watch"))
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *maxInFlight}, Timeout: 30 * time.Second}
+	var pods []string
+	var before []stats.Snapshot
+	if *watch != "" {
+		pods = strings.Split(*watch, ",")
+		if before, err = Snapshots(ctx, client, pods); err != nil {
+			return cli.ExitTo(stderr, "qas-loadgen", cli.Usagef("watch", "%v", err))
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go Watch(wctx, client, pods, *interval, stdout)
+	}
+	res, err := Run(ctx, cfg, client, nil)
+	if err == nil && pods != nil {
+		err = report(ctx, client, pods, before, *summary, stdout)
+	}
+	fmt.Fprintf(stdout, "\nsent %d in %s (%.1f/s): %d ok, %d failed, %d dropped at the in-flight limit\n",
+		res.Sent, res.Elapsed.Round(time.Millisecond), float64(res.Sent)/res.Elapsed.Seconds(), res.OK, res.Failed, res.Dropped)
+	if len(res.Latencies) > 0 {
+		fmt.Fprintf(stdout, "client latency: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms\n",
+			res.Quantile(0.5)*1000, res.Quantile(0.95)*1000, res.Quantile(0.99)*1000)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "qas-loadgen: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func report(ctx context.Context, client *http.Client, pods []string, before []stats.Snapshot, summary string, stdout io.Writer) error {
+	after, err := Snapshots(ctx, client, pods)
+	if err != nil {
+		return err
+	}
+	t, err := Total(before, after)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "measured by the proxies: λ %.2f/s, E[S] %.1f ms, p95 %.1f ms over %d requests\n",
+		t.ArrivalRate, t.ServiceMean*1000, t.P95*1000, t.Completions)
+	if summary == "" {
+		return nil
+	}
+	return os.WriteFile(summary, []byte(fmt.Sprintf("%.6f %.6f %.6f\n", t.ArrivalRate, t.ServiceMean, t.P95)), 0o644)
+}
+
+// traceRates turns a trace window into one rate per replayed second.
+func traceRates(path, window string, scale float64, compress int) ([]float64, error) {
+	w, err := trace.ParseWindow(window)
+	if err != nil {
+		return nil, cli.Usagef("window", "%v", err)
+	}
+	perSecond, err := trace.ReadFile(path, w)
+	if err != nil {
+		return nil, cli.Usagef("trace", "%v", err)
+	}
+	var rates []float64
+	for i := 0; i < len(perSecond); i += compress {
+		var sum float64
+		for _, c := range perSecond[i:min(i+compress, len(perSecond))] {
+			sum += c
+		}
+		rates = append(rates, sum*scale)
+	}
+	return rates, nil
+}
