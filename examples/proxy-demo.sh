@@ -13,40 +13,25 @@ bin="$root/bin"
 for b in qas-proxy qas-example-app qas-loadgen qas-decider; do
 	[ -x "$bin/$b" ] || { echo "demo: $bin/$b is missing: run make build" >&2; exit 1; }
 done
-shared="${QAS_SHARED:-$(cd "$root/.." && pwd)/shared}"
+# shellcheck source=../test/infra/lib.sh
+source "$root/test/infra/lib.sh" # free_port, wait_port, $QAS_SHARED
+shared="$QAS_SHARED"
 nasa="$shared/traces/nasa-1995-07-08.rps.gz"
 
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
 
-# free_port prints a loopback port nobody listens on.
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 40000))
-		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-	done
-}
-wait_ready() {
-	for _ in $(seq 100); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "demo: nothing listens on 127.0.0.1:$1" >&2
-	exit 1
-}
-
 pods=2 concurrency=2
 targets="" stats=""
 for i in $(seq "$pods"); do
 	app=$(free_port) serve=$(free_port) admin=$(free_port)
 	"$bin/qas-example-app" --listen "127.0.0.1:$app" & pids+=($!)
-	wait_ready "$app"
+	wait_port "$app"
 	"$bin/qas-proxy" --listen "127.0.0.1:$serve" --admin-listen "127.0.0.1:$admin" --upstream "127.0.0.1:$app" \
 		--concurrency "$concurrency" --queue 200 --drain 0s --log-level warn 2>/dev/null & pids+=($!)
-	wait_ready "$serve"
-	wait_ready "$admin"
+	wait_port "$serve"
+	wait_port "$admin"
 	targets="$targets${targets:+,}http://127.0.0.1:$serve"
 	stats="$stats${stats:+,}http://127.0.0.1:$admin/stats"
 done

@@ -34,3 +34,23 @@ go_install_cached() {
 	fi
 	echo "$dir/$name"
 }
+
+# free_port prints a loopback TCP port nothing listens on (a moment ago).
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 40000))
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+	done
+}
+
+# wait_port PORT waits up to 10 s for something to listen on 127.0.0.1:PORT.
+wait_port() {
+	local _
+	for _ in $(seq 100); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "nothing listens on 127.0.0.1:$1" >&2
+	return 1
+}

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# qas-proxy benchmark (make bench): the example app's 100-byte endpoint served directly,
+# through qas-proxy, through a bare pooled httputil.ReverseProxy, and through nginx as a
+# keep-alive reverse proxy, interleaved and
+# repeated, all on loopback. Reports medians and ratios, measured in this run:
+#   1. closed loop, wrk -t2 -c64: throughput;
+#   2. fixed 2000 req/s, fortio: p50/p90/p99 latency and the proxy's CPU per request
+#      (utime+stime from /proc, all nginx processes summed).
+# No timing is asserted anywhere: this prints numbers for people to read.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+# shellcheck source=../infra/lib.sh
+source "$root/test/infra/lib.sh"
+apt_install wrk nginx-light
+fortio=$(go_install_cached fortio 1.68.2 fortio.org/fortio@v1.68.2)
+ROUNDS=${ROUNDS:-3} SECS=${SECS:-8}
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	[ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+	wait 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+(cd "$root" && go build -o "$work/" ./proxy/cmd/qas-proxy ./examples/app/cmd/qas-example-app ./test/bench/reverseproxy)
+app=$(free_port) proxy=$(free_port) admin=$(free_port) nginx=$(free_port) rp=$(free_port)
+"$work/qas-example-app" --listen "127.0.0.1:$app" & pids+=($!)
+wait_port "$app"
+"$work/qas-proxy" --listen "127.0.0.1:$proxy" --admin-listen "127.0.0.1:$admin" --upstream "127.0.0.1:$app" --log-level error & 
+proxy_pid=$!; pids+=($proxy_pid)
+wait_port "$proxy"
+"$work/reverseproxy" "127.0.0.1:$rp" "127.0.0.1:$app" &
+rp_pid=$!; pids+=($rp_pid)
+wait_port "$rp"
+cat >"$work/nginx.conf" <<CONF
+worker_processes 2;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $work/body; proxy_temp_path $work/proxy; fastcgi_temp_path $work/fcgi;
+  uwsgi_temp_path $work/uwsgi; scgi_temp_path $work/scgi;
+  upstream app { server 127.0.0.1:$app; keepalive 128; }
+  server {
+    listen 127.0.0.1:$nginx;
+    location / { proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+}
+CONF
+nginx -c "$work/nginx.conf" -p "$work"
+wait_port "$nginx"
+
+declare -A port=([direct]=$app [qas-proxy]=$proxy [reverseproxy]=$rp [nginx]=$nginx)
+cpu_ticks() { # utime+stime of the configuration's server processes, in clock ticks
+	local pids_of
+	case $1 in
+	qas-proxy) pids_of=$proxy_pid ;;
+	reverseproxy) pids_of=$rp_pid ;;
+	nginx) pids_of="$(cat "$work/nginx.pid") $(pgrep -P "$(cat "$work/nginx.pid")" | tr '\n' ' ')" ;;
+	*) echo 0; return ;;
+	esac
+	local sum=0
+	for p in $pids_of; do sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+	echo "$sum"
+}
+hz=$(getconf CLK_TCK)
+url() { echo "http://127.0.0.1:${port[$1]}/bytes?n=100"; }
+
+declare -A rps p50 p90 p99 cpu
+for round in $(seq "$ROUNDS"); do
+	for cfg in direct qas-proxy reverseproxy nginx; do
+		r=$(wrk -t2 -c64 -d"${SECS}s" "$(url "$cfg")" | awk '/Requests\/sec/ {print $2}')
+		rps[$cfg]="${rps[$cfg]:-} $r"
+		before=$(cpu_ticks "$cfg")
+		out=$("$fortio" load -quiet -qps 2000 -c 32 -t "${SECS}s" -r 0.00001 "$(url "$cfg")" 2>&1)
+		after=$(cpu_ticks "$cfg")
+		n=$(echo "$out" | awk '/^All done/ {print $3}')
+		for q in 50 90 99; do
+			v=$(echo "$out" | awk -v q="$q" '$1=="#" && $2=="target" && $3==q"%" {print $4}')
+			eval "p$q[\$cfg]=\"\${p$q[\$cfg]:-} $v\""
+		done
+		cpu[$cfg]="${cpu[$cfg]:-} $(awk -v t=$((after - before)) -v hz="$hz" -v n="$n" 'BEGIN { printf "%.9f", (n > 0 ? t / hz / n : 0) }')"
+		echo "round $round $cfg: wrk ${r} req/s; fortio ${n} requests" >&2
+	done
+done
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2)}'; }
+printf '\nqas-proxy benchmark: %d interleaved rounds of %ds, example app /bytes?n=100, loopback, %s cores\n' "$ROUNDS" "$SECS" "$(nproc)"
+printf '%-12s %14s %10s %10s %10s %10s %14s\n' config "wrk -c64 rps" "vs direct" "p50 µs" "p90 µs" "p99 µs" "CPU µs/req"
+for cfg in direct qas-proxy reverseproxy nginx; do
+	m_rps=$(echo "${rps[$cfg]}" | median)
+	d_rps=$(echo "${rps[direct]}" | median)
+	printf '%-12s %14.0f %9.2fx %10.0f %10.0f %10.0f %14s\n' "$cfg" "$m_rps" "$(awk -v a="$m_rps" -v b="$d_rps" 'BEGIN{print a/b}')" \
+		"$(echo "${p50[$cfg]}" | median | awk '{print $1*1e6}')" "$(echo "${p90[$cfg]}" | median | awk '{print $1*1e6}')" \
+		"$(echo "${p99[$cfg]}" | median | awk '{print $1*1e6}')" \
+		"$( [ "$cfg" = direct ] && echo - || echo "${cpu[$cfg]}" | median | awk '{printf "%.1f", $1*1e6}')"
+done
+pp50=$(echo "${p50[qas-proxy]}" | median); np50=$(echo "${p50[nginx]}" | median); dp50=$(echo "${p50[direct]}" | median)
+printf '\nadded p50 at 2000 req/s: qas-proxy %+.0f µs, nginx %+.0f µs\n' "$(awk -v a="$pp50" -v b="$dp50" 'BEGIN{print (a-b)*1e6}')" "$(awk -v a="$np50" -v b="$dp50" 'BEGIN{print (a-b)*1e6}')"
+printf 'qas-proxy vs bare ReverseProxy: throughput %.2fx, CPU per request %.2fx\n' \
+	"$(awk -v a="$(echo "${rps[qas-proxy]}" | median)" -v b="$(echo "${rps[reverseproxy]}" | median)" 'BEGIN{print a/b}')" \
+	"$(awk -v a="$(echo "${cpu[qas-proxy]}" | median)" -v b="$(echo "${cpu[reverseproxy]}" | median)" 'BEGIN{print (b>0 ? a/b : 0)}')"
+printf 'qas-proxy vs nginx: throughput %.2fx, CPU per request %.2fx\n' \
+	"$(awk -v a="$(echo "${rps[qas-proxy]}" | median)" -v b="$(echo "${rps[nginx]}" | median)" 'BEGIN{print a/b}')" \
+	"$(awk -v a="$(echo "${cpu[qas-proxy]}" | median)" -v b="$(echo "${cpu[nginx]}" | median)" 'BEGIN{print (b>0 ? a/b : 0)}')"
