@@ -1,0 +1,104 @@
+// Package influx is QAS's InfluxDB schema and its writer. The schema is declared here
+// once; the collector and decider write exactly these measurements, docs/schema.md is
+// checked against it, and dashboards are checked against it.
+package influx
+
+// Field is one field of a measurement.
+type Field struct {
+	Name string
+	Unit string
+	Help string
+}
+
+// Measurement is one measurement: its tags (kept few, for cardinality: never per
+// request, never per client) and its fields.
+type Measurement struct {
+	Name   string
+	Help   string
+	Tags   []string
+	Fields []Field
+}
+
+// Measurement names.
+const (
+	Pod      = "qas_pod"
+	Workload = "qas_workload"
+	Node     = "qas_node"
+	Decision = "qas_decision"
+)
+
+// Schema is every measurement QAS writes.
+var Schema = []Measurement{
+	{
+		Name: Pod, Help: "One pod's proxy measurements and CPU over one scrape interval.",
+		Tags: []string{"namespace", "workload", "pod", "node"},
+		Fields: []Field{
+			{"arrival_rate", "1/s", "requests arriving per second (λ of this pod)"},
+			{"service_mean_seconds", "s", "mean service time E[S]: slot to end of response"},
+			{"service_scv", "1", "squared coefficient of variation of service time"},
+			{"queue_wait_mean_seconds", "s", "mean wait for a concurrency slot in the proxy"},
+			{"in_flight_mean", "1", "time-average requests in service (Little's law: ≈ λ·E[S])"},
+			{"busy_ratio", "1", "share of the interval with at least one request in flight"},
+			{"error_rate", "1/s", "5xx responses per second"},
+			{"latency_p50_seconds", "s", "median latency at the proxy (queue wait + service)"},
+			{"latency_p95_seconds", "s", "95th percentile latency at the proxy"},
+			{"latency_p99_seconds", "s", "99th percentile latency at the proxy"},
+			{"cpu_usage_cores", "cores", "absolute CPU usage of the pod (metrics.k8s.io)"},
+			{"cpu_request_cores", "cores", "sum of the pod's containers' CPU requests"},
+			{"cpu_limit_cores", "cores", "sum of CPU limits; 0 when any container has none"},
+		},
+	},
+	{
+		Name: Workload, Help: "A workload's aggregate over its pods for one interval: what the decider models.",
+		Tags: []string{"namespace", "workload"},
+		Fields: []Field{
+			{"arrival_rate", "1/s", "λ: requests per second over all pods"},
+			{"service_mean_seconds", "s", "E[S] weighted by completions"},
+			{"service_scv", "1", "squared coefficient of variation of service time"},
+			{"in_flight_mean", "1", "time-average requests in service over all pods"},
+			{"error_rate", "1/s", "5xx responses per second"},
+			{"latency_p50_seconds", "s", "median latency from the merged histograms"},
+			{"latency_p95_seconds", "s", "95th percentile latency from the merged histograms"},
+			{"latency_p99_seconds", "s", "99th percentile latency from the merged histograms"},
+			{"pods", "1", "pods scraped successfully this interval"},
+		},
+	},
+	{
+		Name: Node, Help: "A node's absolute CPU: usage against allocatable, not the pods' share of their requests.",
+		Tags: []string{"node"},
+		Fields: []Field{
+			{"cpu_usage_cores", "cores", "CPU used on the node (metrics.k8s.io NodeMetrics)"},
+			{"cpu_allocatable_cores", "cores", "allocatable CPU of the node"},
+			{"cpu_utilization", "1", "usage / allocatable, the φ of migration"},
+		},
+	},
+	{
+		Name: Decision, Help: "One decider decision with the inputs it used (for annotations and explanations).",
+		Tags: []string{"namespace", "queueautoscaler", "action"},
+		Fields: []Field{
+			{"current_replicas", "1", "replicas before the decision"},
+			{"desired_replicas", "1", "replicas decided"},
+			{"desired_cpu_millicores", "m", "CPU per pod decided (0 = unchanged)"},
+			{"arrival_rate", "1/s", "λ now"},
+			{"forecast_arrival_rate", "1/s", "λ forecast at now + lead"},
+			{"service_mean_seconds", "s", "E[S] used"},
+			{"modelled_latency_seconds", "s", "modelled latency at the target percentile for the current allocation"},
+			{"measured_latency_seconds", "s", "latency measured by the proxies"},
+			{"target_seconds", "s", "the latency objective"},
+			{"lead_seconds", "s", "predictive lead (p90 pod start time)"},
+			{"normalized", "1", "G = L / T"},
+			{"dry_run", "bool", "true when nothing was changed"},
+			{"reason", "text", "the decision's explanation"},
+		},
+	},
+}
+
+// Lookup returns the measurement named name.
+func Lookup(name string) (Measurement, bool) {
+	for _, m := range Schema {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Measurement{}, false
+}
