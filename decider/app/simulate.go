@@ -1,0 +1,171 @@
+package app
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/qas-dev/qas/decider/policy"
+	"github.com/qas-dev/qas/decider/report"
+	"github.com/qas-dev/qas/decider/sim"
+	"github.com/qas-dev/qas/decider/trace"
+	"github.com/qas-dev/qas/internal/cli"
+)
+
+func init() {
+	Register("simulate", Command{
+		Summary: "replay a trace through a request-level simulation and compare autoscaling policies",
+		Run:     runSimulate,
+	})
+}
+
+// simulateOutput is the JSON contract of `qas-decider simulate --json`.
+type simulateOutput struct {
+	Trace       string        `json:"trace"`
+	Window      string        `json:"window"`
+	Scale       float64       `json:"scale"`
+	Compression int           `json:"compression"`
+	Seed        uint64        `json:"seed"`
+	Description string        `json:"description"`
+	SLOSeconds  float64       `json:"slo_seconds"`
+	Percentile  float64       `json:"percentile"`
+	Service     string        `json:"service"`
+	Init        string        `json:"init"`
+	Seconds     int           `json:"simulated_seconds"`
+	Policies    []sim.Summary `json:"policies"`
+}
+
+func runSimulate(args []string, env Env) error {
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	src := fs.String("trace", "", "trace file (.gz or plain) or pattern:flash-crowd | pattern:increase-decrease (required)")
+	win := fs.String("window", "", "part of the trace, in trace time, e.g. 2h:8h")
+	scale := fs.Float64("scale", 1, "multiply the trace's rates")
+	compress := fs.Int("compress", 1, "trace seconds per simulated second")
+	slo := fs.Duration("slo", 0, "latency target, e.g. 200ms (required)")
+	pct := fs.Float64("percentile", 95, "latency percentile the target applies to, in (0,100)")
+	svc := fs.String("service", "lognormal:50ms,cv=1.5", "service-time distribution: exp:D, lognormal:D,cv=X, bimodal:D1,D2,p=X, const:D")
+	initD := fs.String("init", "30s", "pod init-time distribution (same syntax)")
+	pols := fs.String("policies", "qas,hpa,kpa,oracle", "comma-separated policies: qas, qas-reactive, hpa, kpa, oracle, static:N, predictive-hpa, khpa-a, alg1, alg2, alg3")
+	seed := fs.Uint64("seed", 1, "random seed")
+	conc := fs.Int("concurrency", 1, "requests one pod serves at once, k")
+	cpu := fs.Float64("cpu", 0.5, "CPU request per pod, cores")
+	maxR := fs.Int("max-replicas", 200, "most replicas any policy may use")
+	initial := fs.Int("initial-replicas", 0, "Ready replicas at the start; 0 means as many as the oracle needs over the first init time")
+	jsonOut := fs.String("json", "", "write the results as JSON to this file")
+	htmlOut := fs.String("report", "", "write an HTML report to this file")
+	if err := cli.Parse(fs, "QAS_SIMULATE", args, env.Getenv); err != nil {
+		return err
+	}
+	if *src == "" {
+		return cli.Usagef("trace", "is required")
+	}
+	if *slo <= 0 {
+		return cli.Usagef("slo", "must be a positive duration such as 200ms")
+	}
+	if !(*pct > 0 && *pct < 100) {
+		return cli.Usagef("percentile", "must be in (0,100), got %v", *pct)
+	}
+	if !(*scale > 0) {
+		return cli.Usagef("scale", "must be positive, got %v", *scale)
+	}
+	if *compress < 1 {
+		return cli.Usagef("compress", "must be at least 1, got %d", *compress)
+	}
+	if *conc < 1 {
+		return cli.Usagef("concurrency", "must be at least 1")
+	}
+	if !(*cpu > 0) {
+		return cli.Usagef("cpu", "must be positive cores")
+	}
+	if *maxR < 1 {
+		return cli.Usagef("max-replicas", "must be at least 1")
+	}
+	if *initial < 0 || *initial > *maxR {
+		return cli.Usagef("initial-replicas", "must be in [0, --max-replicas]")
+	}
+	w, err := trace.ParseWindow(*win)
+	if err != nil {
+		return cli.Usagef("window", "%v", err)
+	}
+	service, err := sim.ParseDist(*svc)
+	if err != nil {
+		return cli.Usagef("service", "%v", err)
+	}
+	initDist, err := sim.ParseDist(*initD)
+	if err != nil {
+		return cli.Usagef("init", "%v", err)
+	}
+	names := strings.Split(*pols, ",")
+	params := policy.Params{Target: slo.Seconds(), Percentile: *pct, Concurrency: *conc, CPU: *cpu, MinReplicas: 1, MaxReplicas: *maxR}
+	for _, n := range names {
+		if _, err := policy.New(n, params, policy.Future{}); err != nil {
+			return cli.Usagef("policies", "%v", err)
+		}
+	}
+	prof, err := trace.Load(trace.Options{Source: *src, Window: w, Scale: *scale, Compress: *compress})
+	if err != nil {
+		if strings.HasPrefix(*src, "pattern:") {
+			return cli.Usagef("trace", "%v", err)
+		}
+		return err
+	}
+	cfg := sim.Config{Rates: prof.Rates, Service: service, Init: initDist, Concurrency: *conc, CPU: *cpu,
+		Target: slo.Seconds(), Percentile: *pct, InitialReplicas: *initial, Seed: *seed}
+	fmt.Fprintf(env.Stdout, "trace: %s\n", prof.Description)
+	var progress func(string, int, int)
+	if f, ok := env.Stderr.(*os.File); ok && isTerminal(f) {
+		progress = func(name string, s, t int) {
+			fmt.Fprintf(f, "\r%-14s [%-40s] %3d%%", name, strings.Repeat("#", 40*s/max(t, 1)), 100*s/max(t, 1))
+		}
+	}
+	start := time.Now()
+	cmp, err := sim.Compare(cfg, names, params, progress)
+	if err != nil {
+		return cli.Usagef("policies", "%v", err)
+	}
+	if progress != nil {
+		fmt.Fprintf(env.Stderr, "\r%s\r", strings.Repeat(" ", 70))
+	}
+	fmt.Fprint(env.Stdout, sim.Table(cmp.Summaries))
+	total := 0
+	for _, s := range cmp.Summaries {
+		total += s.Requests
+	}
+	fmt.Fprintf(env.Stdout, "simulated %d requests in %s\n", total, time.Since(start).Round(time.Millisecond))
+	out := simulateOutput{Trace: *src, Window: *win, Scale: *scale, Compression: *compress, Seed: *seed,
+		Description: prof.Description, SLOSeconds: slo.Seconds(), Percentile: *pct, Service: service.String(),
+		Init: initDist.String(), Seconds: len(prof.Rates), Policies: cmp.Summaries}
+	if *jsonOut != "" {
+		b, err := json.MarshalIndent(out, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	if *htmlOut != "" {
+		f, err := os.Create(*htmlOut)
+		if err != nil {
+			return err
+		}
+		if err := report.Write(f, report.Input{Title: "QAS simulation", Description: prof.Description,
+			Rates: prof.Rates, Target: slo.Seconds(), Percentile: *pct, Comparison: cmp}); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,172 @@
+// Package policy holds the autoscaling policies the simulator compares: QAS
+// (driving the same decide.Engine as the controller), Kubernetes' HPA,
+// Knative's KPA, the seeds' algorithms, static replica counts and an oracle.
+// Each policy sees only what a real autoscaler would observe (Observation);
+// only the oracle is given the future.
+package policy
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Second is what was measured in one simulated second, summed over pods.
+type Second struct {
+	// Arrivals is the number of requests that arrived.
+	Arrivals int
+	// Completions, ServiceSum and ServiceSq are the requests finished and the
+	// sum and sum of squares of their service times (seconds), as a measuring
+	// proxy reports them.
+	Completions           int
+	ServiceSum, ServiceSq float64
+	// InFlight is the time-average number of requests in the pods (queued or
+	// in service): Knative's observed concurrency.
+	InFlight float64
+}
+
+// Pod is one pod as the autoscaler sees it.
+type Pod struct {
+	ID    int
+	Ready bool
+	// Created and ReadyAt are simulated seconds; ReadyAt is meaningful when Ready.
+	Created, ReadyAt float64
+	// BusyCum is the cumulative CPU-seconds the pod used: busy slots × (CPU per
+	// slot) integrated over time. Differences over an interval give usage.
+	BusyCum float64
+	// CPU is the pod's CPU request in cores.
+	CPU float64
+}
+
+// Observation is everything a policy is given at one decision time.
+type Observation struct {
+	// Now is the simulated time in seconds since the start.
+	Now float64
+	// Seconds holds one entry per completed simulated second, oldest first.
+	Seconds []Second
+	// Pods are the pods that exist and are not draining.
+	Pods []Pod
+	// InitTimes are the creation→Ready durations (seconds) of pods started so far.
+	InitTimes []float64
+	// Concurrency is the per-pod concurrency limit k.
+	Concurrency int
+}
+
+// Ready counts the ready pods.
+func (o *Observation) Ready() int {
+	n := 0
+	for _, p := range o.Pods {
+		if p.Ready {
+			n++
+		}
+	}
+	return n
+}
+
+// Rate is the mean arrival rate over the last w seconds (or fewer, at the start).
+func (o *Observation) Rate(w int) float64 {
+	n := min(w, len(o.Seconds))
+	if n == 0 {
+		return 0
+	}
+	s := 0
+	for _, x := range o.Seconds[len(o.Seconds)-n:] {
+		s += x.Arrivals
+	}
+	return float64(s) / float64(n)
+}
+
+// Decision is a policy's output at one decision time.
+type Decision struct {
+	// Replicas is the desired number of pods.
+	Replicas int
+	// Forecast is the arrival rate the policy sized for (0 if it does not forecast).
+	Forecast float64
+}
+
+// Policy is one autoscaler.
+type Policy interface {
+	Name() string
+	// Period is how often, in simulated seconds, Decide is called.
+	Period() float64
+	// Decide returns the desired replicas.
+	Decide(o *Observation) Decision
+}
+
+// Params are the workload facts every policy may be configured with (what a
+// user would write in its configuration, not measurements).
+type Params struct {
+	// Target latency (seconds) at Percentile (0 < p < 100).
+	Target, Percentile float64
+	// Concurrency is k; CPU is the pod's CPU request in cores.
+	Concurrency int
+	CPU         float64
+	MinReplicas int
+	MaxReplicas int
+}
+
+// Future is what only the oracle may know.
+type Future struct {
+	// Rates are the true arrival rates per simulated second.
+	Rates []float64
+	// Capacity tells how many pods a rate needs.
+	Capacity *Capacity
+	// Init is the pods' (maximum) init time in seconds.
+	Init float64
+}
+
+// New builds a policy by name: qas, qas-reactive, hpa, kpa, predictive-hpa,
+// khpa-a, alg1, alg2, alg3, static:N, oracle.
+func New(name string, p Params, f Future) (Policy, error) {
+	switch {
+	case name == "qas":
+		return NewQAS(name, p, true), nil
+	case name == "qas-reactive":
+		return NewQAS(name, p, false), nil
+	case name == "hpa":
+		return NewHPA(p, DefaultHPATarget), nil
+	case name == "kpa":
+		return NewKPA(p), nil
+	case name == "oracle":
+		return NewOracle(p, f), nil
+	case strings.HasPrefix(name, "static:"):
+		n, err := strconv.Atoi(strings.TrimPrefix(name, "static:"))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("policy %q: want static:N with N ≥ 1", name)
+		}
+		return Static{N: n}, nil
+	}
+	if c, ok := extra[name]; ok {
+		return c(p, f), nil
+	}
+	return nil, fmt.Errorf("unknown policy %q: want qas, qas-reactive, hpa, kpa, oracle, static:N%s", name, extraNames())
+}
+
+// extra holds the further baselines, registered from their own files.
+var extra = map[string]func(Params, Future) Policy{}
+
+func extraNames() string {
+	s := ""
+	for _, n := range []string{"predictive-hpa", "khpa-a", "alg1", "alg2", "alg3"} {
+		if _, ok := extra[n]; ok {
+			s += ", " + n
+		}
+	}
+	return s
+}
+
+// Static keeps N replicas.
+type Static struct{ N int }
+
+// Name is "static:N".
+func (s Static) Name() string { return fmt.Sprintf("static:%d", s.N) }
+
+// Period is one minute; the decision never changes.
+func (s Static) Period() float64 { return 60 }
+
+// Decide returns N.
+func (s Static) Decide(*Observation) Decision { return Decision{Replicas: s.N} }
+
+func clamp(n int, p Params) int {
+	return min(max(n, max(p.MinReplicas, 1)), max(p.MaxReplicas, 1))
+}

@@ -1,0 +1,171 @@
+package policy
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+var params = Params{Target: 0.2, Percentile: 95, Concurrency: 1, CPU: 1, MinReplicas: 1, MaxReplicas: 100}
+
+// hpaWorld feeds an HPA pods whose CPU utilisation is util, every 15 s.
+type hpaWorld struct {
+	now  float64
+	pods []Pod
+}
+
+func newHPAWorld(n int) *hpaWorld {
+	w := &hpaWorld{}
+	for i := 0; i < n; i++ {
+		w.pods = append(w.pods, Pod{ID: i, Ready: true, ReadyAt: -1000, CPU: 1})
+	}
+	return w
+}
+
+// step advances 15 s at utilisation util and returns the HPA's decision,
+// then applies it (new pods start unready unless readyNew).
+func (w *hpaWorld) step(h *HPA, util float64, readyNew bool) int {
+	w.now += HPASync
+	for i := range w.pods {
+		if w.pods[i].Ready {
+			w.pods[i].BusyCum += util * w.pods[i].CPU * HPASync
+		}
+	}
+	d := h.Decide(&Observation{Now: w.now, Pods: w.pods})
+	for len(w.pods) < d.Replicas {
+		w.pods = append(w.pods, Pod{ID: len(w.pods) + 1000, Ready: readyNew, ReadyAt: w.now - 100, CPU: 1})
+	}
+	w.pods = w.pods[:d.Replicas]
+	return d.Replicas
+}
+
+func TestHPA(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		start int
+		utils []float64
+		ready bool
+		want  []int
+	}{
+		// The first sync has no previous sample: no metrics, no action.
+		{name: "within tolerance no change", start: 4, utils: []float64{0.7, 0.76, 0.64}, ready: true, want: []int{4, 4, 4}},
+		{name: "beyond tolerance scales by the ratio", start: 4, utils: []float64{0.7, 0.875}, ready: true, want: []int{4, 5}},
+		{name: "scale-up limited to max(4 pods, 100%) per period", start: 2, utils: []float64{0.7, 7, 7}, ready: true, want: []int{2, 6, 12}},
+		{name: "scale-down waits for the 5-minute window", start: 10, utils: append([]float64{0.7, 0.7}, repeat(0.06, 21)...), ready: true,
+			want: append(append([]int{10, 10}, repeatInt(10, 20)...), 1)},
+		{name: "unready pods count as 0% on scale-up", start: 2, utils: []float64{0.7, 1.4, 1.4}, ready: false, want: []int{2, 4, 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := NewHPA(params, 0.7)
+			w := newHPAWorld(tc.start)
+			var got []int
+			for _, u := range tc.utils {
+				got = append(got, w.step(h, u, tc.ready))
+			}
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func repeat(v float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+func repeatInt(v, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+func kpaObs(now float64, ready int, inflight []float64) *Observation {
+	o := &Observation{Now: now}
+	for i := 0; i < ready; i++ {
+		o.Pods = append(o.Pods, Pod{ID: i, Ready: true})
+	}
+	for _, c := range inflight {
+		o.Seconds = append(o.Seconds, Second{InFlight: c})
+	}
+	return o
+}
+
+func TestKPA(t *testing.T) {
+	k := NewKPA(Params{Concurrency: 10, MinReplicas: 1, MaxReplicas: 1000})
+	// Target 7 per pod. Steady 14 in flight on 2 pods: stable.
+	require.Equal(t, 2, k.Decide(kpaObs(60, 2, repeat(14, 60))).Replicas)
+	require.False(t, k.panicking)
+	// A burst: the last 6 s at 70 → panic count 10 ≥ 2 × 2 ready: panic mode, panic count.
+	burst := append(repeat(14, 54), repeat(70, 6)...)
+	require.Equal(t, 10, k.Decide(kpaObs(62, 2, burst)).Replicas)
+	require.True(t, k.panicking)
+	// In panic the count never goes down, even when the burst is over.
+	require.Equal(t, 10, k.Decide(kpaObs(64, 10, append(burst[6:], repeat(7, 6)...))).Replicas)
+	// After 60 s without reaching the threshold, panic ends and the stable window rules,
+	// bounded by the max scale-down rate (ready/2).
+	require.Equal(t, 5, k.Decide(kpaObs(130, 10, repeat(7, 60))).Replicas)
+	require.False(t, k.panicking)
+}
+
+func TestQASSnapshotFromObservations(t *testing.T) {
+	q := NewQAS("qas", params, true)
+	o := &Observation{Now: 30, Concurrency: 1, InitTimes: []float64{20, 25}}
+	for i := 0; i < 30; i++ {
+		o.Seconds = append(o.Seconds, Second{Arrivals: 10 + i/15*20, Completions: 10, ServiceSum: 0.5, ServiceSq: 0.5 * 0.05 * 2})
+	}
+	o.Pods = []Pod{{ID: 1, Ready: true, CPU: 1, BusyCum: 3}, {ID: 2, Ready: false, CPU: 1}}
+	s := q.Snapshot(o)
+	require.Len(t, s.ArrivalRates, 2)
+	require.Equal(t, 10.0, s.ArrivalRates[0].Rate)
+	require.Equal(t, 30.0, s.ArrivalRates[1].Rate)
+	require.InDelta(t, 0.05, s.ServiceTime, 1e-12)
+	require.InDelta(t, 1, s.ServiceSCV, 1e-9, "E[S²] = 2·E[S]² is an SCV of 1")
+	require.Equal(t, int32(2), s.CurrentReplicas)
+	require.Equal(t, int32(1), s.ReadyReplicas)
+	require.True(t, s.Complete)
+	require.Len(t, s.InitTimes, 2)
+	d := q.Decide(o)
+	require.Greater(t, d.Replicas, 2, "30 req/s of 50 ms on one ready pod misses a 200 ms p95")
+	require.Positive(t, d.Forecast)
+}
+
+func TestCapacity(t *testing.T) {
+	// Exponential service, mean 50 ms, as quantiles; k = 1, one pod: M/M/1,
+	// whose response time is exponential with rate μ−λ, so P(R > t) = e^{−(μ−λ)t}.
+	const n = 2000
+	q := make([]float64, n)
+	for i := range q {
+		q[i] = -0.05 * math.Log(1-(float64(i)+0.5)/n)
+	}
+	c := &Capacity{MeanService: 0.05, ServiceSCV: 1, ServiceQuantiles: q, K: 1, Target: 0.2, Percentile: 95, Max: 1000}
+	for _, lambda := range []float64{2, 10, 15} {
+		require.InDelta(t, math.Exp(-(20-lambda)*0.2), c.Tail(lambda, 1, 0.2), 0.003, "λ=%v", lambda)
+	}
+	prev := 0
+	for _, lambda := range []float64{1, 10, 50, 100, 400} {
+		n := c.Pods(lambda)
+		require.GreaterOrEqual(t, n, prev, "more load never needs fewer pods")
+		require.True(t, c.Meets(lambda, n))
+		if n > 1 {
+			require.False(t, c.Meets(lambda, n-1), "n is the fewest")
+		}
+		prev = n
+	}
+}
+
+func TestNew(t *testing.T) {
+	for _, n := range []string{"qas", "qas-reactive", "hpa", "kpa", "oracle", "static:3"} {
+		p, err := New(n, params, Future{})
+		require.NoError(t, err)
+		require.Equal(t, n, p.Name())
+	}
+	for _, bad := range []string{"static:0", "static:x", "nope"} {
+		_, err := New(bad, params, Future{})
+		require.Error(t, err, bad)
+	}
+}

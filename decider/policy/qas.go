@@ -1,0 +1,157 @@
+package policy
+
+import (
+	"math"
+	"time"
+
+	"github.com/qas-dev/qas/decider/decide"
+)
+
+// QAS settings for the simulator.
+const (
+	// QASPeriod is the decider's cycle.
+	QASPeriod = 15.0
+	// qasHistory is how many cycles of λ history are passed to the engine.
+	qasHistory = 120
+	// qasServiceWindow is how far back service times are averaged, seconds.
+	qasServiceWindow = 60
+)
+
+// simEpoch anchors simulated seconds to wall-clock times for the engine.
+var simEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// QAS builds a decide.Snapshot from the observations only (never from the
+// simulator's ground truth) and drives the same decide.Engine as the
+// controller. qas has the predictive lead on; qas-reactive has it off.
+type QAS struct {
+	name   string
+	p      Params
+	spec   decide.Spec
+	engine *decide.Engine
+	last   map[int]float64
+	lastT  float64
+	// Last is the engine's last decision, for the report.
+	Last decide.Decision
+}
+
+// Tolerance is θ for QAS in the simulator unless set with SetTolerance.
+const Tolerance = 0.1
+
+// NewQAS returns a QAS policy; predictive turns the lead on.
+func NewQAS(name string, p Params, predictive bool) *QAS {
+	spec := decide.Spec{
+		MinReplicas:  int32(max(p.MinReplicas, 1)),
+		MaxReplicas:  int32(max(p.MaxReplicas, 1)),
+		Target:       time.Duration(p.Target * float64(time.Second)),
+		Percentile:   p.Percentile,
+		Tolerance:    Tolerance,
+		Concurrency:  max(p.Concurrency, 1),
+		Model:        decide.ModelPerPod,
+		ServiceModel: decide.ServiceAllenCunneen,
+		Predictive:   decide.Predictive{Enabled: predictive},
+	}
+	return &QAS{name: name, p: p, spec: spec, engine: decide.NewEngine(), last: map[int]float64{}}
+}
+
+// SetTolerance sets θ.
+func (q *QAS) SetTolerance(theta float64) { q.spec.Tolerance = theta }
+
+// Name is qas or qas-reactive.
+func (q *QAS) Name() string { return q.name }
+
+// Period is the decider's 15 s cycle.
+func (*QAS) Period() float64 { return QASPeriod }
+
+// Snapshot is what the decider's collector would have stored: λ per cycle,
+// E[S] and its SCV from the proxies' sums, pods with readiness and CPU usage,
+// and init times.
+func (q *QAS) Snapshot(o *Observation) decide.Snapshot {
+	at := func(sec float64) time.Time { return simEpoch.Add(time.Duration(sec * float64(time.Second))) }
+	now := int(o.Now)
+	var rates []decide.Sample
+	for end := now; end > 0 && len(rates) < qasHistory; end -= int(QASPeriod) {
+		start := max(0, end-int(QASPeriod))
+		n := 0
+		for _, s := range o.Seconds[start:min(end, len(o.Seconds))] {
+			n += s.Arrivals
+		}
+		rates = append(rates, decide.Sample{Time: at(float64(end)), Rate: float64(n) / float64(end-start)})
+	}
+	for i, j := 0, len(rates)-1; i < j; i, j = i+1, j-1 {
+		rates[i], rates[j] = rates[j], rates[i]
+	}
+	var cnt int
+	var sum, sq float64
+	for i := len(o.Seconds) - 1; i >= 0 && (i >= len(o.Seconds)-qasServiceWindow || cnt == 0); i-- {
+		s := o.Seconds[i]
+		cnt += s.Completions
+		sum += s.ServiceSum
+		sq += s.ServiceSq
+	}
+	var es, scv float64
+	if cnt > 0 {
+		es = sum / float64(cnt)
+		if cnt > 1 {
+			scv = math.Max(0, sq/float64(cnt)-es*es) / (es * es)
+		}
+	}
+	dt := o.Now - q.lastT
+	pods := make([]decide.Pod, 0, len(o.Pods))
+	ready := 0
+	for _, p := range o.Pods {
+		use := 0.0
+		if prev, ok := q.last[p.ID]; ok && dt > 0 {
+			use = (p.BusyCum - prev) / dt
+		}
+		if p.Ready {
+			ready++
+		}
+		pods = append(pods, decide.Pod{Name: podName(p.ID), Owned: true, Ready: p.Ready,
+			CPURequest: int64(math.Round(p.CPU * 1000)), CPUUsage: use})
+	}
+	clear(q.last)
+	for _, p := range o.Pods {
+		q.last[p.ID] = p.BusyCum
+	}
+	q.lastT = o.Now
+	inits := make([]time.Duration, 0, min(len(o.InitTimes), 50))
+	for _, d := range o.InitTimes[max(0, len(o.InitTimes)-50):] {
+		inits = append(inits, time.Duration(d*float64(time.Second)))
+	}
+	return decide.Snapshot{
+		Now: at(o.Now), ArrivalRates: rates, ServiceTime: es, ServiceSCV: scv,
+		CurrentReplicas: int32(len(o.Pods)), ReadyReplicas: int32(ready), Pods: pods,
+		InitTimes: inits, DataTime: at(o.Now), Complete: true,
+	}
+}
+
+// Decide runs one decider cycle.
+func (q *QAS) Decide(o *Observation) Decision {
+	snap := q.Snapshot(o)
+	if len(snap.ArrivalRates) == 0 {
+		return Decision{Replicas: len(o.Pods)}
+	}
+	d, err := q.engine.Decide(q.spec, snap)
+	if err != nil {
+		// The snapshot is built from valid measurements; an error is a bug.
+		panic("qas: " + err.Error())
+	}
+	q.Last = d
+	return Decision{Replicas: int(d.DesiredReplicas), Forecast: d.Explanation.SizingArrivalRate}
+}
+
+func podName(id int) string {
+	const digits = "0123456789"
+	b := []byte("pod-")
+	if id == 0 {
+		return "pod-0"
+	}
+	var tmp [20]byte
+	i := len(tmp)
+	for id > 0 {
+		i--
+		tmp[i] = digits[id%10]
+		id /= 10
+	}
+	return string(append(b, tmp[i:]...))
+}

@@ -1,0 +1,116 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/qas-dev/qas/decider/policy"
+)
+
+// Summary is one policy's figures, the JSON contract of `simulate --json`.
+type Summary struct {
+	Name                  string   `json:"name"`
+	Requests              int      `json:"requests"`
+	RequestsOverTargetPct float64  `json:"requests_over_target_pct"`
+	MinutesOverTargetPct  float64  `json:"minutes_over_target_pct"`
+	PodSeconds            float64  `json:"pod_seconds"`
+	CPUCoreSeconds        float64  `json:"cpu_core_seconds"`
+	CPUUsedCoreSeconds    float64  `json:"cpu_used_core_seconds"`
+	Actions               int      `json:"actions"`
+	Latency               Quantile `json:"latency_seconds"`
+	MeanLatency           float64  `json:"mean_latency_seconds"`
+	// Spec compares Ready pods (supply) with the oracle's demand.
+	Spec Spec `json:"spec"`
+	// SpecRequested is seed 004's variant: the requested replicas against the
+	// running (Ready) ones.
+	SpecRequested Spec `json:"spec_requested_vs_running"`
+}
+
+// Quantile holds latency percentiles in seconds.
+type Quantile struct {
+	P50 float64 `json:"p50"`
+	P95 float64 `json:"p95"`
+	P99 float64 `json:"p99"`
+}
+
+// Comparison is a run of several policies on one workload.
+type Comparison struct {
+	Results   []*Result
+	Summaries []Summary
+	Demand    []int
+	Capacity  *policy.Capacity
+}
+
+// NewCapacity is the oracle's sizing rule for cfg (it knows the true
+// service-time distribution).
+func NewCapacity(cfg Config, maxReplicas int) *policy.Capacity {
+	const points = 1000
+	q := make([]float64, points)
+	for i := range q {
+		q[i] = cfg.Service.Quantile(100 * (float64(i) + 0.5) / points)
+	}
+	return &policy.Capacity{
+		MeanService: cfg.Service.Mean, ServiceSCV: cfg.Service.SCV(),
+		ServiceQuantiles: q, K: max(cfg.Concurrency, 1),
+		Target: cfg.Target, Percentile: cfg.Percentile, Max: maxReplicas,
+	}
+}
+
+// Compare runs each named policy on cfg with the same seed.
+func Compare(cfg Config, names []string, p policy.Params, progress func(policy string, second, total int)) (*Comparison, error) {
+	capa := NewCapacity(cfg, max(p.MaxReplicas, 1))
+	fut := policy.Future{Rates: cfg.Rates, Capacity: capa, Init: cfg.Init.Max()}
+	pols := make([]policy.Policy, 0, len(names))
+	for _, n := range names {
+		pol, err := policy.New(n, p, fut)
+		if err != nil {
+			return nil, err
+		}
+		pols = append(pols, pol)
+	}
+	c := &Comparison{Demand: policy.Demand(cfg.Rates, capa), Capacity: capa}
+	if cfg.InitialReplicas == 0 {
+		// Start every policy where the oracle would: enough pods for the
+		// first init time, so that no run begins with a backlog it could not
+		// have prevented.
+		for s := 0; s < len(c.Demand) && float64(s) <= fut.Init; s++ {
+			cfg.InitialReplicas = max(cfg.InitialReplicas, c.Demand[s])
+		}
+	}
+	for _, pol := range pols {
+		run := cfg
+		if progress != nil {
+			name := pol.Name()
+			run.Progress = func(s, t int) { progress(name, s, t) }
+		}
+		r := Run(run, pol)
+		c.Results = append(c.Results, r)
+		c.Summaries = append(c.Summaries, Summarize(r, c.Demand))
+	}
+	return c, nil
+}
+
+// Summarize computes a run's figures against demand.
+func Summarize(r *Result, demand []int) Summary {
+	return Summary{
+		Name: r.Policy, Requests: r.Requests, RequestsOverTargetPct: r.OverTargetPct(),
+		MinutesOverTargetPct: r.MinutesOverTargetPct(), PodSeconds: r.PodSeconds,
+		CPUCoreSeconds: r.CPUCoreSeconds(), CPUUsedCoreSeconds: r.CPUUsedSeconds(), Actions: r.Actions,
+		Latency:     Quantile{P50: r.Latency.Quantile(50), P95: r.Latency.Quantile(95), P99: r.Latency.Quantile(99)},
+		MeanLatency: r.MeanLatency,
+		Spec:        Elasticity(demand, r.Ready), SpecRequested: Elasticity(r.Desired, r.Ready),
+	}
+}
+
+// Table formats the summaries as a fixed-width table.
+func Table(s []Summary) string {
+	out := fmt.Sprintf("%-14s %9s %7s %7s %9s %9s %9s %10s %10s %7s %6s %6s %6s %6s %6s %7s\n",
+		"policy", "requests", ">T %", "min>T%", "p50 ms", "p95 ms", "p99 ms", "pod-s", "cpu-s", "actions",
+		"θU%", "θO%", "τU%", "τO%", "inst%", "jitter")
+	for _, x := range s {
+		out += fmt.Sprintf("%-14s %9d %7.2f %7.1f %9.1f %9.1f %9.1f %10.0f %10.0f %7d %6.1f %6.1f %6.1f %6.1f %6.1f %7.2f\n",
+			x.Name, x.Requests, x.RequestsOverTargetPct, x.MinutesOverTargetPct, 1000*x.Latency.P50, 1000*x.Latency.P95,
+			1000*x.Latency.P99, x.PodSeconds, x.CPUCoreSeconds, x.Actions, x.Spec.ThetaU, x.Spec.ThetaO, x.Spec.TauU,
+			x.Spec.TauO, x.Spec.Instability, x.Spec.Jitter)
+	}
+	return out
+}

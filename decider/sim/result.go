@@ -1,0 +1,147 @@
+package sim
+
+import (
+	"math"
+
+	"github.com/qas-dev/qas/decider/policy"
+)
+
+// Latency histogram: logarithmic buckets from histMin seconds, ratio histRatio.
+const (
+	histMin   = 1e-4
+	histRatio = 1.01
+	histSize  = 2100 // up to about 1e5 s
+)
+
+var histLogRatio = math.Log(histRatio)
+
+func bucket(lat float64) int {
+	if lat <= histMin {
+		return 0
+	}
+	return min(histSize-1, 1+int(math.Log(lat/histMin)/histLogRatio))
+}
+
+// bucketUpper is the upper edge of bucket i (the value reported for a quantile:
+// at most 1 % above the true one).
+func bucketUpper(i int) float64 { return histMin * math.Pow(histRatio, float64(i)) }
+
+// Histogram counts latencies in logarithmic buckets.
+type Histogram struct {
+	Counts [histSize]uint32
+	N      uint64
+}
+
+func (h *Histogram) add(lat float64) { h.Counts[bucket(lat)]++; h.N++ }
+
+// Quantile returns the latency at percentile p (0,100), to within 1 %; 0 when empty.
+func (h *Histogram) Quantile(p float64) float64 {
+	if h.N == 0 {
+		return 0
+	}
+	rank := uint64(math.Ceil(p / 100 * float64(h.N)))
+	var c uint64
+	for i, n := range h.Counts {
+		c += uint64(n)
+		if c >= rank && n > 0 {
+			return bucketUpper(i)
+		}
+	}
+	return bucketUpper(histSize - 1)
+}
+
+// Result is one policy's run.
+type Result struct {
+	Policy string
+	// Per simulated second.
+	Arrivals []int
+	Desired  []int     // replicas the policy asked for
+	Ready    []int     // Ready pods (supply)
+	Existing []int     // pods that exist (starting, Ready or draining)
+	CPUUsed  []float64 // CPU-seconds used in the second
+	Forecast []float64 // the rate the policy sized for (0 if none)
+	// MinuteLatency is the latency at the percentile of each simulated minute (0 if no request).
+	MinuteLatency []float64
+	Requests      int
+	OverTarget    int
+	MeanLatency   float64
+	Latency       Histogram
+	PodSeconds    float64
+	Actions       int
+	CPU           float64 // request per pod, cores
+	target, pct   float64
+	minutes       []Histogram
+	latSum        float64
+	seconds       []policy.Second
+}
+
+func newResult(name string, cfg Config) *Result {
+	n := len(cfg.Rates)
+	return &Result{
+		Policy: name, Arrivals: make([]int, n), Desired: make([]int, n), Ready: make([]int, n),
+		Existing: make([]int, n), CPUUsed: make([]float64, n), Forecast: make([]float64, n),
+		minutes: make([]Histogram, (n+59)/60), CPU: cfg.CPU, target: cfg.Target, pct: cfg.Percentile,
+		seconds: make([]policy.Second, 0, n),
+	}
+}
+
+func (r *Result) record(lat, now float64) {
+	r.Requests++
+	r.latSum += lat
+	if lat > r.target {
+		r.OverTarget++
+	}
+	r.Latency.add(lat)
+	if m := int(now / 60); m < len(r.minutes) {
+		r.minutes[m].add(lat)
+	}
+}
+
+func (r *Result) finish() {
+	r.MinuteLatency = make([]float64, len(r.minutes))
+	for i := range r.minutes {
+		r.MinuteLatency[i] = r.minutes[i].Quantile(r.pct)
+	}
+	r.minutes = nil
+	if r.Requests > 0 {
+		r.MeanLatency = r.latSum / float64(r.Requests)
+	}
+}
+
+// Seconds returns the per-second observations the policy was given.
+func (r *Result) Seconds() []policy.Second { return r.seconds }
+
+// OverTargetPct is the share of requests whose latency exceeded the target, in %.
+func (r *Result) OverTargetPct() float64 {
+	if r.Requests == 0 {
+		return 0
+	}
+	return 100 * float64(r.OverTarget) / float64(r.Requests)
+}
+
+// MinutesOverTargetPct is the share of simulated minutes whose latency
+// percentile exceeded the target, in %.
+func (r *Result) MinutesOverTargetPct() float64 {
+	if len(r.MinuteLatency) == 0 {
+		return 0
+	}
+	n := 0
+	for _, l := range r.MinuteLatency {
+		if l > r.target {
+			n++
+		}
+	}
+	return 100 * float64(n) / float64(len(r.MinuteLatency))
+}
+
+// CPUCoreSeconds is the CPU requested by existing pods over time (the cost).
+func (r *Result) CPUCoreSeconds() float64 { return r.PodSeconds * r.CPU }
+
+// CPUUsedSeconds is the CPU actually used, core-seconds.
+func (r *Result) CPUUsedSeconds() float64 {
+	s := 0.0
+	for _, c := range r.CPUUsed {
+		s += c
+	}
+	return s
+}

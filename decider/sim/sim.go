@@ -1,0 +1,410 @@
+// Package sim is a discrete-event simulation of requests served by an
+// autoscaled set of pods, used to compare autoscaling policies on traces.
+//
+// Arrivals are a non-homogeneous Poisson process whose rate is constant within
+// each simulated second (the trace profile). A request is routed to a Ready pod
+// chosen uniformly at random, as kube-proxy's iptables mode does for a Service;
+// with no Ready pod it waits in a front queue (as Knative's activator holds
+// requests) until one is Ready. Each pod serves at most k requests at once and
+// queues the rest FIFO. Pods take an init time (a distribution) to become
+// Ready; removed Ready pods stop receiving requests and finish the ones they
+// hold. Each busy slot uses CPU/k cores, so a pod's CPU utilisation is its
+// busy-slot share. The simulation is deterministic for a seed.
+package sim
+
+import (
+	"math"
+	"math/rand/v2"
+
+	"github.com/qas-dev/qas/decider/policy"
+)
+
+// Config describes one simulated workload.
+type Config struct {
+	// Rates are the arrival rates per simulated second.
+	Rates       []float64
+	Service     Dist
+	Init        Dist
+	Concurrency int
+	// CPU is the pod CPU request in cores.
+	CPU float64
+	// Target latency in seconds, and the percentile (0,100) it applies to.
+	Target, Percentile float64
+	// InitialReplicas are Ready at time 0; default 1.
+	InitialReplicas int
+	Seed            uint64
+	// Progress, when set, is called with the simulated second now and then.
+	Progress func(second, total int)
+}
+
+const (
+	evCompletion = iota
+	evReady
+)
+
+type event struct {
+	t   float64
+	arr float64 // arrival time of the request (completion) or unused
+	svc float64 // service time of the request (completion)
+	pod int32
+	k   uint8
+}
+
+type eventHeap []event
+
+func (h *eventHeap) push(e event) {
+	*h = append(*h, e)
+	a := *h
+	i := len(a) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if a[p].t <= a[i].t {
+			break
+		}
+		a[p], a[i] = a[i], a[p]
+		i = p
+	}
+}
+
+func (h *eventHeap) pop() event {
+	a := *h
+	top := a[0]
+	n := len(a) - 1
+	a[0] = a[n]
+	a = a[:n]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && a[r].t < a[l].t {
+			m = r
+		}
+		if a[i].t <= a[m].t {
+			break
+		}
+		a[i], a[m] = a[m], a[i]
+		i = m
+	}
+	*h = a
+	return top
+}
+
+// fifo is a ring buffer of arrival times.
+type fifo struct {
+	buf        []float64
+	head, size int
+}
+
+func (q *fifo) push(v float64) {
+	if q.size == len(q.buf) {
+		nb := make([]float64, max(8, 2*len(q.buf)))
+		for i := 0; i < q.size; i++ {
+			nb[i] = q.buf[(q.head+i)%len(q.buf)]
+		}
+		q.buf, q.head = nb, 0
+	}
+	q.buf[(q.head+q.size)%len(q.buf)] = v
+	q.size++
+}
+
+func (q *fifo) pop() float64 {
+	v := q.buf[q.head]
+	q.head = (q.head + 1) % len(q.buf)
+	q.size--
+	return v
+}
+
+type pod struct {
+	created, readyAt float64
+	ready, draining  bool
+	gone             bool
+	inService        int
+	queue            fifo
+	busyCum, lastUpd float64
+	readyIdx         int // index in sim.ready, −1 if not there
+}
+
+type sim struct {
+	cfg      Config
+	rng      *rand.Rand
+	now      float64
+	heap     eventHeap
+	pods     []pod
+	active   []int // not draining, not gone (includes starting pods)
+	ready    []int // Ready and not draining
+	front    fifo
+	existing int // pods not gone (starting, ready, draining)
+	lastPodT float64
+	inflight int
+	lastInT  float64
+	slotCPU  float64
+	res      *Result
+	sec      policy.Second
+	inits    []float64
+	cpuTotal float64
+	cpuMark  float64
+}
+
+// Run simulates cfg under policy p.
+func Run(cfg Config, p policy.Policy) *Result {
+	if cfg.Concurrency < 1 {
+		cfg.Concurrency = 1
+	}
+	if cfg.InitialReplicas < 1 {
+		cfg.InitialReplicas = 1
+	}
+	s := &sim{cfg: cfg, rng: newRand(cfg.Seed), slotCPU: cfg.CPU / float64(cfg.Concurrency)}
+	s.res = newResult(p.Name(), cfg)
+	for i := 0; i < cfg.InitialReplicas; i++ {
+		id := s.addPod()
+		s.makeReady(id)
+	}
+	total := len(cfg.Rates)
+	nextArr := s.nextArrival(0)
+	// The first decision comes one period in: no autoscaler acts on an empty window.
+	nextDecision := p.Period()
+	obs := &policy.Observation{Concurrency: cfg.Concurrency}
+	lastDesired := cfg.InitialReplicas
+	for second := 0; second < total; second++ {
+		end := float64(second + 1)
+		for {
+			t := end
+			ev := false
+			if len(s.heap) > 0 && s.heap[0].t < t {
+				t, ev = s.heap[0].t, true
+			}
+			if nextArr < t {
+				s.now = nextArr
+				s.arrive()
+				nextArr = s.nextArrival(nextArr)
+				continue
+			}
+			if !ev {
+				break
+			}
+			e := s.heap.pop()
+			s.now = e.t
+			if e.k == evCompletion {
+				s.complete(int(e.pod), e.arr, e.svc)
+			} else {
+				s.makeReady(int(e.pod))
+			}
+		}
+		s.now = end
+		s.closeSecond(second)
+		if end >= nextDecision {
+			nextDecision = end + p.Period()
+			s.observe(obs)
+			d := p.Decide(obs)
+			s.res.Forecast[second] = d.Forecast
+			if d.Replicas != lastDesired {
+				s.res.Actions++
+				lastDesired = d.Replicas
+			}
+			s.scale(d.Replicas)
+		} else if second > 0 {
+			s.res.Forecast[second] = s.res.Forecast[second-1]
+		}
+		s.res.Desired[second] = lastDesired
+		s.res.Ready[second] = len(s.ready)
+		if cfg.Progress != nil && second%60 == 0 {
+			cfg.Progress(second, total)
+		}
+	}
+	s.podTick()
+	s.res.finish()
+	return s.res
+}
+
+// nextArrival draws the next arrival after t from the piecewise-constant rate,
+// using memorylessness to restart at each second's boundary.
+func (s *sim) nextArrival(t float64) float64 {
+	for {
+		sec := int(t)
+		if sec >= len(s.cfg.Rates) {
+			return math.Inf(1)
+		}
+		r := s.cfg.Rates[sec]
+		if r > 0 {
+			x := t + s.rng.ExpFloat64()/r
+			if x < float64(sec+1) {
+				return x
+			}
+		}
+		t = float64(sec + 1)
+	}
+}
+
+func (s *sim) inTick() {
+	s.sec.InFlight += float64(s.inflight) * (s.now - s.lastInT)
+	s.lastInT = s.now
+}
+
+func (s *sim) podTick() {
+	s.res.PodSeconds += float64(s.existing) * (s.now - s.lastPodT)
+	s.lastPodT = s.now
+}
+
+func (s *sim) touch(id int) {
+	p := &s.pods[id]
+	d := float64(p.inService) * s.slotCPU * (s.now - p.lastUpd)
+	p.busyCum += d
+	s.cpuTotal += d
+	p.lastUpd = s.now
+}
+
+func (s *sim) arrive() {
+	s.sec.Arrivals++
+	s.inTick()
+	s.inflight++
+	if len(s.ready) == 0 {
+		s.front.push(s.now)
+		return
+	}
+	s.route(s.ready[s.rng.IntN(len(s.ready))], s.now)
+}
+
+func (s *sim) route(id int, arr float64) {
+	p := &s.pods[id]
+	if p.inService < s.cfg.Concurrency {
+		s.touch(id)
+		p.inService++
+		s.start(id, arr)
+		return
+	}
+	p.queue.push(arr)
+}
+
+func (s *sim) start(id int, arr float64) {
+	svc := s.cfg.Service.Sample(s.rng)
+	s.heap.push(event{t: s.now + svc, arr: arr, svc: svc, pod: int32(id), k: evCompletion})
+}
+
+func (s *sim) complete(id int, arr, svc float64) {
+	s.inTick()
+	s.inflight--
+	s.sec.Completions++
+	s.sec.ServiceSum += svc
+	s.sec.ServiceSq += svc * svc
+	s.res.record(s.now-arr, s.now)
+	p := &s.pods[id]
+	if p.queue.size > 0 {
+		s.start(id, p.queue.pop())
+		return
+	}
+	s.touch(id)
+	p.inService--
+	if p.draining && p.inService == 0 {
+		s.podTick()
+		p.gone = true
+		s.existing--
+	}
+}
+
+func (s *sim) addPod() int {
+	s.podTick()
+	id := len(s.pods)
+	s.pods = append(s.pods, pod{created: s.now, readyIdx: -1, lastUpd: s.now})
+	s.active = append(s.active, id)
+	s.existing++
+	return id
+}
+
+func (s *sim) makeReady(id int) {
+	p := &s.pods[id]
+	if p.gone || p.draining {
+		return
+	}
+	p.ready, p.readyAt = true, s.now
+	p.readyIdx = len(s.ready)
+	s.ready = append(s.ready, id)
+	if id >= s.cfg.InitialReplicas {
+		s.inits = append(s.inits, s.now-p.created)
+	}
+	for s.front.size > 0 && p.inService < s.cfg.Concurrency {
+		s.route(s.ready[s.rng.IntN(len(s.ready))], s.front.pop())
+	}
+}
+
+func (s *sim) unready(id int) {
+	p := &s.pods[id]
+	if p.readyIdx < 0 {
+		return
+	}
+	last := s.ready[len(s.ready)-1]
+	s.ready[p.readyIdx] = last
+	s.pods[last].readyIdx = p.readyIdx
+	s.ready = s.ready[:len(s.ready)-1]
+	p.readyIdx = -1
+}
+
+// scale applies a desired replica count: new pods start with an init time;
+// removals take starting pods first (newest first), then the Ready pods
+// holding the fewest requests, which drain.
+func (s *sim) scale(desired int) {
+	desired = max(desired, 0)
+	for len(s.active) < desired {
+		id := s.addPod()
+		s.heap.push(event{t: s.now + s.cfg.Init.Sample(s.rng), pod: int32(id), k: evReady})
+	}
+	for len(s.active) > desired {
+		victim := -1
+		for i := len(s.active) - 1; i >= 0; i-- {
+			if !s.pods[s.active[i]].ready {
+				victim = i
+				break
+			}
+		}
+		if victim < 0 {
+			best := math.MaxInt
+			for i, id := range s.active {
+				if n := s.pods[id].inService + s.pods[id].queue.size; n < best {
+					best, victim = n, i
+				}
+			}
+		}
+		id := s.active[victim]
+		s.active = append(s.active[:victim], s.active[victim+1:]...)
+		p := &s.pods[id]
+		s.unready(id)
+		s.podTick()
+		if p.inService == 0 {
+			p.gone = true
+			s.existing--
+		} else {
+			p.draining = true
+		}
+	}
+}
+
+func (s *sim) closeSecond(second int) {
+	s.inTick()
+	s.podTick()
+	s.res.Arrivals[second] = s.sec.Arrivals
+	for i := range s.pods {
+		if !s.pods[i].gone {
+			s.touch(i)
+		}
+	}
+	s.res.CPUUsed[second] = s.cpuTotal - s.cpuMark
+	s.cpuMark = s.cpuTotal
+	s.res.Existing[second] = s.existing
+	s.res.seconds = append(s.res.seconds, s.sec)
+	s.sec = policy.Second{}
+}
+
+func (s *sim) observe(o *policy.Observation) {
+	o.Now = s.now
+	o.Seconds = s.res.seconds
+	o.Pods = o.Pods[:0]
+	for _, id := range s.active {
+		p := &s.pods[id]
+		o.Pods = append(o.Pods, policy.Pod{ID: id, Ready: p.ready, Created: p.created, ReadyAt: p.readyAt, BusyCum: p.busyCum, CPU: s.cfg.CPU})
+	}
+	o.InitTimes = s.inits
+}
+
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)) }

@@ -1,0 +1,207 @@
+package sim
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/qas-dev/qas/decider/policy"
+)
+
+// erlangCWait is the test's own M/M/c mean wait: Erlang C by its textbook sum,
+// independent of decider/queueing and of policy.Capacity.
+func erlangCWait(c int, lambda, mu float64) float64 {
+	a := lambda / mu
+	sum, term := 0.0, 1.0
+	for k := 0; k < c; k++ {
+		if k > 0 {
+			term *= a / float64(k)
+		}
+		sum += term
+	}
+	last := term * a / float64(c) // a^c / c!
+	pc := last / (1 - a/float64(c))
+	pw := pc / (sum + pc)
+	return pw / (float64(c)*mu - lambda)
+}
+
+func constRates(rate float64, seconds int) []float64 {
+	r := make([]float64, seconds)
+	for i := range r {
+		r[i] = rate
+	}
+	return r
+}
+
+// meanAndCI runs seeds independent replications and returns the grand mean of
+// the mean latency and its standard error.
+func meanAndSE(t *testing.T, cfg Config, pol func() policy.Policy, seeds int) (float64, float64) {
+	t.Helper()
+	var xs []float64
+	for s := 1; s <= seeds; s++ {
+		cfg.Seed = uint64(s)
+		r := Run(cfg, pol())
+		require.Positive(t, r.Requests)
+		xs = append(xs, r.MeanLatency)
+	}
+	m := 0.0
+	for _, x := range xs {
+		m += x
+	}
+	m /= float64(len(xs))
+	v := 0.0
+	for _, x := range xs {
+		v += (x - m) * (x - m)
+	}
+	v /= float64(len(xs) - 1)
+	return m, math.Sqrt(v / float64(len(xs)))
+}
+
+// TestQueueingTheory checks the simulator against closed forms: one pod with
+// concurrency c is an M/M/c queue (Erlang C); c pods with concurrency 1 behind
+// random routing are c independent M/M/1 queues fed λ/c. The tolerance is 4
+// standard errors of the mean over 10 independent replications (Student t
+// with 9 degrees of freedom: a false failure about once in 300 runs, and the
+// seeds are fixed so the test is deterministic), plus the 1 % bias a warm-up
+// from an empty system could add.
+func TestQueueingTheory(t *testing.T) {
+	exp1s, err := ParseDist("exp:1s")
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name        string
+		pods, k     int
+		lambda      float64
+		wantLatency float64
+	}{
+		{name: "M/M/4 in one pod", pods: 1, k: 4, lambda: 3, wantLatency: 1 + erlangCWait(4, 3, 1)},
+		{name: "M/M/2 in one pod", pods: 1, k: 2, lambda: 1.2, wantLatency: 1 + erlangCWait(2, 1.2, 1)},
+		{name: "3 pods, random routing: M/M/1 each", pods: 3, k: 1, lambda: 1.8, wantLatency: 1 / (1 - 0.6)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Rates: constRates(tc.lambda, 20000), Service: exp1s, Init: exp1s, Concurrency: tc.k,
+				CPU: 1, Target: 10, Percentile: 95, InitialReplicas: tc.pods}
+			m, se := meanAndSE(t, cfg, func() policy.Policy { return policy.Static{N: tc.pods} }, 10)
+			require.InDelta(t, tc.wantLatency, m, 4*se+0.01*tc.wantLatency, "mean latency %.4f ± %.4f, theory %.4f", m, se, tc.wantLatency)
+			t.Logf("mean latency %.4f ± %.4f (s.e.), theory %.4f", m, se, tc.wantLatency)
+		})
+	}
+}
+
+func TestDeterministicPerSeed(t *testing.T) {
+	svc, err := ParseDist("lognormal:50ms,cv=1.5")
+	require.NoError(t, err)
+	init, err := ParseDist("exp:20s")
+	require.NoError(t, err)
+	rates := make([]float64, 900)
+	for i := range rates {
+		rates[i] = 20 + 15*math.Sin(float64(i)/60)
+	}
+	cfg := Config{Rates: rates, Service: svc, Init: init, Concurrency: 1, CPU: 0.5, Target: 0.2, Percentile: 95}
+	p := policy.Params{Target: 0.2, Percentile: 95, Concurrency: 1, CPU: 0.5, MinReplicas: 1, MaxReplicas: 100}
+	names := []string{"qas", "hpa", "kpa", "oracle"}
+	run := func(seed uint64) []Summary {
+		cfg.Seed = seed
+		c, err := Compare(cfg, names, p, nil)
+		require.NoError(t, err)
+		return c.Summaries
+	}
+	a, b, other := run(7), run(7), run(8)
+	require.Equal(t, a, b, "same seed, same results")
+	require.NotEqual(t, a[0].Requests, other[0].Requests, "another seed draws other arrivals")
+}
+
+func TestOracleMeetsTargetOnStepLoad(t *testing.T) {
+	svc, err := ParseDist("const:50ms")
+	require.NoError(t, err)
+	init, err := ParseDist("const:20s")
+	require.NoError(t, err)
+	rates := append(constRates(10, 300), constRates(80, 300)...)
+	rates = append(rates, constRates(10, 300)...)
+	cfg := Config{Rates: rates, Service: svc, Init: init, Concurrency: 1, CPU: 0.5, Target: 0.2, Percentile: 95, Seed: 3}
+	p := policy.Params{Target: 0.2, Percentile: 95, Concurrency: 1, CPU: 0.5, MinReplicas: 1, MaxReplicas: 100}
+	c, err := Compare(cfg, []string{"oracle", "static:1"}, p, nil)
+	require.NoError(t, err)
+	oracle, static := c.Summaries[0], c.Summaries[1]
+	require.Zero(t, oracle.MinutesOverTargetPct, "the oracle has its pods Ready before the step")
+	require.Less(t, oracle.Spec.ThetaU, 1.0)
+	require.Positive(t, static.MinutesOverTargetPct, "one pod cannot serve 80 req/s of 50 ms requests")
+	require.Greater(t, oracle.Actions, 1)
+}
+
+func TestElasticity(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		demand, supply []int
+		want           Spec
+	}{
+		{name: "exact", demand: []int{2, 2, 2, 2}, supply: []int{2, 2, 2, 2}, want: Spec{}},
+		{name: "half under all the time", demand: []int{4, 4}, supply: []int{2, 2}, want: Spec{ThetaU: 50, TauU: 100}},
+		{name: "double over half the time", demand: []int{2, 2}, supply: []int{2, 4}, want: Spec{ThetaO: 50, TauO: 50, Instability: 100, Jitter: 30}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, Elasticity(tc.demand, tc.supply))
+		})
+	}
+}
+
+func TestParseDist(t *testing.T) {
+	for _, tc := range []struct {
+		in        string
+		mean, scv float64
+		wantErr   string
+	}{
+		{in: "50ms", mean: 0.05},
+		{in: "exp:50ms", mean: 0.05, scv: 1},
+		{in: "lognormal:50ms,cv=1.5", mean: 0.05, scv: 2.25},
+		{in: "bimodal:10ms,110ms,p=0.5", mean: 0.06, scv: (0.5*0.0001+0.5*0.0121)/0.0036 - 1},
+		{in: "lognormal:50ms", wantErr: "missing cv"},
+		{in: "lognormal:50ms,cv=0", wantErr: "cv must be positive"},
+		{in: "exp:-1s", wantErr: "positive duration"},
+		{in: "weird:1s", wantErr: "unknown kind"},
+		{in: "exp:1s,cv=2", wantErr: "fields"},
+		{in: "bimodal:1s,2s,p=2", wantErr: "p must be"},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			d, err := ParseDist(tc.in)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.InDelta(t, tc.mean, d.Mean, 1e-12)
+			require.InDelta(t, tc.scv, d.SCV(), 1e-9)
+			back, err := ParseDist(d.String())
+			require.NoError(t, err)
+			require.InDelta(t, d.Mean, back.Mean, 1e-12)
+		})
+	}
+}
+
+func TestDistSampleMean(t *testing.T) {
+	d, err := ParseDist("lognormal:50ms,cv=1.5")
+	require.NoError(t, err)
+	r := newRand(5)
+	const n = 400000
+	s := 0.0
+	for i := 0; i < n; i++ {
+		s += d.Sample(r)
+	}
+	// Standard error of the mean: cv·mean/√n; allow 5 of them.
+	require.InDelta(t, 0.05, s/n, 5*1.5*0.05/math.Sqrt(n))
+	require.InDelta(t, d.Quantile(50), 0.05/math.Sqrt(1+2.25), 1e-9, "the lognormal median is mean/√(1+cv²)")
+}
+
+func FuzzParseDist(f *testing.F) {
+	for _, s := range []string{"50ms", "exp:1s", "lognormal:50ms,cv=1.5", "bimodal:1ms,2ms,p=0.1", "x:", ":", "bimodal:,,"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseDist(s)
+		if err != nil {
+			return
+		}
+		require.Positive(t, d.Mean)
+		require.False(t, math.IsNaN(d.SCV()))
+	})
+}
