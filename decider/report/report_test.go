@@ -1,0 +1,107 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/qas-dev/qas/decider/policy"
+	"github.com/qas-dev/qas/decider/sim"
+	"github.com/qas-dev/qas/internal/testenv"
+)
+
+func comparison(t *testing.T) Input {
+	t.Helper()
+	svc, err := sim.ParseDist("exp:50ms")
+	require.NoError(t, err)
+	init, err := sim.ParseDist("20s")
+	require.NoError(t, err)
+	rates := make([]float64, 1200)
+	for i := range rates {
+		rates[i] = 30 + 25*math.Sin(float64(i)/120)
+	}
+	cfg := sim.Config{Rates: rates, Service: svc, Init: init, Concurrency: 1, CPU: 0.5, Target: 0.2, Percentile: 95, Seed: 1}
+	c, err := sim.Compare(cfg, []string{"qas", "hpa", "oracle"}, policy.Params{Target: 0.2, Percentile: 95, Concurrency: 1, CPU: 0.5, MinReplicas: 1, MaxReplicas: 100}, nil)
+	require.NoError(t, err)
+	return Input{Title: "test <report>", Description: "sine", Rates: rates, Target: 0.2, Percentile: 95, Comparison: c}
+}
+
+func TestWriteIsSelfContained(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, Write(&b, comparison(t)))
+	html := b.String()
+	require.Equal(t, 5, strings.Count(html, "<svg"))
+	require.Contains(t, html, "test &lt;report&gt;", "the title is escaped")
+	require.NotRegexp(t, `(src|href)="(https?:)?//`, html, "nothing is loaded from elsewhere")
+	for _, p := range []string{"qas", "hpa", "oracle"} {
+		require.Contains(t, html, `<td>`+p+`</td>`)
+	}
+	require.Error(t, Write(&b, Input{}), "no results")
+}
+
+// probe measures every chart and line in the real browser and writes the
+// results into the DOM, which --dump-dom then prints.
+const probe = `<script>
+window.addEventListener('load', function () {
+  var out = [];
+  document.querySelectorAll('svg.chart').forEach(function (s) {
+    var r = s.getBoundingClientRect();
+    var lines = s.querySelectorAll('polyline.series');
+    var drawn = 0;
+    lines.forEach(function (l) { var b = l.getBBox(); if (b.width > 0 && l.getTotalLength() > 0) drawn++; });
+    out.push(s.id + ':' + Math.round(r.width) + 'x' + Math.round(r.height) + ':' + lines.length + ':' + drawn);
+  });
+  var pre = document.createElement('pre');
+  pre.id = 'probe';
+  pre.textContent = out.join(' ');
+  document.body.appendChild(pre);
+});
+</script>`
+
+func TestRendersInChromium(t *testing.T) {
+	chromium := testenv.Tool(t, "QAS_CHROMIUM")
+	var b bytes.Buffer
+	require.NoError(t, Write(&b, comparison(t)))
+	dir := t.TempDir()
+	page := filepath.Join(dir, "report.html")
+	html := strings.Replace(b.String(), "</body>", probe+"</body>", 1)
+	require.NoError(t, os.WriteFile(page, []byte(html), 0o644))
+	cmd := exec.CommandContext(context.Background(), chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir="+filepath.Join(dir, "profile"), "--virtual-time-budget=5000", "--dump-dom", "file://"+page)
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	m := regexp.MustCompile(`<pre id="probe">([^<]*)</pre>`).FindStringSubmatch(string(out))
+	require.NotNil(t, m, "the probe ran: %s", truncate(string(out)))
+	charts := strings.Fields(m[1])
+	require.Len(t, charts, 5)
+	for _, c := range charts {
+		f := strings.Split(c, ":")
+		require.Len(t, f, 4, c)
+		size := strings.Split(f[1], "x")
+		w, _ := strconv.Atoi(size[0])
+		h, _ := strconv.Atoi(size[1])
+		require.Equal(t, 900, w, c)
+		require.Equal(t, 260, h, c)
+		lines, _ := strconv.Atoi(f[2])
+		drawn, _ := strconv.Atoi(f[3])
+		require.Positive(t, lines, c)
+		require.Equal(t, lines, drawn, "every line of %s has a non-empty box", f[0])
+	}
+}
+
+func truncate(s string) string {
+	if len(s) > 500 {
+		return s[:500]
+	}
+	return s
+}
