@@ -54,6 +54,11 @@ func runSimulate(args []string, env Env) error {
 	cpu := fs.Float64("cpu", 0.5, "CPU request per pod, cores")
 	maxR := fs.Int("max-replicas", 200, "most replicas any policy may use")
 	initial := fs.Int("initial-replicas", 0, "Ready replicas at the start; 0 means as many as the oracle needs over the first init time")
+	theta := fs.Float64("theta", 0.1, "QAS tolerance θ: no horizontal change while latency/target is within [1−θ, 1+θ]")
+	cpuTarget := fs.Float64("cpu-target", 0.7, "CPU utilisation target of hpa and predictive-hpa, in (0,1]")
+	nodes := fs.Int("nodes", 0, "nodes to place pods on (0: unlimited capacity, no contention)")
+	nodeCPU := fs.Float64("node-cpu", 4, "cores per node (with --nodes)")
+	background := fs.Float64("background", 0, "cores of other work on each node (with --nodes)")
 	jsonOut := fs.String("json", "", "write the results as JSON to this file")
 	htmlOut := fs.String("report", "", "write an HTML report to this file")
 	if err := cli.Parse(fs, "QAS_SIMULATE", args, env.Getenv); err != nil {
@@ -86,6 +91,21 @@ func runSimulate(args []string, env Env) error {
 	if *initial < 0 || *initial > *maxR {
 		return cli.Usagef("initial-replicas", "must be in [0, --max-replicas]")
 	}
+	if !(*theta > 0 && *theta < 1) {
+		return cli.Usagef("theta", "must be in (0,1), got %v", *theta)
+	}
+	if !(*cpuTarget > 0 && *cpuTarget <= 1) {
+		return cli.Usagef("cpu-target", "must be in (0,1], got %v", *cpuTarget)
+	}
+	if *nodes < 0 {
+		return cli.Usagef("nodes", "must not be negative")
+	}
+	if *nodes > 0 && !(*nodeCPU >= *cpu) {
+		return cli.Usagef("node-cpu", "must hold at least one pod's --cpu")
+	}
+	if *background < 0 || (*nodes > 0 && *background >= *nodeCPU) {
+		return cli.Usagef("background", "must be in [0, --node-cpu)")
+	}
 	w, err := trace.ParseWindow(*win)
 	if err != nil {
 		return cli.Usagef("window", "%v", err)
@@ -99,7 +119,8 @@ func runSimulate(args []string, env Env) error {
 		return cli.Usagef("init", "%v", err)
 	}
 	names := strings.Split(*pols, ",")
-	params := policy.Params{Target: slo.Seconds(), Percentile: *pct, Concurrency: *conc, CPU: *cpu, MinReplicas: 1, MaxReplicas: *maxR}
+	params := policy.Params{Target: slo.Seconds(), Percentile: *pct, Concurrency: *conc, CPU: *cpu, MinReplicas: 1, MaxReplicas: *maxR,
+		Tolerance: *theta, CPUTarget: *cpuTarget}
 	for _, n := range names {
 		if _, err := policy.New(n, params, policy.Future{}); err != nil {
 			return cli.Usagef("policies", "%v", err)
@@ -113,7 +134,8 @@ func runSimulate(args []string, env Env) error {
 		return err
 	}
 	cfg := sim.Config{Rates: prof.Rates, Service: service, Init: initDist, Concurrency: *conc, CPU: *cpu,
-		Target: slo.Seconds(), Percentile: *pct, InitialReplicas: *initial, Seed: *seed}
+		Target: slo.Seconds(), Percentile: *pct, InitialReplicas: *initial, Seed: *seed,
+		Nodes: *nodes, NodeCPU: *nodeCPU, Background: *background}
 	fmt.Fprintf(env.Stdout, "trace: %s\n", prof.Description)
 	var progress func(string, int, int)
 	if f, ok := env.Stderr.(*os.File); ok && isTerminal(f) {

@@ -36,6 +36,16 @@ type Pod struct {
 	BusyCum float64
 	// CPU is the pod's CPU request in cores.
 	CPU float64
+	// Node indexes Observation.Nodes; −1 when Pending or without a node model.
+	Node int
+}
+
+// Node is one node's capacity and absolute usage.
+type Node struct {
+	// CPU is the node's cores, Requested the sum of its pods' requests.
+	CPU, Requested float64
+	// UsedCum is the cumulative core-seconds used on the node, other work included.
+	UsedCum float64
 }
 
 // Observation is everything a policy is given at one decision time.
@@ -46,6 +56,8 @@ type Observation struct {
 	Seconds []Second
 	// Pods are the pods that exist and are not draining.
 	Pods []Pod
+	// Nodes are the nodes, when the simulation models them.
+	Nodes []Node
 	// InitTimes are the creation→Ready durations (seconds) of pods started so far.
 	InitTimes []float64
 	// Concurrency is the per-pod concurrency limit k.
@@ -103,6 +115,18 @@ type Params struct {
 	CPU         float64
 	MinReplicas int
 	MaxReplicas int
+	// Tolerance is QAS' θ; zero means Tolerance (0.1).
+	Tolerance float64
+	// CPUTarget is the CPU utilisation target of the HPA and predictive-hpa;
+	// zero means DefaultHPATarget.
+	CPUTarget float64
+}
+
+func (p Params) cpuTarget() float64 {
+	if p.CPUTarget > 0 {
+		return p.CPUTarget
+	}
+	return DefaultHPATarget
 }
 
 // Future is what only the oracle may know.
@@ -124,7 +148,7 @@ func New(name string, p Params, f Future) (Policy, error) {
 	case name == "qas-reactive":
 		return NewQAS(name, p, false), nil
 	case name == "hpa":
-		return NewHPA(p, DefaultHPATarget), nil
+		return NewHPA(p, p.cpuTarget()), nil
 	case name == "kpa":
 		return NewKPA(p), nil
 	case name == "oracle":

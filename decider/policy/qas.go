@@ -2,6 +2,7 @@ package policy
 
 import (
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/qas-dev/qas/decider/decide"
@@ -30,6 +31,7 @@ type QAS struct {
 	engine *decide.Engine
 	last   map[int]float64
 	lastT  float64
+	nodes  []float64
 	// Last is the engine's last decision, for the report.
 	Last decide.Decision
 }
@@ -49,6 +51,9 @@ func NewQAS(name string, p Params, predictive bool) *QAS {
 		Model:        decide.ModelPerPod,
 		ServiceModel: decide.ServiceAllenCunneen,
 		Predictive:   decide.Predictive{Enabled: predictive},
+	}
+	if p.Tolerance > 0 {
+		spec.Tolerance = p.Tolerance
 	}
 	return &QAS{name: name, p: p, spec: spec, engine: decide.NewEngine(), last: map[int]float64{}}
 }
@@ -106,8 +111,25 @@ func (q *QAS) Snapshot(o *Observation) decide.Snapshot {
 		if p.Ready {
 			ready++
 		}
-		pods = append(pods, decide.Pod{Name: podName(p.ID), Owned: true, Ready: p.Ready,
-			CPURequest: int64(math.Round(p.CPU * 1000)), CPUUsage: use})
+		dp := decide.Pod{Name: podName(p.ID), Owned: true, Ready: p.Ready,
+			CPURequest: int64(math.Round(p.CPU * 1000)), CPUUsage: use}
+		if p.Node >= 0 && len(o.Nodes) > 0 {
+			dp.Node = nodeName(p.Node)
+		}
+		pods = append(pods, dp)
+	}
+	var nodes []decide.Node
+	for i, n := range o.Nodes {
+		used := 0.0
+		if i < len(q.nodes) && dt > 0 {
+			used = (n.UsedCum - q.nodes[i]) / dt
+		}
+		nodes = append(nodes, decide.Node{Name: nodeName(i), AllocatableCPU: int64(math.Round(n.CPU * 1000)),
+			RequestedCPU: int64(math.Round(n.Requested * 1000)), UsedCPU: used})
+	}
+	q.nodes = q.nodes[:0]
+	for _, n := range o.Nodes {
+		q.nodes = append(q.nodes, n.UsedCum)
 	}
 	clear(q.last)
 	for _, p := range o.Pods {
@@ -121,7 +143,7 @@ func (q *QAS) Snapshot(o *Observation) decide.Snapshot {
 	return decide.Snapshot{
 		Now: at(o.Now), ArrivalRates: rates, ServiceTime: es, ServiceSCV: scv,
 		CurrentReplicas: int32(len(o.Pods)), ReadyReplicas: int32(ready), Pods: pods,
-		InitTimes: inits, DataTime: at(o.Now), Complete: true,
+		Nodes: nodes, InitTimes: inits, DataTime: at(o.Now), Complete: true,
 	}
 }
 
@@ -140,18 +162,6 @@ func (q *QAS) Decide(o *Observation) Decision {
 	return Decision{Replicas: int(d.DesiredReplicas), Forecast: d.Explanation.SizingArrivalRate}
 }
 
-func podName(id int) string {
-	const digits = "0123456789"
-	b := []byte("pod-")
-	if id == 0 {
-		return "pod-0"
-	}
-	var tmp [20]byte
-	i := len(tmp)
-	for id > 0 {
-		i--
-		tmp[i] = digits[id%10]
-		id /= 10
-	}
-	return string(append(b, tmp[i:]...))
-}
+func podName(id int) string { return "pod-" + strconv.Itoa(id) }
+
+func nodeName(i int) string { return "node-" + strconv.Itoa(i) }

@@ -3,7 +3,7 @@ package policy
 import "math"
 
 func init() {
-	extra["predictive-hpa"] = func(p Params, _ Future) Policy { return NewPredictiveHPA(p, DefaultHPATarget) }
+	extra["predictive-hpa"] = func(p Params, _ Future) Policy { return NewPredictiveHPA(p, p.cpuTarget()) }
 	extra["alg1"] = func(p Params, _ Future) Policy { return NewOneStep(p, Alg4Target) }
 	extra["alg2"] = func(p Params, _ Future) Policy { return NewWindowed(p, Alg4Target, false) }
 	extra["alg3"] = func(p Params, _ Future) Policy { return NewWindowed(p, Alg4Target, true) }

@@ -30,6 +30,16 @@ type Config struct {
 	CPU float64
 	// Target latency in seconds, and the percentile (0,100) it applies to.
 	Target, Percentile float64
+	// Nodes, when positive, places pods on that many nodes of NodeCPU cores,
+	// each also running Background cores of other work. A pod goes on the node
+	// with the least CPU requested that still has room for its request (the
+	// scheduler's LeastAllocated); with no room it stays Pending and starts
+	// when room appears. A request starting on a node whose demand (background
+	// plus busy slots) exceeds its cores has its service time stretched by
+	// demand/cores: CPU contention, so absolute node load matters. Zero Nodes
+	// means unlimited capacity.
+	Nodes               int
+	NodeCPU, Background float64
 	// InitialReplicas are Ready at time 0; default 1.
 	InitialReplicas int
 	Seed            uint64
@@ -125,6 +135,8 @@ type pod struct {
 	queue            fifo
 	busyCum, lastUpd float64
 	readyIdx         int // index in sim.ready, −1 if not there
+	node             int // −1 while Pending (or with no node model)
+	pending          bool
 }
 
 type sim struct {
@@ -146,6 +158,62 @@ type sim struct {
 	inits    []float64
 	cpuTotal float64
 	cpuMark  float64
+	nodes    []node
+}
+
+type node struct {
+	requested float64 // sum of pod requests, cores
+	busy      int     // busy slots of pods on the node
+	usedCum   float64 // core-seconds used, background included, capped at capacity
+	lastUpd   float64
+}
+
+func (s *sim) nodeTouch(n int) {
+	nd := &s.nodes[n]
+	nd.usedCum += math.Min(s.cfg.NodeCPU, s.cfg.Background+float64(nd.busy)*s.slotCPU) * (s.now - nd.lastUpd)
+	nd.lastUpd = s.now
+}
+
+// place puts pod id on the least-requested node with room; false if none.
+func (s *sim) place(id int) bool {
+	if len(s.nodes) == 0 {
+		return true
+	}
+	best := -1
+	for i := range s.nodes {
+		if s.nodes[i].requested+s.cfg.CPU <= s.cfg.NodeCPU+1e-9 && (best < 0 || s.nodes[i].requested < s.nodes[best].requested) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return false
+	}
+	s.nodes[best].requested += s.cfg.CPU
+	s.pods[id].node = best
+	return true
+}
+
+// startPod places a new pod and schedules its readiness, or leaves it Pending.
+func (s *sim) startPod(id int, ready bool) {
+	p := &s.pods[id]
+	if !s.place(id) {
+		p.pending = true
+		return
+	}
+	p.pending = false
+	if ready {
+		s.makeReady(id)
+		return
+	}
+	s.heap.push(event{t: s.now + s.cfg.Init.Sample(s.rng), pod: int32(id), k: evReady})
+}
+
+func (s *sim) release(id int) {
+	p := &s.pods[id]
+	if p.node >= 0 && len(s.nodes) > 0 {
+		s.nodes[p.node].requested -= s.cfg.CPU
+		p.node = -1
+	}
 }
 
 // Run simulates cfg under policy p.
@@ -158,9 +226,11 @@ func Run(cfg Config, p policy.Policy) *Result {
 	}
 	s := &sim{cfg: cfg, rng: newRand(cfg.Seed), slotCPU: cfg.CPU / float64(cfg.Concurrency)}
 	s.res = newResult(p.Name(), cfg)
+	if cfg.Nodes > 0 {
+		s.nodes = make([]node, cfg.Nodes)
+	}
 	for i := 0; i < cfg.InitialReplicas; i++ {
-		id := s.addPod()
-		s.makeReady(id)
+		s.startPod(s.addPod(), true)
 	}
 	total := len(cfg.Rates)
 	nextArr := s.nextArrival(0)
@@ -248,6 +318,17 @@ func (s *sim) podTick() {
 	s.lastPodT = s.now
 }
 
+// busyDelta changes pod id's busy slots by d, keeping the integrals.
+func (s *sim) busyDelta(id, d int) {
+	s.touch(id)
+	p := &s.pods[id]
+	p.inService += d
+	if p.node >= 0 && len(s.nodes) > 0 {
+		s.nodeTouch(p.node)
+		s.nodes[p.node].busy += d
+	}
+}
+
 func (s *sim) touch(id int) {
 	p := &s.pods[id]
 	d := float64(p.inService) * s.slotCPU * (s.now - p.lastUpd)
@@ -270,8 +351,7 @@ func (s *sim) arrive() {
 func (s *sim) route(id int, arr float64) {
 	p := &s.pods[id]
 	if p.inService < s.cfg.Concurrency {
-		s.touch(id)
-		p.inService++
+		s.busyDelta(id, 1)
 		s.start(id, arr)
 		return
 	}
@@ -280,6 +360,11 @@ func (s *sim) route(id int, arr float64) {
 
 func (s *sim) start(id int, arr float64) {
 	svc := s.cfg.Service.Sample(s.rng)
+	if n := s.pods[id].node; n >= 0 && len(s.nodes) > 0 {
+		if demand := s.cfg.Background + float64(s.nodes[n].busy)*s.slotCPU; demand > s.cfg.NodeCPU {
+			svc *= demand / s.cfg.NodeCPU
+		}
+	}
 	s.heap.push(event{t: s.now + svc, arr: arr, svc: svc, pod: int32(id), k: evCompletion})
 }
 
@@ -295,19 +380,19 @@ func (s *sim) complete(id int, arr, svc float64) {
 		s.start(id, p.queue.pop())
 		return
 	}
-	s.touch(id)
-	p.inService--
+	s.busyDelta(id, -1)
 	if p.draining && p.inService == 0 {
 		s.podTick()
 		p.gone = true
 		s.existing--
+		s.release(id)
 	}
 }
 
 func (s *sim) addPod() int {
 	s.podTick()
 	id := len(s.pods)
-	s.pods = append(s.pods, pod{created: s.now, readyIdx: -1, lastUpd: s.now})
+	s.pods = append(s.pods, pod{created: s.now, readyIdx: -1, lastUpd: s.now, node: -1})
 	s.active = append(s.active, id)
 	s.existing++
 	return id
@@ -347,8 +432,7 @@ func (s *sim) unready(id int) {
 func (s *sim) scale(desired int) {
 	desired = max(desired, 0)
 	for len(s.active) < desired {
-		id := s.addPod()
-		s.heap.push(event{t: s.now + s.cfg.Init.Sample(s.rng), pod: int32(id), k: evReady})
+		s.startPod(s.addPod(), false)
 	}
 	for len(s.active) > desired {
 		victim := -1
@@ -374,6 +458,7 @@ func (s *sim) scale(desired int) {
 		if p.inService == 0 {
 			p.gone = true
 			s.existing--
+			s.release(id)
 		} else {
 			p.draining = true
 		}
@@ -389,6 +474,14 @@ func (s *sim) closeSecond(second int) {
 			s.touch(i)
 		}
 	}
+	for _, id := range s.active {
+		if s.pods[id].pending {
+			s.startPod(id, false)
+		}
+	}
+	for n := range s.nodes {
+		s.nodeTouch(n)
+	}
 	s.res.CPUUsed[second] = s.cpuTotal - s.cpuMark
 	s.cpuMark = s.cpuTotal
 	s.res.Existing[second] = s.existing
@@ -402,7 +495,11 @@ func (s *sim) observe(o *policy.Observation) {
 	o.Pods = o.Pods[:0]
 	for _, id := range s.active {
 		p := &s.pods[id]
-		o.Pods = append(o.Pods, policy.Pod{ID: id, Ready: p.ready, Created: p.created, ReadyAt: p.readyAt, BusyCum: p.busyCum, CPU: s.cfg.CPU})
+		o.Pods = append(o.Pods, policy.Pod{ID: id, Ready: p.ready, Created: p.created, ReadyAt: p.readyAt, BusyCum: p.busyCum, CPU: s.cfg.CPU, Node: p.node})
+	}
+	o.Nodes = o.Nodes[:0]
+	for _, n := range s.nodes {
+		o.Nodes = append(o.Nodes, policy.Node{CPU: s.cfg.NodeCPU, Requested: n.requested, UsedCum: n.usedCum})
 	}
 	o.InitTimes = s.inits
 }
