@@ -54,6 +54,7 @@ func runSimulate(args []string, env Env) error {
 	cpu := fs.Float64("cpu", 0.5, "CPU request per pod, cores")
 	maxR := fs.Int("max-replicas", 200, "most replicas any policy may use")
 	initial := fs.Int("initial-replicas", 0, "Ready replicas at the start; 0 means as many as the oracle needs over the first init time")
+	busyCPU := fs.Float64("busy-cpu", 0, "cores one busy request slot uses (0: --cpu / --concurrency)")
 	theta := fs.Float64("theta", 0.1, "QAS tolerance θ: no horizontal change while latency/target is within [1−θ, 1+θ]")
 	cpuTarget := fs.Float64("cpu-target", 0.7, "CPU utilisation target of hpa and predictive-hpa, in (0,1]")
 	nodes := fs.Int("nodes", 0, "nodes to place pods on (0: unlimited capacity, no contention)")
@@ -90,6 +91,9 @@ func runSimulate(args []string, env Env) error {
 	}
 	if *initial < 0 || *initial > *maxR {
 		return cli.Usagef("initial-replicas", "must be in [0, --max-replicas]")
+	}
+	if *busyCPU < 0 {
+		return cli.Usagef("busy-cpu", "must not be negative")
 	}
 	if !(*theta > 0 && *theta < 1) {
 		return cli.Usagef("theta", "must be in (0,1), got %v", *theta)
@@ -135,7 +139,7 @@ func runSimulate(args []string, env Env) error {
 	}
 	cfg := sim.Config{Rates: prof.Rates, Service: service, Init: initDist, Concurrency: *conc, CPU: *cpu,
 		Target: slo.Seconds(), Percentile: *pct, InitialReplicas: *initial, Seed: *seed,
-		Nodes: *nodes, NodeCPU: *nodeCPU, Background: *background}
+		Nodes: *nodes, NodeCPU: *nodeCPU, Background: *background, BusyCPU: *busyCPU}
 	fmt.Fprintf(env.Stdout, "trace: %s\n", prof.Description)
 	var progress func(string, int, int)
 	if f, ok := env.Stderr.(*os.File); ok && isTerminal(f) {

@@ -28,6 +28,10 @@ type Config struct {
 	Concurrency int
 	// CPU is the pod CPU request in cores.
 	CPU float64
+	// BusyCPU is the cores one busy slot uses; zero means CPU/Concurrency (a
+	// fully busy pod uses exactly its request). Setting it apart from CPU is
+	// what makes the HPA's utilisation (usage / request) depend on the request.
+	BusyCPU float64
 	// Target latency in seconds, and the percentile (0,100) it applies to.
 	Target, Percentile float64
 	// Nodes, when positive, places pods on that many nodes of NodeCPU cores,
@@ -225,6 +229,9 @@ func Run(cfg Config, p policy.Policy) *Result {
 		cfg.InitialReplicas = 1
 	}
 	s := &sim{cfg: cfg, rng: newRand(cfg.Seed), slotCPU: cfg.CPU / float64(cfg.Concurrency)}
+	if cfg.BusyCPU > 0 {
+		s.slotCPU = cfg.BusyCPU
+	}
 	s.res = newResult(p.Name(), cfg)
 	if cfg.Nodes > 0 {
 		s.nodes = make([]node, cfg.Nodes)
