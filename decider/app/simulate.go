@@ -55,6 +55,10 @@ func runSimulate(args []string, env Env) error {
 	maxR := fs.Int("max-replicas", 200, "most replicas any policy may use")
 	initial := fs.Int("initial-replicas", 0, "Ready replicas at the start; 0 means as many as the oracle needs over the first init time")
 	busyCPU := fs.Float64("busy-cpu", 0, "cores one busy request slot uses (0: --cpu / --concurrency)")
+	vertical := fs.Bool("vertical", false, "let qas resize pods' CPU in place (service time scales by --cpu-bound)")
+	minCPU := fs.Float64("min-cpu", 0.1, "smallest CPU request qas may set, cores (with --vertical)")
+	maxCPU := fs.Float64("max-cpu", 2, "largest CPU request qas may set, cores (with --vertical)")
+	cpuBound := fs.Float64("cpu-bound", 0, "share of the service time that scales with the CPU request, in [0,1]")
 	theta := fs.Float64("theta", 0.1, "QAS tolerance θ: no horizontal change while latency/target is within [1−θ, 1+θ]")
 	cpuTarget := fs.Float64("cpu-target", 0.7, "CPU utilisation target of hpa and predictive-hpa, in (0,1]")
 	nodes := fs.Int("nodes", 0, "nodes to place pods on (0: unlimited capacity, no contention)")
@@ -95,6 +99,15 @@ func runSimulate(args []string, env Env) error {
 	if *busyCPU < 0 {
 		return cli.Usagef("busy-cpu", "must not be negative")
 	}
+	if !(*cpuBound >= 0 && *cpuBound <= 1) {
+		return cli.Usagef("cpu-bound", "must be in [0,1], got %v", *cpuBound)
+	}
+	if *vertical && *nodes == 0 {
+		return cli.Usagef("vertical", "needs --nodes: the decision engine resizes only when it can see room on each pod's node")
+	}
+	if *vertical && !(*minCPU > 0 && *minCPU <= *cpu && *cpu <= *maxCPU) {
+		return cli.Usagef("min-cpu", "need 0 < --min-cpu ≤ --cpu ≤ --max-cpu")
+	}
 	if !(*theta > 0 && *theta < 1) {
 		return cli.Usagef("theta", "must be in (0,1), got %v", *theta)
 	}
@@ -124,7 +137,7 @@ func runSimulate(args []string, env Env) error {
 	}
 	names := strings.Split(*pols, ",")
 	params := policy.Params{Target: slo.Seconds(), Percentile: *pct, Concurrency: *conc, CPU: *cpu, MinReplicas: 1, MaxReplicas: *maxR,
-		Tolerance: *theta, CPUTarget: *cpuTarget}
+		Tolerance: *theta, CPUTarget: *cpuTarget, Vertical: *vertical, MinCPU: *minCPU, MaxCPU: *maxCPU, CPUBound: *cpuBound}
 	for _, n := range names {
 		if _, err := policy.New(n, params, policy.Future{}); err != nil {
 			return cli.Usagef("policies", "%v", err)
@@ -139,7 +152,7 @@ func runSimulate(args []string, env Env) error {
 	}
 	cfg := sim.Config{Rates: prof.Rates, Service: service, Init: initDist, Concurrency: *conc, CPU: *cpu,
 		Target: slo.Seconds(), Percentile: *pct, InitialReplicas: *initial, Seed: *seed,
-		Nodes: *nodes, NodeCPU: *nodeCPU, Background: *background, BusyCPU: *busyCPU}
+		Nodes: *nodes, NodeCPU: *nodeCPU, Background: *background, BusyCPU: *busyCPU, CPUBound: *cpuBound}
 	fmt.Fprintf(env.Stdout, "trace: %s\n", prof.Description)
 	var progress func(string, int, int)
 	if f, ok := env.Stderr.(*os.File); ok && isTerminal(f) {

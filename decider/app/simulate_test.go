@@ -75,6 +75,10 @@ func TestSimulateBadFlags(t *testing.T) {
 		{args: []string{"--trace", "pattern:nope", "--slo", "200ms"}, code: 2, contains: "--trace"},
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--compress", "0"}, code: 2, contains: "--compress"},
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--scale", "-1"}, code: 2, contains: "--scale"},
+		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--vertical"}, code: 2, contains: "--vertical"},
+		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--cpu-bound", "2"}, code: 2, contains: "--cpu-bound"},
+		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--theta", "1"}, code: 2, contains: "--theta"},
+		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--nodes", "2", "--background", "9"}, code: 2, contains: "--background"},
 		{args: []string{"--trace", bad, "--slo", "200ms"}, code: 1, contains: "line 3"},
 		{args: []string{"--trace", filepath.Join(t.TempDir(), "missing"), "--slo", "200ms"}, code: 1, contains: "no such file"},
 	} {

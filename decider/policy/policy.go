@@ -94,6 +94,8 @@ type Decision struct {
 	Replicas int
 	// Forecast is the arrival rate the policy sized for (0 if it does not forecast).
 	Forecast float64
+	// CPU is a new CPU request per pod in cores, applied in place; 0 keeps it.
+	CPU float64
 }
 
 // Policy is one autoscaler.
@@ -117,6 +119,12 @@ type Params struct {
 	MaxReplicas int
 	// Tolerance is QAS' θ; zero means Tolerance (0.1).
 	Tolerance float64
+	// Vertical lets qas resize pods in place between MinCPU and MaxCPU cores;
+	// CPUBound is the CPU-bound share of the service time it is told (0: the
+	// engine estimates it).
+	Vertical       bool
+	MinCPU, MaxCPU float64
+	CPUBound       float64
 	// CPUTarget is the CPU utilisation target of the HPA and predictive-hpa;
 	// zero means DefaultHPATarget.
 	CPUTarget float64

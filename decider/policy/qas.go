@@ -52,6 +52,10 @@ func NewQAS(name string, p Params, predictive bool) *QAS {
 		ServiceModel: decide.ServiceAllenCunneen,
 		Predictive:   decide.Predictive{Enabled: predictive},
 	}
+	if p.Vertical {
+		spec.Vertical = decide.Vertical{Enabled: true, MinCPU: int64(math.Round(p.MinCPU * 1000)),
+			MaxCPU: int64(math.Round(p.MaxCPU * 1000)), CPUBoundFraction: p.CPUBound}
+	}
 	if p.Tolerance > 0 {
 		spec.Tolerance = p.Tolerance
 	}
@@ -159,7 +163,7 @@ func (q *QAS) Decide(o *Observation) Decision {
 		panic("qas: " + err.Error())
 	}
 	q.Last = d
-	return Decision{Replicas: int(d.DesiredReplicas), Forecast: d.Explanation.SizingArrivalRate}
+	return Decision{Replicas: int(d.DesiredReplicas), Forecast: d.Explanation.SizingArrivalRate, CPU: float64(d.DesiredCPU) / 1000}
 }
 
 func podName(id int) string { return "pod-" + strconv.Itoa(id) }

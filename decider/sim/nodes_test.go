@@ -47,3 +47,51 @@ func TestNodes(t *testing.T) {
 		})
 	}
 }
+
+// resizer asks for a CPU request per pod from a given time on.
+type resizer struct {
+	at, cpu float64
+}
+
+func (r resizer) Name() string    { return "resizer" }
+func (r resizer) Period() float64 { return 1 }
+func (r resizer) Decide(o *policy.Observation) policy.Decision {
+	d := policy.Decision{Replicas: 2}
+	if o.Now >= r.at {
+		d.CPU = r.cpu
+	}
+	return d
+}
+
+func TestVerticalResizeChangesServiceRate(t *testing.T) {
+	svc, err := ParseDist("const:100ms")
+	require.NoError(t, err)
+	init, err := ParseDist("1s")
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name     string
+		cpuBound float64
+		newCPU   float64
+		want     float64 // mean service time after the resize
+	}{
+		{name: "fully CPU-bound, double CPU: half the time", cpuBound: 1, newCPU: 2, want: 0.05},
+		{name: "half CPU-bound, double CPU: three quarters", cpuBound: 0.5, newCPU: 2, want: 0.075},
+		{name: "not CPU-bound: unchanged", cpuBound: 0, newCPU: 2, want: 0.1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Rates: constRates(2, 200), Service: svc, Init: init, Concurrency: 1, CPU: 1, CPUBound: tc.cpuBound,
+				Target: 1, Percentile: 95, InitialReplicas: 2, Seed: 4}
+			r := Run(cfg, resizer{at: 100, cpu: tc.newCPU})
+			var n int
+			var sum float64
+			for _, s := range r.Seconds()[110:] {
+				n += s.Completions
+				sum += s.ServiceSum
+			}
+			require.InDelta(t, tc.want, sum/float64(n), 1e-9)
+			require.Equal(t, 1, r.Resizes)
+			// CPU requested: 2 pods × 1 core for ~100 s, then 2 × newCPU.
+			require.InDelta(t, 2*100+2*tc.newCPU*100, r.CPURequested, 2*tc.newCPU+2)
+		})
+	}
+}

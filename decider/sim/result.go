@@ -67,12 +67,16 @@ type Result struct {
 	MeanLatency   float64
 	Latency       Histogram
 	PodSeconds    float64
-	Actions       int
-	CPU           float64 // request per pod, cores
-	target, pct   float64
-	minutes       []Histogram
-	latSum        float64
-	seconds       []policy.Second
+	// CPURequested is the CPU requested by existing pods integrated over time, core-seconds.
+	CPURequested float64
+	// Resizes counts vertical resizes.
+	Resizes     int
+	Actions     int
+	CPU         float64 // request per pod, cores
+	target, pct float64
+	minutes     []Histogram
+	latSum      float64
+	seconds     []policy.Second
 }
 
 func newResult(name string, cfg Config) *Result {
@@ -135,7 +139,7 @@ func (r *Result) MinutesOverTargetPct() float64 {
 }
 
 // CPUCoreSeconds is the CPU requested by existing pods over time (the cost).
-func (r *Result) CPUCoreSeconds() float64 { return r.PodSeconds * r.CPU }
+func (r *Result) CPUCoreSeconds() float64 { return r.CPURequested }
 
 // CPUUsedSeconds is the CPU actually used, core-seconds.
 func (r *Result) CPUUsedSeconds() float64 {

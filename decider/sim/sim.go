@@ -32,6 +32,10 @@ type Config struct {
 	// fully busy pod uses exactly its request). Setting it apart from CPU is
 	// what makes the HPA's utilisation (usage / request) depend on the request.
 	BusyCPU float64
+	// CPUBound is the share f of the service time that scales with CPU: a pod
+	// resized from CPU to r serves in E[S]·(f·CPU/r + 1 − f). Zero means
+	// service times do not depend on the CPU request.
+	CPUBound float64
 	// Target latency in seconds, and the percentile (0,100) it applies to.
 	Target, Percentile float64
 	// Nodes, when positive, places pods on that many nodes of NodeCPU cores,
@@ -139,6 +143,7 @@ type pod struct {
 	queue            fifo
 	busyCum, lastUpd float64
 	readyIdx         int // index in sim.ready, −1 if not there
+	cpu              float64
 	node             int // −1 while Pending (or with no node model)
 	pending          bool
 }
@@ -156,7 +161,8 @@ type sim struct {
 	lastPodT float64
 	inflight int
 	lastInT  float64
-	slotCPU  float64
+	curCPU   float64 // CPU request of new pods (changed by vertical resizes)
+	reqCores float64 // CPU requested by existing pods
 	res      *Result
 	sec      policy.Second
 	inits    []float64
@@ -167,14 +173,14 @@ type sim struct {
 
 type node struct {
 	requested float64 // sum of pod requests, cores
-	busy      int     // busy slots of pods on the node
+	busy      float64 // cores used by busy slots of pods on the node
 	usedCum   float64 // core-seconds used, background included, capped at capacity
 	lastUpd   float64
 }
 
 func (s *sim) nodeTouch(n int) {
 	nd := &s.nodes[n]
-	nd.usedCum += math.Min(s.cfg.NodeCPU, s.cfg.Background+float64(nd.busy)*s.slotCPU) * (s.now - nd.lastUpd)
+	nd.usedCum += math.Min(s.cfg.NodeCPU, s.cfg.Background+nd.busy) * (s.now - nd.lastUpd)
 	nd.lastUpd = s.now
 }
 
@@ -185,14 +191,14 @@ func (s *sim) place(id int) bool {
 	}
 	best := -1
 	for i := range s.nodes {
-		if s.nodes[i].requested+s.cfg.CPU <= s.cfg.NodeCPU+1e-9 && (best < 0 || s.nodes[i].requested < s.nodes[best].requested) {
+		if s.nodes[i].requested+s.pods[id].cpu <= s.cfg.NodeCPU+1e-9 && (best < 0 || s.nodes[i].requested < s.nodes[best].requested) {
 			best = i
 		}
 	}
 	if best < 0 {
 		return false
 	}
-	s.nodes[best].requested += s.cfg.CPU
+	s.nodes[best].requested += s.pods[id].cpu
 	s.pods[id].node = best
 	return true
 }
@@ -215,7 +221,7 @@ func (s *sim) startPod(id int, ready bool) {
 func (s *sim) release(id int) {
 	p := &s.pods[id]
 	if p.node >= 0 && len(s.nodes) > 0 {
-		s.nodes[p.node].requested -= s.cfg.CPU
+		s.nodes[p.node].requested -= p.cpu
 		p.node = -1
 	}
 }
@@ -228,10 +234,7 @@ func Run(cfg Config, p policy.Policy) *Result {
 	if cfg.InitialReplicas < 1 {
 		cfg.InitialReplicas = 1
 	}
-	s := &sim{cfg: cfg, rng: newRand(cfg.Seed), slotCPU: cfg.CPU / float64(cfg.Concurrency)}
-	if cfg.BusyCPU > 0 {
-		s.slotCPU = cfg.BusyCPU
-	}
+	s := &sim{cfg: cfg, rng: newRand(cfg.Seed), curCPU: cfg.CPU}
 	s.res = newResult(p.Name(), cfg)
 	if cfg.Nodes > 0 {
 		s.nodes = make([]node, cfg.Nodes)
@@ -281,6 +284,9 @@ func Run(cfg Config, p policy.Policy) *Result {
 				s.res.Actions++
 				lastDesired = d.Replicas
 			}
+			if d.CPU > 0 && d.CPU != s.curCPU {
+				s.resize(d.CPU)
+			}
 			s.scale(d.Replicas)
 		} else if second > 0 {
 			s.res.Forecast[second] = s.res.Forecast[second-1]
@@ -322,6 +328,7 @@ func (s *sim) inTick() {
 
 func (s *sim) podTick() {
 	s.res.PodSeconds += float64(s.existing) * (s.now - s.lastPodT)
+	s.res.CPURequested += s.reqCores * (s.now - s.lastPodT)
 	s.lastPodT = s.now
 }
 
@@ -332,13 +339,13 @@ func (s *sim) busyDelta(id, d int) {
 	p.inService += d
 	if p.node >= 0 && len(s.nodes) > 0 {
 		s.nodeTouch(p.node)
-		s.nodes[p.node].busy += d
+		s.nodes[p.node].busy += float64(d) * s.slot(id)
 	}
 }
 
 func (s *sim) touch(id int) {
 	p := &s.pods[id]
-	d := float64(p.inService) * s.slotCPU * (s.now - p.lastUpd)
+	d := float64(p.inService) * s.slot(id) * (s.now - p.lastUpd)
 	p.busyCum += d
 	s.cpuTotal += d
 	p.lastUpd = s.now
@@ -368,9 +375,12 @@ func (s *sim) route(id int, arr float64) {
 func (s *sim) start(id int, arr float64) {
 	svc := s.cfg.Service.Sample(s.rng)
 	if n := s.pods[id].node; n >= 0 && len(s.nodes) > 0 {
-		if demand := s.cfg.Background + float64(s.nodes[n].busy)*s.slotCPU; demand > s.cfg.NodeCPU {
+		if demand := s.cfg.Background + s.nodes[n].busy; demand > s.cfg.NodeCPU {
 			svc *= demand / s.cfg.NodeCPU
 		}
+	}
+	if f := s.cfg.CPUBound; f > 0 {
+		svc *= f*s.cfg.CPU/s.pods[id].cpu + 1 - f
 	}
 	s.heap.push(event{t: s.now + svc, arr: arr, svc: svc, pod: int32(id), k: evCompletion})
 }
@@ -392,6 +402,7 @@ func (s *sim) complete(id int, arr, svc float64) {
 		s.podTick()
 		p.gone = true
 		s.existing--
+		s.reqCores -= p.cpu
 		s.release(id)
 	}
 }
@@ -399,7 +410,8 @@ func (s *sim) complete(id int, arr, svc float64) {
 func (s *sim) addPod() int {
 	s.podTick()
 	id := len(s.pods)
-	s.pods = append(s.pods, pod{created: s.now, readyIdx: -1, lastUpd: s.now, node: -1})
+	s.pods = append(s.pods, pod{created: s.now, readyIdx: -1, lastUpd: s.now, node: -1, cpu: s.curCPU})
+	s.reqCores += s.curCPU
 	s.active = append(s.active, id)
 	s.existing++
 	return id
@@ -465,6 +477,7 @@ func (s *sim) scale(desired int) {
 		if p.inService == 0 {
 			p.gone = true
 			s.existing--
+			s.reqCores -= p.cpu
 			s.release(id)
 		} else {
 			p.draining = true
@@ -502,7 +515,7 @@ func (s *sim) observe(o *policy.Observation) {
 	o.Pods = o.Pods[:0]
 	for _, id := range s.active {
 		p := &s.pods[id]
-		o.Pods = append(o.Pods, policy.Pod{ID: id, Ready: p.ready, Created: p.created, ReadyAt: p.readyAt, BusyCum: p.busyCum, CPU: s.cfg.CPU, Node: p.node})
+		o.Pods = append(o.Pods, policy.Pod{ID: id, Ready: p.ready, Created: p.created, ReadyAt: p.readyAt, BusyCum: p.busyCum, CPU: p.cpu, Node: p.node})
 	}
 	o.Nodes = o.Nodes[:0]
 	for _, n := range s.nodes {
@@ -512,3 +525,40 @@ func (s *sim) observe(o *policy.Observation) {
 }
 
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)) }
+
+// slot is the cores one busy slot of pod id uses.
+func (s *sim) slot(id int) float64 {
+	if s.cfg.BusyCPU > 0 {
+		return s.cfg.BusyCPU
+	}
+	return s.pods[id].cpu / float64(s.cfg.Concurrency)
+}
+
+// resize changes the CPU request of every active pod in place (and of new
+// pods). A pod whose node lacks room for the new request keeps its old one,
+// as Kubernetes marks such a resize Infeasible.
+func (s *sim) resize(cpu float64) {
+	s.podTick()
+	s.curCPU = cpu
+	for _, id := range s.active {
+		p := &s.pods[id]
+		if p.node >= 0 && len(s.nodes) > 0 {
+			n := &s.nodes[p.node]
+			if n.requested-p.cpu+cpu > s.cfg.NodeCPU+1e-9 {
+				continue
+			}
+			s.nodeTouch(p.node)
+			s.touch(id)
+			old := s.slot(id)
+			n.requested += cpu - p.cpu
+			s.reqCores += cpu - p.cpu
+			p.cpu = cpu
+			n.busy += float64(p.inService) * (s.slot(id) - old)
+			continue
+		}
+		s.touch(id)
+		s.reqCores += cpu - p.cpu
+		p.cpu = cpu
+	}
+	s.res.Resizes++
+}
