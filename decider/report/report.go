@@ -39,7 +39,8 @@ const (
 	maxPoints     = 600
 )
 
-// downsample keeps at most maxPoints by taking each group's maximum.
+// downsample keeps at most maxPoints by averaging groups of consecutive points
+// (a mean keeps rates and counts comparable across series of different noise).
 func downsample(y []float64) []float64 {
 	if len(y) <= maxPoints {
 		return y
@@ -47,17 +48,25 @@ func downsample(y []float64) []float64 {
 	g := int(math.Ceil(float64(len(y)) / maxPoints))
 	out := make([]float64, 0, maxPoints)
 	for i := 0; i < len(y); i += g {
-		m := math.Inf(-1)
-		for _, v := range y[i:min(i+g, len(y))] {
-			m = math.Max(m, v)
+		grp := y[i:min(i+g, len(y))]
+		m := 0.0
+		for _, v := range grp {
+			if math.IsInf(v, 0) || math.IsNaN(v) {
+				m = math.Inf(1)
+				break
+			}
+			m += v
 		}
-		out = append(out, m)
+		out = append(out, m/float64(len(grp)))
 	}
 	return out
 }
 
 // chart renders a line chart as an SVG element; xUnit labels the x axis.
 func chart(id, title, yLabel, xUnit string, xMax float64, lines []series) template.HTML {
+	for i := range lines {
+		lines[i].Y = downsample(lines[i].Y)
+	}
 	yMax := 0.0
 	for _, l := range lines {
 		for _, v := range l.Y {
@@ -85,7 +94,7 @@ func chart(id, title, yLabel, xUnit string, xMax float64, lines []series) templa
 	fmt.Fprintf(&b, `<text x="%g" y="%g" font-size="10" text-anchor="middle">%s</text>`, padL+pw/2, height-2, xUnit)
 	fmt.Fprintf(&b, `<text x="12" y="%g" font-size="10" transform="rotate(-90 12 %g)" text-anchor="middle">%s</text>`, padT+ph/2, padT+ph/2, template.HTMLEscapeString(yLabel))
 	for i, l := range lines {
-		y := downsample(l.Y)
+		y := l.Y
 		if len(y) == 0 {
 			continue
 		}
