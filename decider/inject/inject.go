@@ -1,0 +1,245 @@
+// Package inject is the mutating admission webhook that adds the qas-proxy sidecar
+// to pods that opt in.
+//
+// The proxy takes over the pod's serving port: the app container's port named
+// Config.PortName (annotation qas.dev/port overrides it, default "http") moves to the
+// proxy container under the same name and number, so a Service whose targetPort is
+// that name (or number) now reaches the proxy. The app container keeps a port named
+// "qas-app" on the app port (annotation qas.dev/app-port, default the serving port
+// plus 10000); the app must listen there, and it is told through the QAS_APP_PORT
+// environment variable. The proxy is started with --upstream=127.0.0.1:<app port>.
+// Probes of the app container that referred to the serving port (by name or number)
+// are rewritten to the app port, so they keep reaching the app directly and are not
+// counted as traffic by the proxy.
+package inject
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Canonical names of the injection contract, shared with the collector's discovery.
+const (
+	// LabelInject opts a pod in when its value is "true" (as a label or an annotation).
+	LabelInject = "qas.dev/inject"
+	// AnnotationInjected marks a pod that already has the sidecar.
+	AnnotationInjected = "qas.dev/injected"
+	// AnnotationPort names the app's serving port to move (default DefaultPortName).
+	AnnotationPort = "qas.dev/port"
+	// AnnotationAppPort is the port the app listens on after injection.
+	AnnotationAppPort = "qas.dev/app-port"
+	// AnnotationAdminPort is the proxy's admin port (/stats, /metrics, /readyz).
+	AnnotationAdminPort = "qas.dev/admin-port"
+	// AnnotationSkipReason says why an opted-in pod was not injected.
+	AnnotationSkipReason = "qas.dev/inject-skipped"
+
+	// ContainerName is the sidecar's container name.
+	ContainerName = "qas-proxy"
+	// DefaultPortName is the serving port name moved to the proxy.
+	DefaultPortName = "http"
+	// AppPortName is the app container's port name after injection.
+	AppPortName = "qas-app"
+	// AdminPortName is the proxy's admin port name.
+	AdminPortName = "qas-admin"
+	// DefaultAdminPort is the proxy's admin port number.
+	DefaultAdminPort = 9901
+	// DefaultAppPortOffset is added to the serving port when no app port is given.
+	DefaultAppPortOffset = 10000
+	// DefaultImage is the proxy image.
+	DefaultImage = "ghcr.io/qas-dev/qas-proxy:latest"
+	// EnvAppPort tells the app which port to listen on.
+	EnvAppPort = "QAS_APP_PORT"
+)
+
+// Config is what the webhook injects.
+type Config struct {
+	Image     string
+	AdminPort int32
+	Resources corev1.ResourceRequirements
+}
+
+// DefaultConfig returns the default sidecar: small requests, a memory limit.
+func DefaultConfig() Config {
+	return Config{
+		Image:     DefaultImage,
+		AdminPort: DefaultAdminPort,
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
+		},
+	}
+}
+
+// PatchOp is one RFC 6902 JSON Patch operation.
+type PatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value,omitempty"`
+}
+
+// Result is the outcome of Mutate: a patch, or the reason nothing is injected.
+type Result struct {
+	Patch []PatchOp
+	// Skip is empty when the pod is injected, otherwise why it is not.
+	Skip string
+}
+
+// OptedIn reports whether the pod asks for injection by label or annotation.
+func OptedIn(pod *corev1.Pod) bool {
+	return pod.Labels[LabelInject] == "true" || pod.Annotations[LabelInject] == "true"
+}
+
+// Mutate computes the patch that injects the sidecar into pod. Pods that did not opt
+// in, already have the sidecar, or lack the serving port get no injection and a
+// reason; an opted-in pod that cannot be injected also gets AnnotationSkipReason.
+func (c Config) Mutate(pod *corev1.Pod) (Result, error) {
+	if !OptedIn(pod) {
+		return Result{Skip: "pod did not opt in (label or annotation " + LabelInject + `="true"`}, nil
+	}
+	if pod.Annotations[AnnotationInjected] != "" {
+		return Result{Skip: "already injected (annotation " + AnnotationInjected + ")"}, nil
+	}
+	for _, ct := range pod.Spec.Containers {
+		if ct.Name == ContainerName {
+			return Result{Skip: "already injected (container " + ContainerName + " exists)"}, nil
+		}
+	}
+	portName := DefaultPortName
+	if v := pod.Annotations[AnnotationPort]; v != "" {
+		portName = v
+	}
+	ci, pi := -1, -1
+	for i, ct := range pod.Spec.Containers {
+		for j, p := range ct.Ports {
+			if p.Name == portName {
+				ci, pi = i, j
+				break
+			}
+		}
+		if ci >= 0 {
+			break
+		}
+	}
+	if ci < 0 {
+		return c.skipped(pod, fmt.Sprintf("no container has a port named %q (set annotation %s to the serving port's name)", portName, AnnotationPort))
+	}
+	serving := pod.Spec.Containers[ci].Ports[pi]
+	if serving.Protocol != "" && serving.Protocol != corev1.ProtocolTCP {
+		return c.skipped(pod, fmt.Sprintf("port %q is %s; only TCP can be proxied", portName, serving.Protocol))
+	}
+	appPort := serving.ContainerPort + DefaultAppPortOffset
+	if v := pod.Annotations[AnnotationAppPort]; v != "" {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1 || n > 65535 {
+			return c.skipped(pod, fmt.Sprintf("annotation %s=%q is not a port number", AnnotationAppPort, v))
+		}
+		appPort = int32(n)
+	}
+	if appPort > 65535 {
+		return c.skipped(pod, fmt.Sprintf("default app port %d is out of range; set annotation %s", appPort, AnnotationAppPort))
+	}
+	for _, ct := range pod.Spec.Containers {
+		for _, p := range ct.Ports {
+			if p.ContainerPort == appPort || p.ContainerPort == c.AdminPort {
+				return c.skipped(pod, fmt.Sprintf("port %d is already used by container %q; set annotation %s", p.ContainerPort, ct.Name, AnnotationAppPort))
+			}
+		}
+	}
+	if appPort == c.AdminPort || appPort == serving.ContainerPort {
+		return c.skipped(pod, fmt.Sprintf("app port %d collides with the proxy's ports", appPort))
+	}
+
+	containers := make([]corev1.Container, len(pod.Spec.Containers))
+	for i := range pod.Spec.Containers {
+		containers[i] = *pod.Spec.Containers[i].DeepCopy()
+	}
+	app := &containers[ci]
+	app.Ports[pi] = corev1.ContainerPort{Name: AppPortName, ContainerPort: appPort, Protocol: corev1.ProtocolTCP}
+	app.Env = append(app.Env, corev1.EnvVar{Name: EnvAppPort, Value: strconv.Itoa(int(appPort))})
+	for _, pr := range []*corev1.Probe{app.LivenessProbe, app.ReadinessProbe, app.StartupProbe} {
+		retargetProbe(pr, serving, appPort)
+	}
+	containers = append(containers, c.sidecar(serving, appPort))
+
+	ann := map[string]string{}
+	for k, v := range pod.Annotations {
+		ann[k] = v
+	}
+	ann[AnnotationInjected] = "true"
+	ann[AnnotationAppPort] = strconv.Itoa(int(appPort))
+	ann[AnnotationAdminPort] = strconv.Itoa(int(c.AdminPort))
+	delete(ann, AnnotationSkipReason)
+	return Result{Patch: []PatchOp{
+		{Op: "replace", Path: "/spec/containers", Value: containers},
+		{Op: "add", Path: "/metadata/annotations", Value: ann},
+	}}, nil
+}
+
+func (c Config) skipped(pod *corev1.Pod, reason string) (Result, error) {
+	ann := map[string]string{}
+	for k, v := range pod.Annotations {
+		ann[k] = v
+	}
+	ann[AnnotationSkipReason] = reason
+	return Result{Skip: reason, Patch: []PatchOp{{Op: "add", Path: "/metadata/annotations", Value: ann}}}, nil
+}
+
+// retargetProbe points a probe that used the serving port at the app port.
+func retargetProbe(pr *corev1.Probe, serving corev1.ContainerPort, appPort int32) {
+	if pr == nil {
+		return
+	}
+	fix := func(p *intstr.IntOrString) {
+		if (p.Type == intstr.String && p.StrVal == serving.Name) || (p.Type == intstr.Int && p.IntVal == serving.ContainerPort) {
+			*p = intstr.FromInt32(appPort)
+		}
+	}
+	switch {
+	case pr.HTTPGet != nil:
+		fix(&pr.HTTPGet.Port)
+	case pr.TCPSocket != nil:
+		fix(&pr.TCPSocket.Port)
+	case pr.GRPC != nil:
+		if pr.GRPC.Port == serving.ContainerPort {
+			pr.GRPC.Port = appPort
+		}
+	}
+}
+
+func (c Config) sidecar(serving corev1.ContainerPort, appPort int32) corev1.Container {
+	yes, no := true, false
+	uid := int64(65532)
+	return corev1.Container{
+		Name:  ContainerName,
+		Image: c.Image,
+		Args: []string{
+			fmt.Sprintf("--listen=:%d", serving.ContainerPort),
+			fmt.Sprintf("--admin-listen=:%d", c.AdminPort),
+			fmt.Sprintf("--upstream=127.0.0.1:%d", appPort),
+		},
+		Ports: []corev1.ContainerPort{
+			{Name: serving.Name, ContainerPort: serving.ContainerPort, Protocol: corev1.ProtocolTCP},
+			{Name: AdminPortName, ContainerPort: c.AdminPort, Protocol: corev1.ProtocolTCP},
+		},
+		Resources: *c.Resources.DeepCopy(),
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+			HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString(AdminPortName)},
+		}},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot:             &yes,
+			RunAsUser:                &uid,
+			ReadOnlyRootFilesystem:   &yes,
+			AllowPrivilegeEscalation: &no,
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}
+}
+
+// MarshalPatch encodes a patch as JSON.
+func MarshalPatch(ops []PatchOp) ([]byte, error) { return json.Marshal(ops) }
