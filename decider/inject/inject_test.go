@@ -1,0 +1,182 @@
+package inject
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+func appPod(mod func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Labels: map[string]string{LabelInject: "true"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name:  "app",
+			Image: "example",
+			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "metrics", ContainerPort: 9090}},
+			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+				HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromString("http")},
+			}},
+			LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+				TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)},
+			}},
+			StartupProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+				HTTPGet: &corev1.HTTPGetAction{Path: "/metrics", Port: intstr.FromString("metrics")},
+			}},
+		}}},
+	}
+	if mod != nil {
+		mod(p)
+	}
+	return p
+}
+
+// apply runs the mutation and applies its JSON patch like the apiserver does.
+func apply(t *testing.T, c Config, pod *corev1.Pod) (*corev1.Pod, Result) {
+	t.Helper()
+	res, err := c.Mutate(pod)
+	require.NoError(t, err)
+	if len(res.Patch) == 0 {
+		return pod, res
+	}
+	raw, err := json.Marshal(pod)
+	require.NoError(t, err)
+	pb, err := MarshalPatch(res.Patch)
+	require.NoError(t, err)
+	patch, err := jsonpatch.DecodePatch(pb)
+	require.NoError(t, err)
+	out, err := patch.Apply(raw)
+	require.NoError(t, err)
+	var got corev1.Pod
+	require.NoError(t, json.Unmarshal(out, &got))
+	return &got, res
+}
+
+func container(p *corev1.Pod, name string) *corev1.Container {
+	for i := range p.Spec.Containers {
+		if p.Spec.Containers[i].Name == name {
+			return &p.Spec.Containers[i]
+		}
+	}
+	return nil
+}
+
+func TestMutateInjects(t *testing.T) {
+	got, res := apply(t, DefaultConfig(), appPod(nil))
+	require.Empty(t, res.Skip)
+	require.Len(t, got.Spec.Containers, 2)
+	app, proxy := container(got, "app"), container(got, ContainerName)
+	require.NotNil(t, proxy)
+
+	// The proxy owns the serving port's name and number, so Services keep working.
+	require.Equal(t, []corev1.ContainerPort{
+		{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
+		{Name: AdminPortName, ContainerPort: DefaultAdminPort, Protocol: corev1.ProtocolTCP},
+	}, proxy.Ports)
+	require.Equal(t, []string{"--listen=:8080", "--admin-listen=:9901", "--upstream=127.0.0.1:18080"}, proxy.Args)
+	require.Equal(t, DefaultImage, proxy.Image)
+
+	// The app moves to the app port and is told about it; other ports stay.
+	require.Equal(t, []corev1.ContainerPort{
+		{Name: AppPortName, ContainerPort: 18080, Protocol: corev1.ProtocolTCP},
+		{Name: "metrics", ContainerPort: 9090},
+	}, app.Ports)
+	require.Contains(t, app.Env, corev1.EnvVar{Name: EnvAppPort, Value: "18080"})
+
+	// Probes on the serving port (by name or number) reach the app directly.
+	require.Equal(t, intstr.FromInt32(18080), app.ReadinessProbe.HTTPGet.Port)
+	require.Equal(t, intstr.FromInt32(18080), app.LivenessProbe.TCPSocket.Port)
+	require.Equal(t, intstr.FromString("metrics"), app.StartupProbe.HTTPGet.Port, "probes on other ports are untouched")
+	require.Equal(t, intstr.FromString(AdminPortName), proxy.ReadinessProbe.HTTPGet.Port)
+
+	// Restrictive security context and resources.
+	sc := proxy.SecurityContext
+	require.True(t, *sc.RunAsNonRoot)
+	require.True(t, *sc.ReadOnlyRootFilesystem)
+	require.False(t, *sc.AllowPrivilegeEscalation)
+	require.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop)
+	require.Equal(t, "50m", proxy.Resources.Requests.Cpu().String())
+	require.Equal(t, "128Mi", proxy.Resources.Limits.Memory().String())
+
+	require.Equal(t, map[string]string{AnnotationInjected: "true", AnnotationAppPort: "18080", AnnotationAdminPort: "9901"}, got.Annotations)
+
+	// Idempotent: a second pass changes nothing.
+	again, res2 := apply(t, DefaultConfig(), got)
+	require.Empty(t, res2.Patch)
+	require.Contains(t, res2.Skip, "already injected")
+	require.Equal(t, got, again)
+}
+
+func TestMutateSkips(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		mod      func(*corev1.Pod)
+		skip     string
+		annotate bool // the pod opted in, so the reason is recorded on it
+	}{
+		{"not opted in", func(p *corev1.Pod) { p.Labels = nil }, "did not opt in", false},
+		{"label false", func(p *corev1.Pod) { p.Labels[LabelInject] = "false" }, "did not opt in", false},
+		{"already annotated", func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationInjected: "true"} }, "already injected (annotation", false},
+		{"sidecar present", func(p *corev1.Pod) {
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: ContainerName})
+		}, "already injected (container", false},
+		{"no named port", func(p *corev1.Pod) { p.Spec.Containers[0].Ports[0].Name = "web" }, `no container has a port named "http"`, true},
+		{"UDP port", func(p *corev1.Pod) { p.Spec.Containers[0].Ports[0].Protocol = corev1.ProtocolUDP }, "only TCP can be proxied", true},
+		{"bad app port", func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationAppPort: "x"} }, `annotation qas.dev/app-port="x" is not a port number`, true},
+		{"app port taken", func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationAppPort: "9090"} }, `port 9090 is already used by container "app"`, true},
+		{"admin port taken", func(p *corev1.Pod) { p.Spec.Containers[0].Ports[1].ContainerPort = DefaultAdminPort }, `port 9901 is already used`, true},
+		{"default app port out of range", func(p *corev1.Pod) { p.Spec.Containers[0].Ports[0].ContainerPort = 60000 }, "default app port 70000 is out of range", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, res := apply(t, DefaultConfig(), appPod(tc.mod))
+			require.Contains(t, res.Skip, tc.skip)
+			require.Len(t, got.Spec.Containers, len(appPod(tc.mod).Spec.Containers), "no container added")
+			if tc.annotate {
+				require.Equal(t, res.Skip, got.Annotations[AnnotationSkipReason])
+			} else {
+				require.Empty(t, res.Patch)
+			}
+		})
+	}
+}
+
+func TestMutateOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		mod        func(*corev1.Pod)
+		app        string
+		upstream   string
+		proxyPorts int32
+	}{
+		{"annotation opt-in", func(p *corev1.Pod) {
+			p.Labels = nil
+			p.Annotations = map[string]string{LabelInject: "true"}
+		}, "app", "--upstream=127.0.0.1:18080", 8080},
+		{"explicit app port", func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationAppPort: "7000"} }, "app", "--upstream=127.0.0.1:7000", 8080},
+		{"port name annotation, second container", func(p *corev1.Pod) {
+			p.Annotations = map[string]string{AnnotationPort: "web"}
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "web", Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: 3000}}})
+		}, "web", "--upstream=127.0.0.1:13000", 3000},
+		{"gRPC probe", func(p *corev1.Pod) {
+			p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 8080}}}
+		}, "app", "--upstream=127.0.0.1:18080", 8080},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, res := apply(t, DefaultConfig(), appPod(tc.mod))
+			require.Empty(t, res.Skip)
+			proxy := container(got, ContainerName)
+			require.Contains(t, proxy.Args, tc.upstream)
+			require.Equal(t, tc.proxyPorts, proxy.Ports[0].ContainerPort)
+			app := container(got, tc.app)
+			require.Equal(t, AppPortName, app.Ports[0].Name)
+			if app.ReadinessProbe != nil && app.ReadinessProbe.GRPC != nil {
+				g := app.ReadinessProbe.GRPC
+				require.Equal(t, int32(18080), g.Port)
+			}
+		})
+	}
+}
