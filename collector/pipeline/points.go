@@ -1,0 +1,47 @@
+// Package pipeline runs one collection cycle: scrape every proxy, compute per-pod
+// deltas, aggregate per workload, and hand the points to the InfluxDB writer.
+package pipeline
+
+import (
+	"github.com/influxdata/influxdb-client-go/v2/api/write"
+
+	"github.com/qas-dev/qas/collector/aggregate"
+	"github.com/qas-dev/qas/collector/influx"
+	"github.com/qas-dev/qas/collector/scrape"
+)
+
+// PodPoint is the qas_pod point of one pod's interval. CPU fields are added by the
+// CPU source when it has them.
+func PodPoint(t scrape.Target, m aggregate.Metrics) *write.Point {
+	return write.NewPoint(influx.Pod,
+		map[string]string{"namespace": t.Namespace, "workload": t.Workload, "pod": t.Pod, "node": t.Node},
+		map[string]any{
+			"arrival_rate":            m.ArrivalRate,
+			"service_mean_seconds":    m.ServiceMean,
+			"service_scv":             m.ServiceSCV,
+			"queue_wait_mean_seconds": m.QueueWaitMean,
+			"in_flight_mean":          m.InFlightMean,
+			"busy_ratio":              m.BusyRatio,
+			"error_rate":              m.ErrorRate,
+			"latency_p50_seconds":     m.LatencyP50,
+			"latency_p95_seconds":     m.LatencyP95,
+			"latency_p99_seconds":     m.LatencyP99,
+		}, m.Time)
+}
+
+// WorkloadPoint is the qas_workload point of one workload's cycle.
+func WorkloadPoint(namespace, workload string, m aggregate.Metrics) *write.Point {
+	return write.NewPoint(influx.Workload,
+		map[string]string{"namespace": namespace, "workload": workload},
+		map[string]any{
+			"arrival_rate":         m.ArrivalRate,
+			"service_mean_seconds": m.ServiceMean,
+			"service_scv":          m.ServiceSCV,
+			"in_flight_mean":       m.InFlightMean,
+			"error_rate":           m.ErrorRate,
+			"latency_p50_seconds":  m.LatencyP50,
+			"latency_p95_seconds":  m.LatencyP95,
+			"latency_p99_seconds":  m.LatencyP99,
+			"pods":                 int64(m.Pods),
+		}, m.Time)
+}

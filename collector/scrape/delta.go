@@ -1,0 +1,140 @@
+// Package scrape reads every proxy's /stats document and turns consecutive documents
+// into per-interval deltas that stay correct across proxy restarts and counter resets.
+package scrape
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/qas-dev/qas/proxy/stats"
+)
+
+// Target is one proxy to scrape and the pod it measures.
+type Target struct {
+	Namespace, Workload, Pod, Node string
+	// URL is the proxy's /stats address.
+	URL string
+}
+
+// Key identifies a target across cycles.
+func (t Target) Key() string { return t.Namespace + "/" + t.Pod }
+
+// Interval is what one pod's proxy measured between two snapshots of the same process.
+type Interval struct {
+	Target
+	Start, End time.Time
+	// Counters over the interval.
+	Arrivals, Completions, Queued, Rejected, Errors5xx          uint64
+	ServiceSecondsSum, ServiceSecondsSumSq, QueueWaitSecondsSum float64
+	InFlightSeconds, BusySeconds                                float64
+	// Latency is the histogram of the interval's completions.
+	Latency stats.Histogram
+}
+
+// Seconds is the interval's length.
+func (iv Interval) Seconds() float64 { return iv.End.Sub(iv.Start).Seconds() }
+
+// Rebase reasons: why a snapshot starts a new baseline instead of producing an interval.
+const (
+	ReasonFirst           = "first_snapshot"
+	ReasonRestart         = "process_restart"
+	ReasonCounterDecrease = "counter_decrease"
+	ReasonBoundsChanged   = "histogram_bounds_changed"
+	ReasonTimeNotAdvanced = "time_not_advanced"
+)
+
+// Delta returns the interval from prev to cur, or the reason cur must become the new
+// baseline (a restart, a counter that went backwards, changed histogram bounds, a
+// clock that did not advance). Both snapshots must be valid (stats.Decode checks).
+func Delta(t Target, prev, cur stats.Snapshot) (Interval, string) {
+	if cur.InstanceID != prev.InstanceID || !cur.StartTime.Equal(prev.StartTime) {
+		return Interval{}, ReasonRestart
+	}
+	if !cur.Time.After(prev.Time) {
+		return Interval{}, ReasonTimeNotAdvanced
+	}
+	if len(cur.Latency.Bounds) != len(prev.Latency.Bounds) {
+		return Interval{}, ReasonBoundsChanged
+	}
+	for i := range cur.Latency.Bounds {
+		if cur.Latency.Bounds[i] != prev.Latency.Bounds[i] {
+			return Interval{}, ReasonBoundsChanged
+		}
+	}
+	iv := Interval{Target: t, Start: prev.Time, End: cur.Time}
+	ok := true
+	sub := func(a, b uint64) uint64 {
+		if a < b {
+			ok = false
+			return 0
+		}
+		return a - b
+	}
+	subf := func(a, b float64) float64 {
+		if a < b {
+			ok = false
+			return 0
+		}
+		return a - b
+	}
+	iv.Arrivals = sub(cur.Arrivals, prev.Arrivals)
+	iv.Completions = sub(cur.Completions, prev.Completions)
+	iv.Queued = sub(cur.Queued, prev.Queued)
+	iv.Rejected = sub(cur.Rejected, prev.Rejected)
+	iv.Errors5xx = sub(cur.Codes[4], prev.Codes[4])
+	for i := range cur.Codes {
+		sub(cur.Codes[i], prev.Codes[i])
+	}
+	iv.ServiceSecondsSum = subf(cur.ServiceSecondsSum, prev.ServiceSecondsSum)
+	iv.ServiceSecondsSumSq = subf(cur.ServiceSecondsSumSq, prev.ServiceSecondsSumSq)
+	iv.QueueWaitSecondsSum = subf(cur.QueueWaitSecondsSum, prev.QueueWaitSecondsSum)
+	iv.InFlightSeconds = subf(cur.InFlightSeconds, prev.InFlightSeconds)
+	iv.BusySeconds = subf(cur.BusySeconds, prev.BusySeconds)
+	iv.Latency = stats.Histogram{Bounds: cur.Latency.Bounds, Counts: make([]uint64, len(cur.Latency.Counts))}
+	for i := range cur.Latency.Counts {
+		iv.Latency.Counts[i] = sub(cur.Latency.Counts[i], prev.Latency.Counts[i])
+	}
+	if !ok {
+		return Interval{}, ReasonCounterDecrease
+	}
+	return iv, ""
+}
+
+// Tracker keeps each target's last snapshot and turns new ones into intervals.
+type Tracker struct {
+	prev map[string]stats.Snapshot
+}
+
+// NewTracker returns an empty tracker.
+func NewTracker() *Tracker { return &Tracker{prev: map[string]stats.Snapshot{}} }
+
+// Observe records cur for t. It returns the interval since the previous snapshot, or
+// ok=false and the reason cur became the new baseline.
+func (tr *Tracker) Observe(t Target, cur stats.Snapshot) (iv Interval, reason string, ok bool) {
+	prev, seen := tr.prev[t.Key()]
+	if !seen {
+		tr.prev[t.Key()] = cur
+		return Interval{}, ReasonFirst, false
+	}
+	iv, reason = Delta(t, prev, cur)
+	if reason == ReasonTimeNotAdvanced {
+		return Interval{}, reason, false // keep the older baseline
+	}
+	tr.prev[t.Key()] = cur
+	return iv, reason, reason == ""
+}
+
+// Forget drops targets not in keep (pods that went away).
+func (tr *Tracker) Forget(keep map[string]bool) {
+	for k := range tr.prev {
+		if !keep[k] {
+			delete(tr.prev, k)
+		}
+	}
+}
+
+// String describes the interval for logs.
+func (iv Interval) String() string {
+	return fmt.Sprintf("%s %s..%s arrivals=%d completions=%d", iv.Key(), iv.Start.Format(time.RFC3339Nano),
+		iv.End.Format(time.RFC3339Nano), iv.Arrivals, iv.Completions)
+}

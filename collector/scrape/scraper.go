@@ -1,0 +1,148 @@
+package scrape
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/qas-dev/qas/proxy/stats"
+)
+
+// Scraper fetches /stats from many proxies at once, each request bounded by a timeout,
+// and turns the documents into intervals. A proxy that fails, times out or serves
+// garbage is skipped with a logged reason and a metric; the others are unaffected.
+type Scraper struct {
+	Client      *http.Client
+	Concurrency int
+	Timeout     time.Duration
+
+	log     *zap.Logger
+	tracker *Tracker
+	mu      sync.Mutex // guards tracker
+
+	failures *prometheus.CounterVec
+	rebases  *prometheus.CounterVec
+	scrapes  prometheus.Counter
+}
+
+// Failure reasons, the label of qas_collector_scrape_failures_total.
+const (
+	FailRequest = "request"
+	FailStatus  = "http_status"
+	FailDecode  = "invalid_document"
+)
+
+// NewScraper returns a scraper; reg may be nil.
+func NewScraper(client *http.Client, concurrency int, timeout time.Duration, reg prometheus.Registerer, log *zap.Logger) *Scraper {
+	if client == nil {
+		client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}
+	}
+	if concurrency <= 0 {
+		concurrency = 64
+	}
+	if timeout <= 0 {
+		timeout = 2 * time.Second
+	}
+	s := &Scraper{
+		Client: client, Concurrency: concurrency, Timeout: timeout, log: log, tracker: NewTracker(),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "qas_collector_scrape_failures_total", Help: "Scrapes skipped, by reason.",
+		}, []string{"reason"}),
+		rebases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "qas_collector_rebases_total", Help: "Snapshots taken as a new baseline instead of a delta, by reason.",
+		}, []string{"reason"}),
+		scrapes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "qas_collector_scrapes_total", Help: "Scrapes attempted.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(s.failures, s.rebases, s.scrapes)
+	}
+	return s
+}
+
+// Result is one target's outcome in a cycle.
+type Result struct {
+	Target   Target
+	Interval Interval
+	// OK is true when Interval holds a delta; otherwise Reason says why not (a
+	// failure or a rebase).
+	OK     bool
+	Reason string
+	Err    error
+}
+
+// Cycle scrapes every target once and returns one Result per target, in order.
+func (s *Scraper) Cycle(ctx context.Context, targets []Target) []Result {
+	results := make([]Result, len(targets))
+	sem := make(chan struct{}, s.Concurrency)
+	var wg sync.WaitGroup
+	snaps := make([]stats.Snapshot, len(targets))
+	for i, t := range targets {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			snap, reason, err := s.fetch(ctx, t.URL)
+			results[i] = Result{Target: t, Reason: reason, Err: err}
+			snaps[i] = snap
+		}()
+	}
+	wg.Wait()
+	keep := make(map[string]bool, len(targets))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, t := range targets {
+		keep[t.Key()] = true
+		s.scrapes.Inc()
+		if results[i].Err != nil {
+			s.failures.WithLabelValues(results[i].Reason).Inc()
+			s.log.Warn("scrape skipped", zap.String("pod", t.Key()), zap.String("reason", results[i].Reason), zap.Error(results[i].Err))
+			continue
+		}
+		iv, reason, ok := s.tracker.Observe(t, snaps[i])
+		results[i].Interval, results[i].OK, results[i].Reason = iv, ok, reason
+		if !ok {
+			s.rebases.WithLabelValues(reason).Inc()
+			if reason != ReasonFirst {
+				s.log.Warn("rebased", zap.String("pod", t.Key()), zap.String("reason", reason))
+			}
+		}
+	}
+	s.tracker.Forget(keep)
+	return results
+}
+
+// fetch gets and decodes one /stats document.
+func (s *Scraper) fetch(ctx context.Context, url string) (stats.Snapshot, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return stats.Snapshot{}, FailRequest, err
+	}
+	resp, err := s.Client.Do(req)
+	if err != nil {
+		return stats.Snapshot{}, FailRequest, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return stats.Snapshot{}, FailStatus, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	snap, err := stats.Decode(resp.Body)
+	if err != nil {
+		return stats.Snapshot{}, FailDecode, fmt.Errorf("GET %s: %w", url, err)
+	}
+	return snap, "", nil
+}
+
+// Failures returns the count of skipped scrapes for reason.
+func (s *Scraper) Failures(reason string) float64 { return counter(s.failures.WithLabelValues(reason)) }
+
+// Rebases returns the count of rebases for reason.
+func (s *Scraper) Rebases(reason string) float64 { return counter(s.rebases.WithLabelValues(reason)) }

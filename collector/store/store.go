@@ -1,0 +1,81 @@
+// Package store is the collector's read side: it turns what was written to InfluxDB
+// into the decide.Snapshot the decision engine consumes. Flux reads a real InfluxDB;
+// Memory holds the same points in process, for the simulator and unit tests.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/qas-dev/qas/decider/decide"
+)
+
+// Store returns one workload's measurements over a window ending at now.
+type Store interface {
+	// Snapshot fills ArrivalRates (the λ history in the window, oldest first),
+	// ServiceTime, ServiceSCV and MeasuredLatency (the newest workload point), Pods
+	// (each pod's newest point: node, service time, CPU), Nodes (the newest point of
+	// each node the pods run on) and DataTime (the newest workload point's time).
+	// It leaves Complete false, and the replica counts and init times zero: only
+	// the controller knows how many pods there should be. It returns ErrNoData when
+	// the window holds no workload point.
+	Snapshot(ctx context.Context, q Query) (decide.Snapshot, error)
+}
+
+// Query selects a workload and a window.
+type Query struct {
+	Namespace, Workload string
+	Now                 time.Time
+	Window              time.Duration
+}
+
+// ErrNoData means the window holds no measurement of the workload.
+var ErrNoData = errors.New("store: no measurements in the window")
+
+// Validate checks a query.
+func (q Query) Validate() error {
+	switch {
+	case q.Namespace == "":
+		return errors.New("store: namespace is empty")
+	case q.Workload == "":
+		return errors.New("store: workload is empty")
+	case q.Now.IsZero():
+		return errors.New("store: now is zero")
+	case q.Window <= 0:
+		return fmt.Errorf("store: window %s is not positive", q.Window)
+	}
+	return nil
+}
+
+// podRow and nodeRow are the newest values of a pod and a node.
+type podRow struct {
+	name, node                  string
+	time                        time.Time
+	service, cpuUsage, req, lim float64
+}
+
+type nodeRow struct {
+	name              string
+	used, allocatable float64
+}
+
+// assemble builds the snapshot from the rows both implementations extract.
+func assemble(q Query, rates []decide.Sample, last map[string]float64, lastTime time.Time, pods []podRow, nodes []nodeRow) decide.Snapshot {
+	s := decide.Snapshot{
+		Now: q.Now, ArrivalRates: rates, DataTime: lastTime,
+		ServiceTime: last["service_mean_seconds"], ServiceSCV: last["service_scv"],
+		MeasuredLatency: last["latency_p95_seconds"],
+	}
+	for _, p := range pods {
+		s.Pods = append(s.Pods, decide.Pod{
+			Name: p.name, Node: p.node, Owned: true, ServiceTime: p.service, CPUUsage: p.cpuUsage,
+			CPURequest: int64(p.req*1000 + 0.5), CPULimit: int64(p.lim*1000 + 0.5),
+		})
+	}
+	for _, n := range nodes {
+		s.Nodes = append(s.Nodes, decide.Node{Name: n.name, UsedCPU: n.used, AllocatableCPU: int64(n.allocatable*1000 + 0.5)})
+	}
+	return s
+}
