@@ -1,0 +1,138 @@
+package inject
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/qas-dev/qas/decider/certs"
+	"github.com/qas-dev/qas/internal/cli"
+)
+
+// Options configure the webhook process (`qas-decider webhook`).
+type Options struct {
+	Listen        string
+	Kubeconfig    string
+	Namespace     string
+	SecretName    string
+	WebhookConfig string
+	DNSNames      string // comma-separated
+	CertDir       string // cert-manager mode: tls.crt and tls.key are mounted here
+	Image         string
+	AdminPort     int
+	Log           cli.LogOptions
+}
+
+// FlagSet registers the webhook's flags (environment prefix QAS_WEBHOOK).
+func (o *Options) FlagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("webhook", flag.ContinueOnError)
+	fs.StringVar(&o.Listen, "listen", ":8443", "HTTPS address the apiserver calls (/mutate)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster)")
+	fs.StringVar(&o.Namespace, "namespace", "qas-system", "namespace of the certificate Secret")
+	fs.StringVar(&o.SecretName, "secret", "qas-webhook-tls", "Secret holding the self-managed CA and serving certificate")
+	fs.StringVar(&o.WebhookConfig, "webhook-config", "qas-inject", "MutatingWebhookConfiguration whose caBundle is kept current")
+	fs.StringVar(&o.DNSNames, "dns-names", "qas-webhook.qas-system.svc", "comma-separated DNS names (or IPs) of the webhook Service")
+	fs.StringVar(&o.CertDir, "cert-dir", "", "cert-manager mode: read tls.crt/tls.key from this directory and manage no Secret or caBundle")
+	fs.StringVar(&o.Image, "proxy-image", DefaultImage, "qas-proxy image to inject")
+	fs.IntVar(&o.AdminPort, "admin-port", DefaultAdminPort, "qas-proxy admin port")
+	o.Log.Register(fs)
+	return fs
+}
+
+// Validate checks the options and returns a cli.UsageError naming the bad flag.
+func (o *Options) Validate() error {
+	switch {
+	case o.AdminPort < 1 || o.AdminPort > 65535:
+		return cli.Usagef("admin-port", "must be a port number, got %d", o.AdminPort)
+	case o.Image == "":
+		return cli.Usagef("proxy-image", "must not be empty")
+	case o.CertDir == "" && (o.Namespace == "" || o.SecretName == ""):
+		return cli.Usagef("secret", "namespace and secret are required unless --cert-dir is set")
+	case o.CertDir == "" && len(o.names()) == 0:
+		return cli.Usagef("dns-names", "at least one name is required unless --cert-dir is set")
+	}
+	return nil
+}
+
+func (o *Options) names() []string {
+	var out []string
+	for _, n := range strings.Split(o.DNSNames, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Run serves the webhook until ctx ends, keeping its certificate current: rotated
+// through the Secret and caBundle, or reloaded from CertDir every minute.
+func Run(ctx context.Context, o Options, log *zap.Logger) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	cfg := DefaultConfig()
+	cfg.Image, cfg.AdminPort = o.Image, int32(o.AdminPort)
+	reloader := &certs.Reloader{}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 2)
+	ticker := time.NewTicker(time.Minute)
+	defer ticker.Stop()
+	if o.CertDir != "" {
+		crt, key := o.CertDir+"/tls.crt", o.CertDir+"/tls.key"
+		if err := certs.LoadFiles(reloader, crt, key); err != nil {
+			return err
+		}
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if err := certs.LoadFiles(reloader, crt, key); err != nil {
+						log.Error("reload certificate", zap.Error(err))
+					}
+				}
+			}
+		}()
+	} else {
+		rc, err := restConfig(o.Kubeconfig)
+		if err != nil {
+			return err
+		}
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return err
+		}
+		m := &certs.Manager{
+			Client: cs, Namespace: o.Namespace, SecretName: o.SecretName, WebhookConfig: o.WebhookConfig,
+			DNSNames: o.names(), Reloader: reloader, Log: log,
+		}
+		if _, err := m.Sync(ctx); err != nil {
+			return err
+		}
+		go func() { errc <- m.Run(ctx, ticker.C) }()
+	}
+	srv := &Server{Addr: o.Listen, Handler: Handler{Config: cfg, Log: log}, GetCertificate: reloader.GetCertificate, Log: log}
+	go func() { errc <- srv.Run(ctx) }()
+	err := <-errc
+	cancel()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	return rest.InClusterConfig()
+}
