@@ -1,0 +1,122 @@
+package aggregate
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/qas-dev/qas/collector/scrape"
+	"github.com/qas-dev/qas/proxy/stats"
+)
+
+var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+// interval builds a pod interval from individual service times, so the expected
+// moments are computed independently of the code under test.
+func interval(seconds float64, arrivals uint64, service []float64) scrape.Interval {
+	iv := scrape.Interval{Start: t0, End: t0.Add(time.Duration(seconds * float64(time.Second))),
+		Arrivals: arrivals, Completions: uint64(len(service)),
+		Latency: stats.Histogram{Bounds: []float64{0.01, 0.02, 0.05}, Counts: make([]uint64, 4)}}
+	for _, s := range service {
+		iv.ServiceSecondsSum += s
+		iv.ServiceSecondsSumSq += s * s
+		iv.InFlightSeconds += s // each request is in service for s
+		switch {
+		case s <= 0.01:
+			iv.Latency.Counts[0]++
+		case s <= 0.02:
+			iv.Latency.Counts[1]++
+		case s <= 0.05:
+			iv.Latency.Counts[2]++
+		default:
+			iv.Latency.Counts[3]++
+		}
+	}
+	return iv
+}
+
+func TestWorkload(t *testing.T) {
+	a := interval(5, 4, []float64{0.01, 0.01, 0.03, 0.03}) // mean 0.02, var 0.0001
+	b := interval(10, 2, []float64{0.02, 0.02})            // mean 0.02, var 0
+	for _, tc := range []struct {
+		name                   string
+		ivs                    []scrape.Interval
+		lambda, mean, variance float64
+		inFlight               float64
+	}{
+		{"one pod", []scrape.Interval{a}, 0.8, 0.02, 0.0001, 0.08 / 5},
+		{"pooled over pods", []scrape.Interval{a, b}, 0.8 + 0.2, 0.02, 0.0001 * 4 / 6, 0.08/5 + 0.04/10},
+		{"idle pod", []scrape.Interval{interval(5, 0, nil)}, 0, 0, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Workload(tc.ivs)
+			require.NoError(t, err)
+			require.InDelta(t, tc.lambda, m.ArrivalRate, 1e-12)
+			require.InDelta(t, tc.mean, m.ServiceMean, 1e-12)
+			require.InDelta(t, tc.variance, m.ServiceVariance, 1e-12)
+			if tc.mean > 0 {
+				require.InDelta(t, tc.variance/(tc.mean*tc.mean), m.ServiceSCV, 1e-9)
+			}
+			require.InDelta(t, tc.inFlight, m.InFlightMean, 1e-12)
+			require.Equal(t, len(tc.ivs), m.Pods)
+		})
+	}
+	_, err := Workload(nil)
+	require.Error(t, err)
+}
+
+// Little's law: when every arrival completes within the interval, the time-average
+// in service equals λ·E[S].
+func TestLittlesLaw(t *testing.T) {
+	service := []float64{0.01, 0.02, 0.03, 0.05, 0.04}
+	m := Pod(interval(2, uint64(len(service)), service))
+	require.InDelta(t, m.ArrivalRate*m.ServiceMean, m.InFlightMean, 1e-12)
+}
+
+func TestQuantile(t *testing.T) {
+	h := stats.Histogram{Bounds: []float64{1, 2, 4}, Counts: []uint64{10, 10, 0, 0}}
+	for _, tc := range []struct {
+		name string
+		h    stats.Histogram
+		q    float64
+		want float64
+	}{
+		{"first bucket interpolates from 0", h, 0.25, 0.5},
+		{"bucket edge", h, 0.5, 1},
+		{"second bucket", h, 0.75, 1.5},
+		{"max", h, 1, 2},
+		{"overflow reports the last bound", stats.Histogram{Bounds: []float64{1}, Counts: []uint64{1, 9}}, 0.95, 1},
+		{"empty", stats.Histogram{Bounds: []float64{1}, Counts: []uint64{0, 0}}, 0.5, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.InDelta(t, tc.want, Quantile(tc.h, tc.q), 1e-12)
+		})
+	}
+}
+
+func TestMergeSkipsOtherBounds(t *testing.T) {
+	a := stats.Histogram{Bounds: []float64{1}, Counts: []uint64{1, 2}}
+	m := Merge(stats.Histogram{}, a)
+	m = Merge(m, a)
+	require.Equal(t, []uint64{2, 4}, m.Counts)
+	m = Merge(m, stats.Histogram{Bounds: []float64{2}, Counts: []uint64{5, 5}})
+	require.Equal(t, []uint64{2, 4}, m.Counts)
+	require.Equal(t, []uint64{1, 2}, a.Counts, "merging must not modify its inputs")
+}
+
+// FuzzQuantile checks quantiles are monotone in q and within [0, last bound].
+func FuzzQuantile(f *testing.F) {
+	f.Add(uint64(3), uint64(0), uint64(7), uint64(1), 0.3, 0.9)
+	f.Fuzz(func(t *testing.T, c0, c1, c2, c3 uint64, q1, q2 float64) {
+		if math.IsNaN(q1) || math.IsNaN(q2) || q1 <= 0 || q2 > 1 || q1 > q2 || c0+c1+c2+c3 > 1<<50 {
+			return
+		}
+		h := stats.Histogram{Bounds: []float64{0.1, 0.2, 0.4}, Counts: []uint64{c0, c1, c2, c3}}
+		a, b := Quantile(h, q1), Quantile(h, q2)
+		require.LessOrEqual(t, a, b+1e-12)
+		require.GreaterOrEqual(t, a, 0.0)
+		require.LessOrEqual(t, b, 0.4)
+	})
+}

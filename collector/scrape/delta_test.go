@@ -1,0 +1,118 @@
+package scrape
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/qas-dev/qas/proxy/stats"
+)
+
+var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+func snap(at time.Duration, arrivals uint64, mod ...func(*stats.Snapshot)) stats.Snapshot {
+	s := stats.Snapshot{
+		Version: stats.SchemaVersion, InstanceID: "a", StartTime: t0, Time: t0.Add(at),
+		Arrivals: arrivals, Completions: arrivals, ServiceSecondsSum: float64(arrivals) * 0.01,
+		ServiceSecondsSumSq: float64(arrivals) * 0.0001, InFlightSeconds: float64(arrivals) * 0.01,
+		Latency: stats.Histogram{Bounds: []float64{0.01, 0.1}, Counts: []uint64{arrivals, 0, 0}},
+	}
+	s.Codes[1] = arrivals
+	for _, m := range mod {
+		m(&s)
+	}
+	return s
+}
+
+func TestDelta(t *testing.T) {
+	tg := Target{Namespace: "ns", Pod: "p"}
+	base := snap(0, 100)
+	for _, tc := range []struct {
+		name     string
+		cur      stats.Snapshot
+		reason   string
+		arrivals uint64
+		seconds  float64
+	}{
+		{"normal", snap(5*time.Second, 150), "", 50, 5},
+		{"no traffic", snap(5*time.Second, 100), "", 0, 5},
+		{"new instance id", snap(5*time.Second, 150, func(s *stats.Snapshot) { s.InstanceID = "b" }), ReasonRestart, 0, 0},
+		{"new start time", snap(5*time.Second, 150, func(s *stats.Snapshot) { s.StartTime = t0.Add(time.Second) }), ReasonRestart, 0, 0},
+		{"arrivals decrease", snap(5*time.Second, 90), ReasonCounterDecrease, 0, 0},
+		{"float sum decreases", snap(5*time.Second, 150, func(s *stats.Snapshot) { s.InFlightSeconds = 0.5 }), ReasonCounterDecrease, 0, 0},
+		{"code counter decreases", snap(5*time.Second, 150, func(s *stats.Snapshot) { s.Codes[1] = 1 }), ReasonCounterDecrease, 0, 0},
+		{"histogram bucket decreases", snap(5*time.Second, 150, func(s *stats.Snapshot) { s.Latency.Counts[0] = 1 }), ReasonCounterDecrease, 0, 0},
+		{"bounds changed", snap(5*time.Second, 150, func(s *stats.Snapshot) { s.Latency.Bounds = []float64{0.02, 0.1} }), ReasonBoundsChanged, 0, 0},
+		{"bounds count changed", snap(5*time.Second, 150, func(s *stats.Snapshot) {
+			s.Latency = stats.Histogram{Bounds: []float64{0.1}, Counts: []uint64{150, 0}}
+		}), ReasonBoundsChanged, 0, 0},
+		{"same time", snap(0, 150), ReasonTimeNotAdvanced, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			iv, reason := Delta(tg, base, tc.cur)
+			require.Equal(t, tc.reason, reason)
+			require.Equal(t, tc.arrivals, iv.Arrivals)
+			require.InDelta(t, tc.seconds, iv.Seconds(), 1e-9)
+			if reason == "" {
+				require.Equal(t, tc.arrivals, iv.Latency.Total())
+				require.InDelta(t, float64(tc.arrivals)*0.01, iv.ServiceSecondsSum, 1e-9)
+			}
+		})
+	}
+}
+
+func TestTrackerRebasesAcrossRestart(t *testing.T) {
+	tr := NewTracker()
+	tg := Target{Namespace: "ns", Pod: "p"}
+	steps := []struct {
+		s        stats.Snapshot
+		ok       bool
+		reason   string
+		arrivals uint64
+	}{
+		{snap(0, 100), false, ReasonFirst, 0},
+		{snap(5*time.Second, 160), true, "", 60},
+		// restart: the new process counts from zero; the old baseline must not be used
+		{snap(10*time.Second, 7, func(s *stats.Snapshot) { s.InstanceID = "b"; s.StartTime = t0.Add(8 * time.Second) }), false, ReasonRestart, 0},
+		{snap(15*time.Second, 27, func(s *stats.Snapshot) { s.InstanceID = "b"; s.StartTime = t0.Add(8 * time.Second) }), true, "", 20},
+		// a stale document (time not advanced) keeps the older baseline
+		{snap(15*time.Second, 27, func(s *stats.Snapshot) { s.InstanceID = "b"; s.StartTime = t0.Add(8 * time.Second) }), false, ReasonTimeNotAdvanced, 0},
+		{snap(20*time.Second, 37, func(s *stats.Snapshot) { s.InstanceID = "b"; s.StartTime = t0.Add(8 * time.Second) }), true, "", 10},
+	}
+	for i, st := range steps {
+		iv, reason, ok := tr.Observe(tg, st.s)
+		require.Equal(t, st.ok, ok, "step %d", i)
+		require.Equal(t, st.reason, reason, "step %d", i)
+		require.Equal(t, st.arrivals, iv.Arrivals, "step %d", i)
+	}
+	tr.Forget(map[string]bool{})
+	_, reason, _ := tr.Observe(tg, snap(30*time.Second, 50))
+	require.Equal(t, ReasonFirst, reason, "a forgotten pod starts over")
+}
+
+// FuzzDelta checks that any two valid documents give either a reason or an interval
+// whose counters are consistent (no underflow wrapped into huge values).
+func FuzzDelta(f *testing.F) {
+	f.Add(uint64(100), uint64(150), 0.5, 0.7, int64(5e9), "a", "a")
+	f.Add(uint64(100), uint64(10), 0.5, 0.1, int64(5e9), "a", "b")
+	f.Fuzz(func(t *testing.T, a1, a2 uint64, f1, f2 float64, dt int64, id1, id2 string) {
+		if id1 == "" || id2 == "" {
+			return
+		}
+		prev := snap(0, a1, func(s *stats.Snapshot) { s.InstanceID = id1; s.InFlightSeconds = f1 })
+		cur := snap(time.Duration(dt), a2, func(s *stats.Snapshot) { s.InstanceID = id2; s.InFlightSeconds = f2 })
+		if prev.Validate() != nil || cur.Validate() != nil {
+			return
+		}
+		iv, reason := Delta(Target{}, prev, cur)
+		if reason != "" {
+			require.Zero(t, iv.Arrivals)
+			return
+		}
+		require.Equal(t, a2-a1, iv.Arrivals)
+		require.LessOrEqual(t, iv.Arrivals, a2)
+		require.GreaterOrEqual(t, iv.InFlightSeconds, 0.0)
+		require.Positive(t, iv.Seconds())
+	})
+}
