@@ -66,9 +66,9 @@ func TestPods(t *testing.T) {
 	f := NewFactory(client, "")
 	d := New(f)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer f.Shutdown() // after cancel (defers run last-first): Shutdown waits for the informers to stop
 	defer cancel()
 	f.Start(ctx.Done())
-	defer f.Shutdown()
 	require.NoError(t, d.WaitForSync(ctx))
 
 	pods, skipped, err := d.Pods()
