@@ -32,10 +32,24 @@ type Cycle struct {
 	Points    int
 }
 
-// Run scrapes targets once, aggregates and writes the points. Pods without an
+// Resources are a pod's CPU numbers, joined onto its qas_pod point.
+type Resources struct {
+	// Usage in cores from metrics.k8s.io; HasUsage is false when there was none.
+	Usage    float64
+	HasUsage bool
+	// Request and Limit in millicores (Limit 0 = none).
+	Request, Limit int64
+}
+
+// Run is RunWith without CPU numbers.
+func (p *Pipeline) Run(ctx context.Context, targets []scrape.Target) Cycle {
+	return p.RunWith(ctx, targets, nil)
+}
+
+// RunWith scrapes targets once, aggregates and writes the points. Pods without an
 // interval this cycle (first scrape, restart, failure) are left out of their
 // workload's aggregate; the workload's "pods" field says how many were in it.
-func (p *Pipeline) Run(ctx context.Context, targets []scrape.Target) Cycle {
+func (p *Pipeline) RunWith(ctx context.Context, targets []scrape.Target, resources map[string]Resources) Cycle {
 	res := p.Scraper.Cycle(ctx, targets)
 	c := Cycle{Results: res, Pods: map[string]aggregate.Metrics{}, Workloads: map[WorkloadKey]aggregate.Metrics{}}
 	byWorkload := map[WorkloadKey][]scrape.Interval{}
@@ -46,7 +60,15 @@ func (p *Pipeline) Run(ctx context.Context, targets []scrape.Target) Cycle {
 		}
 		m := aggregate.Pod(r.Interval)
 		c.Pods[r.Target.Key()] = m
-		points = append(points, PodPoint(r.Target, m))
+		pt := PodPoint(r.Target, m)
+		if rs, ok := resources[r.Target.Key()]; ok {
+			if rs.HasUsage {
+				pt.AddField("cpu_usage_cores", rs.Usage)
+			}
+			pt.AddField("cpu_request_cores", float64(rs.Request)/1000)
+			pt.AddField("cpu_limit_cores", float64(rs.Limit)/1000)
+		}
+		points = append(points, pt)
 		k := WorkloadKey{r.Target.Namespace, r.Target.Workload}
 		byWorkload[k] = append(byWorkload[k], r.Interval)
 	}
