@@ -1,0 +1,227 @@
+// Package app is qas-collector: every interval it discovers the injected pods, scrapes
+// their proxies, joins CPU from metrics.k8s.io, and writes pod, workload and node
+// points to InfluxDB. Flags have QAS_COLLECTOR_* environment overrides.
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+
+	"github.com/qas-dev/qas/collector/cpu"
+	"github.com/qas-dev/qas/collector/discovery"
+	"github.com/qas-dev/qas/collector/influx"
+	"github.com/qas-dev/qas/collector/pipeline"
+	"github.com/qas-dev/qas/collector/scrape"
+	"github.com/qas-dev/qas/internal/cli"
+)
+
+// Flags are qas-collector's settings.
+type Flags struct {
+	InfluxURL, InfluxToken, InfluxOrg, InfluxBucket string
+	Interval, ScrapeTimeout                         time.Duration
+	Concurrency, BufferPoints                       int
+	Namespace, Kubeconfig, MetricsListen            string
+	CPU                                             bool
+	Log                                             cli.LogOptions
+}
+
+// Parse reads args and the environment into Flags and validates them.
+func Parse(args []string, getenv func(string) string) (Flags, error) {
+	var f Flags
+	fs := flag.NewFlagSet("qas-collector", flag.ContinueOnError)
+	fs.StringVar(&f.InfluxURL, "influx-url", "http://127.0.0.1:8086", "InfluxDB base URL")
+	fs.StringVar(&f.InfluxToken, "influx-token", "", `InfluxDB token ("user:password" on 1.8 with auth; empty without)`)
+	fs.StringVar(&f.InfluxOrg, "influx-org", "", "InfluxDB organisation (empty on 1.8)")
+	fs.StringVar(&f.InfluxBucket, "influx-bucket", "qas/autogen", `bucket ("database/retention-policy" on 1.8)`)
+	fs.DurationVar(&f.Interval, "interval", 5*time.Second, "scrape interval")
+	fs.DurationVar(&f.ScrapeTimeout, "scrape-timeout", 2*time.Second, "limit on one /stats request")
+	fs.IntVar(&f.Concurrency, "concurrency", 64, "proxies scraped at once")
+	fs.IntVar(&f.BufferPoints, "buffer-points", 100_000, "points held while InfluxDB is unreachable; older ones are dropped (and counted) beyond this")
+	fs.StringVar(&f.Namespace, "namespace", "", "only this namespace (empty = all)")
+	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "kubeconfig file (empty = in-cluster)")
+	fs.StringVar(&f.MetricsListen, "metrics-listen", ":9902", "address for /metrics and /healthz")
+	fs.BoolVar(&f.CPU, "cpu", true, "read CPU from metrics.k8s.io (needs metrics-server)")
+	f.Log.Register(fs)
+	if err := cli.Parse(fs, "QAS_COLLECTOR", args, getenv); err != nil {
+		return Flags{}, err
+	}
+	return f, f.validate()
+}
+
+func (f Flags) validate() error {
+	u, err := url.Parse(f.InfluxURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return cli.Usagef("influx-url", "%q is not an http(s) URL", f.InfluxURL)
+	}
+	if f.InfluxBucket == "" {
+		return cli.Usagef("influx-bucket", "must not be empty")
+	}
+	if f.Interval <= 0 {
+		return cli.Usagef("interval", "%s is not positive", f.Interval)
+	}
+	if f.ScrapeTimeout <= 0 || f.ScrapeTimeout > f.Interval {
+		return cli.Usagef("scrape-timeout", "%s must be positive and at most --interval (%s)", f.ScrapeTimeout, f.Interval)
+	}
+	if f.Concurrency < 1 {
+		return cli.Usagef("concurrency", "%d is less than 1", f.Concurrency)
+	}
+	if f.BufferPoints < 5000 {
+		return cli.Usagef("buffer-points", "%d is less than one batch (5000)", f.BufferPoints)
+	}
+	if _, _, err := net.SplitHostPort(f.MetricsListen); err != nil {
+		return cli.Usagef("metrics-listen", "%q is not host:port: %v", f.MetricsListen, err)
+	}
+	return nil
+}
+
+// Collector is the running loop's state.
+type Collector struct {
+	Discovery *discovery.Discovery
+	CPU       *cpu.Source // nil: no CPU
+	Pipeline  *pipeline.Pipeline
+	Writer    *influx.Writer
+	Log       *zap.Logger
+	cpuErrors prometheus.Counter
+}
+
+// Cycle runs one collection: discover, read CPU, scrape, write.
+func (c *Collector) Cycle(ctx context.Context, namespace string) (pipeline.Cycle, error) {
+	pods, skipped, err := c.Discovery.Pods()
+	if err != nil {
+		return pipeline.Cycle{}, err
+	}
+	for pod, reason := range skipped {
+		c.Log.Debug("pod not scraped", zap.String("pod", pod), zap.String("reason", reason))
+	}
+	res := make(map[string]pipeline.Resources, len(pods))
+	targets := make([]scrape.Target, len(pods))
+	for i, p := range pods {
+		targets[i] = p.Target
+		res[p.Key()] = pipeline.Resources{Request: p.CPURequest, Limit: p.CPULimit}
+	}
+	if c.CPU != nil {
+		usage, err := c.CPU.Pods(ctx, namespace)
+		if err != nil {
+			c.cpuErrors.Inc()
+			c.Log.Warn("pod CPU unavailable this cycle", zap.Error(err))
+		}
+		for k, u := range usage {
+			if r, ok := res[k]; ok {
+				r.Usage, r.HasUsage = u, true
+				res[k] = r
+			}
+		}
+		nodes, err := c.CPU.Nodes(ctx)
+		if err != nil {
+			c.cpuErrors.Inc()
+			c.Log.Warn("node CPU unavailable this cycle", zap.Error(err))
+		}
+		for _, n := range nodes {
+			c.Writer.Write(cpu.NodePoint(n))
+		}
+	}
+	return c.Pipeline.RunWith(ctx, targets, res), nil
+}
+
+// Run runs the collector until ctx ends.
+func Run(ctx context.Context, f Flags, cfg *rest.Config, log *zap.Logger) error {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	w, err := influx.NewWriter(influx.WriterConfig{URL: f.InfluxURL, Token: f.InfluxToken, Org: f.InfluxOrg,
+		Bucket: f.InfluxBucket, BufferPoints: f.BufferPoints}, reg, log.Named("influx"))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = w.Close(cctx)
+	}()
+	factory := discovery.NewFactory(kube, f.Namespace)
+	c := &Collector{
+		Discovery: discovery.New(factory), Writer: w, Log: log,
+		Pipeline:  &pipeline.Pipeline{Scraper: scrape.NewScraper(nil, f.Concurrency, f.ScrapeTimeout, reg, log.Named("scrape")), Sink: w},
+		cpuErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "qas_collector_cpu_errors_total", Help: "Failed reads of metrics.k8s.io."}),
+	}
+	reg.MustRegister(c.cpuErrors)
+	if f.CPU {
+		mc, err := metricsclient.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		c.CPU = &cpu.Source{Kube: kube, Metrics: mc}
+	}
+	ln, err := net.Listen("tcp", f.MetricsListen)
+	if err != nil {
+		return fmt.Errorf("metrics listen %s: %w", f.MetricsListen, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = msrv.Serve(ln) }()
+	defer msrv.Close()
+
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	if err := c.Discovery.WaitForSync(ctx); err != nil {
+		return err
+	}
+	log.Info("collecting", zap.Duration("interval", f.Interval), zap.String("influx", f.InfluxURL), zap.String("metrics", ln.Addr().String()))
+	tick := time.NewTicker(f.Interval)
+	defer tick.Stop()
+	for {
+		cyc, err := c.Cycle(ctx, f.Namespace)
+		if err != nil {
+			log.Warn("cycle failed", zap.Error(err))
+		} else {
+			log.Debug("cycle", zap.Int("pods", len(cyc.Results)), zap.Int("points", cyc.Points))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// Main parses flags, builds the logger and the Kubernetes config, and runs.
+func Main(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	f, err := Parse(args, getenv)
+	if err != nil {
+		return cli.ExitTo(stderr, "qas-collector", err)
+	}
+	log, err := f.Log.Build()
+	if err != nil {
+		return cli.ExitTo(stderr, "qas-collector", err)
+	}
+	defer func() { _ = log.Sync() }()
+	var cfg *rest.Config
+	if f.Kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", f.Kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return cli.ExitTo(stderr, "qas-collector", errors.Join(errors.New("kubernetes config (set --kubeconfig outside a cluster)"), err))
+	}
+	return cli.ExitTo(stderr, "qas-collector", Run(ctx, f, cfg, log))
+}
