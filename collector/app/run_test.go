@@ -162,8 +162,14 @@ func TestRunAgainstRealComponents(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, snap.Pods, 2)
 	require.Equal(t, "node-1", snap.Pods[0].Node)
-	require.Greater(t, len(snap.ArrivalRates), 4)
-	for _, s := range snap.ArrivalRates[1 : len(snap.ArrivalRates)-2] {
-		require.Positive(t, s.Rate)
+	// Load ran until after the outage; every interval up to its end saw arrivals.
+	checked := 0
+	for _, s := range snap.ArrivalRates[1:] {
+		if s.Time.After(outageEnd) {
+			break
+		}
+		require.Positive(t, s.Rate, "interval ending %s", s.Time)
+		checked++
 	}
+	require.Greater(t, checked, 3)
 }
