@@ -69,7 +69,36 @@ func Start(t testing.TB) *Server {
 	if err := s.Query("CREATE DATABASE " + Database); err != nil {
 		t.Fatalf("influxd: %v", err)
 	}
+	if err := s.waitWritable(); err != nil {
+		t.Fatalf("influxd: %v%s", err, s.logTail())
+	}
 	return s
+}
+
+// ProbeMeasurement is where Start writes the point that proves the database accepts
+// writes; tests count their own measurements and never see it.
+const ProbeMeasurement = "influxtest_probe"
+
+// waitWritable polls a v2 write until InfluxDB accepts it: right after CREATE DATABASE
+// returns, /api/v2/write can still answer 404 "database not found" for a moment.
+func (s *Server) waitWritable() error {
+	url := s.URL + "/api/v2/write?org=&bucket=" + Bucket + "&precision=ns"
+	var last string
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Post(url, "text/plain", strings.NewReader(ProbeMeasurement+" ok=1i"))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusNoContent {
+				return nil
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("database %q never accepted a write: %s", Database, last)
 }
 
 func (s *Server) start() error {
@@ -134,6 +163,9 @@ func (s *Server) Restart() {
 	s.t.Helper()
 	s.Stop()
 	if err := s.start(); err != nil {
+		s.t.Fatalf("influxd restart: %v%s", err, s.logTail())
+	}
+	if err := s.waitWritable(); err != nil {
 		s.t.Fatalf("influxd restart: %v%s", err, s.logTail())
 	}
 }
