@@ -6,7 +6,6 @@ package aggregate
 import (
 	"errors"
 	"math"
-	"sort"
 	"time"
 
 	"github.com/qas-dev/qas/collector/scrape"
@@ -91,61 +90,24 @@ func combine(end time.Time, ivs []scrape.Interval) Metrics {
 	return m
 }
 
-// Merge adds b's counts to a's. Histograms with other bounds than a's first one are
-// left out (the scraper rebases on changed bounds, so within a cycle they agree
-// unless proxies run with different bounds; those are then not merged).
+// Merge adds b's counts to a's. A histogram with other bounds than the first one is
+// left out (the scraper rebases on changed bounds, so within a cycle they agree unless
+// proxies run with different bounds; those are then not merged).
 func Merge(a, b stats.Histogram) stats.Histogram {
-	if len(b.Counts) == 0 {
+	merged, err := a.Add(b)
+	if err != nil {
 		return a
 	}
-	if len(a.Counts) == 0 {
-		return stats.Histogram{Bounds: b.Bounds, Counts: append([]uint64(nil), b.Counts...)}
-	}
-	if len(a.Bounds) != len(b.Bounds) {
-		return a
-	}
-	for i := range a.Bounds {
-		if a.Bounds[i] != b.Bounds[i] {
-			return a
-		}
-	}
-	for i := range b.Counts {
-		a.Counts[i] += b.Counts[i]
-	}
-	return a
+	return merged
 }
 
-// Quantile estimates the q-quantile (0<q≤1) of h, interpolating linearly inside the
-// bucket that holds it (the first bucket starts at 0). Values in the overflow bucket
-// are reported as the last bound: a lower bound of the truth. It returns 0 for an
-// empty histogram.
+// Quantile estimates the q-quantile of h as stats.Histogram.Quantile does (linear
+// inside the bucket; the overflow bucket reports the last bound, a lower bound of the
+// truth), but returns 0 for an empty histogram so that metrics stay NaN-free.
 func Quantile(h stats.Histogram, q float64) float64 {
-	total := h.Total()
-	if total == 0 || len(h.Bounds) == 0 {
+	v := h.Quantile(q)
+	if math.IsNaN(v) {
 		return 0
 	}
-	rank := q * float64(total)
-	i := sort.Search(len(h.Counts), func(i int) bool {
-		var c uint64
-		for _, v := range h.Counts[:i+1] {
-			c += v
-		}
-		return float64(c) >= rank
-	})
-	if i >= len(h.Bounds) {
-		return h.Bounds[len(h.Bounds)-1]
-	}
-	var below uint64
-	for _, v := range h.Counts[:i] {
-		below += v
-	}
-	lo := 0.0
-	if i > 0 {
-		lo = h.Bounds[i-1]
-	}
-	hi := h.Bounds[i]
-	if h.Counts[i] == 0 {
-		return hi
-	}
-	return lo + (hi-lo)*(rank-float64(below))/float64(h.Counts[i])
+	return v
 }

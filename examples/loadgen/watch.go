@@ -4,21 +4,23 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"time"
 
+	"github.com/qas-dev/qas/collector/aggregate"
+	"github.com/qas-dev/qas/collector/scrape"
 	"github.com/qas-dev/qas/proxy/stats"
 )
 
 // Watch polls each pod's qas-proxy /stats every interval and prints one line per pod
-// with what the collector would compute for the window: λ, E[S], mean concurrency
-// (Little's law), busy share, p95 and errors. It returns when ctx ends.
+// with what the collector computes for the window (the same scrape.Delta and
+// aggregate code): λ, E[S], mean concurrency (Little's law), busy share, p95 and
+// errors. It returns when ctx ends.
 func Watch(ctx context.Context, client *http.Client, pods []string, interval time.Duration, out io.Writer) {
 	prev := make([]*stats.Snapshot, len(pods))
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	fmt.Fprintf(out, "%-6s %-4s %9s %9s %9s %6s %9s %6s\n", "time", "pod", "λ (/s)", "E[S] ms", "in-flight", "busy", "p95 ms", "5xx")
+	fmt.Fprintf(out, "%-6s %-4s %9s %9s %9s %6s %9s %6s\n", "time", "pod", "λ (/s)", "E[S] ms", "in-flight", "busy", "p95 ms", "5xx/s")
 	start := time.Now()
 	for {
 		select {
@@ -33,13 +35,14 @@ func Watch(ctx context.Context, client *http.Client, pods []string, interval tim
 				continue
 			}
 			if prev[i] != nil {
-				w, err := stats.Between(*prev[i], cur)
+				iv, reason := scrape.Delta(scrape.Target{Pod: url}, *prev[i], cur)
 				switch {
-				case err != nil:
-					fmt.Fprintf(out, "%-6s %-4d rebased: %v\n", since(start), i, err)
+				case reason != "":
+					fmt.Fprintf(out, "%-6s %-4d rebased: %s\n", since(start), i, reason)
 				default:
-					fmt.Fprintf(out, "%-6s %-4d %9.1f %9.1f %9.2f %5.0f%% %9s %6d\n", since(start), i,
-						w.ArrivalRate, w.ServiceMean*1000, w.MeanInFlight, w.Busy*100, ms(w.Latency.Quantile(0.95)), w.Errors)
+					m := aggregate.Pod(iv)
+					fmt.Fprintf(out, "%-6s %-4d %9.1f %9.1f %9.2f %5.0f%% %9s %6.1f\n", since(start), i,
+						m.ArrivalRate, m.ServiceMean*1000, m.InFlightMean, m.BusyRatio*100, ms(m.LatencyP95, m.Completions), m.ErrorRate)
 				}
 			}
 			prev[i] = &cur
@@ -64,8 +67,8 @@ func since(start time.Time) string {
 	return fmt.Sprintf("%ds", int(time.Since(start).Round(time.Second).Seconds()))
 }
 
-func ms(s float64) string {
-	if math.IsNaN(s) {
+func ms(s float64, completions uint64) string {
+	if completions == 0 {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f", s*1000)
@@ -92,31 +95,23 @@ func Snapshots(ctx context.Context, client *http.Client, pods []string) ([]stats
 	return out, nil
 }
 
-// Total merges the pods' windows between two sets of snapshots, as the collector
-// aggregates a workload: rates add up, service time is weighted by completions, and
-// the latency histograms merge before the percentile is taken.
+// Total is what the collector would compute for the workload over the whole run: the
+// pods' intervals between two sets of snapshots, aggregated by collector/aggregate.
 func Total(before, after []stats.Snapshot) (Totals, error) {
 	if len(before) != len(after) {
 		return Totals{}, fmt.Errorf("%d snapshots before, %d after", len(before), len(after))
 	}
-	var t Totals
-	var service float64
-	var hist stats.Histogram
+	ivs := make([]scrape.Interval, len(before))
 	for i := range before {
-		w, err := stats.Between(before[i], after[i])
-		if err != nil {
-			return Totals{}, fmt.Errorf("pod %d: %w", i, err)
+		iv, reason := scrape.Delta(scrape.Target{Pod: fmt.Sprint(i)}, before[i], after[i])
+		if reason != "" {
+			return Totals{}, fmt.Errorf("pod %d: no interval: %s", i, reason)
 		}
-		t.ArrivalRate += w.ArrivalRate
-		t.Completions += w.Completions
-		service += w.ServiceMean * float64(w.Completions)
-		if hist, err = hist.Add(w.Latency); err != nil {
-			return Totals{}, err
-		}
+		ivs[i] = iv
 	}
-	if t.Completions > 0 {
-		t.ServiceMean = service / float64(t.Completions)
+	m, err := aggregate.Workload(ivs)
+	if err != nil {
+		return Totals{}, err
 	}
-	t.P95 = hist.Quantile(0.95)
-	return t, nil
+	return Totals{ArrivalRate: m.ArrivalRate, ServiceMean: m.ServiceMean, P95: m.LatencyP95, Completions: m.Completions}, nil
 }
