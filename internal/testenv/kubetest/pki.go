@@ -26,10 +26,6 @@ type keyPair struct {
 // newCA makes a self-signed certificate authority valid for a day: long enough for any
 // test run, short enough that a leaked file is worthless.
 func newCA(cn string) (keyPair, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return keyPair{}, err
-	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: cn},
@@ -39,20 +35,11 @@ func newCA(cn string) (keyPair, error) {
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		return keyPair{}, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	return keyPair{cert: cert, key: key}, err
+	return sign(tmpl, nil)
 }
 
 // issue signs a leaf certificate for cn with the given usages and subject alternative names.
 func (ca keyPair) issue(cn string, usage []x509.ExtKeyUsage, ips []net.IP, dns []string) (keyPair, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return keyPair{}, err
-	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: cn},
@@ -63,7 +50,21 @@ func (ca keyPair) issue(cn string, usage []x509.ExtKeyUsage, ips []net.IP, dns [
 		IPAddresses:  ips,
 		DNSNames:     dns,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
+	return sign(tmpl, &ca)
+}
+
+// sign makes a fresh P-256 key and a certificate for it from tmpl, signed by parent,
+// or self-signed when parent is nil.
+func sign(tmpl *x509.Certificate, parent *keyPair) (keyPair, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return keyPair{}, err
+	}
+	parentCert, parentKey := tmpl, crypto.Signer(key)
+	if parent != nil {
+		parentCert, parentKey = parent.cert, parent.key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parentCert, key.Public(), parentKey)
 	if err != nil {
 		return keyPair{}, err
 	}
