@@ -44,7 +44,7 @@ func workloadFilter(q Query) string {
 // The fields each query reads. Only float fields: InfluxDB 1.8 cannot group series of
 // different types together ("expected float cursor type").
 var (
-	workloadFields = []string{"arrival_rate", "service_mean_seconds", "service_scv", "latency_p95_seconds"}
+	workloadFields = []string{"arrival_rate", "service_mean_seconds", "service_scv", "latency_p50_seconds", "latency_p95_seconds", "latency_p99_seconds"}
 	podFields      = []string{"service_mean_seconds", "cpu_usage_cores", "cpu_request_cores", "cpu_limit_cores"}
 )
 
@@ -92,7 +92,7 @@ func (f *Flux) Snapshot(ctx context.Context, q Query) (decide.Snapshot, error) {
 	var lastTime time.Time
 	err := f.each(ctx, WorkloadQuery(f.Bucket, q), func(r *query.FluxRecord) {
 		rates = append(rates, decide.Sample{Time: r.Time(), Rate: num(r, "arrival_rate")})
-		for _, k := range []string{"service_mean_seconds", "service_scv", "latency_p95_seconds"} {
+		for _, k := range workloadFields[1:] {
 			last[k] = num(r, k)
 		}
 		lastTime = r.Time()

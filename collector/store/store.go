@@ -29,6 +29,24 @@ type Query struct {
 	Namespace, Workload string
 	Now                 time.Time
 	Window              time.Duration
+	// Percentile selects the measured latency reported: 50, 95 or 99 (the
+	// percentiles the collector writes); 0 means 95. Any other percentile is not
+	// measured, so MeasuredLatency stays 0 (unknown) rather than misleading.
+	Percentile float64
+}
+
+// latencyField names the workload field holding the measured latency at the query's
+// percentile, or "" when the collector does not write that percentile.
+func (q Query) latencyField() string {
+	switch q.Percentile {
+	case 0, 95:
+		return "latency_p95_seconds"
+	case 50:
+		return "latency_p50_seconds"
+	case 99:
+		return "latency_p99_seconds"
+	}
+	return ""
 }
 
 // ErrNoData means the window holds no measurement of the workload.
@@ -45,6 +63,8 @@ func (q Query) Validate() error {
 		return errors.New("store: now is zero")
 	case q.Window <= 0:
 		return fmt.Errorf("store: window %s is not positive", q.Window)
+	case q.Percentile < 0 || q.Percentile >= 100:
+		return fmt.Errorf("store: percentile %v is outside [0, 100)", q.Percentile)
 	}
 	return nil
 }
@@ -66,7 +86,9 @@ func assemble(q Query, rates []decide.Sample, last map[string]float64, lastTime 
 	s := decide.Snapshot{
 		Now: q.Now, ArrivalRates: rates, DataTime: lastTime,
 		ServiceTime: last["service_mean_seconds"], ServiceSCV: last["service_scv"],
-		MeasuredLatency: last["latency_p95_seconds"],
+	}
+	if f := q.latencyField(); f != "" {
+		s.MeasuredLatency = last[f]
 	}
 	for _, p := range pods {
 		s.Pods = append(s.Pods, decide.Pod{

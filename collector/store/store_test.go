@@ -26,7 +26,7 @@ func fixture() []*write.Point {
 	for i, rate := range []float64{10, 20, 30} {
 		pts = append(pts, write.NewPoint(influx.Workload, map[string]string{"namespace": "ns", "workload": "w"},
 			map[string]any{"arrival_rate": rate, "service_mean_seconds": 0.01 * float64(i+1), "service_scv": 0.5,
-				"latency_p95_seconds": 0.05, "pods": int64(2)}, t0.Add(time.Duration(i)*5*time.Second)))
+				"latency_p50_seconds": 0.02, "latency_p95_seconds": 0.05, "latency_p99_seconds": 0.09, "pods": int64(2)}, t0.Add(time.Duration(i)*5*time.Second)))
 	}
 	pts = append(pts, write.NewPoint(influx.Workload, map[string]string{"namespace": "ns", "workload": "other"},
 		map[string]any{"arrival_rate": 99.0, "service_mean_seconds": 9.0}, t0.Add(5*time.Second)))
@@ -63,6 +63,7 @@ func TestMemory(t *testing.T) {
 	got, err := m.Snapshot(context.Background(), q)
 	require.NoError(t, err)
 	require.Equal(t, want(), got)
+	checkPercentiles(t, m, q)
 
 	// A window that starts after the first point leaves it out.
 	q.Window = 16 * time.Second
@@ -86,6 +87,7 @@ func TestQueryValidate(t *testing.T) {
 		{"workload", func(q *Query) { q.Workload = "" }, "workload"},
 		{"now", func(q *Query) { q.Now = time.Time{} }, "now"},
 		{"window", func(q *Query) { q.Window = 0 }, "window"},
+		{"percentile", func(q *Query) { q.Percentile = 100 }, "percentile 100"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := ok
@@ -197,9 +199,25 @@ func TestFluxMatchesMemory(t *testing.T) {
 	got.DataTime = got.DataTime.UTC()
 	require.Equal(t, exp, got)
 
+	checkPercentiles(t, fl, q)
+
 	q.Workload = "missing"
 	_, err = fl.Snapshot(ctx, q)
 	require.ErrorIs(t, err, ErrNoData)
+}
+
+// checkPercentiles asserts that the measured latency follows the query's percentile,
+// and is unknown (0) for a percentile the collector does not write.
+func checkPercentiles(t *testing.T, st Store, q Query) {
+	t.Helper()
+	for _, tc := range []struct {
+		percentile, want float64
+	}{{0, 0.05}, {50, 0.02}, {95, 0.05}, {99, 0.09}, {90, 0}} {
+		q.Percentile = tc.percentile
+		got, err := st.Snapshot(context.Background(), q)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, got.MeasuredLatency, "percentile %v", tc.percentile)
+	}
 }
 
 func utc(s []decide.Sample) []decide.Sample {

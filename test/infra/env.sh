@@ -14,10 +14,16 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/lib.sh"
 
 shopt -s nullglob
+# One installer at a time per cache: concurrent `make test` runs (or parallel shells)
+# would otherwise build the same tool into the same directory at once.
+exec 9>"$QAS_CACHE/.install.lock"
+flock 9
 for need in "$here"/need-*.sh; do
 	# shellcheck source=/dev/null
 	source "$need"
 done
+flock -u 9
+exec 9>&-
 
 export QAS_INTEGRATION=required
 [ $# -gt 0 ] || { echo "usage: $0 COMMAND..." >&2; exit 2; }

@@ -15,10 +15,10 @@ apt_install() {
 	[ ${#missing[@]} -eq 0 ] && return 0
 	log "apt-get install ${missing[*]}"
 	if [ ! -f "$QAS_CACHE/.apt-updated" ] || [ -n "$(find "$QAS_CACHE/.apt-updated" -mmin +1440 2>/dev/null)" ]; then
-		DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 update -qq >&2
 		touch "$QAS_CACHE/.apt-updated"
 	fi
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >&2
 }
 
 # go_install_cached NAME VERSION PKG@VERSION [go install flags...] installs a Go command
