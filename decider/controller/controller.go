@@ -54,10 +54,15 @@ type Measurement struct {
 // WorkloadQuery names what to measure.
 type WorkloadQuery struct {
 	Namespace, Workload string
-	Pods                []string
-	Nodes               []string
-	Now                 time.Time
-	Percentile          float64
+	// Pods are the workload's current pods, Ready the subset that is Ready: the pods
+	// whose data must be present for the measurement to be complete.
+	Pods, Ready []string
+	Nodes       []string
+	// NeedNodes is true when the decision uses node CPU (vertical or migration
+	// enabled); node data then counts towards completeness.
+	NeedNodes  bool
+	Now        time.Time
+	Percentile float64
 }
 
 // MetricsSource supplies measurements; the collector's store implements it.
@@ -67,7 +72,7 @@ type MetricsSource interface {
 
 // DecisionSink stores decisions for dashboards (InfluxDB); it may be nil.
 type DecisionSink interface {
-	RecordDecision(ctx context.Context, namespace, name string, d decide.Decision) error
+	RecordDecision(ctx context.Context, namespace, name string, d decide.Decision, dryRun bool) error
 }
 
 // Controller reconciles QueueAutoscalers.
@@ -83,7 +88,13 @@ type Controller struct {
 	Log      *zap.Logger
 	// InitSamples bounds the pod start-time samples kept per workload (default 20).
 	InitSamples int
+	// DryRun makes every QueueAutoscaler dry-run: decisions are computed and recorded
+	// but nothing is changed, whatever the resources' own spec.dryRun says.
+	DryRun bool
 }
+
+// dryRun reports whether qa's decisions must only be recorded.
+func (c *Controller) dryRun(qa *v1alpha1.QueueAutoscaler) bool { return c.DryRun || qa.Spec.DryRun }
 
 // GVR is the QueueAutoscaler resource.
 var GVR = v1alpha1.GroupVersion.WithResource(v1alpha1.Resource)
@@ -129,7 +140,7 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 		return decide.Decision{}, fmt.Errorf("decide %s/%s: %w", ns, name, err)
 	}
 	actErr := error(nil)
-	if !qa.Spec.DryRun {
+	if !c.dryRun(&qa) {
 		actErr = c.act(ctx, &qa, target, d)
 		if actErr != nil {
 			engine.Revert(d)
@@ -141,7 +152,7 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 	}
 	c.report(ctx, &qa, d, actErr)
 	if err := c.writeStatus(ctx, &qa, now, func(st *v1alpha1.QueueAutoscalerStatus) {
-		fillStatus(st, &qa, d, snap, target, actErr, now)
+		fillStatus(st, &qa, d, snap, target, actErr, c.dryRun(&qa), now)
 	}); err != nil {
 		return d, err
 	}
@@ -195,7 +206,8 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 		}
 		allPods = all.Items
 	}
-	q := WorkloadQuery{Namespace: qa.Namespace, Workload: qa.Spec.ScaleTargetRef.Name, Now: now, Percentile: spec.Percentile}
+	q := WorkloadQuery{Namespace: qa.Namespace, Workload: qa.Spec.ScaleTargetRef.Name, Now: now, Percentile: spec.Percentile,
+		NeedNodes: spec.Migration.Enabled || spec.Vertical.Enabled}
 	owned := map[string]bool{}
 	var ready int32
 	for i := range podList.Items {
@@ -204,6 +216,7 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 		q.Pods = append(q.Pods, p.Name)
 		if IsReady(p) {
 			ready++
+			q.Ready = append(q.Ready, p.Name)
 		}
 	}
 	for _, n := range nodeList.Items {
@@ -322,19 +335,19 @@ func (c *Controller) report(ctx context.Context, qa *v1alpha1.QueueAutoscaler, d
 	c.Log.Info("decision",
 		zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name),
 		zap.String("action", d.Action.String()), zap.Int32("desiredReplicas", d.DesiredReplicas),
-		zap.Int64("desiredCPUMillis", d.DesiredCPU), zap.Bool("dryRun", qa.Spec.DryRun),
+		zap.Int64("desiredCPUMillis", d.DesiredCPU), zap.Bool("dryRun", c.dryRun(qa)),
 		zap.String("reason", x.Reason), zap.String("heldBecause", x.HeldBecause),
 		zap.NamedError("actionError", actErr), zap.ByteString("decision", explanation))
 	if d.Action != decide.ActionNone {
 		verb := "Scaled"
-		if qa.Spec.DryRun {
+		if c.dryRun(qa) {
 			verb = "DryRun"
 		}
 		c.Recorder.Eventf(qa, corev1.EventTypeNormal, verb, "%s to %d replicas, %dm CPU: %s (λ=%.3g/s, E[S]=%.3gs, L=%s, G=%.2f)",
 			d.Action, d.DesiredReplicas, d.DesiredCPU, x.Reason, x.ArrivalRate, x.ServiceTime, seconds(x.Latency), x.Normalized)
 	}
 	if c.Sink != nil {
-		if err := c.Sink.RecordDecision(ctx, qa.Namespace, qa.Name, d); err != nil {
+		if err := c.Sink.RecordDecision(ctx, qa.Namespace, qa.Name, d, c.dryRun(qa)); err != nil {
 			c.Log.Warn("decision not stored", zap.Error(err))
 		}
 	}
