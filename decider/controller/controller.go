@@ -91,6 +91,15 @@ type Controller struct {
 	// DryRun makes every QueueAutoscaler dry-run: decisions are computed and recorded
 	// but nothing is changed, whatever the resources' own spec.dryRun says.
 	DryRun bool
+	// MigrationTimeout aborts a migration whose replacement is not Ready (or whose
+	// disruption budget allows nothing) by then; default 5 min.
+	MigrationTimeout time.Duration
+	// ResizeDeferredLimit is how long a resize may stay Deferred before the engine
+	// falls back to migration or horizontal scaling; default 2 min.
+	ResizeDeferredLimit time.Duration
+	// ResizeBackoff is how long vertical scaling stays off after a resize was
+	// Infeasible or Deferred too long; default 10 min.
+	ResizeBackoff time.Duration
 }
 
 // dryRun reports whether qa's decisions must only be recorded.
@@ -126,9 +135,19 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 		})
 		return decide.Decision{}, err
 	}
-	snap, err := c.snapshot(ctx, &qa, spec, target, now)
+	if busy, err := c.continueMigration(ctx, &qa, &target, now); busy || err != nil {
+		return decide.Decision{}, err
+	}
+	snap, pods, err := c.snapshot(ctx, &qa, spec, target, now)
 	if err != nil {
 		return decide.Decision{}, err
+	}
+	if spec.Vertical.Enabled {
+		blocked, err := c.resizeFollowThrough(ctx, &qa, pods, now)
+		if err != nil {
+			return decide.Decision{}, err
+		}
+		snap.ResizeBlocked = blocked
 	}
 	engine, err := engineFromAnnotation(qa.Annotations[StateAnnotation])
 	if err != nil {
@@ -188,21 +207,22 @@ func (c *Controller) resolveTarget(ctx context.Context, qa *v1alpha1.QueueAutosc
 	return target{resource: gr, replicas: sc.Spec.Replicas, selector: sel}, nil
 }
 
-func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler, spec decide.Spec, t target, now time.Time) (decide.Snapshot, error) {
+// snapshot builds the engine's input; it also returns the workload's pods.
+func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler, spec decide.Spec, t target, now time.Time) (decide.Snapshot, []corev1.Pod, error) {
 	podList, err := c.Kube.CoreV1().Pods(qa.Namespace).List(ctx, metav1.ListOptions{LabelSelector: t.selector.String()})
 	if err != nil {
-		return decide.Snapshot{}, fmt.Errorf("list pods: %w", err)
+		return decide.Snapshot{}, nil, fmt.Errorf("list pods: %w", err)
 	}
 	nodeList, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return decide.Snapshot{}, fmt.Errorf("list nodes: %w", err)
+		return decide.Snapshot{}, nil, fmt.Errorf("list nodes: %w", err)
 	}
 	var allPods []corev1.Pod
 	if spec.Migration.Enabled || spec.Vertical.Enabled {
 		// Node room and neighbours matter only to the resize and migration levers.
 		all, err := c.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return decide.Snapshot{}, fmt.Errorf("list pods on nodes: %w", err)
+			return decide.Snapshot{}, nil, fmt.Errorf("list pods on nodes: %w", err)
 		}
 		allPods = all.Items
 	}
@@ -241,7 +261,7 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 		Nodes:     DecideNodes(nodeList.Items, allPods, owned, m.Nodes, m.Pods),
 		InitTimes: InitTimes(podList.Items, limit),
 		DataTime:  m.DataTime, Complete: m.Complete,
-	}, nil
+	}, podList.Items, nil
 }
 
 // act carries out a decision. Replica changes set an absolute count through the scale
@@ -253,20 +273,19 @@ func (c *Controller) act(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t ta
 			errs = append(errs, err)
 		}
 	}
-	if d.Action.Has(decide.ActionHorizontal) && d.DesiredReplicas != t.replicas {
-		sc, err := c.Scales.Scales(qa.Namespace).Get(ctx, t.resource, qa.Spec.ScaleTargetRef.Name, metav1.GetOptions{})
-		if err == nil {
-			sc.Spec.Replicas = d.DesiredReplicas
-			_, err = c.Scales.Scales(qa.Namespace).Update(ctx, t.resource, sc, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("scale %s to %d: %w", qa.Spec.ScaleTargetRef.Name, d.DesiredReplicas, err))
+	horizontal := d.Action.Has(decide.ActionHorizontal) && d.DesiredReplicas != t.replicas
+	if horizontal {
+		if err := c.setReplicas(ctx, qa, t, d.DesiredReplicas); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if d.Action.Has(decide.ActionMigrate) && d.Migration != nil {
-		// Migration is planned by the engine but carried out in a later release of the
-		// controller; say so where the user looks instead of pretending it happened.
-		errs = append(errs, fmt.Errorf("migration of %s off %s was planned but this controller does not carry out migrations yet", d.Migration.Pod, d.Migration.FromNode))
+		if horizontal {
+			// The surge needs a stable replica count: move the pod in a later cycle.
+			c.Log.Info("migration deferred: the replica count changes this cycle", zap.String("pod", d.Migration.Pod))
+		} else if err := c.startMigration(ctx, qa, t, d.Migration); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
