@@ -200,7 +200,7 @@ func queueAutoscaler(ns string) *unstructured.Unstructured {
 		"spec": map[string]any{
 			"scaleTargetRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
 			"minReplicas":    int64(1), "maxReplicas": int64(8), "concurrency": int64(1),
-			"target": map[string]any{"latency": "250ms", "percentile": 95.0},
+			"target":   map[string]any{"latency": "250ms", "percentile": 95.0},
 			"behavior": map[string]any{"scaleDown": map[string]any{"stabilizationWindowSeconds": int64(0)}},
 		},
 	}}
