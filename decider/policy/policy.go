@@ -31,6 +31,10 @@ type Pod struct {
 	Ready bool
 	// Created and ReadyAt are simulated seconds; ReadyAt is meaningful when Ready.
 	Created, ReadyAt float64
+	// Pending is true while the pod has no node (no room); Started is when it
+	// got one and its containers started (the pod's status.startTime).
+	Pending bool
+	Started float64
 	// BusyCum is the cumulative CPU-seconds the pod used: busy slots × (CPU per
 	// slot) integrated over time. Differences over an interval give usage.
 	BusyCum float64

@@ -146,6 +146,7 @@ type pod struct {
 	cpu              float64
 	node             int // −1 while Pending (or with no node model)
 	pending          bool
+	started          float64 // when the pod got a node and its containers started
 }
 
 type sim struct {
@@ -211,6 +212,7 @@ func (s *sim) startPod(id int, ready bool) {
 		return
 	}
 	p.pending = false
+	p.started = s.now
 	if ready {
 		s.makeReady(id)
 		return
@@ -515,7 +517,8 @@ func (s *sim) observe(o *policy.Observation) {
 	o.Pods = o.Pods[:0]
 	for _, id := range s.active {
 		p := &s.pods[id]
-		o.Pods = append(o.Pods, policy.Pod{ID: id, Ready: p.ready, Created: p.created, ReadyAt: p.readyAt, BusyCum: p.busyCum, CPU: p.cpu, Node: p.node})
+		o.Pods = append(o.Pods, policy.Pod{ID: id, Ready: p.ready, Created: p.created, ReadyAt: p.readyAt,
+			Pending: p.pending, Started: p.started, BusyCum: p.busyCum, CPU: p.cpu, Node: p.node})
 	}
 	o.Nodes = o.Nodes[:0]
 	for _, n := range s.nodes {
