@@ -299,6 +299,9 @@ func Run(cfg Config, p policy.Policy) *Result {
 			cfg.Progress(second, total)
 		}
 	}
+	if cfg.Progress != nil {
+		cfg.Progress(total, total)
+	}
 	s.podTick()
 	s.res.finish()
 	return s.res
