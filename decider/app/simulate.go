@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,7 +65,8 @@ func runSimulate(args []string, env Env) error {
 	cpuTarget := fs.Float64("cpu-target", 0.7, "CPU utilisation target of hpa and predictive-hpa, in (0,1]")
 	nodes := fs.Int("nodes", 0, "nodes to place pods on (0: unlimited capacity, no contention)")
 	nodeCPU := fs.Float64("node-cpu", 4, "cores per node (with --nodes)")
-	background := fs.Float64("background", 0, "cores of other work on each node (with --nodes)")
+	background := fs.String("background", "0", "cores of other work wanting to run on each node (with --nodes): one value for all, or one per node, comma-separated; above --node-cpu a node is oversubscribed (hot)")
+	migration := fs.Bool("migration", false, "let qas move a pod slowed on a hot node to a cooler one (surge a replacement, then remove the pod; needs --nodes)")
 	jsonOut := fs.String("json", "", "write the results as JSON to this file")
 	htmlOut := fs.String("report", "", "write an HTML report to this file")
 	if err := cli.Parse(fs, "QAS_SIMULATE", args, env.Getenv); err != nil {
@@ -120,8 +123,15 @@ func runSimulate(args []string, env Env) error {
 	if *nodes > 0 && !(*nodeCPU >= *cpu) {
 		return cli.Usagef("node-cpu", "must hold at least one pod's --cpu")
 	}
-	if *background < 0 || (*nodes > 0 && *background >= *nodeCPU) {
-		return cli.Usagef("background", "must be in [0, --node-cpu)")
+	backgrounds, err := parseBackgrounds(*background, *nodes)
+	if err != nil {
+		return cli.Usagef("background", "%v", err)
+	}
+	if *nodes == 0 {
+		backgrounds = nil
+	}
+	if *migration && *nodes == 0 {
+		return cli.Usagef("migration", "needs --nodes: pods move between nodes")
 	}
 	w, err := trace.ParseWindow(*win)
 	if err != nil {
@@ -137,7 +147,7 @@ func runSimulate(args []string, env Env) error {
 	}
 	names := strings.Split(*pols, ",")
 	params := policy.Params{Target: slo.Seconds(), Percentile: *pct, Concurrency: *conc, CPU: *cpu, MinReplicas: 1, MaxReplicas: *maxR,
-		Tolerance: *theta, CPUTarget: *cpuTarget, Vertical: *vertical, MinCPU: *minCPU, MaxCPU: *maxCPU, CPUBound: *cpuBound}
+		Tolerance: *theta, CPUTarget: *cpuTarget, Vertical: *vertical, Migration: *migration, MinCPU: *minCPU, MaxCPU: *maxCPU, CPUBound: *cpuBound}
 	for _, n := range names {
 		if _, err := policy.New(n, params, policy.Future{}); err != nil {
 			return cli.Usagef("policies", "%v", err)
@@ -152,7 +162,7 @@ func runSimulate(args []string, env Env) error {
 	}
 	cfg := sim.Config{Rates: prof.Rates, Service: service, Init: initDist, Concurrency: *conc, CPU: *cpu,
 		Target: slo.Seconds(), Percentile: *pct, InitialReplicas: *initial, Seed: *seed,
-		Nodes: *nodes, NodeCPU: *nodeCPU, Background: *background, BusyCPU: *busyCPU, CPUBound: *cpuBound}
+		Nodes: *nodes, NodeCPU: *nodeCPU, Backgrounds: backgrounds, BusyCPU: *busyCPU, CPUBound: *cpuBound}
 	fmt.Fprintf(env.Stdout, "trace: %s\n", prof.Description)
 	var progress func(string, int, int)
 	if f, ok := env.Stderr.(*os.File); ok && isTerminal(f) {
@@ -201,6 +211,27 @@ func runSimulate(args []string, env Env) error {
 		}
 	}
 	return nil
+}
+
+// parseBackgrounds reads --background: one value for every node or one per node.
+func parseBackgrounds(v string, nodes int) ([]float64, error) {
+	parts := strings.Split(v, ",")
+	if nodes == 0 {
+		nodes = 1
+	}
+	if len(parts) != 1 && len(parts) != nodes {
+		return nil, fmt.Errorf("want one value or one per node (%d), got %d", nodes, len(parts))
+	}
+	out := make([]float64, nodes)
+	for i := range out {
+		s := strings.TrimSpace(parts[min(i, len(parts)-1)])
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(x >= 0) || math.IsInf(x, 0) {
+			return nil, fmt.Errorf("%q is not a non-negative number of cores", s)
+		}
+		out[i] = x
+	}
+	return out, nil
 }
 
 // isTerminal reports whether f is a character device (a terminal).

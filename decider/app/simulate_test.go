@@ -78,7 +78,9 @@ func TestSimulateBadFlags(t *testing.T) {
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--vertical"}, code: 2, contains: "--vertical"},
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--cpu-bound", "2"}, code: 2, contains: "--cpu-bound"},
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--theta", "1"}, code: 2, contains: "--theta"},
-		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--nodes", "2", "--background", "9"}, code: 2, contains: "--background"},
+		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--nodes", "2", "--background", "1,2,3"}, code: 2, contains: "--background"},
+		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--nodes", "2", "--background", "-1"}, code: 2, contains: "--background"},
+		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--migration"}, code: 2, contains: "--migration"},
 		{args: []string{"--trace", bad, "--slo", "200ms"}, code: 1, contains: "line 3"},
 		{args: []string{"--trace", filepath.Join(t.TempDir(), "missing"), "--slo", "200ms"}, code: 1, contains: "no such file"},
 	} {

@@ -17,6 +17,7 @@ type Summary struct {
 	CPUUsedCoreSeconds    float64  `json:"cpu_used_core_seconds"`
 	Actions               int      `json:"actions"`
 	Resizes               int      `json:"resizes"`
+	Migrations            int      `json:"migrations"`
 	Latency               Quantile `json:"latency_seconds"`
 	MeanLatency           float64  `json:"mean_latency_seconds"`
 	// Spec compares Ready pods (supply) with the oracle's demand.
@@ -95,7 +96,7 @@ func Summarize(r *Result, demand []int) Summary {
 	return Summary{
 		Name: r.Policy, Requests: r.Requests, RequestsOverTargetPct: r.OverTargetPct(),
 		MinutesOverTargetPct: r.MinutesOverTargetPct(), PodSeconds: r.PodSeconds,
-		CPUCoreSeconds: r.CPUCoreSeconds(), CPUUsedCoreSeconds: r.CPUUsedSeconds(), Actions: r.Actions, Resizes: r.Resizes,
+		CPUCoreSeconds: r.CPUCoreSeconds(), CPUUsedCoreSeconds: r.CPUUsedSeconds(), Actions: r.Actions, Resizes: r.Resizes, Migrations: r.Migrations,
 		Latency:     Quantile{P50: r.Latency.Quantile(50), P95: r.Latency.Quantile(95), P99: r.Latency.Quantile(99)},
 		MeanLatency: r.MeanLatency,
 		Spec:        Elasticity(demand, r.Ready), SpecRequested: Elasticity(r.Desired, r.Ready),

@@ -70,7 +70,11 @@ type Result struct {
 	// CPURequested is the CPU requested by existing pods integrated over time, core-seconds.
 	CPURequested float64
 	// Resizes counts vertical resizes.
-	Resizes     int
+	Resizes int
+	// Migrations counts moves carried out (replacement Ready, old pod removed).
+	Migrations int
+	// NodeServed counts the requests finished on each node.
+	NodeServed  []int
 	Actions     int
 	CPU         float64 // request per pod, cores
 	target, pct float64
@@ -85,7 +89,7 @@ func newResult(name string, cfg Config) *Result {
 		Policy: name, Arrivals: make([]int, n), Desired: make([]int, n), Ready: make([]int, n),
 		Existing: make([]int, n), CPUUsed: make([]float64, n), Forecast: make([]float64, n),
 		minutes: make([]Histogram, (n+59)/60), CPU: cfg.CPU, target: cfg.Target, pct: cfg.Percentile,
-		seconds: make([]policy.Second, 0, n),
+		seconds: make([]policy.Second, 0, n), NodeServed: make([]int, cfg.Nodes),
 	}
 }
 

@@ -48,6 +48,10 @@ type Config struct {
 	// means unlimited capacity.
 	Nodes               int
 	NodeCPU, Background float64
+	// Backgrounds, when set, gives each node its own background demand
+	// (len Nodes), overriding Background. Demand above NodeCPU oversubscribes
+	// the node: a hot node, where migration matters.
+	Backgrounds []float64
 	// InitialReplicas are Ready at time 0; default 1.
 	InitialReplicas int
 	Seed            uint64
@@ -146,7 +150,12 @@ type pod struct {
 	cpu              float64
 	node             int // −1 while Pending (or with no node model)
 	pending          bool
-	started          float64 // when the pod got a node and its containers started
+	svcN             int     // requests finished
+	svcSum           float64 // their service times, seconds
+	// surgeFor is the pod this one replaces in a migration (−1: none);
+	// surge is this pod's replacement while it starts (−1: none).
+	surgeFor, surge int
+	started         float64 // when the pod got a node and its containers started
 }
 
 type sim struct {
@@ -170,6 +179,7 @@ type sim struct {
 	cpuTotal float64
 	cpuMark  float64
 	nodes    []node
+	surges   int // replacement pods still starting
 }
 
 type node struct {
@@ -181,7 +191,7 @@ type node struct {
 
 func (s *sim) nodeTouch(n int) {
 	nd := &s.nodes[n]
-	nd.usedCum += math.Min(s.cfg.NodeCPU, s.cfg.Background+nd.busy) * (s.now - nd.lastUpd)
+	nd.usedCum += math.Min(s.cfg.NodeCPU, s.background(n)+nd.busy) * (s.now - nd.lastUpd)
 	nd.lastUpd = s.now
 }
 
@@ -290,6 +300,9 @@ func Run(cfg Config, p policy.Policy) *Result {
 				s.resize(d.CPU)
 			}
 			s.scale(d.Replicas)
+			if d.Migrate != nil {
+				s.migrate(*d.Migrate)
+			}
 		} else if second > 0 {
 			s.res.Forecast[second] = s.res.Forecast[second-1]
 		}
@@ -380,7 +393,7 @@ func (s *sim) route(id int, arr float64) {
 func (s *sim) start(id int, arr float64) {
 	svc := s.cfg.Service.Sample(s.rng)
 	if n := s.pods[id].node; n >= 0 && len(s.nodes) > 0 {
-		if demand := s.cfg.Background + s.nodes[n].busy; demand > s.cfg.NodeCPU {
+		if demand := s.background(n) + s.nodes[n].busy; demand > s.cfg.NodeCPU {
 			svc *= demand / s.cfg.NodeCPU
 		}
 	}
@@ -398,6 +411,11 @@ func (s *sim) complete(id int, arr, svc float64) {
 	s.sec.ServiceSq += svc * svc
 	s.res.record(s.now-arr, s.now)
 	p := &s.pods[id]
+	p.svcN++
+	p.svcSum += svc
+	if p.node >= 0 && len(s.nodes) > 0 {
+		s.res.NodeServed[p.node]++
+	}
 	if p.queue.size > 0 {
 		s.start(id, p.queue.pop())
 		return
@@ -415,7 +433,7 @@ func (s *sim) complete(id int, arr, svc float64) {
 func (s *sim) addPod() int {
 	s.podTick()
 	id := len(s.pods)
-	s.pods = append(s.pods, pod{created: s.now, readyIdx: -1, lastUpd: s.now, node: -1, cpu: s.curCPU})
+	s.pods = append(s.pods, pod{created: s.now, readyIdx: -1, lastUpd: s.now, node: -1, cpu: s.curCPU, surgeFor: -1, surge: -1})
 	s.reqCores += s.curCPU
 	s.active = append(s.active, id)
 	s.existing++
@@ -432,6 +450,19 @@ func (s *sim) makeReady(id int) {
 	s.ready = append(s.ready, id)
 	if id >= s.cfg.InitialReplicas {
 		s.inits = append(s.inits, s.now-p.created)
+	}
+	if old := p.surgeFor; old >= 0 {
+		// The replacement is Ready: the migrated pod goes (and drains).
+		p.surgeFor = -1
+		s.pods[old].surge = -1
+		s.surges--
+		s.res.Migrations++
+		for i, a := range s.active {
+			if a == old {
+				s.remove(i)
+				break
+			}
+		}
 	}
 	for s.front.size > 0 && p.inService < s.cfg.Concurrency {
 		s.route(s.ready[s.rng.IntN(len(s.ready))], s.front.pop())
@@ -452,16 +483,18 @@ func (s *sim) unready(id int) {
 
 // scale applies a desired replica count: new pods start with an init time;
 // removals take starting pods first (newest first), then the Ready pods
-// holding the fewest requests, which drain.
+// holding the fewest requests, which drain. Migration replacements still
+// starting do not count and are never chosen; removing a pod that is being
+// migrated removes its replacement too.
 func (s *sim) scale(desired int) {
 	desired = max(desired, 0)
-	for len(s.active) < desired {
+	for len(s.active)-s.surges < desired {
 		s.startPod(s.addPod(), false)
 	}
-	for len(s.active) > desired {
+	for len(s.active)-s.surges > desired {
 		victim := -1
 		for i := len(s.active) - 1; i >= 0; i-- {
-			if !s.pods[s.active[i]].ready {
+			if p := &s.pods[s.active[i]]; !p.ready && p.surgeFor < 0 {
 				victim = i
 				break
 			}
@@ -469,25 +502,78 @@ func (s *sim) scale(desired int) {
 		if victim < 0 {
 			best := math.MaxInt
 			for i, id := range s.active {
-				if n := s.pods[id].inService + s.pods[id].queue.size; n < best {
-					best, victim = n, i
+				if p := &s.pods[id]; p.surgeFor < 0 {
+					if n := p.inService + p.queue.size; n < best {
+						best, victim = n, i
+					}
 				}
 			}
 		}
 		id := s.active[victim]
-		s.active = append(s.active[:victim], s.active[victim+1:]...)
-		p := &s.pods[id]
-		s.unready(id)
-		s.podTick()
-		if p.inService == 0 {
-			p.gone = true
-			s.existing--
-			s.reqCores -= p.cpu
-			s.release(id)
-		} else {
-			p.draining = true
+		s.remove(victim)
+		if r := s.pods[id].surge; r >= 0 {
+			s.pods[id].surge = -1
+			s.pods[r].surgeFor = -1
+			s.surges--
+			for i, a := range s.active {
+				if a == r {
+					s.remove(i)
+					break
+				}
+			}
 		}
 	}
+}
+
+// remove takes s.active[i] out of service: it stops receiving requests and
+// goes once it holds none.
+func (s *sim) remove(i int) {
+	id := s.active[i]
+	s.active = append(s.active[:i], s.active[i+1:]...)
+	p := &s.pods[id]
+	s.unready(id)
+	s.podTick()
+	if p.inService == 0 {
+		p.gone = true
+		s.existing--
+		s.reqCores -= p.cpu
+		s.release(id)
+	} else {
+		p.draining = true
+	}
+}
+
+// migrate carries out a move as the controller does, surge first: a
+// replacement pod is created on the target node and, once Ready (after an init
+// time), the moved pod is removed. A move of a pod that is gone, already being
+// moved, or to a node without room for its request is not carried out.
+func (s *sim) migrate(m policy.Move) {
+	if len(s.nodes) == 0 || m.ToNode < 0 || m.ToNode >= len(s.nodes) || m.Pod < 0 || m.Pod >= len(s.pods) {
+		return
+	}
+	old := &s.pods[m.Pod]
+	if old.gone || old.draining || old.surge >= 0 || old.surgeFor >= 0 || old.node == m.ToNode {
+		return
+	}
+	if s.nodes[m.ToNode].requested+s.curCPU > s.cfg.NodeCPU+1e-9 {
+		return
+	}
+	id := s.addPod()
+	p := &s.pods[id]
+	p.node = m.ToNode
+	s.nodes[m.ToNode].requested += p.cpu
+	p.started = s.now
+	p.surgeFor = m.Pod
+	s.pods[m.Pod].surge = id
+	s.surges++
+	s.heap.push(event{t: s.now + s.cfg.Init.Sample(s.rng), pod: int32(id), k: evReady})
+}
+
+func (s *sim) background(n int) float64 {
+	if len(s.cfg.Backgrounds) > 0 {
+		return s.cfg.Backgrounds[n]
+	}
+	return s.cfg.Background
 }
 
 func (s *sim) closeSecond(second int) {
@@ -520,8 +606,14 @@ func (s *sim) observe(o *policy.Observation) {
 	o.Pods = o.Pods[:0]
 	for _, id := range s.active {
 		p := &s.pods[id]
+		if p.surgeFor >= 0 {
+			// A migration's replacement is the controller's, outside the
+			// replica count, until it takes over from the moved pod.
+			continue
+		}
 		o.Pods = append(o.Pods, policy.Pod{ID: id, Ready: p.ready, Created: p.created, ReadyAt: p.readyAt,
-			Pending: p.pending, Started: p.started, BusyCum: p.busyCum, CPU: p.cpu, Node: p.node})
+			Pending: p.pending, Started: p.started,
+			Completions: p.svcN, ServiceSum: p.svcSum, BusyCum: p.busyCum, CPU: p.cpu, Node: p.node})
 	}
 	o.Nodes = o.Nodes[:0]
 	for _, n := range s.nodes {
