@@ -137,8 +137,8 @@ var page = template.Must(template.New("r").Parse(`<!DOCTYPE html>
 {{range .Charts}}<div>{{.}}</div>
 {{end}}
 <h2>Metrics</h2>
-<table id="metrics"><tr><th>policy</th><th>requests</th><th>&gt;T %</th><th>minutes &gt;T %</th><th>p50 s</th><th>p95 s</th><th>p99 s</th><th>pod-s</th><th>CPU core-s</th><th>actions</th><th>θU %</th><th>θO %</th><th>τU %</th><th>τO %</th><th>instability %</th><th>jitter /min</th></tr>
-{{range .Rows}}<tr><td>{{.Name}}</td><td>{{.Requests}}</td><td>{{printf "%.2f" .RequestsOverTargetPct}}</td><td>{{printf "%.1f" .MinutesOverTargetPct}}</td><td>{{printf "%.3f" .Latency.P50}}</td><td>{{printf "%.3f" .Latency.P95}}</td><td>{{printf "%.3f" .Latency.P99}}</td><td>{{printf "%.0f" .PodSeconds}}</td><td>{{printf "%.0f" .CPUCoreSeconds}}</td><td>{{.Actions}}</td><td>{{printf "%.1f" .Spec.ThetaU}}</td><td>{{printf "%.1f" .Spec.ThetaO}}</td><td>{{printf "%.1f" .Spec.TauU}}</td><td>{{printf "%.1f" .Spec.TauO}}</td><td>{{printf "%.1f" .Spec.Instability}}</td><td>{{printf "%.2f" .Spec.Jitter}}</td></tr>
+<table id="metrics"><tr><th>policy</th><th>requests</th><th>&gt;T %</th><th>minutes &gt;T %</th><th>p50 s</th><th>p95 s</th><th>p99 s</th><th>pod-s</th><th>CPU core-s</th><th>actions</th><th>resizes</th><th>migrations</th><th>θU %</th><th>θO %</th><th>τU %</th><th>τO %</th><th>instability %</th><th>jitter /min</th></tr>
+{{range .Rows}}<tr><td>{{.Name}}</td><td>{{.Requests}}</td><td>{{printf "%.2f" .RequestsOverTargetPct}}</td><td>{{printf "%.1f" .MinutesOverTargetPct}}</td><td>{{printf "%.3f" .Latency.P50}}</td><td>{{printf "%.3f" .Latency.P95}}</td><td>{{printf "%.3f" .Latency.P99}}</td><td>{{printf "%.0f" .PodSeconds}}</td><td>{{printf "%.0f" .CPUCoreSeconds}}</td><td>{{.Actions}}</td><td>{{.Resizes}}</td><td>{{.Migrations}}</td><td>{{printf "%.1f" .Spec.ThetaU}}</td><td>{{printf "%.1f" .Spec.ThetaO}}</td><td>{{printf "%.1f" .Spec.TauU}}</td><td>{{printf "%.1f" .Spec.TauO}}</td><td>{{printf "%.1f" .Spec.Instability}}</td><td>{{printf "%.2f" .Spec.Jitter}}</td></tr>
 {{end}}</table>
 </body></html>
 `))
