@@ -114,15 +114,21 @@ func (h *eventHeap) pop() event {
 	return top
 }
 
-// fifo is a ring buffer of arrival times.
+// request is one request waiting: its arrival time and its service time (at
+// full speed), drawn when it arrived.
+type request struct {
+	arr, svc float64
+}
+
+// fifo is a ring buffer of waiting requests.
 type fifo struct {
-	buf        []float64
+	buf        []request
 	head, size int
 }
 
-func (q *fifo) push(v float64) {
+func (q *fifo) push(v request) {
 	if q.size == len(q.buf) {
-		nb := make([]float64, max(8, 2*len(q.buf)))
+		nb := make([]request, max(8, 2*len(q.buf)))
 		for i := 0; i < q.size; i++ {
 			nb[i] = q.buf[(q.head+i)%len(q.buf)]
 		}
@@ -132,7 +138,7 @@ func (q *fifo) push(v float64) {
 	q.size++
 }
 
-func (q *fifo) pop() float64 {
+func (q *fifo) pop() request {
 	v := q.buf[q.head]
 	q.head = (q.head + 1) % len(q.buf)
 	q.size--
@@ -159,8 +165,11 @@ type pod struct {
 }
 
 type sim struct {
-	cfg      Config
-	rng      *rand.Rand
+	cfg Config
+	// Separate streams for arrivals, service times, routing and init times
+	// (common random numbers): every policy run on a seed sees the same
+	// arrivals with the same service times, whatever its pods do.
+	rngArr, rngSvc, rngRoute, rngInit *rand.Rand
 	now      float64
 	heap     eventHeap
 	pods     []pod
@@ -227,7 +236,7 @@ func (s *sim) startPod(id int, ready bool) {
 		s.makeReady(id)
 		return
 	}
-	s.heap.push(event{t: s.now + s.cfg.Init.Sample(s.rng), pod: int32(id), k: evReady})
+	s.heap.push(event{t: s.now + s.cfg.Init.Sample(s.rngInit), pod: int32(id), k: evReady})
 }
 
 func (s *sim) release(id int) {
@@ -246,7 +255,8 @@ func Run(cfg Config, p policy.Policy) *Result {
 	if cfg.InitialReplicas < 1 {
 		cfg.InitialReplicas = 1
 	}
-	s := &sim{cfg: cfg, rng: newRand(cfg.Seed), curCPU: cfg.CPU}
+	s := &sim{cfg: cfg, rngArr: newRand(cfg.Seed, 1), rngSvc: newRand(cfg.Seed, 2), rngRoute: newRand(cfg.Seed, 3),
+		rngInit: newRand(cfg.Seed, 4), curCPU: cfg.CPU}
 	s.res = newResult(p.Name(), cfg)
 	if cfg.Nodes > 0 {
 		s.nodes = make([]node, cfg.Nodes)
@@ -330,7 +340,7 @@ func (s *sim) nextArrival(t float64) float64 {
 		}
 		r := s.cfg.Rates[sec]
 		if r > 0 {
-			x := t + s.rng.ExpFloat64()/r
+			x := t + s.rngArr.ExpFloat64()/r
 			if x < float64(sec+1) {
 				return x
 			}
@@ -373,25 +383,26 @@ func (s *sim) arrive() {
 	s.sec.Arrivals++
 	s.inTick()
 	s.inflight++
+	req := request{arr: s.now, svc: s.cfg.Service.Sample(s.rngSvc)}
 	if len(s.ready) == 0 {
-		s.front.push(s.now)
+		s.front.push(req)
 		return
 	}
-	s.route(s.ready[s.rng.IntN(len(s.ready))], s.now)
+	s.route(s.ready[s.rngRoute.IntN(len(s.ready))], req)
 }
 
-func (s *sim) route(id int, arr float64) {
+func (s *sim) route(id int, req request) {
 	p := &s.pods[id]
 	if p.inService < s.cfg.Concurrency {
 		s.busyDelta(id, 1)
-		s.start(id, arr)
+		s.start(id, req)
 		return
 	}
-	p.queue.push(arr)
+	p.queue.push(req)
 }
 
-func (s *sim) start(id int, arr float64) {
-	svc := s.cfg.Service.Sample(s.rng)
+func (s *sim) start(id int, req request) {
+	arr, svc := req.arr, req.svc
 	if n := s.pods[id].node; n >= 0 && len(s.nodes) > 0 {
 		if demand := s.background(n) + s.nodes[n].busy; demand > s.cfg.NodeCPU {
 			svc *= demand / s.cfg.NodeCPU
@@ -465,7 +476,7 @@ func (s *sim) makeReady(id int) {
 		}
 	}
 	for s.front.size > 0 && p.inService < s.cfg.Concurrency {
-		s.route(s.ready[s.rng.IntN(len(s.ready))], s.front.pop())
+		s.route(s.ready[s.rngRoute.IntN(len(s.ready))], s.front.pop())
 	}
 }
 
@@ -566,7 +577,7 @@ func (s *sim) migrate(m policy.Move) {
 	p.surgeFor = m.Pod
 	s.pods[m.Pod].surge = id
 	s.surges++
-	s.heap.push(event{t: s.now + s.cfg.Init.Sample(s.rng), pod: int32(id), k: evReady})
+	s.heap.push(event{t: s.now + s.cfg.Init.Sample(s.rngInit), pod: int32(id), k: evReady})
 }
 
 func (s *sim) background(n int) float64 {
@@ -622,7 +633,9 @@ func (s *sim) observe(o *policy.Observation) {
 	o.InitTimes = s.inits
 }
 
-func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)) }
+func newRand(seed, stream uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15*stream))
+}
 
 // slot is the cores one busy slot of pod id uses.
 func (s *sim) slot(id int) float64 {

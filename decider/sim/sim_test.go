@@ -100,15 +100,23 @@ func TestDeterministicPerSeed(t *testing.T) {
 	cfg := Config{Rates: rates, Service: svc, Init: init, Concurrency: 1, CPU: 0.5, Target: 0.2, Percentile: 95}
 	p := policy.Params{Target: 0.2, Percentile: 95, Concurrency: 1, CPU: 0.5, MinReplicas: 1, MaxReplicas: 100}
 	names := []string{"qas", "hpa", "kpa", "oracle"}
+	var arrivals [][]int
 	run := func(seed uint64) []Summary {
 		cfg.Seed = seed
 		c, err := Compare(cfg, names, p, nil)
 		require.NoError(t, err)
+		arrivals = arrivals[:0]
+		for _, r := range c.Results {
+			arrivals = append(arrivals, r.Arrivals)
+		}
 		return c.Summaries
 	}
 	a, b, other := run(7), run(7), run(8)
 	require.Equal(t, a, b, "same seed, same results")
 	require.NotEqual(t, a[0].Requests, other[0].Requests, "another seed draws other arrivals")
+	for i := range arrivals[1:] {
+		require.Equal(t, arrivals[0], arrivals[i+1], "%s sees the same arrivals as %s (common random numbers)", names[i+1], names[0])
+	}
 }
 
 func TestOracleMeetsTargetOnStepLoad(t *testing.T) {
@@ -181,7 +189,7 @@ func TestParseDist(t *testing.T) {
 func TestDistSampleMean(t *testing.T) {
 	d, err := ParseDist("lognormal:50ms,cv=1.5")
 	require.NoError(t, err)
-	r := newRand(5)
+	r := newRand(5, 1)
 	const n = 400000
 	s := 0.0
 	for i := 0; i < n; i++ {
