@@ -170,25 +170,25 @@ type sim struct {
 	// (common random numbers): every policy run on a seed sees the same
 	// arrivals with the same service times, whatever its pods do.
 	rngArr, rngSvc, rngRoute, rngInit *rand.Rand
-	now      float64
-	heap     eventHeap
-	pods     []pod
-	active   []int // not draining, not gone (includes starting pods)
-	ready    []int // Ready and not draining
-	front    fifo
-	existing int // pods not gone (starting, ready, draining)
-	lastPodT float64
-	inflight int
-	lastInT  float64
-	curCPU   float64 // CPU request of new pods (changed by vertical resizes)
-	reqCores float64 // CPU requested by existing pods
-	res      *Result
-	sec      policy.Second
-	inits    []float64
-	cpuTotal float64
-	cpuMark  float64
-	nodes    []node
-	surges   int // replacement pods still starting
+	now                               float64
+	heap                              eventHeap
+	pods                              []pod
+	active                            []int // not draining, not gone (includes starting pods)
+	ready                             []int // Ready and not draining
+	front                             fifo
+	existing                          int // pods not gone (starting, ready, draining)
+	lastPodT                          float64
+	inflight                          int
+	lastInT                           float64
+	curCPU                            float64 // CPU request of new pods (changed by vertical resizes)
+	reqCores                          float64 // CPU requested by existing pods
+	res                               *Result
+	sec                               policy.Second
+	inits                             []float64
+	cpuTotal                          float64
+	cpuMark                           float64
+	nodes                             []node
+	surges                            int // replacement pods still starting
 }
 
 type node struct {
