@@ -36,6 +36,7 @@ type simulateOutput struct {
 	Percentile  float64       `json:"percentile"`
 	Service     string        `json:"service"`
 	Init        string        `json:"init"`
+	Discipline  string        `json:"discipline"`
 	Seconds     int           `json:"simulated_seconds"`
 	Policies    []sim.Summary `json:"policies"`
 }
@@ -53,6 +54,7 @@ func runSimulate(args []string, env Env) error {
 	pols := fs.String("policies", "qas,hpa,kpa,oracle", "comma-separated policies: qas, qas-reactive, hpa, kpa, oracle, static:N, predictive-hpa, khpa-a, alg1, alg2, alg3")
 	seed := fs.Uint64("seed", 1, "random seed")
 	conc := fs.Int("concurrency", 1, "requests one pod serves at once, k")
+	sharing := fs.Bool("sharing", false, "processor sharing: a pod's up to --concurrency requests share its CPU request at once (a request alone runs at full speed on --busy-cpu cores, default min(1, --cpu)), instead of k slots served first come first served")
 	cpu := fs.Float64("cpu", 0.5, "CPU request per pod, cores")
 	maxR := fs.Int("max-replicas", 200, "most replicas any policy may use")
 	initial := fs.Int("initial-replicas", 0, "Ready replicas at the start; 0 means as many as the oracle needs over the first init time")
@@ -89,6 +91,9 @@ func runSimulate(args []string, env Env) error {
 	}
 	if *conc < 1 {
 		return cli.Usagef("concurrency", "must be at least 1")
+	}
+	if *sharing && *conc < 2 {
+		return cli.Usagef("concurrency", "with --sharing it is the most requests a pod serves at once and must be at least 2 (1 is first come first served)")
 	}
 	if !(*cpu > 0) {
 		return cli.Usagef("cpu", "must be positive cores")
@@ -162,7 +167,7 @@ func runSimulate(args []string, env Env) error {
 	}
 	cfg := sim.Config{Rates: prof.Rates, Service: service, Init: initDist, Concurrency: *conc, CPU: *cpu,
 		Target: slo.Seconds(), Percentile: *pct, InitialReplicas: *initial, Seed: *seed,
-		Nodes: *nodes, NodeCPU: *nodeCPU, Backgrounds: backgrounds, BusyCPU: *busyCPU, CPUBound: *cpuBound}
+		Nodes: *nodes, NodeCPU: *nodeCPU, Backgrounds: backgrounds, Sharing: *sharing, BusyCPU: *busyCPU, CPUBound: *cpuBound}
 	fmt.Fprintf(env.Stdout, "trace: %s\n", prof.Description)
 	var progress func(string, int, int)
 	if f, ok := env.Stderr.(*os.File); ok && isTerminal(f) {
@@ -186,7 +191,7 @@ func runSimulate(args []string, env Env) error {
 	fmt.Fprintf(env.Stdout, "simulated %d requests in %s\n", total, time.Since(start).Round(time.Millisecond))
 	out := simulateOutput{Trace: *src, Window: *win, Scale: *scale, Compression: *compress, Seed: *seed,
 		Description: prof.Description, SLOSeconds: slo.Seconds(), Percentile: *pct, Service: service.String(),
-		Init: initDist.String(), Seconds: len(prof.Rates), Policies: cmp.Summaries}
+		Init: initDist.String(), Discipline: discipline(*sharing), Seconds: len(prof.Rates), Policies: cmp.Summaries}
 	if *jsonOut != "" {
 		b, err := json.MarshalIndent(out, "", "  ")
 		if err != nil {
@@ -211,6 +216,13 @@ func runSimulate(args []string, env Env) error {
 		}
 	}
 	return nil
+}
+
+func discipline(sharing bool) string {
+	if sharing {
+		return "processor-sharing"
+	}
+	return "slots-fcfs"
 }
 
 // parseBackgrounds reads --background: one value for every node or one per node.

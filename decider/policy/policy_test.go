@@ -207,6 +207,30 @@ func TestQASSnapshotFromObservations(t *testing.T) {
 	require.Positive(t, d.Forecast)
 }
 
+// TestCapacitySharing: with processor sharing a request of size S takes
+// S/(1−ρ) on one place (M/G/1-PS's conditional mean), S(1 + C/(K−a)) on K.
+func TestCapacitySharing(t *testing.T) {
+	q := repeat(0.1, 10) // constant service, 100 ms
+	for _, tc := range []struct {
+		name   string
+		k      int
+		lambda float64
+		t      float64
+		want   float64
+	}{
+		{name: "one place at ρ = 0.5 doubles the time: 200 ms > 150 ms", k: 1, lambda: 5, t: 0.15, want: 1},
+		{name: "one place at ρ = 0.5: 200 ms ≤ 250 ms", k: 1, lambda: 5, t: 0.25, want: 0},
+		// K = 2, a = 1: C = 1/3, slowdown 1 + (1/3)/1 = 4/3 → 133 ms.
+		{name: "two places, a = 1: 133 ms > 130 ms", k: 2, lambda: 10, t: 0.13, want: 1},
+		{name: "two places, a = 1: 133 ms ≤ 140 ms", k: 2, lambda: 10, t: 0.14, want: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Capacity{MeanService: 0.1, ServiceSCV: 0, ServiceQuantiles: q, K: tc.k, Sharing: true, Target: tc.t, Percentile: 95, Max: 10}
+			require.Equal(t, tc.want, c.Tail(tc.lambda, 1, tc.t))
+		})
+	}
+}
+
 func TestCapacity(t *testing.T) {
 	// Exponential service, mean 50 ms, as quantiles; k = 1, one pod: M/M/1,
 	// whose response time is exponential with rate μ−λ, so P(R > t) = e^{−(μ−λ)t}.

@@ -52,6 +52,14 @@ type Config struct {
 	// (len Nodes), overriding Background. Demand above NodeCPU oversubscribes
 	// the node: a hot node, where migration matters.
 	Backgrounds []float64
+	// Sharing turns each pod into a processor-sharing server: the up to
+	// Concurrency requests in service progress at once, sharing the pod's CPU
+	// request equally. A request alone runs at full speed (its sampled service
+	// time) on PSUnit cores; n requests each run at min(1, CPU/(n·PSUnit)) of
+	// full speed, and on a node whose demand exceeds its cores at that times
+	// cores/demand. PSUnit is BusyCPU, or min(1, CPU) when BusyCPU is zero.
+	// CPUBound does not apply: the CPU allocation sets the speed directly.
+	Sharing bool
 	// InitialReplicas are Ready at time 0; default 1.
 	InitialReplicas int
 	Seed            uint64
@@ -62,6 +70,7 @@ type Config struct {
 const (
 	evCompletion = iota
 	evReady
+	evPS // the next completion of a processor-sharing pod
 )
 
 type event struct {
@@ -69,6 +78,7 @@ type event struct {
 	arr float64 // arrival time of the request (completion) or unused
 	svc float64 // service time of the request (completion)
 	pod int32
+	gen uint32 // evPS: the pod's schedule version it was computed for
 	k   uint8
 }
 
@@ -158,6 +168,7 @@ type pod struct {
 	pending          bool
 	svcN             int     // requests finished
 	svcSum           float64 // their service times, seconds
+	ps               psState
 	// surgeFor is the pod this one replaces in a migration (−1: none);
 	// surge is this pod's replacement while it starts (−1: none).
 	surgeFor, surge int
@@ -289,9 +300,12 @@ func Run(cfg Config, p policy.Policy) *Result {
 			}
 			e := s.heap.pop()
 			s.now = e.t
-			if e.k == evCompletion {
+			switch e.k {
+			case evCompletion:
 				s.complete(int(e.pod), e.arr, e.svc)
-			} else {
+			case evPS:
+				s.psEvent(int(e.pod), e.gen)
+			default:
 				s.makeReady(int(e.pod))
 			}
 		}
@@ -363,17 +377,31 @@ func (s *sim) podTick() {
 // busyDelta changes pod id's busy slots by d, keeping the integrals.
 func (s *sim) busyDelta(id, d int) {
 	s.touch(id)
+	if s.cfg.Sharing {
+		s.psAdvance(id)
+	}
 	p := &s.pods[id]
+	before := s.podCores(id)
 	p.inService += d
 	if p.node >= 0 && len(s.nodes) > 0 {
 		s.nodeTouch(p.node)
-		s.nodes[p.node].busy += float64(d) * s.slot(id)
+		s.nodes[p.node].busy += s.podCores(id) - before
 	}
+}
+
+// podCores is the CPU pod id uses now: its busy slots' cores, or with
+// processor sharing the smaller of its request and what its requests want.
+func (s *sim) podCores(id int) float64 {
+	p := &s.pods[id]
+	if s.cfg.Sharing {
+		return math.Min(p.cpu, float64(p.inService)*s.psUnit())
+	}
+	return float64(p.inService) * s.slot(id)
 }
 
 func (s *sim) touch(id int) {
 	p := &s.pods[id]
-	d := float64(p.inService) * s.slot(id) * (s.now - p.lastUpd)
+	d := s.podCores(id) * (s.now - p.lastUpd)
 	p.busyCum += d
 	s.cpuTotal += d
 	p.lastUpd = s.now
@@ -402,6 +430,10 @@ func (s *sim) route(id int, req request) {
 }
 
 func (s *sim) start(id int, req request) {
+	if s.cfg.Sharing {
+		s.psAdd(id, req)
+		return
+	}
 	arr, svc := req.arr, req.svc
 	if n := s.pods[id].node; n >= 0 && len(s.nodes) > 0 {
 		if demand := s.background(n) + s.nodes[n].busy; demand > s.cfg.NodeCPU {
@@ -415,6 +447,17 @@ func (s *sim) start(id int, req request) {
 }
 
 func (s *sim) complete(id int, arr, svc float64) {
+	s.finish(id, arr, svc)
+	p := &s.pods[id]
+	if p.queue.size > 0 {
+		s.start(id, p.queue.pop())
+		return
+	}
+	s.idle(id)
+}
+
+// finish records a request that pod id completed after svc seconds in service.
+func (s *sim) finish(id int, arr, svc float64) {
 	s.inTick()
 	s.inflight--
 	s.sec.Completions++
@@ -427,10 +470,11 @@ func (s *sim) complete(id int, arr, svc float64) {
 	if p.node >= 0 && len(s.nodes) > 0 {
 		s.res.NodeServed[p.node]++
 	}
-	if p.queue.size > 0 {
-		s.start(id, p.queue.pop())
-		return
-	}
+}
+
+// idle frees one of pod id's service places; a draining pod with none left goes.
+func (s *sim) idle(id int) {
+	p := &s.pods[id]
 	s.busyDelta(id, -1)
 	if p.draining && p.inService == 0 {
 		s.podTick()
@@ -660,16 +704,28 @@ func (s *sim) resize(cpu float64) {
 			}
 			s.nodeTouch(p.node)
 			s.touch(id)
-			old := s.slot(id)
+			if s.cfg.Sharing {
+				s.psAdvance(id)
+			}
+			old := s.podCores(id)
 			n.requested += cpu - p.cpu
 			s.reqCores += cpu - p.cpu
 			p.cpu = cpu
-			n.busy += float64(p.inService) * (s.slot(id) - old)
+			n.busy += s.podCores(id) - old
+			if s.cfg.Sharing {
+				s.psReschedule(id)
+			}
 			continue
 		}
 		s.touch(id)
+		if s.cfg.Sharing {
+			s.psAdvance(id)
+		}
 		s.reqCores += cpu - p.cpu
 		p.cpu = cpu
+		if s.cfg.Sharing {
+			s.psReschedule(id)
+		}
 	}
 	s.res.Resizes++
 }
