@@ -59,7 +59,10 @@ type Result struct {
 	Ready    []int     // Ready pods (supply)
 	Existing []int     // pods that exist (starting, Ready or draining)
 	CPUUsed  []float64 // CPU-seconds used in the second
-	Forecast []float64 // the rate the policy sized for (0 if none)
+	// CPURequestedPerSecond is the CPU requested by existing pods in each
+	// second, core-seconds (the cost's time series).
+	CPURequestedPerSecond []float64
+	Forecast              []float64 // the rate the policy sized for (0 if none)
 	// MinuteLatency is the latency at the percentile of each simulated minute (0 if no request).
 	MinuteLatency []float64
 	Requests      int
@@ -87,7 +90,7 @@ func newResult(name string, cfg Config) *Result {
 	n := len(cfg.Rates)
 	return &Result{
 		Policy: name, Arrivals: make([]int, n), Desired: make([]int, n), Ready: make([]int, n),
-		Existing: make([]int, n), CPUUsed: make([]float64, n), Forecast: make([]float64, n),
+		Existing: make([]int, n), CPUUsed: make([]float64, n), CPURequestedPerSecond: make([]float64, n), Forecast: make([]float64, n),
 		minutes: make([]Histogram, (n+59)/60), CPU: cfg.CPU, target: cfg.Target, pct: cfg.Percentile,
 		seconds: make([]policy.Second, 0, n), NodeServed: make([]int, cfg.Nodes),
 	}

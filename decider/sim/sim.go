@@ -198,6 +198,7 @@ type sim struct {
 	inits                             []float64
 	cpuTotal                          float64
 	cpuMark                           float64
+	reqMark                           float64 // CPURequested at the end of the last second
 	nodes                             []node
 	surges                            int // replacement pods still starting
 }
@@ -650,6 +651,8 @@ func (s *sim) closeSecond(second int) {
 	}
 	s.res.CPUUsed[second] = s.cpuTotal - s.cpuMark
 	s.cpuMark = s.cpuTotal
+	s.res.CPURequestedPerSecond[second] = s.res.CPURequested - s.reqMark
+	s.reqMark = s.res.CPURequested
 	s.res.Existing[second] = s.existing
 	s.res.seconds = append(s.res.seconds, s.sec)
 	s.sec = policy.Second{}
