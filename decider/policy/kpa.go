@@ -15,6 +15,7 @@ const (
 	KPAMaxScaleUpRate  = 1000 // defaultConfig MaxScaleUpRate
 	KPAMaxScaleDown    = 2.0  // defaultConfig MaxScaleDownRate
 	KPADefaultTarget   = 100  // defaultConfig ContainerConcurrencyTargetDefault (k unlimited)
+	KPABurstCapacity   = 211  // defaultConfig TargetBurstCapacity
 	kpaUnlimitedTarget = KPADefaultTarget * KPATargetUtil
 )
 
@@ -35,18 +36,25 @@ const (
 //     panicking; in stable mode it is the stable count;
 //   - scale-down delay is 0 by default (no delay window).
 //
-// Not modelled, because they do not change the pod count here: scale to zero
-// and its 30 s grace period (min 1 replica: ScaleToZeroGracePeriod applies only
-// once the count reaches 0), and the excess burst capacity (target-burst-
-// capacity 211), which Scale computes only to decide whether the activator sits
-// in the request path; the simulator routes at random over Ready pods either
-// way and buffers requests, as the activator does, only when none is Ready.
+// The excess burst capacity decides whether the activator is in the request
+// path: Scale computes EBC = ⌊ready × k − 211 − panic concurrency⌋ (total
+// capacity minus TargetBurstCapacity minus the panic-window value), and a
+// negative EBC puts the activator in the path (pkg/reconciler/autoscaling/kpa
+// sets the SKS to proxy mode). ActivatorRouting reports it to the simulator,
+// which then holds requests in front and sends each to a Ready pod with a
+// free place (the activator's capacity-aware throttling for a container
+// concurrency k), instead of routing at random as a Service does.
+//
+// Not modelled: scale to zero and its 30 s grace period (min 1 replica:
+// ScaleToZeroGracePeriod applies only once the count reaches 0).
 type KPA struct {
 	p            Params
 	target       float64
 	panicTime    float64
 	panicking    bool
 	maxPanicPods int
+	// proxy is true while the activator is in the request path (EBC < 0).
+	proxy bool
 }
 
 // NewKPA returns a KPA for the workload p.
@@ -55,8 +63,13 @@ func NewKPA(p Params) *KPA {
 	if p.Concurrency > 0 {
 		t = float64(p.Concurrency) * KPATargetUtil
 	}
-	return &KPA{p: p, target: t}
+	// A new revision starts with the activator in the path (EBC unknown, and
+	// negative for any deployment smaller than the burst capacity).
+	return &KPA{p: p, target: t, proxy: true}
 }
+
+// ActivatorRouting reports whether the activator is in the request path.
+func (k *KPA) ActivatorRouting() bool { return k.proxy }
 
 // Name is "kpa".
 func (*KPA) Name() string { return "kpa" }
@@ -95,6 +108,12 @@ func (k *KPA) Decide(o *Observation) Decision {
 	case k.panicking && k.panicTime+KPAStableWindow < o.Now:
 		k.panicking = false
 		k.maxPanicPods = 0
+	}
+	// Excess burst capacity, from the Ready pods' total capacity k each
+	// (Scale: totCap − TargetBurstCapacity − observedPanicValue).
+	if c := k.p.Concurrency; c > 0 {
+		ebc := math.Floor(float64(o.Ready())*float64(c) - KPABurstCapacity - panicV)
+		k.proxy = ebc < 0
 	}
 	desired := desiredStable
 	if k.panicking {

@@ -185,6 +185,28 @@ func TestKPA(t *testing.T) {
 	require.True(t, k.panicking)
 }
 
+// TestKPAActivatorInPath: the activator is in the request path while the
+// excess burst capacity ⌊ready × k − 211 − panic concurrency⌋ is negative.
+func TestKPAActivatorInPath(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		ready      int
+		inflight   float64
+		wantInPath bool
+	}{
+		{name: "2 pods of k = 10: 20 − 211 − 14 < 0", ready: 2, inflight: 14, wantInPath: true},
+		{name: "30 pods of k = 10: 300 − 211 − 14 ≥ 0", ready: 30, inflight: 14, wantInPath: false},
+		{name: "30 pods but a burst of 100 in flight: 300 − 211 − 100 < 0", ready: 30, inflight: 100, wantInPath: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := NewKPA(Params{Concurrency: 10, MinReplicas: 1, MaxReplicas: 1000})
+			require.True(t, k.ActivatorRouting(), "a new revision starts behind the activator")
+			k.Decide(kpaObs(60, tc.ready, repeat(tc.inflight, 60)))
+			require.Equal(t, tc.wantInPath, k.ActivatorRouting())
+		})
+	}
+}
+
 func TestQASSnapshotFromObservations(t *testing.T) {
 	q := NewQAS("qas", params, true)
 	o := &Observation{Now: 30, Concurrency: 1, InitTimes: []float64{20, 25}}

@@ -103,8 +103,8 @@ func (s *sim) psEvent(id int, version uint32) {
 	p.ps.jobs = p.ps.jobs[:last]
 	// The proxy measures a request's time in service, sharing included.
 	s.finish(id, j.arr, s.now-j.start)
-	if p.queue.size > 0 {
-		s.psAdd(id, p.queue.pop())
+	if req, ok := s.next(id); ok {
+		s.psAdd(id, req)
 		return
 	}
 	s.idle(id)

@@ -201,6 +201,18 @@ type sim struct {
 	reqMark                           float64 // CPURequested at the end of the last second
 	nodes                             []node
 	surges                            int // replacement pods still starting
+	// activator: requests wait in the front queue and go only to a Ready pod
+	// with a free service place (Knative's activator in the request path).
+	activator bool
+}
+
+// ActivatorRouter is implemented by a policy whose autoscaler may put a
+// proxy in the request path that holds requests until a pod has a free place
+// (Knative's activator). The simulator asks at the start and after every
+// decision, and routes that way while the answer is true, at random
+// otherwise.
+type ActivatorRouter interface {
+	ActivatorRouting() bool
 }
 
 type node struct {
@@ -270,6 +282,10 @@ func Run(cfg Config, p policy.Policy) *Result {
 	s := &sim{cfg: cfg, rngArr: newRand(cfg.Seed, 1), rngSvc: newRand(cfg.Seed, 2), rngRoute: newRand(cfg.Seed, 3),
 		rngInit: newRand(cfg.Seed, 4), curCPU: cfg.CPU}
 	s.res = newResult(p.Name(), cfg)
+	router, _ := p.(ActivatorRouter)
+	if router != nil {
+		s.activator = router.ActivatorRouting()
+	}
 	if cfg.Nodes > 0 {
 		s.nodes = make([]node, cfg.Nodes)
 	}
@@ -327,6 +343,9 @@ func Run(cfg Config, p policy.Policy) *Result {
 			s.scale(d.Replicas)
 			if d.Migrate != nil {
 				s.migrate(*d.Migrate)
+			}
+			if router != nil {
+				s.setActivator(router.ActivatorRouting())
 			}
 		} else if second > 0 {
 			s.res.Forecast[second] = s.res.Forecast[second-1]
@@ -417,7 +436,52 @@ func (s *sim) arrive() {
 		s.front.push(req)
 		return
 	}
+	if s.activator {
+		if id, ok := s.freePod(); ok {
+			s.route(id, req)
+		} else {
+			s.front.push(req)
+		}
+		return
+	}
 	s.route(s.ready[s.rngRoute.IntN(len(s.ready))], req)
+}
+
+// setActivator puts the activator in or out of the request path; taken out,
+// it hands the requests it holds to Ready pods at random.
+func (s *sim) setActivator(on bool) {
+	s.activator = on
+	for !on && s.front.size > 0 && len(s.ready) > 0 {
+		s.route(s.ready[s.rngRoute.IntN(len(s.ready))], s.front.pop())
+	}
+}
+
+// freePod is a Ready pod with a free service place, scanning from a random
+// one; false when every Ready pod is full.
+func (s *sim) freePod() (int, bool) {
+	n := len(s.ready)
+	start := s.rngRoute.IntN(n)
+	for i := 0; i < n; i++ {
+		id := s.ready[(start+i)%n]
+		if s.pods[id].inService < s.cfg.Concurrency {
+			return id, true
+		}
+	}
+	return 0, false
+}
+
+// next is the request pod id serves next when a place frees: the head of its
+// own queue, or with the activator the head of the front queue (if the pod
+// is still in the Service).
+func (s *sim) next(id int) (request, bool) {
+	p := &s.pods[id]
+	if p.queue.size > 0 {
+		return p.queue.pop(), true
+	}
+	if s.activator && s.front.size > 0 && p.ready && !p.draining {
+		return s.front.pop(), true
+	}
+	return request{}, false
 }
 
 func (s *sim) route(id int, req request) {
@@ -449,9 +513,8 @@ func (s *sim) start(id int, req request) {
 
 func (s *sim) complete(id int, arr, svc float64) {
 	s.finish(id, arr, svc)
-	p := &s.pods[id]
-	if p.queue.size > 0 {
-		s.start(id, p.queue.pop())
+	if req, ok := s.next(id); ok {
+		s.start(id, req)
 		return
 	}
 	s.idle(id)
@@ -521,6 +584,10 @@ func (s *sim) makeReady(id int) {
 		}
 	}
 	for s.front.size > 0 && p.inService < s.cfg.Concurrency {
+		if s.activator {
+			s.route(id, s.front.pop())
+			continue
+		}
 		s.route(s.ready[s.rngRoute.IntN(len(s.ready))], s.front.pop())
 	}
 }

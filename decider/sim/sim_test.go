@@ -65,6 +65,11 @@ func meanAndSE(t *testing.T, cfg Config, pol func() policy.Policy, seeds int) (f
 // with 9 degrees of freedom: a false failure about once in 300 runs, and the
 // seeds are fixed so the test is deterministic), plus the 1 % bias a warm-up
 // from an empty system could add.
+// activated is a policy behind an activator that never leaves the path.
+type activated struct{ policy.Static }
+
+func (activated) ActivatorRouting() bool { return true }
+
 func TestQueueingTheory(t *testing.T) {
 	exp1s, err := ParseDist("exp:1s")
 	require.NoError(t, err)
@@ -76,12 +81,17 @@ func TestQueueingTheory(t *testing.T) {
 		lambda      float64
 		service     Dist
 		sharing     bool
+		activator   bool
 		cpu         float64
 		wantLatency float64
 	}{
 		{name: "M/M/4 in one pod", pods: 1, k: 4, lambda: 3, service: exp1s, cpu: 1, wantLatency: 1 + erlangCWait(4, 3, 1)},
 		{name: "M/M/2 in one pod", pods: 1, k: 2, lambda: 1.2, service: exp1s, cpu: 1, wantLatency: 1 + erlangCWait(2, 1.2, 1)},
 		{name: "3 pods, random routing: M/M/1 each", pods: 3, k: 1, lambda: 1.8, service: exp1s, cpu: 1, wantLatency: 1 / (1 - 0.6)},
+		// Behind an activator (central queue, a request goes only to a pod with
+		// a free place) the same three pods are one M/M/3.
+		{name: "3 pods behind the activator: M/M/3", pods: 3, k: 1, lambda: 1.8, service: exp1s, cpu: 1, activator: true,
+			wantLatency: 1 + erlangCWait(3, 1.8, 1)},
 		// Processor sharing: M/G/1-PS's mean response time is E[S]/(1−ρ) whatever
 		// the distribution (FCFS M/D/1 would be 1 + 0.6/(2·0.4) = 1.75 s).
 		{name: "processor sharing, constant service: M/D/1-PS", pods: 1, k: 1000, lambda: 0.6, service: const1s, sharing: true, cpu: 1,
@@ -94,7 +104,12 @@ func TestQueueingTheory(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Config{Rates: constRates(tc.lambda, 20000), Service: tc.service, Init: exp1s, Concurrency: tc.k,
 				CPU: tc.cpu, Sharing: tc.sharing, Target: 10, Percentile: 95, InitialReplicas: tc.pods}
-			m, se := meanAndSE(t, cfg, func() policy.Policy { return policy.Static{N: tc.pods} }, 10)
+			m, se := meanAndSE(t, cfg, func() policy.Policy {
+				if tc.activator {
+					return activated{policy.Static{N: tc.pods}}
+				}
+				return policy.Static{N: tc.pods}
+			}, 10)
 			require.InDelta(t, tc.wantLatency, m, 4*se+0.01*tc.wantLatency, "mean latency %.4f ± %.4f, theory %.4f", m, se, tc.wantLatency)
 			t.Logf("mean latency %.4f ± %.4f (s.e.), theory %.4f", m, se, tc.wantLatency)
 			if tc.sharing {
