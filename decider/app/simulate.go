@@ -58,7 +58,7 @@ func runSimulate(args []string, env Env) error {
 	cpu := fs.Float64("cpu", 0.5, "CPU request per pod, cores")
 	maxR := fs.Int("max-replicas", 200, "most replicas any policy may use")
 	initial := fs.Int("initial-replicas", 0, "Ready replicas at the start; 0 means as many as the oracle needs over the first init time")
-	busyCPU := fs.Float64("busy-cpu", 0, "cores one busy request slot uses (0: --cpu / --concurrency)")
+	busyCPU := fs.Float64("busy-cpu", 0, "cores one busy request slot uses (0: --cpu / --concurrency; with --sharing, cores one request uses at full speed, 0: min(1, --cpu))")
 	vertical := fs.Bool("vertical", false, "let qas resize pods' CPU in place (service time scales by --cpu-bound)")
 	minCPU := fs.Float64("min-cpu", 0.1, "smallest CPU request qas may set, cores (with --vertical)")
 	maxCPU := fs.Float64("max-cpu", 2, "largest CPU request qas may set, cores (with --vertical)")

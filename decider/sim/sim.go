@@ -49,7 +49,7 @@ type Config struct {
 	Nodes               int
 	NodeCPU, Background float64
 	// Backgrounds, when set, gives each node its own background demand
-	// (len Nodes), overriding Background. Demand above NodeCPU oversubscribes
+	// (one per node; nodes past its end use Background). Demand above NodeCPU oversubscribes
 	// the node: a hot node, where migration matters.
 	Backgrounds []float64
 	// Sharing turns each pod into a processor-sharing server: the up to
@@ -693,7 +693,7 @@ func (s *sim) migrate(m policy.Move) {
 }
 
 func (s *sim) background(n int) float64 {
-	if len(s.cfg.Backgrounds) > 0 {
+	if n < len(s.cfg.Backgrounds) {
 		return s.cfg.Backgrounds[n]
 	}
 	return s.cfg.Background
