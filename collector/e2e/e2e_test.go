@@ -147,9 +147,13 @@ loop:
 	require.InEpsilon(t, lambda, total/runFor.Seconds(), 4*sigma, "measured λ vs nominal λ")
 	es := svcSum / total
 	svcSigma := meanSvc.Seconds() / math.Sqrt(total)
-	// What went through InfluxDB equals what the proxies measured (up to weighting
-	// intervals by arrivals rather than completions).
-	require.InEpsilon(t, proxyTotals.ServiceMean, es, 0.02, "E[S] read back vs the proxies' own totals")
+	// What went through InfluxDB equals what the proxies measured, up to weighting
+	// intervals by arrivals rather than completions: the requests in flight at each
+	// scrape shift weight between neighbouring intervals whose means differ by
+	// about 1/√(λ·1 s) (16 %). On a loaded machine a scrape can find several
+	// requests in flight, so the shift reaches a few per cent; 5 % still catches a
+	// unit, field or aggregation error.
+	require.InEpsilon(t, proxyTotals.ServiceMean, es, 0.05, "E[S] read back vs the proxies' own totals")
 	// Against the generator: overhead only lengthens service, so the lower bound is
 	// statistical; the upper bound is physical, since the proxy's service time is
 	// part of the latency the client saw (a fixed overhead allowance would fail on a
