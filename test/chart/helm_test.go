@@ -79,14 +79,22 @@ func (e *helmError) Error() string {
 	return "helm " + strings.Join(e.args, " ") + ": " + e.err.Error() + "\n" + e.stderr
 }
 
-// valuesFile writes a values file for helm's -f.
+// valuesFile writes a values file for helm's -f (which splits its argument at
+// commas, so the path must not contain the test's name).
 func valuesFile(t testing.TB, yaml string) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "values.yaml")
-	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
+	f, err := os.CreateTemp("", "qas-values-*.yaml")
+	if err != nil {
 		t.Fatal(err)
 	}
-	return p
+	t.Cleanup(func() { os.Remove(f.Name()) })
+	if _, err := f.WriteString(yaml); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return f.Name()
 }
 
 // rendered is the output of helm template, parsed.

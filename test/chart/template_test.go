@@ -83,7 +83,7 @@ func TestTemplate(t *testing.T) {
 			want := map[string]int{
 				"CustomResourceDefinition": 1, "Deployment": 3, "StatefulSet": 1, "Service": 4,
 				"ServiceAccount": 3, "ClusterRole": 3, "ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1,
-				"Secret": 1, "MutatingWebhookConfiguration": 1, "ConfigMap": 1,
+				"Secret": 1, "MutatingWebhookConfiguration": 1, "ConfigMap": 1, "Lease": 1,
 			}
 			if got := r.kinds(); !mapsEqual(got, want) {
 				t.Errorf("kinds = %v, want %v", got, want)
@@ -261,7 +261,7 @@ tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
 `,
 		check: func(t *testing.T, r rendered) {
 			k := r.kinds()
-			if k["MutatingWebhookConfiguration"] != 0 || k["ConfigMap"] != 0 || k["Deployment"] != 2 || k["ClusterRole"] != 2 {
+			if k["MutatingWebhookConfiguration"] != 0 || k["ConfigMap"] != 0 || k["Deployment"] != 2 || k["ClusterRole"] != 2 || k["Lease"] != 0 {
 				t.Errorf("kinds = %v", k)
 			}
 			sts := convert[appsv1.StatefulSet](t, r.find("StatefulSet", "rel-qas-influxdb"))

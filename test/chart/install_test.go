@@ -1,0 +1,324 @@
+package chart
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+
+	"github.com/qas-dev/qas/internal/testenv"
+	"github.com/qas-dev/qas/internal/testenv/influxtest"
+	"github.com/qas-dev/qas/internal/testenv/kubetest"
+)
+
+var qaGVR = schema.GroupVersionResource{Group: "qas.dev", Version: "v1alpha1", Resource: "queueautoscalers"}
+
+// installValues make the chart's pods schedulable on kwok's fake nodes and give the
+// InfluxDB StatefulSet a volume from the storage class the test provides.
+const installValues = `
+tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
+influxdb:
+  internal:
+    persistence: {enabled: true, size: 1Gi, storageClass: qas-chart-test, keep: %t}
+`
+
+// TestInstallDecideUninstall installs the chart with `helm install --wait` into a real
+// control plane (kwok runs the pods), runs the real `qas-decider run` locally as the
+// chart's decider ServiceAccount (so the chart's RBAC is what it gets) against a real
+// InfluxDB, checks a QueueAutoscaler gets a status from it, then uninstalls and checks
+// that nothing the chart created remains: only the CRD (Helm never deletes crds/) and,
+// when influxdb.internal.persistence.keep is set, the InfluxDB volume claim.
+func TestInstallDecideUninstall(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keep=%t", keep), func(t *testing.T) { installDecideUninstall(t, keep) })
+	}
+}
+
+func installDecideUninstall(t *testing.T, keep bool) {
+	c := kubetest.Shared(t)
+	cs := c.Clientset()
+	ns, appNS := c.Namespace(t), c.Namespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	persistentVolume(ctx, t, c)
+
+	h := newHelm(t)
+	h.kubeconfig = c.Kubeconfig
+	if out, err := h.run("install", "rel", chartDir(t), "--namespace", ns, "--wait", "--timeout", "3m",
+		"-f", valuesFile(t, fmt.Sprintf(installValues, keep))); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	manifest, err := h.run("get", "manifest", "rel", "--namespace", ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := parseManifests(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"rel-qas-decider", "rel-qas-collector", "rel-qas-webhook"} {
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || d.Status.ReadyReplicas != *d.Spec.Replicas {
+			t.Fatalf("deployment %s after helm install --wait: %v ready %d", name, err, d.Status.ReadyReplicas)
+		}
+	}
+	pvcName := "data-rel-qas-influxdb-0"
+	if _, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, pvcName, metav1.GetOptions{}); err != nil {
+		t.Fatalf("InfluxDB volume claim: %v", err)
+	}
+
+	// A workload and its autoscaler.
+	createWorkload(ctx, t, c, appNS)
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qa := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "qas.dev/v1alpha1", "kind": "QueueAutoscaler",
+		"metadata": map[string]any{"name": "demo", "namespace": appNS},
+		"spec": map[string]any{
+			"scaleTargetRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "demo"},
+			"minReplicas":    int64(1), "maxReplicas": int64(5),
+			"target": map[string]any{"latency": "200ms", "percentile": int64(95)},
+		},
+	}}
+	if _, err := dyn.Resource(qaGVR).Namespace(appNS).Create(ctx, qa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The real decider, as the chart's ServiceAccount, with leader election on the
+	// chart's Lease; the chart's own decider pods are kwok's and run nothing.
+	influx := influxtest.Start(t)
+	sa, err := c.ServiceAccountConfig(ctx, ns, "rel-qas-decider")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := startDecider(t, writeKubeconfig(t, sa, c.CACert), influx.URL, ns)
+	var status map[string]any
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := dyn.Resource(qaGVR).Namespace(appNS).Get(ctx, "demo", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		status, _, _ = unstructured.NestedMap(got.Object, "status")
+		return len(conds) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("the QueueAutoscaler got no conditions from qas-decider run: %v (status %v)", err, status)
+	}
+	lease, err := cs.CoordinationV1().Leases(ns).Get(ctx, "rel-qas-decider", metav1.GetOptions{})
+	if err != nil || ptr.Deref(lease.Spec.HolderIdentity, "") != "chart-test" {
+		t.Errorf("lease rel-qas-decider: %v, holder %v; want the local decider to lead", err, lease.Spec.HolderIdentity)
+	}
+	t.Logf("status from the decider: %v", status)
+	stop()
+
+	// Uninstall: everything the chart created goes, the CRD stays.
+	if out, err := h.run("uninstall", "rel", "--namespace", ns, "--wait", "--timeout", "2m"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery.NewDiscoveryClientForConfigOrDie(c.Config)))
+	for _, o := range created {
+		gvk := o.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Errorf("%s: %v", gvk, err)
+			continue
+		}
+		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if o.GetNamespace() != "" {
+			ri = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
+		}
+		_, err = ri.Get(ctx, o.GetName(), metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("%s %s/%s remains after helm uninstall (err %v)", gvk.Kind, o.GetNamespace(), o.GetName(), err)
+		}
+	}
+	if _, err := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}).
+		Get(ctx, "queueautoscalers.qas.dev", metav1.GetOptions{}); err != nil {
+		t.Errorf("the CRD must survive helm uninstall (Helm keeps crds/): %v", err)
+	}
+	// Objects the chart's controllers made: pods and ReplicaSets go with their owners;
+	// the InfluxDB volume claim goes unless kept.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		rss, err := cs.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		_, pvcErr := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, pvcName, metav1.GetOptions{})
+		pvcGone := apierrors.IsNotFound(pvcErr)
+		return len(pods.Items) == 0 && len(rss.Items) == 0 && pvcGone != keep, nil
+	})
+	if err != nil {
+		pvc, pvcErr := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, pvcName, metav1.GetOptions{})
+		t.Fatalf("after uninstall (keep=%t): %v; volume claim %v (%v)", keep, err, pvc.ObjectMeta, pvcErr)
+	}
+	for _, kind := range []string{"secrets", "configmaps", "services", "serviceaccounts", "leases"} {
+		left := leftovers(ctx, t, dyn, ns, kind)
+		if len(left) > 0 {
+			t.Errorf("%s left in the release namespace: %v", kind, left)
+		}
+	}
+}
+
+// leftovers lists the objects of a kind in ns, except what every namespace has.
+func leftovers(ctx context.Context, t *testing.T, dyn dynamic.Interface, ns, resource string) []string {
+	t.Helper()
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: resource}
+	if resource == "leases" {
+		gvr.Group, gvr.Version = "coordination.k8s.io", "v1"
+	}
+	list, err := dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, o := range list.Items {
+		switch o.GetName() {
+		case "default", "kube-root-ca.crt": // every namespace's ServiceAccount and CA ConfigMap
+			continue
+		}
+		out = append(out, o.GetName())
+	}
+	return out
+}
+
+// persistentVolume provides a volume of the storage class installValues asks for (the
+// control plane has no provisioner); it is deleted after the test.
+func persistentVolume(ctx context.Context, t *testing.T, c *kubetest.Cluster) {
+	t.Helper()
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "qas-chart-test-"},
+		Spec: corev1.PersistentVolumeSpec{
+			StorageClassName:              "qas-chart-test",
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: t.TempDir()}},
+		},
+	}
+	created, err := c.Clientset().CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Clientset().CoreV1().PersistentVolumes().Delete(context.Background(), created.Name, metav1.DeleteOptions{})
+	})
+}
+
+func createWorkload(ctx context.Context, t *testing.T, c *kubetest.Cluster, ns string) {
+	t.Helper()
+	labels := map[string]string{"app": "demo"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{
+						Name: "app", Image: "qas-example-app",
+						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}},
+					}},
+					Tolerations: []corev1.Toleration{kubetest.Toleration()},
+				},
+			},
+		},
+	}
+	if _, err := c.Clientset().AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeKubeconfig writes a kubeconfig that authenticates with cfg's bearer token.
+func writeKubeconfig(t *testing.T, cfg *rest.Config, ca []byte) string {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: ca}
+	kc.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "sa"}
+	kc.CurrentContext = "c"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// startDecider runs `qas-decider run` with the flags the chart gives it (bar the
+// in-cluster ones) and returns a function that stops it with SIGTERM and waits.
+func startDecider(t *testing.T, kubeconfig, influxURL, ns string) (stop func()) {
+	t.Helper()
+	bin := filepath.Join(buildBinaries(t), "qas-decider")
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, "run",
+		"--kubeconfig="+kubeconfig,
+		"--influx-url="+influxURL, "--influx-bucket="+influxtest.Bucket,
+		"--interval=1s", "--window=1m",
+		"--leader-elect=true", "--leader-election-namespace="+ns, "--leader-election-id=rel-qas-decider",
+		"--identity=chart-test",
+		fmt.Sprintf("--metrics-listen=127.0.0.1:%d", testenv.FreePort(t)),
+		"--log-format=console", "--log-level=debug")
+	cmd.Env = append(os.Environ(), "POD_NAMESPACE=", "POD_NAME=")
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("qas-decider run output:\n%s", tail(logs.String(), 60))
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
