@@ -30,6 +30,9 @@ type WriterConfig struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Timeout bounds one write request.
 	Timeout time.Duration
+	// MetricsPrefix starts the writer's metric names (default "qas_collector", so
+	// qas_collector_points_written_total); the decider uses "qas_decider".
+	MetricsPrefix string
 }
 
 func (c *WriterConfig) defaults() {
@@ -50,6 +53,9 @@ func (c *WriterConfig) defaults() {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = 10 * time.Second
+	}
+	if c.MetricsPrefix == "" {
+		c.MetricsPrefix = "qas_collector"
 	}
 }
 
@@ -90,12 +96,12 @@ func NewWriter(cfg WriterConfig, reg prometheus.Registerer, log *zap.Logger) (*W
 	w := &Writer{
 		cfg: cfg, client: client, api: client.WriteAPIBlocking(cfg.Org, cfg.Bucket), log: log,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
-		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "qas_collector_points_written_total", Help: "Points InfluxDB accepted."}),
-		retried: prometheus.NewCounter(prometheus.CounterOpts{Name: "qas_collector_points_retried_total", Help: "Points in batches that failed and were kept for another attempt."}),
-		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "qas_collector_points_dropped_total", Help: "Points discarded because the buffer was full or InfluxDB rejected them."}),
-		failed:  prometheus.NewCounter(prometheus.CounterOpts{Name: "qas_collector_write_failures_total", Help: "Failed write requests."}),
+		written: prometheus.NewCounter(prometheus.CounterOpts{Name: cfg.MetricsPrefix + "_points_written_total", Help: "Points InfluxDB accepted."}),
+		retried: prometheus.NewCounter(prometheus.CounterOpts{Name: cfg.MetricsPrefix + "_points_retried_total", Help: "Points in batches that failed and were kept for another attempt."}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: cfg.MetricsPrefix + "_points_dropped_total", Help: "Points discarded because the buffer was full or InfluxDB rejected them."}),
+		failed:  prometheus.NewCounter(prometheus.CounterOpts{Name: cfg.MetricsPrefix + "_write_failures_total", Help: "Failed write requests."}),
 	}
-	w.buffered = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "qas_collector_points_buffered", Help: "Points waiting to be written."},
+	w.buffered = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: cfg.MetricsPrefix + "_points_buffered", Help: "Points waiting to be written."},
 		func() float64 { return float64(w.Buffered()) })
 	if reg != nil {
 		for _, c := range []prometheus.Collector{w.written, w.retried, w.dropped, w.failed, w.buffered} {

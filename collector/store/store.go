@@ -33,6 +33,9 @@ type Query struct {
 	// percentiles the collector writes); 0 means 95. Any other percentile is not
 	// measured, so MeasuredLatency stays 0 (unknown) rather than misleading.
 	Percentile float64
+	// MaxPodAge leaves out pods whose newest point is older than the workload's newest
+	// point by more than this (pods that are gone or no longer scraped); 0 keeps all.
+	MaxPodAge time.Duration
 }
 
 // latencyField names the workload field holding the measured latency at the query's
@@ -91,6 +94,9 @@ func assemble(q Query, rates []decide.Sample, last map[string]float64, lastTime 
 		s.MeasuredLatency = last[f]
 	}
 	for _, p := range pods {
+		if q.MaxPodAge > 0 && lastTime.Sub(p.time) > q.MaxPodAge {
+			continue
+		}
 		s.Pods = append(s.Pods, decide.Pod{
 			Name: p.name, Node: p.node, Owned: true, ServiceTime: p.service, CPUUsage: p.cpuUsage,
 			CPURequest: int64(p.req*1000 + 0.5), CPULimit: int64(p.lim*1000 + 0.5),

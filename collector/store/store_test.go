@@ -65,6 +65,14 @@ func TestMemory(t *testing.T) {
 	require.Equal(t, want(), got)
 	checkPercentiles(t, m, q)
 
+	// w-b's newest point is 5 s older than the workload's: a 4 s limit leaves it out.
+	q.MaxPodAge = 4 * time.Second
+	got, err = m.Snapshot(context.Background(), q)
+	require.NoError(t, err)
+	require.Len(t, got.Pods, 1)
+	require.Equal(t, "w-a", got.Pods[0].Name)
+	q.MaxPodAge = 0
+
 	// A window that starts after the first point leaves it out.
 	q.Window = 16 * time.Second
 	got, err = m.Snapshot(context.Background(), q)

@@ -51,7 +51,7 @@ type modelFlags struct {
 }
 
 func modelFlagSet(f *modelFlags) *flag.FlagSet {
-	fs := flag.NewFlagSet("model", flag.ContinueOnError)
+	fs := flag.NewFlagSet("qas-decider model", flag.ContinueOnError)
 	fs.Var(&f.arrivalRate, "arrival-rate", "arrival rate λ in requests per second (required)")
 	fs.DurationVar(&f.serviceTime, "service-time", 0, "mean service time E[S], e.g. 100ms (required)")
 	fs.IntVar(&f.servers, "servers", 0, "number of servers (pods); each serves --concurrency requests at once (required)")
@@ -122,12 +122,8 @@ func (f *modelFlags) validate(fs *flag.FlagSet) error {
 func runModel(args []string, env Env) error {
 	var f modelFlags
 	fs := modelFlagSet(&f)
+	fs.SetOutput(env.Stdout)
 	if err := cli.Parse(fs, "QAS_DECIDER", args, env.Getenv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(env.Stdout, "usage: qas-decider model --arrival-rate R --service-time D --servers N [flags]")
-			fs.SetOutput(env.Stdout)
-			fs.PrintDefaults()
-		}
 		return err
 	}
 	if fs.NArg() > 0 {

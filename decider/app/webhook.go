@@ -15,6 +15,7 @@ func init() {
 		Run: func(args []string, env Env) error {
 			var o inject.Options
 			fs := o.FlagSet()
+			fs.SetOutput(env.Stdout)
 			if err := cli.Parse(fs, "QAS_WEBHOOK", args, env.Getenv); err != nil {
 				return err
 			}

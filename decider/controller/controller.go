@@ -54,10 +54,15 @@ type Measurement struct {
 // WorkloadQuery names what to measure.
 type WorkloadQuery struct {
 	Namespace, Workload string
-	Pods                []string
-	Nodes               []string
-	Now                 time.Time
-	Percentile          float64
+	// Pods are the workload's current pods, Ready the subset that is Ready: the pods
+	// whose data must be present for the measurement to be complete.
+	Pods, Ready []string
+	Nodes       []string
+	// NeedNodes is true when the decision uses node CPU (vertical or migration
+	// enabled); node data then counts towards completeness.
+	NeedNodes  bool
+	Now        time.Time
+	Percentile float64
 }
 
 // MetricsSource supplies measurements; the collector's store implements it.
@@ -67,7 +72,7 @@ type MetricsSource interface {
 
 // DecisionSink stores decisions for dashboards (InfluxDB); it may be nil.
 type DecisionSink interface {
-	RecordDecision(ctx context.Context, namespace, name string, d decide.Decision) error
+	RecordDecision(ctx context.Context, namespace, name string, d decide.Decision, dryRun bool) error
 }
 
 // Controller reconciles QueueAutoscalers.
@@ -83,7 +88,22 @@ type Controller struct {
 	Log      *zap.Logger
 	// InitSamples bounds the pod start-time samples kept per workload (default 20).
 	InitSamples int
+	// DryRun makes every QueueAutoscaler dry-run: decisions are computed and recorded
+	// but nothing is changed, whatever the resources' own spec.dryRun says.
+	DryRun bool
+	// MigrationTimeout aborts a migration whose replacement is not Ready (or whose
+	// disruption budget allows nothing) by then; default 5 min.
+	MigrationTimeout time.Duration
+	// ResizeDeferredLimit is how long a resize may stay Deferred before the engine
+	// falls back to migration or horizontal scaling; default 2 min.
+	ResizeDeferredLimit time.Duration
+	// ResizeBackoff is how long vertical scaling stays off after a resize was
+	// Infeasible or Deferred too long; default 10 min.
+	ResizeBackoff time.Duration
 }
+
+// dryRun reports whether qa's decisions must only be recorded.
+func (c *Controller) dryRun(qa *v1alpha1.QueueAutoscaler) bool { return c.DryRun || qa.Spec.DryRun }
 
 // GVR is the QueueAutoscaler resource.
 var GVR = v1alpha1.GroupVersion.WithResource(v1alpha1.Resource)
@@ -115,9 +135,19 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 		})
 		return decide.Decision{}, err
 	}
-	snap, err := c.snapshot(ctx, &qa, spec, target, now)
+	if busy, err := c.continueMigration(ctx, &qa, &target, now); busy || err != nil {
+		return decide.Decision{}, err
+	}
+	snap, pods, err := c.snapshot(ctx, &qa, spec, target, now)
 	if err != nil {
 		return decide.Decision{}, err
+	}
+	if spec.Vertical.Enabled {
+		blocked, err := c.resizeFollowThrough(ctx, &qa, pods, now)
+		if err != nil {
+			return decide.Decision{}, err
+		}
+		snap.ResizeBlocked = blocked
 	}
 	engine, err := engineFromAnnotation(qa.Annotations[StateAnnotation])
 	if err != nil {
@@ -129,7 +159,7 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 		return decide.Decision{}, fmt.Errorf("decide %s/%s: %w", ns, name, err)
 	}
 	actErr := error(nil)
-	if !qa.Spec.DryRun {
+	if !c.dryRun(&qa) {
 		actErr = c.act(ctx, &qa, target, d)
 		if actErr != nil {
 			engine.Revert(d)
@@ -141,7 +171,7 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 	}
 	c.report(ctx, &qa, d, actErr)
 	if err := c.writeStatus(ctx, &qa, now, func(st *v1alpha1.QueueAutoscalerStatus) {
-		fillStatus(st, &qa, d, snap, target, actErr, now)
+		fillStatus(st, &qa, d, snap, target, actErr, c.dryRun(&qa), now)
 	}); err != nil {
 		return d, err
 	}
@@ -177,25 +207,27 @@ func (c *Controller) resolveTarget(ctx context.Context, qa *v1alpha1.QueueAutosc
 	return target{resource: gr, replicas: sc.Spec.Replicas, selector: sel}, nil
 }
 
-func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler, spec decide.Spec, t target, now time.Time) (decide.Snapshot, error) {
+// snapshot builds the engine's input; it also returns the workload's pods.
+func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler, spec decide.Spec, t target, now time.Time) (decide.Snapshot, []corev1.Pod, error) {
 	podList, err := c.Kube.CoreV1().Pods(qa.Namespace).List(ctx, metav1.ListOptions{LabelSelector: t.selector.String()})
 	if err != nil {
-		return decide.Snapshot{}, fmt.Errorf("list pods: %w", err)
+		return decide.Snapshot{}, nil, fmt.Errorf("list pods: %w", err)
 	}
 	nodeList, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return decide.Snapshot{}, fmt.Errorf("list nodes: %w", err)
+		return decide.Snapshot{}, nil, fmt.Errorf("list nodes: %w", err)
 	}
 	var allPods []corev1.Pod
 	if spec.Migration.Enabled || spec.Vertical.Enabled {
 		// Node room and neighbours matter only to the resize and migration levers.
 		all, err := c.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return decide.Snapshot{}, fmt.Errorf("list pods on nodes: %w", err)
+			return decide.Snapshot{}, nil, fmt.Errorf("list pods on nodes: %w", err)
 		}
 		allPods = all.Items
 	}
-	q := WorkloadQuery{Namespace: qa.Namespace, Workload: qa.Spec.ScaleTargetRef.Name, Now: now, Percentile: spec.Percentile}
+	q := WorkloadQuery{Namespace: qa.Namespace, Workload: qa.Spec.ScaleTargetRef.Name, Now: now, Percentile: spec.Percentile,
+		NeedNodes: spec.Migration.Enabled || spec.Vertical.Enabled}
 	owned := map[string]bool{}
 	var ready int32
 	for i := range podList.Items {
@@ -204,6 +236,7 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 		q.Pods = append(q.Pods, p.Name)
 		if IsReady(p) {
 			ready++
+			q.Ready = append(q.Ready, p.Name)
 		}
 	}
 	for _, n := range nodeList.Items {
@@ -228,7 +261,7 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 		Nodes:     DecideNodes(nodeList.Items, allPods, owned, m.Nodes, m.Pods),
 		InitTimes: InitTimes(podList.Items, limit),
 		DataTime:  m.DataTime, Complete: m.Complete,
-	}, nil
+	}, podList.Items, nil
 }
 
 // act carries out a decision. Replica changes set an absolute count through the scale
@@ -240,20 +273,19 @@ func (c *Controller) act(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t ta
 			errs = append(errs, err)
 		}
 	}
-	if d.Action.Has(decide.ActionHorizontal) && d.DesiredReplicas != t.replicas {
-		sc, err := c.Scales.Scales(qa.Namespace).Get(ctx, t.resource, qa.Spec.ScaleTargetRef.Name, metav1.GetOptions{})
-		if err == nil {
-			sc.Spec.Replicas = d.DesiredReplicas
-			_, err = c.Scales.Scales(qa.Namespace).Update(ctx, t.resource, sc, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("scale %s to %d: %w", qa.Spec.ScaleTargetRef.Name, d.DesiredReplicas, err))
+	horizontal := d.Action.Has(decide.ActionHorizontal) && d.DesiredReplicas != t.replicas
+	if horizontal {
+		if err := c.setReplicas(ctx, qa, t, d.DesiredReplicas); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if d.Action.Has(decide.ActionMigrate) && d.Migration != nil {
-		// Migration is planned by the engine but carried out in a later release of the
-		// controller; say so where the user looks instead of pretending it happened.
-		errs = append(errs, fmt.Errorf("migration of %s off %s was planned but this controller does not carry out migrations yet", d.Migration.Pod, d.Migration.FromNode))
+		if horizontal {
+			// The surge needs a stable replica count: move the pod in a later cycle.
+			c.Log.Info("migration deferred: the replica count changes this cycle", zap.String("pod", d.Migration.Pod))
+		} else if err := c.startMigration(ctx, qa, t, d.Migration); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -322,19 +354,19 @@ func (c *Controller) report(ctx context.Context, qa *v1alpha1.QueueAutoscaler, d
 	c.Log.Info("decision",
 		zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name),
 		zap.String("action", d.Action.String()), zap.Int32("desiredReplicas", d.DesiredReplicas),
-		zap.Int64("desiredCPUMillis", d.DesiredCPU), zap.Bool("dryRun", qa.Spec.DryRun),
+		zap.Int64("desiredCPUMillis", d.DesiredCPU), zap.Bool("dryRun", c.dryRun(qa)),
 		zap.String("reason", x.Reason), zap.String("heldBecause", x.HeldBecause),
 		zap.NamedError("actionError", actErr), zap.ByteString("decision", explanation))
 	if d.Action != decide.ActionNone {
 		verb := "Scaled"
-		if qa.Spec.DryRun {
+		if c.dryRun(qa) {
 			verb = "DryRun"
 		}
 		c.Recorder.Eventf(qa, corev1.EventTypeNormal, verb, "%s to %d replicas, %dm CPU: %s (λ=%.3g/s, E[S]=%.3gs, L=%s, G=%.2f)",
 			d.Action, d.DesiredReplicas, d.DesiredCPU, x.Reason, x.ArrivalRate, x.ServiceTime, seconds(x.Latency), x.Normalized)
 	}
 	if c.Sink != nil {
-		if err := c.Sink.RecordDecision(ctx, qa.Namespace, qa.Name, d); err != nil {
+		if err := c.Sink.RecordDecision(ctx, qa.Namespace, qa.Name, d, c.dryRun(qa)); err != nil {
 			c.Log.Warn("decision not stored", zap.Error(err))
 		}
 	}

@@ -121,11 +121,19 @@ func (e *env) replicas(t *testing.T, name string) int32 {
 }
 
 func (e *env) queueAutoscaler(t *testing.T, name, target string, dryRun bool) {
+	e.queueAutoscalerWith(t, name, target, dryRun, nil)
+}
+
+// queueAutoscalerWith creates a QueueAutoscaler with extra spec fields.
+func (e *env) queueAutoscalerWith(t *testing.T, name, target string, dryRun bool, extra map[string]any) {
 	spec := map[string]any{
 		"scaleTargetRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
 		"minReplicas":    int64(1), "maxReplicas": int64(20),
 		"target": map[string]any{"latency": "200ms", "percentile": 95.0},
 		"dryRun": dryRun,
+	}
+	for k, v := range extra {
+		spec[k] = v
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "qas.dev/v1alpha1", "kind": "QueueAutoscaler",

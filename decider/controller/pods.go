@@ -100,7 +100,28 @@ func DecidePods(own []corev1.Pod, usage map[string]PodUsage) []decide.Pod {
 			Name: p.Name, Node: p.Spec.NodeName, Owned: true, Ready: IsReady(p),
 			CPURequest: req, CPULimit: lim,
 			CPUUsage: u.CPUCores, ThrottledFraction: u.ThrottledFraction, ServiceTime: u.ServiceTime,
+			LocalVolumes: LocalVolumes(p),
 		})
+	}
+	return out
+}
+
+// LocalVolumes lists the pod's node-local data, the local-storage guard of migration:
+// emptyDir volumes on disk (their size limit, 0 when unbounded) and hostPath volumes.
+// A pod with any is moved only when the QueueAutoscaler allows local storage.
+func LocalVolumes(p *corev1.Pod) []decide.Volume {
+	var out []decide.Volume
+	for _, v := range p.Spec.Volumes {
+		switch {
+		case v.EmptyDir != nil && v.EmptyDir.Medium != corev1.StorageMediumMemory:
+			size := int64(0)
+			if v.EmptyDir.SizeLimit != nil {
+				size = v.EmptyDir.SizeLimit.Value()
+			}
+			out = append(out, decide.Volume{Name: v.Name, Node: p.Spec.NodeName, SizeBytes: size})
+		case v.HostPath != nil:
+			out = append(out, decide.Volume{Name: v.Name, Node: p.Spec.NodeName})
+		}
 	}
 	return out
 }
@@ -133,7 +154,7 @@ func DecideNodes(nodes []corev1.Node, allPods []corev1.Pod, owned map[string]boo
 			u := podUsage[p.Name]
 			dn.Pods = append(dn.Pods, decide.Pod{
 				Name: p.Namespace + "/" + p.Name, Node: n.Name, Ready: IsReady(p),
-				CPURequest: req, CPULimit: lim, CPUUsage: u.CPUCores,
+				CPURequest: req, CPULimit: lim, CPUUsage: u.CPUCores, LocalVolumes: LocalVolumes(p),
 			})
 		}
 		out = append(out, dn)

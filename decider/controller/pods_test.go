@@ -87,3 +87,48 @@ func TestDecidePodsAndNodes(t *testing.T) {
 	require.Equal(t, "ns/db-1", nodes[0].Pods[0].Name)
 	require.Equal(t, int64(0), nodes[0].Pods[0].CPULimit, "no limit stays no limit")
 }
+
+func TestLocalVolumes(t *testing.T) {
+	limit := resource.MustParse("1Gi")
+	p := corev1.Pod{Spec: corev1.PodSpec{NodeName: "n1", Volumes: []corev1.Volume{
+		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &limit}}},
+		{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "tmpfs", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+		{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/data"}}},
+		{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}},
+	}}}
+	got := LocalVolumes(&p)
+	require.Len(t, got, 3, "memory-backed emptyDir and ConfigMaps hold no node-local data")
+	require.Equal(t, "scratch", got[0].Name)
+	require.Equal(t, int64(1<<30), got[0].SizeBytes)
+	require.Equal(t, "n1", got[0].Node)
+	require.Equal(t, "host", got[2].Name)
+}
+
+func TestResizeProblem(t *testing.T) {
+	cond := func(reason string, since time.Duration) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{NodeName: "n1"}}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: reason,
+			Message: "Node didn't have enough capacity", LastTransitionTime: metav1.NewTime(t0.Add(-since))}}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		pod  corev1.Pod
+		want string
+	}{
+		{"infeasible at once", cond(corev1.PodReasonInfeasible, 0), "infeasible on node n1"},
+		{"deferred briefly", cond(corev1.PodReasonDeferred, 30*time.Second), ""},
+		{"deferred too long", cond(corev1.PodReasonDeferred, 3*time.Minute), "deferred for 3m0s"},
+		{"no condition", corev1.Pod{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ResizeProblem(&tc.pod, t0, 2*time.Minute)
+			if tc.want == "" {
+				require.Empty(t, got)
+			} else {
+				require.Contains(t, got, tc.want)
+			}
+		})
+	}
+}

@@ -69,11 +69,16 @@ func TestRBACIsEnoughAndNoMore(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: e.ns}, true},
 		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get", Namespace: e.ns}, false},
 		{authorizationv1.ResourceAttributes{Resource: "pods", Verb: "delete", Namespace: e.ns}, false},
-		{authorizationv1.ResourceAttributes{Resource: "pods", Verb: "patch", Namespace: e.ns}, false},
+		{authorizationv1.ResourceAttributes{Resource: "pods", Verb: "patch", Namespace: e.ns}, true},
+		{authorizationv1.ResourceAttributes{Resource: "pods", Subresource: "eviction", Verb: "create", Namespace: e.ns}, true},
+		{authorizationv1.ResourceAttributes{Group: "policy", Resource: "poddisruptionbudgets", Verb: "list", Namespace: e.ns}, true},
+		{authorizationv1.ResourceAttributes{Group: "policy", Resource: "poddisruptionbudgets", Verb: "update", Namespace: e.ns}, false},
+		{authorizationv1.ResourceAttributes{Resource: "pods", Verb: "create", Namespace: e.ns}, false},
+		{authorizationv1.ResourceAttributes{Resource: "nodes", Verb: "delete"}, false},
 		{authorizationv1.ResourceAttributes{Group: "apps", Resource: "deployments", Verb: "update", Namespace: e.ns}, false},
 		{authorizationv1.ResourceAttributes{Group: "apps", Resource: "deployments", Verb: "delete", Namespace: e.ns}, false},
 		{authorizationv1.ResourceAttributes{Group: "qas.dev", Resource: "queueautoscalers", Verb: "delete", Namespace: e.ns}, false},
-		{authorizationv1.ResourceAttributes{Resource: "nodes", Verb: "update"}, false},
+		{authorizationv1.ResourceAttributes{Resource: "nodes", Verb: "update"}, true},
 		{authorizationv1.ResourceAttributes{Group: "rbac.authorization.k8s.io", Resource: "clusterroles", Verb: "create"}, false},
 	} {
 		attrs := tt.attrs

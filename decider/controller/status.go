@@ -14,7 +14,7 @@ import (
 )
 
 // fillStatus writes what the cycle observed and decided into the status.
-func fillStatus(st *v1alpha1.QueueAutoscalerStatus, qa *v1alpha1.QueueAutoscaler, d decide.Decision, snap decide.Snapshot, t target, actErr error, now time.Time) {
+func fillStatus(st *v1alpha1.QueueAutoscalerStatus, qa *v1alpha1.QueueAutoscaler, d decide.Decision, snap decide.Snapshot, t target, actErr error, dryRun bool, now time.Time) {
 	x := d.Explanation
 	gen := qa.Generation
 	st.Reference = qa.Spec.ScaleTargetRef.Kind + "/" + qa.Spec.ScaleTargetRef.Name
@@ -47,7 +47,7 @@ func fillStatus(st *v1alpha1.QueueAutoscalerStatus, qa *v1alpha1.QueueAutoscaler
 		Action: d.Action.String(),
 		Reason: reason,
 		Model:  fmt.Sprintf("%s %s", x.Model, x.ServiceModel),
-		DryRun: qa.Spec.DryRun,
+		DryRun: dryRun,
 	}
 	setCondition(st, "Ready", metav1.ConditionTrue, "Reconciled", "the spec is valid and the target was found", gen, now)
 	if actErr != nil {

@@ -32,7 +32,7 @@ type Options struct {
 
 // FlagSet registers the webhook's flags (environment prefix QAS_WEBHOOK).
 func (o *Options) FlagSet() *flag.FlagSet {
-	fs := flag.NewFlagSet("webhook", flag.ContinueOnError)
+	fs := flag.NewFlagSet("qas-decider webhook", flag.ContinueOnError)
 	fs.StringVar(&o.Listen, "listen", ":8443", "HTTPS address the apiserver calls (/mutate)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster)")
 	fs.StringVar(&o.Namespace, "namespace", "qas-system", "namespace of the certificate Secret")

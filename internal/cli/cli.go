@@ -57,9 +57,14 @@ func Parse(fs *flag.FlagSet, prefix string, args []string, getenv func(string) s
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	out := fs.Output() // where -h/--help prints: the caller's choice, else stderr
 	fs.SetOutput(discard{})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(out, "usage: %s [flags]\n(each flag can also be set as $%s_<FLAG>, e.g. %s)\n\n", fs.Name(), prefix, exampleEnv(fs, prefix))
+			fs.SetOutput(out)
+			fs.PrintDefaults()
+			fs.SetOutput(discard{})
 			return err
 		}
 		return fmt.Errorf("%w: %s", errUsageParse, err.Error())
@@ -81,6 +86,17 @@ func Parse(fs *flag.FlagSet, prefix string, args []string, getenv func(string) s
 		}
 	})
 	return firstErr
+}
+
+// exampleEnv names the environment variable of fs's first flag.
+func exampleEnv(fs *flag.FlagSet, prefix string) string {
+	name := ""
+	fs.VisitAll(func(f *flag.Flag) {
+		if name == "" {
+			name = EnvName(prefix, f.Name)
+		}
+	})
+	return name
 }
 
 func lookup(getenv func(string) string, name string) (string, bool) {

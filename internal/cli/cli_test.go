@@ -2,6 +2,7 @@ package cli
 
 import (
 	"flag"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,4 +73,14 @@ func TestLogOptions(t *testing.T) {
 
 func TestEnvName(t *testing.T) {
 	require.Equal(t, "QAS_PROXY_ADMIN_LISTEN", EnvName("QAS_PROXY", "admin-listen"))
+}
+
+func TestHelpPrintsEveryFlagToTheCallersOutput(t *testing.T) {
+	fs, _, _ := newFS()
+	var out strings.Builder
+	fs.SetOutput(&out)
+	err := Parse(fs, "QAS_T", []string{"--help"}, func(string) string { return "" })
+	require.ErrorIs(t, err, flag.ErrHelp)
+	fs.VisitAll(func(f *flag.Flag) { require.Contains(t, out.String(), "-"+f.Name) })
+	require.Contains(t, out.String(), "$QAS_T_<FLAG>")
 }

@@ -1,0 +1,318 @@
+package controller_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/qas-dev/qas/decider/controller"
+	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/internal/testenv/kubetest"
+)
+
+// spreadDeployment is a Deployment whose pods spread over the kwok nodes.
+func (e *env) spreadDeployment(t *testing.T, name string, replicas int32, cpu string) {
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Tolerations: []corev1.Toleration{kubetest.Toleration()},
+					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
+						MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.ScheduleAnyway,
+						LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
+					}},
+					Containers: []corev1.Container{{Name: "app", Image: "example/app:1", Resources: corev1.ResourceRequirements{
+						Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)},
+						Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)},
+					}}},
+				},
+			},
+		},
+	}
+	_, err := e.c.Clientset().AppsV1().Deployments(e.ns).Create(context.Background(), d, metav1.CreateOptions{})
+	require.NoError(t, err)
+	e.waitReplicas(t, name, replicas)
+}
+
+func (e *env) pods(t *testing.T, app string) []corev1.Pod {
+	t.Helper()
+	list, err := e.c.Clientset().CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=" + app})
+	require.NoError(t, err)
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (e *env) eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) { return cond(), nil })
+	require.NoError(t, err, what)
+}
+
+func (e *env) nodeTainted(t *testing.T, node string) bool {
+	n, err := e.c.Clientset().CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	require.NoError(t, err)
+	for _, tt := range n.Spec.Taints {
+		if tt.Key == controller.HotTaint {
+			return true
+		}
+	}
+	return false
+}
+
+// removeHotTaint makes sure no test leaves a node tainted for the next.
+func (e *env) removeHotTaint(t *testing.T) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		nodes, err := e.c.Clientset().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return
+		}
+		for _, n := range nodes.Items {
+			var kept []corev1.Taint
+			for _, tt := range n.Spec.Taints {
+				if tt.Key != controller.HotTaint {
+					kept = append(kept, tt)
+				}
+			}
+			if len(kept) != len(n.Spec.Taints) {
+				n.Spec.Taints = kept
+				_, _ = e.c.Clientset().CoreV1().Nodes().Update(ctx, &n, metav1.UpdateOptions{})
+			}
+		}
+	})
+}
+
+// measureHot reports the pod on hotNode as throttled and its node at 97 % CPU, the
+// others healthy.
+func (e *env) measureHot(pods []corev1.Pod, hotNode string) {
+	now := e.clock.Now()
+	e.metrics.set(10, 0.05, now)
+	e.metrics.mu.Lock()
+	defer e.metrics.mu.Unlock()
+	e.metrics.m.Pods = map[string]controller.PodUsage{}
+	e.metrics.m.Nodes = map[string]controller.NodeUsage{}
+	for _, p := range pods {
+		u := controller.PodUsage{CPUCores: 0.3, ServiceTime: 0.05}
+		if p.Spec.NodeName == hotNode {
+			u = controller.PodUsage{CPUCores: 0.5, ThrottledFraction: 0.6, ServiceTime: 0.15}
+		}
+		e.metrics.m.Pods[p.Name] = u
+	}
+	e.metrics.m.Nodes["kwok-node-1"] = controller.NodeUsage{CPUCores: 1}
+	e.metrics.m.Nodes["kwok-node-2"] = controller.NodeUsage{CPUCores: 1}
+	e.metrics.m.Nodes[hotNode] = controller.NodeUsage{CPUCores: 15.5}
+}
+
+func migrationSpec() map[string]any {
+	return map[string]any{
+		"migration": map[string]any{"enabled": true, "nodeThreshold": 0.85},
+		"tolerance": 0.5,
+	}
+}
+
+// TestMigratesPodOffHotNode: a pod slowed on a node at 97 % CPU moves: a replacement
+// starts on the other node (the hot node is tainted meanwhile), the slowed pod is
+// removed, the taint goes. A decider restarted mid-migration finishes it without a
+// second surge.
+func TestMigratesPodOffHotNode(t *testing.T) {
+	e := setup(t)
+	e.removeHotTaint(t)
+	e.spreadDeployment(t, "mig", 2, "500m")
+	e.queueAutoscalerWith(t, "mig", "mig", false, migrationSpec())
+	pods := e.pods(t, "mig")
+	require.Len(t, pods, 2)
+	require.NotEqual(t, pods[0].Spec.NodeName, pods[1].Spec.NodeName, "the spread constraint puts one pod per node")
+	victim, hot := pods[0].Name, pods[0].Spec.NodeName
+	e.measureHot(pods, hot)
+
+	d, err := e.ctrl.Reconcile(context.Background(), e.ns, "mig")
+	require.NoError(t, err)
+	require.True(t, d.Action.Has(decide.ActionMigrate), d.Explanation.Reason)
+	require.Equal(t, victim, d.Migration.Pod)
+	require.Equal(t, int32(3), e.replicas(t, "mig"), "surge by one")
+	require.True(t, e.nodeTainted(t, hot))
+	require.NotEmpty(t, e.get(t, "mig").Annotations[controller.MigrationAnnotation])
+	require.NotEmpty(t, e.events(t, "MigrationStarted"))
+
+	// A restarted decider continues the migration: no second surge.
+	e.waitReplicas(t, "mig", 3)
+	for _, p := range e.pods(t, "mig") {
+		if p.Name != pods[0].Name && p.Name != pods[1].Name {
+			require.NotEqual(t, hot, p.Spec.NodeName, "the replacement avoids the hot node")
+		}
+	}
+	e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
+	restarted := e.newController(t)
+	_, err = restarted.Reconcile(context.Background(), e.ns, "mig")
+	require.NoError(t, err)
+	require.Equal(t, int32(2), e.replicas(t, "mig"), "replacement Ready: back to 2")
+	e.eventually(t, "the slowed pod is the one removed", func() bool {
+		for _, p := range e.pods(t, "mig") {
+			if p.Name == victim {
+				return false
+			}
+		}
+		return len(e.pods(t, "mig")) == 2
+	})
+	e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
+	_, err = e.newController(t).Reconcile(context.Background(), e.ns, "mig")
+	require.NoError(t, err)
+	require.False(t, e.nodeTainted(t, hot), "the taint is removed when the migration ends")
+	require.Empty(t, e.get(t, "mig").Annotations[controller.MigrationAnnotation])
+	require.NotEmpty(t, e.events(t, "Migrated"))
+	require.Equal(t, int32(2), e.replicas(t, "mig"))
+}
+
+// TestMigrationRespectsDisruptionBudget: a budget that allows no disruption holds the
+// slowed pod; after the timeout the migration is undone.
+func TestMigrationRespectsDisruptionBudget(t *testing.T) {
+	e := setup(t)
+	e.removeHotTaint(t)
+	e.ctrl.MigrationTimeout = time.Minute
+	e.spreadDeployment(t, "pdb", 2, "500m")
+	zero := intstr.FromInt32(0)
+	_, err := e.c.Clientset().PolicyV1().PodDisruptionBudgets(e.ns).Create(context.Background(), &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "pdb"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &zero, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "pdb"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	e.queueAutoscalerWith(t, "pdb", "pdb", false, migrationSpec())
+	pods := e.pods(t, "pdb")
+	victim, hot := pods[0].Name, pods[0].Spec.NodeName
+	e.measureHot(pods, hot)
+
+	d, err := e.ctrl.Reconcile(context.Background(), e.ns, "pdb")
+	require.NoError(t, err)
+	require.True(t, d.Action.Has(decide.ActionMigrate), d.Explanation.Reason)
+	e.waitReplicas(t, "pdb", 3)
+	e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
+	_, err = e.ctrl.Reconcile(context.Background(), e.ns, "pdb")
+	require.NoError(t, err)
+	qa := e.get(t, "pdb")
+	require.Equal(t, "Migrating", condition(qa, "ScalingActive").Reason)
+	require.Contains(t, condition(qa, "ScalingActive").Message, "surging")
+	require.Equal(t, int32(3), e.replicas(t, "pdb"), "held at the surge while the budget allows nothing")
+
+	e.clock.SetTime(e.clock.Now().Add(2 * time.Minute))
+	_, err = e.ctrl.Reconcile(context.Background(), e.ns, "pdb")
+	require.NoError(t, err, "the abort is reported in an Event; the cycle goes on")
+	require.NotEmpty(t, e.events(t, "MigrationAborted"))
+	require.Equal(t, int32(2), e.replicas(t, "pdb"), "the surge is undone")
+	require.False(t, e.nodeTainted(t, hot))
+	e.eventually(t, "the slowed pod is kept (the budget forbade removing it)", func() bool {
+		ps := e.pods(t, "pdb")
+		if len(ps) != 2 {
+			return false
+		}
+		for _, p := range ps {
+			if p.Name == victim {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// verticalSpec makes a CPU-bound workload for which bigger pods are the cheapest fix.
+func verticalSpec() map[string]any {
+	return map[string]any{
+		"vertical": map[string]any{"enabled": true, "minCPU": "250m", "maxCPU": "2", "podOverheadCPU": "500m"},
+		"target":   map[string]any{"latency": "300ms"},
+	}
+}
+
+func (e *env) measureCPUBound(pods []corev1.Pod) {
+	e.metrics.set(12, 0.2, e.clock.Now())
+	e.metrics.mu.Lock()
+	defer e.metrics.mu.Unlock()
+	e.metrics.m.Pods = map[string]controller.PodUsage{}
+	for _, p := range pods {
+		e.metrics.m.Pods[p.Name] = controller.PodUsage{CPUCores: 0.5, ServiceTime: 0.2}
+	}
+}
+
+// TestResizesInPlaceWhenCPUBound: busy CPU-bound pods get more CPU through pods/resize,
+// and kwok (the kubelet) carries it out.
+func TestResizesInPlaceWhenCPUBound(t *testing.T) {
+	e := setup(t)
+	e.spreadDeployment(t, "cpu", 2, "500m")
+	e.queueAutoscalerWith(t, "cpu", "cpu", false, verticalSpec())
+	pods := e.pods(t, "cpu")
+	e.measureCPUBound(pods)
+	d, err := e.ctrl.Reconcile(context.Background(), e.ns, "cpu")
+	require.NoError(t, err)
+	require.True(t, d.Action.Has(decide.ActionVertical), d.Explanation.Reason)
+	require.Greater(t, d.DesiredCPU, int64(500))
+	e.eventually(t, "every pod runs with the new CPU", func() bool {
+		for _, p := range e.pods(t, "cpu") {
+			cs := p.Status.ContainerStatuses
+			if len(cs) == 0 || cs[0].Resources == nil || cs[0].Resources.Requests.Cpu().MilliValue() != d.DesiredCPU {
+				return false
+			}
+		}
+		return true
+	})
+	qa := e.get(t, "cpu")
+	require.Equal(t, d.DesiredCPU, qa.Status.DesiredCPU.MilliValue())
+}
+
+// TestInfeasibleResizeFallsBack: when the kubelet reports the resize Infeasible, the
+// decider withdraws it, stays off vertical scaling (also after a restart) and scales
+// horizontally instead.
+func TestInfeasibleResizeFallsBack(t *testing.T) {
+	e := setup(t)
+	e.spreadDeployment(t, "inf", 2, "500m")
+	e.queueAutoscalerWith(t, "inf", "inf", false, verticalSpec())
+	pods := e.pods(t, "inf")
+	e.measureCPUBound(pods)
+	d, err := e.ctrl.Reconcile(context.Background(), e.ns, "inf")
+	require.NoError(t, err)
+	require.True(t, d.Action.Has(decide.ActionVertical), d.Explanation.Reason)
+
+	// The kubelet (kwok here) says the node cannot fit it.
+	ctx := context.Background()
+	for _, p := range pods {
+		e.eventually(t, "resize carried out", func() bool {
+			got, err := e.c.Clientset().CoreV1().Pods(e.ns).Get(ctx, p.Name, metav1.GetOptions{})
+			return err == nil && got.Status.ContainerStatuses[0].Resources != nil && got.Status.ContainerStatuses[0].Resources.Requests.Cpu().MilliValue() == d.DesiredCPU
+		})
+		got, err := e.c.Clientset().CoreV1().Pods(e.ns).Get(ctx, p.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		got.Status.Conditions = append(got.Status.Conditions, corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue,
+			Reason: corev1.PodReasonInfeasible, Message: "Node didn't have enough capacity: cpu", LastTransitionTime: metav1.NewTime(e.clock.Now())})
+		_, err = e.c.Clientset().CoreV1().Pods(e.ns).UpdateStatus(ctx, got, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+	e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
+	e.measureCPUBound(pods)
+	fresh := e.newController(t)
+	d2, err := fresh.Reconcile(ctx, e.ns, "inf")
+	require.NoError(t, err)
+	require.False(t, d2.Action.Has(decide.ActionVertical), d2.Explanation.Reason)
+	require.NotEmpty(t, e.events(t, "ResizeBlocked"))
+	require.NotEmpty(t, e.get(t, "inf").Annotations[controller.ResizeBlockedAnnotation])
+	var blockedNote bool
+	for _, c := range d2.Explanation.Candidates {
+		blockedNote = blockedNote || c.Note == "the last in-place resize was infeasible or deferred too long"
+	}
+	require.True(t, blockedNote, "the explanation says why vertical candidates were dropped")
+}

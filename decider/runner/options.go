@@ -1,0 +1,101 @@
+package runner
+
+import (
+	"flag"
+	"net"
+	"net/url"
+	"time"
+
+	"github.com/qas-dev/qas/internal/cli"
+)
+
+// EnvPrefix is the prefix of the environment variables that override run's flags
+// (QAS_DECIDER_INFLUX_URL overrides --influx-url).
+const EnvPrefix = "QAS_DECIDER"
+
+// Options are `qas-decider run`'s settings.
+type Options struct {
+	Kubeconfig                                      string
+	InfluxURL, InfluxToken, InfluxOrg, InfluxBucket string
+	Interval, Window, MaxPodAge                     time.Duration
+	DryRun                                          bool
+	LeaderElect                                     bool
+	LeaseNamespace, LeaseName, Identity             string
+	LeaseDuration, RenewDeadline, RetryPeriod       time.Duration
+	MetricsListen                                   string
+	Log                                             cli.LogOptions
+}
+
+// FlagSet registers the options' flags.
+func (o *Options) FlagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("qas-decider run", flag.ContinueOnError)
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (empty = in-cluster)")
+	fs.StringVar(&o.InfluxURL, "influx-url", "http://127.0.0.1:8086", "InfluxDB base URL (where qas-collector writes)")
+	fs.StringVar(&o.InfluxToken, "influx-token", "", `InfluxDB token ("user:password" on 1.8 with auth; empty without)`)
+	fs.StringVar(&o.InfluxOrg, "influx-org", "", "InfluxDB organisation (empty on 1.8)")
+	fs.StringVar(&o.InfluxBucket, "influx-bucket", "qas/autogen", `bucket ("database/retention-policy" on 1.8)`)
+	fs.DurationVar(&o.Interval, "interval", 15*time.Second, "decision cycle period")
+	fs.DurationVar(&o.Window, "window", 10*time.Minute, "how much arrival-rate history each decision reads (the forecast's input)")
+	fs.DurationVar(&o.MaxPodAge, "max-pod-data-age", time.Minute, "a Ready pod without a measurement this recent counts as missing data (no scale-down)")
+	fs.BoolVar(&o.DryRun, "dry-run", false, "decide and record every QueueAutoscaler, change nothing")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "act only while holding the leader Lease (run several replicas)")
+	fs.StringVar(&o.LeaseNamespace, "leader-election-namespace", "", "namespace of the Lease (default $POD_NAMESPACE, else qas-system)")
+	fs.StringVar(&o.LeaseName, "leader-election-id", "qas-decider", "name of the Lease")
+	fs.StringVar(&o.Identity, "identity", "", "this replica's name in the Lease (default $POD_NAME, else the hostname)")
+	fs.DurationVar(&o.LeaseDuration, "leader-lease-duration", 15*time.Second, "how long a Lease holds without renewal")
+	fs.DurationVar(&o.RenewDeadline, "leader-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops acting")
+	fs.DurationVar(&o.RetryPeriod, "leader-retry-period", 2*time.Second, "pause between tries to acquire or renew")
+	fs.StringVar(&o.MetricsListen, "metrics-listen", ":9903", "address for /metrics, /healthz and /readyz")
+	o.Log.Register(fs)
+	return fs
+}
+
+// Complete fills the defaults that come from the pod (downward API) or the host, then
+// validates. getenv and hostname are injected for tests.
+func (o *Options) Complete(getenv func(string) string, hostname func() (string, error)) error {
+	if o.LeaseNamespace == "" {
+		o.LeaseNamespace = getenv("POD_NAMESPACE")
+		if o.LeaseNamespace == "" {
+			o.LeaseNamespace = "qas-system"
+		}
+	}
+	if o.Identity == "" {
+		o.Identity = getenv("POD_NAME")
+		if o.Identity == "" {
+			h, err := hostname()
+			if err != nil || h == "" {
+				return cli.Usagef("identity", "not set, no $POD_NAME and no hostname (%v)", err)
+			}
+			o.Identity = h
+		}
+	}
+	return o.Validate()
+}
+
+// Validate checks the options; each error names its flag.
+func (o *Options) Validate() error {
+	u, err := url.Parse(o.InfluxURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return cli.Usagef("influx-url", "%q is not an http(s) URL", o.InfluxURL)
+	}
+	switch {
+	case o.InfluxBucket == "":
+		return cli.Usagef("influx-bucket", "must not be empty")
+	case o.Interval <= 0:
+		return cli.Usagef("interval", "%s is not positive", o.Interval)
+	case o.Window < o.Interval:
+		return cli.Usagef("window", "%s is shorter than --interval (%s)", o.Window, o.Interval)
+	case o.MaxPodAge <= 0:
+		return cli.Usagef("max-pod-data-age", "%s is not positive", o.MaxPodAge)
+	case o.LeaseName == "":
+		return cli.Usagef("leader-election-id", "must not be empty")
+	case o.LeaseDuration <= o.RenewDeadline:
+		return cli.Usagef("leader-lease-duration", "%s must be longer than --leader-renew-deadline (%s)", o.LeaseDuration, o.RenewDeadline)
+	case o.RenewDeadline <= o.RetryPeriod || o.RetryPeriod <= 0:
+		return cli.Usagef("leader-renew-deadline", "%s must be longer than --leader-retry-period (%s), which must be positive", o.RenewDeadline, o.RetryPeriod)
+	}
+	if _, _, err := net.SplitHostPort(o.MetricsListen); err != nil {
+		return cli.Usagef("metrics-listen", "%q is not host:port: %v", o.MetricsListen, err)
+	}
+	return nil
+}

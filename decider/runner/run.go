@@ -1,0 +1,205 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	influxdb2 "github.com/influxdata/influxdb-client-go/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/qas-dev/qas/collector/influx"
+	"github.com/qas-dev/qas/collector/store"
+	"github.com/qas-dev/qas/decider/controller"
+	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/decider/leader"
+)
+
+// metrics are the decider's own Prometheus metrics (qas_decider_*).
+type metrics struct {
+	cycles, failures prometheus.Counter
+	duration         prometheus.Histogram
+	lastCycle        prometheus.Gauge
+	leader           prometheus.Gauge
+	decisions        *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		cycles:    prometheus.NewCounter(prometheus.CounterOpts{Name: "qas_decider_cycles_total", Help: "Decision cycles run (as leader)."}),
+		failures:  prometheus.NewCounter(prometheus.CounterOpts{Name: "qas_decider_reconcile_failures_total", Help: "QueueAutoscalers whose reconcile failed in a cycle."}),
+		duration:  prometheus.NewHistogram(prometheus.HistogramOpts{Name: "qas_decider_cycle_duration_seconds", Help: "Wall time of one decision cycle over every QueueAutoscaler.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
+		lastCycle: prometheus.NewGauge(prometheus.GaugeOpts{Name: "qas_decider_last_cycle_timestamp_seconds", Help: "Unix time the last cycle ended."}),
+		leader:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "qas_decider_leader", Help: "1 while this replica holds the lease and acts."}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qas_decider_decisions_total", Help: "Decisions by action (none, horizontal, vertical, migrate, ...) and whether they were dry runs."}, []string{"action", "dry_run"}),
+	}
+	reg.MustRegister(m.cycles, m.failures, m.duration, m.lastCycle, m.leader, m.decisions)
+	return m
+}
+
+// countingSink counts decisions before passing them on.
+type countingSink struct {
+	next controller.DecisionSink
+	m    *metrics
+}
+
+func (s countingSink) RecordDecision(ctx context.Context, ns, name string, d decide.Decision, dryRun bool) error {
+	s.m.decisions.WithLabelValues(d.Action.String(), fmt.Sprint(dryRun)).Inc()
+	return s.next.RecordDecision(ctx, ns, name, d, dryRun)
+}
+
+// Runner drives the controller: a cycle over every QueueAutoscaler each interval, and
+// an immediate reconcile of a QueueAutoscaler that is created or whose spec changes.
+type Runner struct {
+	Ctrl     *controller.Controller
+	Interval time.Duration
+	Log      *zap.Logger
+	Clock    clock.WithTicker
+	m        *metrics
+}
+
+// Lead runs cycles until ctx ends; it is what the leader does.
+func (r *Runner) Lead(ctx context.Context) {
+	r.m.leader.Set(1)
+	defer r.m.leader.Set(0)
+	changed := make(chan [2]string, 64)
+	factory := dynamicinformer.NewDynamicSharedInformerFactory(r.Ctrl.Dynamic, 0)
+	inf := factory.ForResource(controller.GVR).Informer()
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if u, ok := obj.(*unstructured.Unstructured); ok && !initial {
+				enqueue(changed, u)
+			}
+		},
+		UpdateFunc: func(old, obj any) {
+			o, ok1 := old.(*unstructured.Unstructured)
+			u, ok2 := obj.(*unstructured.Unstructured)
+			if ok1 && ok2 && o.GetGeneration() != u.GetGeneration() {
+				enqueue(changed, u)
+			}
+		},
+	})
+	if err != nil {
+		r.Log.Error("cannot watch QueueAutoscalers; deciding on the interval only", zap.Error(err))
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+
+	tick := r.Clock.NewTicker(r.Interval)
+	defer tick.Stop()
+	for {
+		r.cycle(ctx)
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C():
+				waiting = false
+			case key := <-changed:
+				if _, err := r.Ctrl.Reconcile(ctx, key[0], key[1]); err != nil {
+					r.m.failures.Inc()
+					r.Log.Warn("reconcile failed", zap.String("queueautoscaler", key[0]+"/"+key[1]), zap.Error(err))
+				}
+			}
+		}
+	}
+}
+
+func enqueue(ch chan [2]string, u *unstructured.Unstructured) {
+	select {
+	case ch <- [2]string{u.GetNamespace(), u.GetName()}:
+	default: // the next cycle covers it
+	}
+}
+
+func (r *Runner) cycle(ctx context.Context) {
+	start := r.Clock.Now()
+	failed, err := r.Ctrl.RunOnce(ctx)
+	if ctx.Err() != nil {
+		return // leadership lost or shutting down mid-cycle
+	}
+	r.m.cycles.Inc()
+	r.m.failures.Add(float64(failed))
+	r.m.duration.Observe(r.Clock.Since(start).Seconds())
+	r.m.lastCycle.Set(float64(r.Clock.Now().UnixNano()) / 1e9)
+	if err != nil {
+		r.Log.Warn("cycle failed", zap.Error(err))
+	}
+}
+
+// Run runs `qas-decider run` until ctx ends.
+func Run(ctx context.Context, o Options, cfg *rest.Config, log *zap.Logger) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := newMetrics(reg)
+	w, err := influx.NewWriter(influx.WriterConfig{URL: o.InfluxURL, Token: o.InfluxToken, Org: o.InfluxOrg,
+		Bucket: o.InfluxBucket, MetricsPrefix: "qas_decider"}, reg, log.Named("influx"))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := w.Close(cctx); err != nil {
+			log.Warn("decisions not flushed to InfluxDB", zap.Error(err))
+		}
+	}()
+	client := influxdb2.NewClient(o.InfluxURL, o.InfluxToken)
+	defer client.Close()
+	src := StoreSource{Store: &store.Flux{Query: client.QueryAPI(o.InfluxOrg), Bucket: o.InfluxBucket}, Window: o.Window, MaxPodAge: o.MaxPodAge}
+	ctrl, stopEvents, err := controller.New(cfg, src, countingSink{InfluxSink{W: w}, m}, log, clock.RealClock{})
+	if err != nil {
+		return err
+	}
+	defer stopEvents()
+	ctrl.DryRun = o.DryRun
+
+	ln, err := net.Listen("tcp", o.MetricsListen)
+	if err != nil {
+		return fmt.Errorf("metrics listen %s: %w", o.MetricsListen, err)
+	}
+	srv := &http.Server{Handler: Handler(reg, ctrl), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer func() { _ = srv.Close() }()
+
+	r := &Runner{Ctrl: ctrl, Interval: o.Interval, Log: log, Clock: clock.RealClock{}, m: m}
+	log.Info("deciding", zap.Duration("interval", o.Interval), zap.String("influx", o.InfluxURL),
+		zap.Bool("dryRun", o.DryRun), zap.Bool("leaderElect", o.LeaderElect), zap.String("identity", o.Identity),
+		zap.String("metrics", ln.Addr().String()))
+	if !o.LeaderElect {
+		r.Lead(ctx)
+		return nil
+	}
+	return leader.Run(ctx, ctrl.Kube, leader.Config{
+		Namespace: o.LeaseNamespace, Name: o.LeaseName, Identity: o.Identity,
+		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
+	}, log, r.Lead)
+}
+
+// Handler serves /metrics, /healthz (the process is alive) and /readyz (the API
+// server answers; a standby replica is ready too, so that it can take over).
+func Handler(reg *prometheus.Registry, ctrl *controller.Controller) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, req *http.Request) {
+		ctx, cancel := context.WithTimeout(req.Context(), 2*time.Second)
+		defer cancel()
+		if err := ctrl.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error(); err != nil {
+			http.Error(w, "kube-apiserver not reachable: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}

@@ -1,0 +1,190 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/influxdata/influxdb-client-go/v2/api/write"
+	"github.com/stretchr/testify/require"
+
+	"github.com/qas-dev/qas/collector/influx"
+	"github.com/qas-dev/qas/collector/store"
+	"github.com/qas-dev/qas/decider/controller"
+	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/internal/cli"
+)
+
+func parse(t *testing.T, args []string, env map[string]string) (Options, error) {
+	t.Helper()
+	var o Options
+	fs := o.FlagSet()
+	getenv := func(k string) string { return env[k] }
+	if err := cli.Parse(fs, EnvPrefix, args, getenv); err != nil {
+		return o, err
+	}
+	return o, o.Complete(getenv, func() (string, error) { return "host-1", nil })
+}
+
+func TestOptions(t *testing.T) {
+	o, err := parse(t, nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, "qas-system", o.LeaseNamespace)
+	require.Equal(t, "host-1", o.Identity)
+	require.Equal(t, 15*time.Second, o.Interval)
+	require.True(t, o.LeaderElect)
+
+	o, err = parse(t, nil, map[string]string{"POD_NAMESPACE": "ops", "POD_NAME": "qas-decider-7", "QAS_DECIDER_DRY_RUN": "true"})
+	require.NoError(t, err)
+	require.Equal(t, "ops", o.LeaseNamespace)
+	require.Equal(t, "qas-decider-7", o.Identity)
+	require.True(t, o.DryRun)
+
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--influx-url", "ftp://x"}, "influx-url"},
+		{[]string{"--influx-bucket", ""}, "influx-bucket"},
+		{[]string{"--interval", "0s"}, "interval"},
+		{[]string{"--window", "5s"}, "window"},
+		{[]string{"--max-pod-data-age", "0s"}, "max-pod-data-age"},
+		{[]string{"--leader-election-id", ""}, "leader-election-id"},
+		{[]string{"--leader-lease-duration", "5s"}, "leader-lease-duration"},
+		{[]string{"--leader-retry-period", "0s"}, "leader-renew-deadline"},
+		{[]string{"--metrics-listen", "9903"}, "metrics-listen"},
+	} {
+		t.Run(tc.flag, func(t *testing.T) {
+			_, err := parse(t, tc.args, nil)
+			require.True(t, cli.IsUsage(err), "%v", err)
+			require.ErrorContains(t, err, "--"+tc.flag)
+		})
+	}
+	var o2 Options
+	require.NoError(t, cli.Parse(o2.FlagSet(), EnvPrefix, nil, func(string) string { return "" }))
+	err = o2.Complete(func(string) string { return "" }, func() (string, error) { return "", errors.New("no uts") })
+	require.ErrorContains(t, err, "--identity")
+}
+
+var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+func workloadPoint(at time.Duration, rate float64) *write.Point {
+	return write.NewPoint(influx.Workload, map[string]string{"namespace": "ns", "workload": "web"},
+		map[string]any{"arrival_rate": rate, "service_mean_seconds": 0.05, "latency_p95_seconds": 0.2, "latency_p99_seconds": 0.4}, t0.Add(at))
+}
+
+func podPoint(pod, node string, at time.Duration) *write.Point {
+	return write.NewPoint(influx.Pod, map[string]string{"namespace": "ns", "workload": "web", "pod": pod, "node": node},
+		map[string]any{"service_mean_seconds": 0.05, "cpu_usage_cores": 0.3}, t0.Add(at))
+}
+
+func nodePoint(node string, at time.Duration) *write.Point {
+	return write.NewPoint(influx.Node, map[string]string{"node": node}, map[string]any{"cpu_usage_cores": 1.5, "cpu_allocatable_cores": 4.0}, t0.Add(at))
+}
+
+func TestStoreSource(t *testing.T) {
+	mem := store.NewMemory()
+	mem.Write(workloadPoint(0, 10), workloadPoint(2*time.Minute, 20),
+		podPoint("web-a", "n1", 2*time.Minute), podPoint("web-b", "n2", 30*time.Second), podPoint("web-gone", "n1", 2*time.Minute),
+		nodePoint("n1", 2*time.Minute))
+	src := StoreSource{Store: mem, Window: 5 * time.Minute, MaxPodAge: time.Minute}
+	now := t0.Add(2*time.Minute + 5*time.Second)
+	for _, tc := range []struct {
+		name         string
+		q            controller.WorkloadQuery
+		complete     bool
+		pods         []string
+		wantLatency  float64
+		wantNodeUsed bool
+	}{
+		{"every ready pod fresh", controller.WorkloadQuery{Pods: []string{"web-a", "web-b"}, Ready: []string{"web-a"}, Percentile: 99},
+			true, []string{"web-a"}, 0.4, true},
+		{"a ready pod's data is stale", controller.WorkloadQuery{Pods: []string{"web-a", "web-b"}, Ready: []string{"web-a", "web-b"}, Percentile: 95},
+			false, []string{"web-a"}, 0.2, true},
+		{"a ready pod never measured", controller.WorkloadQuery{Pods: []string{"web-a", "web-c"}, Ready: []string{"web-a", "web-c"}},
+			false, []string{"web-a"}, 0.2, true},
+		{"nodes needed and present", controller.WorkloadQuery{Pods: []string{"web-a"}, Ready: []string{"web-a"}, NeedNodes: true, Percentile: 90},
+			true, []string{"web-a"}, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := tc.q
+			q.Namespace, q.Workload, q.Now = "ns", "web", now
+			m, err := src.Measure(context.Background(), q)
+			require.NoError(t, err)
+			require.Equal(t, tc.complete, m.Complete)
+			var pods []string
+			for p := range m.Pods {
+				pods = append(pods, p)
+			}
+			require.ElementsMatch(t, tc.pods, pods, "pods that are gone or stale are left out")
+			require.Equal(t, tc.wantLatency, m.MeasuredLatency)
+			require.Len(t, m.ArrivalRates, 2)
+			require.Equal(t, 20.0, m.ArrivalRates[1].Rate)
+			require.Equal(t, 1.5, m.Nodes["n1"].CPUCores)
+		})
+	}
+
+	// Node data missing while the decision needs it: incomplete.
+	mem2 := store.NewMemory()
+	mem2.Write(workloadPoint(0, 10), podPoint("web-a", "n1", 0))
+	m, err := StoreSource{Store: mem2, Window: time.Minute}.Measure(context.Background(),
+		controller.WorkloadQuery{Namespace: "ns", Workload: "web", Now: t0, Pods: []string{"web-a"}, Ready: []string{"web-a"}, NeedNodes: true})
+	require.NoError(t, err)
+	require.False(t, m.Complete)
+
+	_, err = src.Measure(context.Background(), controller.WorkloadQuery{Namespace: "ns", Workload: "other", Now: now})
+	require.ErrorContains(t, err, "no measurements of ns/other")
+}
+
+type capture struct{ pts []*write.Point }
+
+func (c *capture) Write(p ...*write.Point) { c.pts = append(c.pts, p...) }
+
+func TestDecisionPointFollowsTheSchema(t *testing.T) {
+	var c capture
+	d := decide.Decision{Time: t0, Action: decide.ActionHorizontal, DesiredReplicas: 4, Explanation: decide.Explanation{
+		ArrivalRate: 40, ForecastArrivalRate: 50, ServiceTime: 0.05, Latency: 0.3, MeasuredLatency: 0.28, Target: 0.2,
+		Lead: 30 * time.Second, Normalized: 1.5, CurrentReplicas: 2, Reason: "L > T(1+θ)"}}
+	require.NoError(t, InfluxSink{W: &c}.RecordDecision(context.Background(), "ns", "web", d, false))
+	held := decide.Decision{Time: t0, Explanation: decide.Explanation{Latency: mathInf(), HeldBecause: "stale data"}}
+	require.NoError(t, InfluxSink{W: &c}.RecordDecision(context.Background(), "ns", "web", held, true))
+	require.Len(t, c.pts, 2)
+
+	schema, ok := influx.Lookup(influx.Decision)
+	require.True(t, ok)
+	declared := map[string]bool{}
+	for _, f := range schema.Fields {
+		declared[f.Name] = true
+	}
+	for _, p := range c.pts {
+		require.Equal(t, influx.Decision, p.Name())
+		var tags []string
+		for _, tg := range p.TagList() {
+			tags = append(tags, tg.Key)
+		}
+		require.ElementsMatch(t, schema.Tags, tags)
+		for _, f := range p.FieldList() {
+			require.True(t, declared[f.Key], "field %s is declared", f.Key)
+		}
+	}
+	fields := func(p *write.Point) map[string]any {
+		m := map[string]any{}
+		for _, f := range p.FieldList() {
+			m[f.Key] = f.Value
+		}
+		return m
+	}
+	f := fields(c.pts[0])
+	require.Equal(t, int64(4), f["desired_replicas"])
+	require.Equal(t, 30.0, f["lead_seconds"])
+	require.Equal(t, false, f["dry_run"])
+	require.Equal(t, "horizontal", c.pts[0].TagList()[0].Value)
+	f = fields(c.pts[1])
+	require.NotContains(t, f, "modelled_latency_seconds", "+Inf cannot be stored")
+	require.Equal(t, "held: stale data", f["reason"])
+	require.Equal(t, true, f["dry_run"])
+}
+
+func mathInf() float64 { return math.Inf(1) }

@@ -1,0 +1,62 @@
+package runner
+
+import (
+	"context"
+	"math"
+
+	"github.com/influxdata/influxdb-client-go/v2/api/write"
+
+	"github.com/qas-dev/qas/collector/influx"
+	"github.com/qas-dev/qas/decider/decide"
+)
+
+// PointWriter accepts points without blocking; influx.Writer implements it.
+type PointWriter interface {
+	Write(points ...*write.Point)
+}
+
+// InfluxSink records every decision as a qas_decision point, for the dashboards'
+// annotations and for audits of why the autoscaler acted.
+type InfluxSink struct {
+	W PointWriter
+}
+
+// RecordDecision implements controller.DecisionSink. The writer buffers and retries,
+// so an InfluxDB outage delays the point instead of failing the cycle.
+func (s InfluxSink) RecordDecision(_ context.Context, namespace, name string, d decide.Decision, dryRun bool) error {
+	s.W.Write(DecisionPoint(namespace, name, d, dryRun))
+	return nil
+}
+
+// DecisionPoint is the qas_decision point of one decision (collector/influx.Schema).
+// Values InfluxDB cannot store (an unstable queue's infinite latency) are left out.
+func DecisionPoint(namespace, name string, d decide.Decision, dryRun bool) *write.Point {
+	x := d.Explanation
+	reason := x.Reason
+	if x.HeldBecause != "" {
+		reason = "held: " + x.HeldBecause
+	}
+	fields := map[string]any{
+		"current_replicas":       int64(x.CurrentReplicas),
+		"desired_replicas":       int64(d.DesiredReplicas),
+		"desired_cpu_millicores": d.DesiredCPU,
+		"dry_run":                dryRun,
+		"reason":                 reason,
+	}
+	for k, v := range map[string]float64{
+		"arrival_rate":             x.ArrivalRate,
+		"forecast_arrival_rate":    x.ForecastArrivalRate,
+		"service_mean_seconds":     x.ServiceTime,
+		"modelled_latency_seconds": x.Latency,
+		"measured_latency_seconds": x.MeasuredLatency,
+		"target_seconds":           x.Target,
+		"lead_seconds":             x.Lead.Seconds(),
+		"normalized":               x.Normalized,
+	} {
+		if !math.IsInf(v, 0) && !math.IsNaN(v) {
+			fields[k] = v
+		}
+	}
+	tags := map[string]string{"namespace": namespace, "queueautoscaler": name, "action": d.Action.String()}
+	return write.NewPoint(influx.Decision, tags, fields, d.Time)
+}
