@@ -247,7 +247,7 @@ func createWorkload(ctx context.Context, t *testing.T, c *kubetest.Cluster, ns s
 				Spec: corev1.PodSpec{
 					Containers: []corev1.Container{{
 						Name: "app", Image: "qas-example-app",
-						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+						Ports:     []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
 						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}},
 					}},
 					Tolerations: []corev1.Toleration{kubetest.Toleration()},

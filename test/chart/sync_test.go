@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -16,20 +17,28 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// TestCRDCopyInSync: charts/qas/crds holds a byte-for-byte copy of the CRD that
-// `make generate` writes to config/crd, so a regenerated CRD that was not copied fails.
-func TestCRDCopyInSync(t *testing.T) {
+// TestChartCopiesInSync: the chart holds byte-for-byte copies of the CRD and the
+// decider's ClusterRole that `make generate` refreshes (Helm reads only files inside
+// the chart), so a regenerated CRD or changed role that was not copied fails here.
+func TestChartCopiesInSync(t *testing.T) {
 	root := repoRoot(t)
-	src, err := os.ReadFile(filepath.Join(root, "config", "crd", "qas.dev_queueautoscalers.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := os.ReadFile(filepath.Join(chartDir(t), "crds", "qas.dev_queueautoscalers.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(src, cp) {
-		t.Fatal("charts/qas/crds/qas.dev_queueautoscalers.yaml differs from config/crd/: cp config/crd/qas.dev_queueautoscalers.yaml charts/qas/crds/")
+	for _, tc := range []struct{ src, copy string }{
+		{"config/crd/qas.dev_queueautoscalers.yaml", "charts/qas/crds/qas.dev_queueautoscalers.yaml"},
+		{"config/rbac/decider-clusterrole.yaml", "charts/qas/files/decider-clusterrole.yaml"},
+	} {
+		t.Run(tc.copy, func(t *testing.T) {
+			src, err := os.ReadFile(filepath.Join(root, tc.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cp, err := os.ReadFile(filepath.Join(root, tc.copy))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(src, cp) {
+				t.Fatalf("%s differs from %s: run make generate (or cp %s %s)", tc.copy, tc.src, tc.src, tc.copy)
+			}
+		})
 	}
 }
 
@@ -149,6 +158,21 @@ decider: {dryRun: true}`,
 					if err != nil {
 						t.Errorf("%s/%s: %s %s: %v\n%s", o.GetName(), c.Name, filepath.Base(exe), strings.Join(args, " "), err, out)
 					}
+					// And each flag is documented in the (sub)command's --help.
+					documented := map[string]bool{}
+					for _, m := range reHelpFlag.FindAllStringSubmatch(string(out), -1) {
+						documented[m[1]] = true
+					}
+					for _, a := range args {
+						name, ok := strings.CutPrefix(a, "--")
+						if !ok {
+							continue
+						}
+						name, _, _ = strings.Cut(name, "=")
+						if !documented[name] {
+							t.Errorf("%s/%s: flag --%s is not in %s's --help", o.GetName(), c.Name, name, filepath.Base(exe))
+						}
+					}
 					checked++
 				}
 			}
@@ -158,6 +182,9 @@ decider: {dryRun: true}`,
 		})
 	}
 }
+
+// reHelpFlag matches a flag in Go's flag.PrintDefaults output ("  -name type").
+var reHelpFlag = regexp.MustCompile(`(?m)^\s+-([a-z0-9][a-z0-9-]*)\b`)
 
 // envPrefix is the environment prefix of a command (internal/cli): QAS_COLLECTOR for
 // qas-collector, QAS_DECIDER for `qas-decider run`, QAS_WEBHOOK for `qas-decider webhook`.
