@@ -354,3 +354,39 @@ func keys[V any](m map[string]V) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestNotes renders NOTES.txt (helm install --dry-run=client) and checks it tells the
+// user the next steps and what uninstall keeps.
+func TestNotes(t *testing.T) {
+	h := newHelm(t)
+	cases := []struct {
+		values string
+		want   []string
+	}{
+		{"", []string{"qas.dev/inject", "QAS_APP_PORT", "kind: QueueAutoscaler", "kubectl get qa", "grafana_dashboard=1",
+			"http://rel-qas-influxdb.ns1.svc:8086", "kubectl delete crd queueautoscalers.qas.dev", "Lease ns1/rel-qas-decider"}},
+		{"influxdb: {internal: {persistence: {keep: true}}}\ndecider: {dryRun: true}", []string{"PVC data-rel-qas-influxdb-0", "dry run is ON"}},
+		{"webhook: {enabled: false}\ndashboards: {enabled: false}", []string{"add the qas-proxy sidecar to your pods yourself", "dashboards.enabled is false"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.values, func(t *testing.T) {
+			args := []string{"install", "rel", chartDir(t), "--namespace", "ns1", "--dry-run=client"}
+			if tc.values != "" {
+				args = append(args, "-f", valuesFile(t, tc.values))
+			}
+			out, err := h.run(args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, notes, ok := strings.Cut(out, "NOTES:")
+			if !ok {
+				t.Fatalf("no NOTES in:\n%s", out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(notes, w) {
+					t.Errorf("NOTES lack %q:\n%s", w, notes)
+				}
+			}
+		})
+	}
+}
