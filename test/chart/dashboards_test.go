@@ -258,3 +258,38 @@ func TestFluxChecker(t *testing.T) {
 		})
 	}
 }
+
+// dashboardQueries returns every Flux query of the shipped dashboards by where it is.
+func dashboardQueries(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for file, d := range loadDashboards(t) {
+		for _, v := range d.Templating.List {
+			if q, ok := v.Query.(string); ok && v.Type == "query" {
+				out[file+" variable "+v.Name] = q
+			}
+		}
+		for _, a := range d.Annotations.List {
+			out[file+" annotation "+a.Name] = a.Target.Query
+		}
+		for _, p := range allPanels(d.Panels) {
+			for _, tg := range p.Targets {
+				out[fmt.Sprintf("%s panel %d %q %s", file, p.ID, p.Title, tg.RefID)] = tg.Query
+			}
+		}
+	}
+	return out
+}
+
+// grafanaExpand does what Grafana does to a Flux query before sending it: template
+// variables are replaced by their values and v.* by the dashboard's time range.
+func grafanaExpand(q string, vars map[string]string) string {
+	q = reVarRef.ReplaceAllStringFunc(q, func(m string) string {
+		sub := reVarRef.FindStringSubmatch(m)
+		if v, ok := vars[sub[1]+sub[2]]; ok {
+			return v
+		}
+		return m
+	})
+	return strings.NewReplacer("v.timeRangeStart", "-1h", "v.timeRangeStop", "now()", "v.windowPeriod", "10s").Replace(q)
+}

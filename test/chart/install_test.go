@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,18 +125,21 @@ func installDecideUninstall(t *testing.T, keep bool) {
 		if err != nil {
 			return false, err
 		}
-		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
 		status, _, _ = unstructured.NestedMap(got.Object, "status")
-		return len(conds) > 0, nil
+		return readyCondition(got) == "True", nil
 	})
 	if err != nil {
-		t.Fatalf("the QueueAutoscaler got no conditions from qas-decider run: %v (status %v)", err, status)
+		t.Fatalf("the QueueAutoscaler got no Ready condition from qas-decider run: %v (status %v)", err, status)
+	}
+	if ref := status["reference"]; ref != "Deployment/demo" {
+		t.Errorf("status.reference = %v, want Deployment/demo", ref)
 	}
 	lease, err := cs.CoordinationV1().Leases(ns).Get(ctx, "rel-qas-decider", metav1.GetOptions{})
 	if err != nil || ptr.Deref(lease.Spec.HolderIdentity, "") != "chart-test" {
 		t.Errorf("lease rel-qas-decider: %v, holder %v; want the local decider to lead", err, lease.Spec.HolderIdentity)
 	}
 	t.Logf("status from the decider: %v", status)
+	checkDashboardsOnRealData(ctx, t, influx.URL, appNS)
 	stop()
 
 	// Uninstall: everything the chart created goes, the CRD stays.
@@ -321,4 +326,83 @@ func startDecider(t *testing.T, kubeconfig, influxURL, ns string) (stop func()) 
 func tail(s string, n int) string {
 	lines := strings.Split(s, "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+func readyCondition(qa *unstructured.Unstructured) string {
+	conds, _, _ := unstructured.NestedSlice(qa.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+			s, _ := m["status"].(string)
+			return s
+		}
+	}
+	return ""
+}
+
+// checkDashboardsOnRealData runs every dashboard query, expanded as Grafana would for
+// the test's workload, on the real InfluxDB the decider writes its decisions to: each
+// must compile and run on InfluxDB 1.8's Flux, and the decision panels must show the
+// decider's decisions.
+func checkDashboardsOnRealData(ctx context.Context, t *testing.T, influxURL, ns string) {
+	t.Helper()
+	vars := map[string]string{"bucket": influxtest.Bucket, "namespace": ns, "workload": "demo", "queueautoscaler": "demo", "node": "kwok-node-1"}
+	queries := dashboardQueries(t)
+	// Decisions reach InfluxDB through the decider's buffered writer.
+	var table string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		for where, q := range queries {
+			if strings.Contains(where, `"Decisions"`) {
+				out, err := fluxQuery(ctx, influxURL, grafanaExpand(q, vars))
+				if err != nil {
+					return false, fmt.Errorf("%s: %w", where, err)
+				}
+				table = out
+			}
+		}
+		return strings.Contains(table, "held: no arrival-rate data"), nil
+	})
+	if err != nil {
+		t.Fatalf("the Decisions panel shows no decision of the decider: %v\n%s", err, table)
+	}
+	if len(queries) < 10 {
+		t.Fatalf("only %d dashboard queries", len(queries))
+	}
+	t.Logf("running %d dashboard queries on InfluxDB", len(queries))
+	for where, q := range queries {
+		out, err := fluxQuery(ctx, influxURL, grafanaExpand(q, vars))
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v", where, err)
+		case strings.Contains(where, "annotation") && !strings.Contains(out, "none: held: no arrival-rate data"):
+			t.Errorf("%s: no decision annotation in\n%s", where, out)
+		case strings.Contains(where, "variable queueautoscaler") && !strings.Contains(out, "demo"):
+			t.Errorf("%s: QueueAutoscaler demo not offered:\n%s", where, out)
+		case strings.Contains(where, `"Replicas" A`) && !strings.Contains(out, "desired_replicas"):
+			t.Errorf("%s: no desired_replicas series:\n%s", where, out)
+		}
+	}
+}
+
+// fluxQuery runs a Flux query on InfluxDB's /api/v2/query and returns the CSV.
+func fluxQuery(ctx context.Context, influxURL, q string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, influxURL+"/api/v2/query", strings.NewReader(q))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/vnd.flux")
+	req.Header.Set("Accept", "application/csv")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	// Errors come as a non-200 status or, once streaming began, as an "error" table.
+	if resp.StatusCode != http.StatusOK || strings.HasPrefix(string(body), "error") || strings.Contains(string(body), "\nerror\n") {
+		return "", fmt.Errorf("%s: %s\n%s", resp.Status, body, q)
+	}
+	return string(body), nil
 }
