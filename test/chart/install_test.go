@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,6 +32,11 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 
+	"github.com/qas-dev/qas/collector/aggregate"
+	"github.com/qas-dev/qas/collector/cpu"
+	"github.com/qas-dev/qas/collector/influx"
+	"github.com/qas-dev/qas/collector/pipeline"
+	"github.com/qas-dev/qas/collector/scrape"
 	"github.com/qas-dev/qas/internal/testenv"
 	"github.com/qas-dev/qas/internal/testenv/influxtest"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
@@ -364,6 +370,7 @@ func checkDashboardsOnRealData(ctx context.Context, t *testing.T, influxURL, ns 
 	if err != nil {
 		t.Fatalf("the Decisions panel shows no decision of the decider: %v\n%s", err, table)
 	}
+	writeCollectorPoints(ctx, t, influxURL, ns)
 	if len(queries) < 10 {
 		t.Fatalf("only %d dashboard queries", len(queries))
 	}
@@ -373,6 +380,8 @@ func checkDashboardsOnRealData(ctx context.Context, t *testing.T, influxURL, ns 
 		switch {
 		case err != nil:
 			t.Errorf("%s: %v", where, err)
+		case dataRows(out) == 0:
+			t.Errorf("%s: no data:\n%s\n%s", where, grafanaExpand(q, vars), out)
 		case strings.Contains(where, "annotation") && !strings.Contains(out, "none: held: no arrival-rate data"):
 			t.Errorf("%s: no decision annotation in\n%s", where, out)
 		case strings.Contains(where, "variable queueautoscaler") && !strings.Contains(out, "demo"):
@@ -381,6 +390,43 @@ func checkDashboardsOnRealData(ctx context.Context, t *testing.T, influxURL, ns 
 			t.Errorf("%s: no desired_replicas series:\n%s", where, out)
 		}
 	}
+}
+
+// writeCollectorPoints writes one cycle of the collector's measurements for the test's
+// workload with the collector's own point builders and writer, so that every panel has
+// data of the types the collector writes.
+func writeCollectorPoints(ctx context.Context, t *testing.T, influxURL, ns string) {
+	t.Helper()
+	w, err := influx.NewWriter(influx.WriterConfig{URL: influxURL, Bucket: influxtest.Bucket}, nil, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	m := aggregate.Metrics{Time: now, ArrivalRate: 42, ServiceMean: 0.05, ServiceSCV: 1, InFlightMean: 2.1, BusyRatio: 0.8,
+		LatencyP50: 0.04, LatencyP95: 0.15, LatencyP99: 0.3, Completions: 420, Pods: 1}
+	pod := pipeline.PodPoint(scrape.Target{Namespace: ns, Workload: "demo", Pod: "demo-1", Node: "kwok-node-1"}, m)
+	pod.AddField("cpu_usage_cores", 0.2)
+	pod.AddField("cpu_request_cores", 0.25)
+	pod.AddField("cpu_limit_cores", 0.0)
+	w.Write(pod, pipeline.WorkloadPoint(ns, "demo", m),
+		cpu.NodePoint(cpu.NodeCPU{Name: "kwok-node-1", Time: now, Usage: 3.5, Allocatable: 16}))
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if written, _, dropped := w.Counts(); written != 3 || dropped != 0 {
+		t.Fatalf("wrote %v points, dropped %v", written, dropped)
+	}
+}
+
+// dataRows counts the data rows of an annotated Flux CSV response.
+func dataRows(csv string) int {
+	n := 0
+	for _, line := range strings.Split(csv, "\n") {
+		if strings.HasPrefix(line, ",") && !strings.HasPrefix(line, ",result,table") {
+			n++
+		}
+	}
+	return n
 }
 
 // fluxQuery runs a Flux query on InfluxDB's /api/v2/query and returns the CSV.
