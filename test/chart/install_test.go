@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -147,6 +148,7 @@ func installDecideUninstall(t *testing.T, keep bool) {
 	t.Logf("status from the decider: %v", status)
 	checkDashboardsOnRealData(ctx, t, influx.URL, appNS)
 	stop()
+	upgradeKeepsRuntimeState(ctx, t, c, h, ns, keep)
 
 	// Uninstall: everything the chart created goes, the CRD stays.
 	if out, err := h.run("uninstall", "rel", "--namespace", ns, "--wait", "--timeout", "2m"); err != nil {
@@ -197,6 +199,51 @@ func installDecideUninstall(t *testing.T, keep bool) {
 		if len(left) > 0 {
 			t.Errorf("%s left in the release namespace: %v", kind, left)
 		}
+	}
+}
+
+// upgradeKeepsRuntimeState: what the webhook and the decider write into objects the
+// chart created (the certificate Secret's data, the caBundle, the Lease's holder) must
+// survive `helm upgrade`, since the chart never renders those fields.
+func upgradeKeepsRuntimeState(ctx context.Context, t *testing.T, c *kubetest.Cluster, h *helmCmd, ns string, keep bool) {
+	t.Helper()
+	cs := c.Clientset()
+	// What the webhook's certificate manager does (decider/certs), with the admin client.
+	sec, err := cs.CoreV1().Secrets(ns).Get(ctx, "rel-qas-webhook-tls", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec.Data = map[string][]byte{"tls.crt": []byte("cert"), "tls.key": []byte("key"), "ca.crt": []byte("ca")}
+	if _, err := cs.CoreV1().Secrets(ns).Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mwc, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "rel-qas-inject", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mwc.Webhooks[0].ClientConfig.CABundle = c.CACert
+	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, mwc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := h.run("upgrade", "rel", chartDir(t), "--namespace", ns, "--wait", "--timeout", "2m",
+		"-f", valuesFile(t, fmt.Sprintf(installValues, keep)), "--set", "decider.interval=20s"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	d, err := cs.AppsV1().Deployments(ns).Get(ctx, "rel-qas-decider", metav1.GetOptions{})
+	if err != nil || !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--interval=20s") {
+		t.Fatalf("upgrade did not apply: %v", err)
+	}
+	sec, err = cs.CoreV1().Secrets(ns).Get(ctx, "rel-qas-webhook-tls", metav1.GetOptions{})
+	if err != nil || string(sec.Data["tls.crt"]) != "cert" {
+		t.Errorf("helm upgrade wiped the webhook certificate: %v %v", err, sec.Data)
+	}
+	mwc, err = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "rel-qas-inject", metav1.GetOptions{})
+	if err != nil || !bytes.Equal(mwc.Webhooks[0].ClientConfig.CABundle, c.CACert) {
+		t.Errorf("helm upgrade wiped the caBundle: %v", err)
+	}
+	lease, err := cs.CoordinationV1().Leases(ns).Get(ctx, "rel-qas-decider", metav1.GetOptions{})
+	if err != nil || lease.Spec.LeaseDurationSeconds == nil { // set by the decider, never by the chart
+		t.Errorf("helm upgrade wiped the leader Lease: %v %+v", err, lease.Spec)
 	}
 }
 
