@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +36,7 @@ type simulateOutput struct {
 	Percentile  float64       `json:"percentile"`
 	Service     string        `json:"service"`
 	Init        string        `json:"init"`
+	Discipline  string        `json:"discipline"`
 	Seconds     int           `json:"simulated_seconds"`
 	Policies    []sim.Summary `json:"policies"`
 }
@@ -51,10 +54,11 @@ func runSimulate(args []string, env Env) error {
 	pols := fs.String("policies", "qas,hpa,kpa,oracle", "comma-separated policies: qas, qas-reactive, hpa, kpa, oracle, static:N, predictive-hpa, khpa-a, alg1, alg2, alg3")
 	seed := fs.Uint64("seed", 1, "random seed")
 	conc := fs.Int("concurrency", 1, "requests one pod serves at once, k")
+	sharing := fs.Bool("sharing", false, "processor sharing: a pod's up to --concurrency requests share its CPU request at once (a request alone runs at full speed on --busy-cpu cores, default min(1, --cpu)), instead of k slots served first come first served")
 	cpu := fs.Float64("cpu", 0.5, "CPU request per pod, cores")
 	maxR := fs.Int("max-replicas", 200, "most replicas any policy may use")
 	initial := fs.Int("initial-replicas", 0, "Ready replicas at the start; 0 means as many as the oracle needs over the first init time")
-	busyCPU := fs.Float64("busy-cpu", 0, "cores one busy request slot uses (0: --cpu / --concurrency)")
+	busyCPU := fs.Float64("busy-cpu", 0, "cores one busy request slot uses (0: --cpu / --concurrency; with --sharing, cores one request uses at full speed, 0: min(1, --cpu))")
 	vertical := fs.Bool("vertical", false, "let qas resize pods' CPU in place (service time scales by --cpu-bound)")
 	minCPU := fs.Float64("min-cpu", 0.1, "smallest CPU request qas may set, cores (with --vertical)")
 	maxCPU := fs.Float64("max-cpu", 2, "largest CPU request qas may set, cores (with --vertical)")
@@ -63,7 +67,8 @@ func runSimulate(args []string, env Env) error {
 	cpuTarget := fs.Float64("cpu-target", 0.7, "CPU utilisation target of hpa and predictive-hpa, in (0,1]")
 	nodes := fs.Int("nodes", 0, "nodes to place pods on (0: unlimited capacity, no contention)")
 	nodeCPU := fs.Float64("node-cpu", 4, "cores per node (with --nodes)")
-	background := fs.Float64("background", 0, "cores of other work on each node (with --nodes)")
+	background := fs.String("background", "0", "cores of other work wanting to run on each node (with --nodes): one value for all, or one per node, comma-separated; above --node-cpu a node is oversubscribed (hot)")
+	migration := fs.Bool("migration", false, "let qas move a pod slowed on a hot node to a cooler one (surge a replacement, then remove the pod; needs --nodes)")
 	jsonOut := fs.String("json", "", "write the results as JSON to this file")
 	htmlOut := fs.String("report", "", "write an HTML report to this file")
 	if err := cli.Parse(fs, "QAS_SIMULATE", args, env.Getenv); err != nil {
@@ -86,6 +91,9 @@ func runSimulate(args []string, env Env) error {
 	}
 	if *conc < 1 {
 		return cli.Usagef("concurrency", "must be at least 1")
+	}
+	if *sharing && *conc < 2 {
+		return cli.Usagef("concurrency", "with --sharing it is the most requests a pod serves at once and must be at least 2 (1 is first come first served)")
 	}
 	if !(*cpu > 0) {
 		return cli.Usagef("cpu", "must be positive cores")
@@ -120,8 +128,15 @@ func runSimulate(args []string, env Env) error {
 	if *nodes > 0 && !(*nodeCPU >= *cpu) {
 		return cli.Usagef("node-cpu", "must hold at least one pod's --cpu")
 	}
-	if *background < 0 || (*nodes > 0 && *background >= *nodeCPU) {
-		return cli.Usagef("background", "must be in [0, --node-cpu)")
+	backgrounds, err := parseBackgrounds(*background, *nodes)
+	if err != nil {
+		return cli.Usagef("background", "%v", err)
+	}
+	if *nodes == 0 {
+		backgrounds = nil
+	}
+	if *migration && *nodes == 0 {
+		return cli.Usagef("migration", "needs --nodes: pods move between nodes")
 	}
 	w, err := trace.ParseWindow(*win)
 	if err != nil {
@@ -137,7 +152,7 @@ func runSimulate(args []string, env Env) error {
 	}
 	names := strings.Split(*pols, ",")
 	params := policy.Params{Target: slo.Seconds(), Percentile: *pct, Concurrency: *conc, CPU: *cpu, MinReplicas: 1, MaxReplicas: *maxR,
-		Tolerance: *theta, CPUTarget: *cpuTarget, Vertical: *vertical, MinCPU: *minCPU, MaxCPU: *maxCPU, CPUBound: *cpuBound}
+		Tolerance: *theta, CPUTarget: *cpuTarget, Vertical: *vertical, Migration: *migration, MinCPU: *minCPU, MaxCPU: *maxCPU, CPUBound: *cpuBound}
 	for _, n := range names {
 		if _, err := policy.New(n, params, policy.Future{}); err != nil {
 			return cli.Usagef("policies", "%v", err)
@@ -152,7 +167,7 @@ func runSimulate(args []string, env Env) error {
 	}
 	cfg := sim.Config{Rates: prof.Rates, Service: service, Init: initDist, Concurrency: *conc, CPU: *cpu,
 		Target: slo.Seconds(), Percentile: *pct, InitialReplicas: *initial, Seed: *seed,
-		Nodes: *nodes, NodeCPU: *nodeCPU, Background: *background, BusyCPU: *busyCPU, CPUBound: *cpuBound}
+		Nodes: *nodes, NodeCPU: *nodeCPU, Backgrounds: backgrounds, Sharing: *sharing, BusyCPU: *busyCPU, CPUBound: *cpuBound}
 	fmt.Fprintf(env.Stdout, "trace: %s\n", prof.Description)
 	var progress func(string, int, int)
 	if f, ok := env.Stderr.(*os.File); ok && isTerminal(f) {
@@ -176,7 +191,7 @@ func runSimulate(args []string, env Env) error {
 	fmt.Fprintf(env.Stdout, "simulated %d requests in %s\n", total, time.Since(start).Round(time.Millisecond))
 	out := simulateOutput{Trace: *src, Window: *win, Scale: *scale, Compression: *compress, Seed: *seed,
 		Description: prof.Description, SLOSeconds: slo.Seconds(), Percentile: *pct, Service: service.String(),
-		Init: initDist.String(), Seconds: len(prof.Rates), Policies: cmp.Summaries}
+		Init: initDist.String(), Discipline: discipline(*sharing), Seconds: len(prof.Rates), Policies: cmp.Summaries}
 	if *jsonOut != "" {
 		b, err := json.MarshalIndent(out, "", "  ")
 		if err != nil {
@@ -201,6 +216,34 @@ func runSimulate(args []string, env Env) error {
 		}
 	}
 	return nil
+}
+
+func discipline(sharing bool) string {
+	if sharing {
+		return "processor-sharing"
+	}
+	return "slots-fcfs"
+}
+
+// parseBackgrounds reads --background: one value for every node or one per node.
+func parseBackgrounds(v string, nodes int) ([]float64, error) {
+	parts := strings.Split(v, ",")
+	if nodes == 0 {
+		nodes = 1
+	}
+	if len(parts) != 1 && len(parts) != nodes {
+		return nil, fmt.Errorf("want one value or one per node (%d), got %d", nodes, len(parts))
+	}
+	out := make([]float64, nodes)
+	for i := range out {
+		s := strings.TrimSpace(parts[min(i, len(parts)-1)])
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(x >= 0) || math.IsInf(x, 0) {
+			return nil, fmt.Errorf("%q is not a non-negative number of cores", s)
+		}
+		out[i] = x
+	}
+	return out, nil
 }
 
 // isTerminal reports whether f is a character device (a terminal).

@@ -33,7 +33,7 @@ func TestSimulateJSONShape(t *testing.T) {
 	require.NoError(t, err)
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal(b, &doc))
-	for _, k := range []string{"trace", "window", "scale", "compression", "seed", "policies"} {
+	for _, k := range []string{"trace", "window", "scale", "compression", "seed", "discipline", "policies"} {
 		require.Contains(t, doc, k)
 	}
 	pols := doc["policies"].([]any)
@@ -78,7 +78,10 @@ func TestSimulateBadFlags(t *testing.T) {
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--vertical"}, code: 2, contains: "--vertical"},
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--cpu-bound", "2"}, code: 2, contains: "--cpu-bound"},
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--theta", "1"}, code: 2, contains: "--theta"},
-		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--nodes", "2", "--background", "9"}, code: 2, contains: "--background"},
+		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--nodes", "2", "--background", "1,2,3"}, code: 2, contains: "--background"},
+		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--nodes", "2", "--background", "-1"}, code: 2, contains: "--background"},
+		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--migration"}, code: 2, contains: "--migration"},
+		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--sharing"}, code: 2, contains: "--concurrency"},
 		{args: []string{"--trace", bad, "--slo", "200ms"}, code: 1, contains: "line 3"},
 		{args: []string{"--trace", filepath.Join(t.TempDir(), "missing"), "--slo", "200ms"}, code: 1, contains: "no such file"},
 	} {

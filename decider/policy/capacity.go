@@ -18,10 +18,15 @@ type Capacity struct {
 	// distribution (e.g. its quantiles at (i+½)/N).
 	ServiceQuantiles []float64
 	K                int
-	Target           float64 // seconds
-	Percentile       float64 // (0,100)
-	Max              int
-	cache            map[float64]int
+	// Sharing is processor sharing among the K full-speed places of a pod:
+	// then R = S × (1 + C/(K − a)) (C the Erlang C probability, a the
+	// offered load), the mean response time of a request of size S in
+	// M/G/1-PS (S/(1−ρ)) extended to K places, its spread given S ignored.
+	Sharing    bool
+	Target     float64 // seconds
+	Percentile float64 // (0,100)
+	Max        int
+	cache      map[float64]int
 }
 
 // Tail is P(R > t) with n pods at rate lambda; 1 when unstable.
@@ -34,6 +39,16 @@ func (c *Capacity) Tail(lambda float64, n int, t float64) float64 {
 	pw := 0.0
 	if a > 0 {
 		pw = erlangC(c.K, a)
+	}
+	if c.Sharing {
+		slow := 1 + pw/(k-a)
+		over := 0
+		for _, s := range c.ServiceQuantiles {
+			if s*slow > t {
+				over++
+			}
+		}
+		return float64(over) / float64(len(c.ServiceQuantiles))
 	}
 	theta := (k - a) / c.MeanService * 2 / (1 + c.ServiceSCV)
 	sum := 0.0

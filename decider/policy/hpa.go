@@ -2,43 +2,68 @@ package policy
 
 import "math"
 
-// HPA constants, from Kubernetes (pkg/controller/podautoscaler and the
-// "Horizontal Pod Autoscaling" documentation, v1.30+ defaults).
+// HPA constants. Sources are Kubernetes v1.36.3 (k8s.io/kubernetes@v1.36.3):
+// pkg/controller/podautoscaler (horizontal.go, replica_calculator.go,
+// metrics/utilization.go) and pkg/controller/podautoscaler/config/v1alpha1/
+// defaults.go (RecommendedDefaultHPAControllerConfiguration).
 const (
-	// HPASync is --horizontal-pod-autoscaler-sync-period.
+	// HPASync is --horizontal-pod-autoscaler-sync-period (15 s).
 	HPASync = 15.0
-	// HPATolerance is --horizontal-pod-autoscaler-tolerance.
+	// HPATolerance is --horizontal-pod-autoscaler-tolerance (defaults.go: 0.1),
+	// applied both ways by Tolerances.isWithin (replica_calculator.go).
 	HPATolerance = 0.1
-	// HPADownWindow is behavior.scaleDown.stabilizationWindowSeconds default.
+	// HPADownWindow is --horizontal-pod-autoscaler-downscale-stabilization
+	// (defaults.go: 5 min), used by stabilizeRecommendation (horizontal.go).
 	HPADownWindow = 300.0
-	// HPAMetricWindow is the metrics-server usage window (its default
-	// --metric-resolution of 15 s).
-	HPAMetricWindow = 15.0
+	// HPACPUInitPeriod is --horizontal-pod-autoscaler-cpu-initialization-period
+	// (defaults.go: 5 min), used by groupPods (replica_calculator.go).
+	HPACPUInitPeriod = 300.0
+	// HPAInitialReadinessDelay is --horizontal-pod-autoscaler-initial-readiness-delay
+	// (defaults.go: 30 s), used by groupPods.
+	HPAInitialReadinessDelay = 30.0
+	// HPAScaleUpFactor and HPAScaleUpMinimum are scaleUpLimitFactor and
+	// scaleUpLimitMinimum (horizontal.go): without spec.behavior one sync may
+	// go to at most max(2 × current, 4) replicas (calculateScaleUpLimit).
+	HPAScaleUpFactor  = 2
+	HPAScaleUpMinimum = 4
 	// DefaultHPATarget is the CPU utilisation target used when none is given.
 	DefaultHPATarget = 0.7
 )
 
-// HPA is Kubernetes' horizontal pod autoscaler on CPU utilisation
-// (usage / request), with its defaults:
-//   - desired = ceil(current × utilisation / target), no change while the
-//     ratio is within the tolerance 0.1 (replica_calculator.go);
-//   - pods not Ready, or Ready for less than one metric window (their sample
-//     predates readiness; the doc's cpu-initialization handling), are left out
-//     first; if the ratio then says scale up they count as 0 % usage, and the
-//     change is dropped if that brings the ratio within tolerance or flips its
-//     direction (the "unready pods" rule). Pods without metrics count as 100 %
-//     when scaling down and 0 % when scaling up; in the simulator every Ready
-//     pod has metrics, so this only applies to unready pods.
-//   - scale-down stabilisation: the highest recommendation of the last 5 min;
-//   - scale-up limit max(4 pods, 100 %) per 15 s; scale-down 100 % per 15 s.
+// HPA is Kubernetes' horizontal pod autoscaler on CPU utilisation (usage /
+// request) for an HPA object without spec.behavior, which is what a user gets
+// by default (autoscaling/v2 defaulting fills behavior only when it is set, so
+// the controller takes normalizeDesiredReplicas, not ...WithBehaviors):
+//
+//   - Pods are grouped as groupPods (replica_calculator.go) does: Pending pods
+//     are unready; a pod without a metric sample is missing; a pod whose Ready
+//     condition is false, or, within the 5 min CPU initialisation period after
+//     its start, whose sample began before it became Ready, is unready. (After
+//     the initialisation period a not-Ready pod is unready only if it never
+//     became Ready, which is every not-Ready pod here: the simulator never
+//     un-readies a pod, so the 30 s initial-readiness delay has no other effect.)
+//     A pod has a sample when it had started at the previous sync: the usage is
+//     its CPU over the interval between syncs, as metrics-server's rate over
+//     two scrapes.
+//   - GetResourceReplicas: utilisation = ⌊100 × Σ usage / Σ request⌋ % over the
+//     pods with samples (metrics/utilization.go, in millicores), ratio =
+//     utilisation / target %. With no unready pods on a scale-up and no missing
+//     pods: hold within tolerance [0.9, 1.1], else ⌈ratio × ready pods⌉.
+//     Otherwise missing pods count at max(100 %, target) of their request when
+//     ratio < 1 and at 0 when ratio > 1, unready pods at 0 on a scale-up; the
+//     ratio is recomputed and the change is dropped if it is within tolerance,
+//     flips direction, or if ⌈new ratio × counted pods⌉ moves the other way.
+//   - No samples at all is an error: the HPA does not act and records nothing.
+//   - normalizeDesiredReplicas (horizontal.go): stabilizeRecommendation takes
+//     the highest recommendation of the last 5 min (the current one included),
+//     then convertDesiredReplicasWithRules bounds it to [min, min(max,
+//     max(2 × current, 4))]. There is no scale-down rate limit on this path.
 type HPA struct {
-	p      Params
-	target float64
-	last   map[int]float64 // pod → BusyCum at the previous metric sample
-	lastT  float64
-	recs   []rec
-	// ups are the scale-up events within the rate-limit period.
-	ups []rec
+	p         Params
+	targetPct int64
+	last      map[int]float64 // pod → BusyCum at the previous sync
+	lastT     float64
+	recs      []rec
 }
 
 type rec struct {
@@ -48,7 +73,7 @@ type rec struct {
 
 // NewHPA returns an HPA with the CPU utilisation target (e.g. 0.7).
 func NewHPA(p Params, target float64) *HPA {
-	return &HPA{p: p, target: target, last: map[int]float64{}, lastT: math.Inf(-1)}
+	return &HPA{p: p, targetPct: int64(math.Round(target * 100)), last: map[int]float64{}, lastT: math.Inf(-1)}
 }
 
 // Name is "hpa".
@@ -57,112 +82,142 @@ func (*HPA) Name() string { return "hpa" }
 // Period is the 15 s sync period.
 func (*HPA) Period() float64 { return HPASync }
 
-// Decide runs one HPA sync.
+// Decide runs one HPA sync (reconcileAutoscaler).
 func (h *HPA) Decide(o *Observation) Decision {
 	current := len(o.Pods)
-	dt := o.Now - h.lastT
-	usage := map[int]float64{}
-	for _, p := range o.Pods {
-		if prev, ok := h.last[p.ID]; ok && dt > 0 {
-			usage[p.ID] = (p.BusyCum - prev) / dt
-		}
-	}
+	rec, ok := h.recommend(o, current)
 	clear(h.last)
 	for _, p := range o.Pods {
-		h.last[p.ID] = p.BusyCum
+		if !p.Pending {
+			h.last[p.ID] = p.BusyCum
+		}
 	}
 	h.lastT = o.Now
-	rec := h.recommend(o, usage, current)
-	return Decision{Replicas: h.behave(o.Now, rec, current)}
+	if !ok {
+		// computeReplicasForMetrics failed ("did not receive metrics for
+		// targeted pods"): reconcileAutoscaler returns before normalising.
+		return Decision{Replicas: current}
+	}
+	return Decision{Replicas: h.normalize(o.Now, rec, current)}
 }
 
-func (h *HPA) recommend(o *Observation, usage map[int]float64, current int) int {
-	var sumUse, sumReq float64
-	counted, unready, missing := 0, 0, 0
+type hpaSample struct {
+	use, req int64 // millicores
+}
+
+// recommend is GetResourceReplicas; ok is false when no pod has a sample.
+func (h *HPA) recommend(o *Observation, current int) (int, bool) {
+	dt := o.Now - h.lastT
+	var metrics []hpaSample
+	var missing, unready []int64 // requests of those pods
+	ready := 0
 	for _, p := range o.Pods {
-		u, ok := usage[p.ID]
+		req := int64(math.Round(p.CPU * 1000))
+		if p.Pending {
+			unready = append(unready, req)
+			continue
+		}
+		prev, has := h.last[p.ID]
+		if !has || !(dt > 0) {
+			missing = append(missing, req)
+			continue
+		}
+		var isUnready bool
+		if o.Now < p.Started+HPACPUInitPeriod {
+			// Within the CPU initialisation period: unready if not Ready, or if
+			// the sample's window began before the pod became Ready.
+			isUnready = !p.Ready || o.Now-dt < p.ReadyAt
+		} else {
+			// Afterwards only a pod that never became Ready is left out; the
+			// kubelet sets Ready=false at start, within the initial-readiness
+			// delay, so every not-Ready pod here is such a pod.
+			isUnready = !p.Ready
+		}
+		if isUnready {
+			unready = append(unready, req)
+			continue
+		}
+		use := int64(math.Round((p.BusyCum - prev) / dt * 1000))
+		metrics = append(metrics, hpaSample{use: use, req: req})
+		ready++
+	}
+	if len(metrics) == 0 {
+		return current, false
+	}
+	ratio := h.ratio(metrics)
+	scaleUpWithUnready := len(unready) > 0 && ratio > 1
+	if !scaleUpWithUnready && len(missing) == 0 {
+		if h.within(ratio) {
+			return current, true
+		}
+		return int(math.Ceil(ratio * float64(ready))), true
+	}
+	if len(missing) > 0 {
 		switch {
-		case !p.Ready || o.Now-p.ReadyAt < HPAMetricWindow:
-			unready++
-		case !ok:
-			missing++
-		default:
-			sumUse += u
-			sumReq += p.CPU
-			counted++
-		}
-	}
-	if counted == 0 {
-		// No metrics at all: the HPA does not act (FailedGetResourceMetric).
-		return current
-	}
-	ratio := sumUse / sumReq / h.target
-	if unready == 0 && missing == 0 {
-		if math.Abs(1-ratio) <= HPATolerance {
-			return current
-		}
-		return int(math.Ceil(ratio * float64(counted)))
-	}
-	reqPer := sumReq / float64(counted)
-	if missing > 0 {
-		if ratio < 1 {
-			sumUse += float64(missing) * reqPer // assumed at 100 % of request
-		}
-		sumReq += float64(missing) * reqPer
-	}
-	if ratio > 1 && unready > 0 {
-		sumReq += float64(unready) * reqPer // assumed at 0 % usage
-	}
-	n := counted + missing
-	if ratio > 1 {
-		n += unready
-	}
-	newRatio := sumUse / sumReq / h.target
-	if math.Abs(1-newRatio) <= HPATolerance || (ratio > 1) != (newRatio > 1) {
-		return current
-	}
-	return int(math.Ceil(newRatio * float64(n)))
-}
-
-// behave applies the default behavior: down stabilisation, up rate limit, bounds.
-func (h *HPA) behave(now float64, rec, current int) int {
-	h.recs = append(h.recs, struct {
-		t float64
-		n int
-	}{now, rec})
-	keep := h.recs[:0]
-	stable := rec
-	for _, r := range h.recs {
-		if now-r.t <= HPADownWindow {
-			keep = append(keep, r)
-			if r.n > stable && rec < current {
-				stable = r.n
+		case ratio < 1:
+			fallback := max(100, h.targetPct)
+			for _, req := range missing {
+				metrics = append(metrics, hpaSample{use: req * fallback / 100, req: req})
+			}
+		case ratio > 1:
+			for _, req := range missing {
+				metrics = append(metrics, hpaSample{req: req})
 			}
 		}
 	}
-	h.recs = keep
-	if rec < current {
-		stable = min(stable, current)
-	}
-	// Scale-up limit: max(4 pods, 100 %) per 15 s, relative to the replicas
-	// at the start of the period (current minus scale-ups within it).
-	added := 0
-	ups := h.ups[:0]
-	for _, u := range h.ups {
-		if now-u.t < HPASync {
-			ups = append(ups, u)
-			added += u.n
+	if scaleUpWithUnready {
+		for _, req := range unready {
+			metrics = append(metrics, hpaSample{req: req})
 		}
 	}
-	h.ups = ups
-	start := current - added
-	upLimit := max(start+4, 2*start)
-	desired := clamp(min(stable, upLimit), h.p)
-	if desired > current {
-		h.ups = append(h.ups, struct {
-			t float64
-			n int
-		}{now, desired - current})
+	newRatio := h.ratio(metrics)
+	if h.within(newRatio) || (ratio < 1 && newRatio > 1) || (ratio > 1 && newRatio < 1) {
+		return current, true
 	}
-	return desired
+	n := int(math.Ceil(newRatio * float64(len(metrics))))
+	if (newRatio < 1 && n > current) || (newRatio > 1 && n < current) {
+		return current, true
+	}
+	return n, true
+}
+
+// ratio is GetResourceUtilizationRatio: integer utilisation percent over the
+// integer target percent.
+func (h *HPA) ratio(m []hpaSample) float64 {
+	var use, req int64
+	for _, s := range m {
+		use += s.use
+		req += s.req
+	}
+	if req == 0 {
+		return 0
+	}
+	return float64(use*100/req) / float64(h.targetPct)
+}
+
+func (*HPA) within(r float64) bool { return 1-HPATolerance <= r && r <= 1+HPATolerance }
+
+// normalize is normalizeDesiredReplicas: 5-minute stabilisation (the highest
+// recommendation within the window, this one included), then the bounds of
+// convertDesiredReplicasWithRules.
+func (h *HPA) normalize(now float64, recommendation, current int) int {
+	stable := recommendation
+	keep := h.recs[:0]
+	for _, r := range h.recs {
+		if r.t < now-HPADownWindow {
+			continue
+		}
+		keep = append(keep, r)
+		stable = max(stable, r.n)
+	}
+	h.recs = append(keep, rec{now, recommendation})
+	upLimit := max(HPAScaleUpFactor*current, HPAScaleUpMinimum)
+	maxAllowed := min(max(h.p.MaxReplicas, 1), upLimit)
+	switch {
+	case stable < max(h.p.MinReplicas, 1):
+		return max(h.p.MinReplicas, 1)
+	case stable > maxAllowed:
+		return maxAllowed
+	}
+	return stable
 }

@@ -2,32 +2,59 @@ package policy
 
 import "math"
 
-// Knative Pod Autoscaler defaults (knative.dev/serving config-autoscaler and
-// pkg/autoscaler/scaling/autoscaler.go).
+// Knative Pod Autoscaler defaults. Sources are knative.dev/serving v0.51.0:
+// pkg/autoscaler/config/config.go (defaultConfig), pkg/autoscaler/scaling/
+// autoscaler.go (autoscaler.Scale), pkg/autoscaler/scaling/multiscaler.go
+// (tickInterval) and pkg/autoscaler/aggregation/bucketing.go (WindowAverage).
 const (
-	KPATick            = 2.0  // the autoscaler's tick interval
-	KPAStableWindow    = 60   // stable-window, seconds
-	KPAPanicWindow     = 6    // panic-window-percentage 10 % of 60 s
-	KPAPanicThreshold  = 2.0  // panic-threshold-percentage 200 %
-	KPATargetUtil      = 0.7  // container-concurrency-target-percentage 70 %
-	KPAMaxScaleUpRate  = 1000 // max-scale-up-rate
-	KPAMaxScaleDown    = 2.0  // max-scale-down-rate
-	KPADefaultTarget   = 100  // container-concurrency-target-default when k is unlimited
+	KPATick            = 2.0  // multiscaler.go tickInterval
+	KPAStableWindow    = 60   // defaultConfig StableWindow
+	KPAPanicWindow     = 6    // defaultConfig PanicWindowPercentage 10 % of 60 s
+	KPAPanicThreshold  = 2.0  // defaultConfig PanicThresholdPercentage 200 %
+	KPATargetUtil      = 0.7  // defaultTargetUtilization (ContainerConcurrencyTargetFraction)
+	KPAMaxScaleUpRate  = 1000 // defaultConfig MaxScaleUpRate
+	KPAMaxScaleDown    = 2.0  // defaultConfig MaxScaleDownRate
+	KPADefaultTarget   = 100  // defaultConfig ContainerConcurrencyTargetDefault (k unlimited)
+	KPABurstCapacity   = 211  // defaultConfig TargetBurstCapacity
 	kpaUnlimitedTarget = KPADefaultTarget * KPATargetUtil
 )
 
-// KPA is Knative's concurrency autoscaler: desired pods = observed concurrency
-// averaged over the stable (60 s) or panic (6 s) window divided by the target
-// concurrency per pod (k × 70 %). It panics when the panic-window count reaches
-// 200 % of the ready pods, and while panicking (until 60 s pass without the
-// threshold being reached) it never scales down. Each tick's change is bounded
-// to [ready/2, ready×1000]. Scale to zero is off (min 1).
+// KPA is Knative's concurrency autoscaler, autoscaler.Scale with the default
+// configuration, ticking every 2 s:
+//   - observed concurrency is averaged over the stable (60 s) and panic (6 s)
+//     windows, over the seconds seen so far when the run is younger than a
+//     window (WindowAverage divides by the buckets written);
+//   - target per pod = k × 70 % (100 × 70 % when k is unlimited);
+//   - dspc = ⌈stable / target⌉, dppc = ⌈panic / target⌉, each kept within
+//     [⌊ready / 2⌋, ⌈ready × 1000⌉] (max scale-down and scale-up rates, ready
+//     counted as at least 1);
+//   - panic starts when the unclamped dppc / ready ≥ 200 %, is extended every
+//     tick that stays over it, and ends on the first tick that is under it and
+//     more than 60 s (StableWindow) after the last extension;
+//   - in panic the desired count is max(stable, panic) counts, and never goes
+//     below the highest count of this panic (maxPanicPods): no scale-down while
+//     panicking; in stable mode it is the stable count;
+//   - scale-down delay is 0 by default (no delay window).
+//
+// The excess burst capacity decides whether the activator is in the request
+// path: Scale computes EBC = ⌊ready × k − 211 − panic concurrency⌋ (total
+// capacity minus TargetBurstCapacity minus the panic-window value), and a
+// negative EBC puts the activator in the path (pkg/reconciler/autoscaling/kpa
+// sets the SKS to proxy mode). ActivatorRouting reports it to the simulator,
+// which then holds requests in front and sends each to a Ready pod with a
+// free place (the activator's capacity-aware throttling for a container
+// concurrency k), instead of routing at random as a Service does.
+//
+// Not modelled: scale to zero and its 30 s grace period (min 1 replica:
+// ScaleToZeroGracePeriod applies only once the count reaches 0).
 type KPA struct {
 	p            Params
 	target       float64
 	panicTime    float64
 	panicking    bool
 	maxPanicPods int
+	// proxy is true while the activator is in the request path (EBC < 0).
+	proxy bool
 }
 
 // NewKPA returns a KPA for the workload p.
@@ -36,8 +63,13 @@ func NewKPA(p Params) *KPA {
 	if p.Concurrency > 0 {
 		t = float64(p.Concurrency) * KPATargetUtil
 	}
-	return &KPA{p: p, target: t}
+	// A new revision starts with the activator in the path (EBC unknown, and
+	// negative for any deployment smaller than the burst capacity).
+	return &KPA{p: p, target: t, proxy: true}
 }
+
+// ActivatorRouting reports whether the activator is in the request path.
+func (k *KPA) ActivatorRouting() bool { return k.proxy }
 
 // Name is "kpa".
 func (*KPA) Name() string { return "kpa" }
@@ -57,32 +89,37 @@ func avgInFlight(o *Observation, w int) float64 {
 	return s / float64(n)
 }
 
-// Decide runs one KPA tick.
+// Decide runs one KPA tick (autoscaler.Scale).
 func (k *KPA) Decide(o *Observation) Decision {
 	ready := float64(max(1, o.Ready()))
 	stable := avgInFlight(o, KPAStableWindow)
 	panicV := avgInFlight(o, KPAPanicWindow)
-	dspc := math.Ceil(stable / k.target)
-	dppc := math.Ceil(panicV / k.target)
 	maxUp := math.Ceil(KPAMaxScaleUpRate * ready)
 	maxDown := math.Floor(ready / KPAMaxScaleDown)
-	dspc = math.Min(math.Max(dspc, maxDown), maxUp)
-	dppc = math.Min(math.Max(dppc, maxDown), maxUp)
+	dspc := math.Ceil(stable / k.target)
+	dppc := math.Ceil(panicV / k.target)
+	desiredStable := int(math.Min(math.Max(dspc, maxDown), maxUp))
+	desiredPanic := int(math.Min(math.Max(dppc, maxDown), maxUp))
 	over := dppc/ready >= KPAPanicThreshold
 	switch {
 	case over:
-		if !k.panicking {
-			k.panicking = true
-		}
+		k.panicking = true
 		k.panicTime = o.Now
-	case k.panicking && k.panicTime+KPAStableWindow <= o.Now:
+	case k.panicking && k.panicTime+KPAStableWindow < o.Now:
 		k.panicking = false
 		k.maxPanicPods = 0
 	}
-	desired := int(dspc)
+	// Excess burst capacity, from the Ready pods' total capacity k each
+	// (Scale: totCap − TargetBurstCapacity − observedPanicValue).
+	if c := k.p.Concurrency; c > 0 {
+		ebc := math.Floor(float64(o.Ready())*float64(c) - KPABurstCapacity - panicV)
+		k.proxy = ebc < 0
+	}
+	desired := desiredStable
 	if k.panicking {
-		desired = max(int(dppc), k.maxPanicPods)
-		k.maxPanicPods = desired
+		desired = max(desired, desiredPanic)
+		k.maxPanicPods = max(k.maxPanicPods, desired)
+		desired = k.maxPanicPods
 	}
 	return Decision{Replicas: clamp(desired, k.p)}
 }

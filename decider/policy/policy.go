@@ -31,6 +31,10 @@ type Pod struct {
 	Ready bool
 	// Created and ReadyAt are simulated seconds; ReadyAt is meaningful when Ready.
 	Created, ReadyAt float64
+	// Pending is true while the pod has no node (no room); Started is when it
+	// got one and its containers started (the pod's status.startTime).
+	Pending bool
+	Started float64
 	// BusyCum is the cumulative CPU-seconds the pod used: busy slots × (CPU per
 	// slot) integrated over time. Differences over an interval give usage.
 	BusyCum float64
@@ -38,6 +42,10 @@ type Pod struct {
 	CPU float64
 	// Node indexes Observation.Nodes; −1 when Pending or without a node model.
 	Node int
+	// Completions and ServiceSum are the requests the pod finished and the sum
+	// of their service times (seconds), cumulative, as the pod's proxy counts.
+	Completions int
+	ServiceSum  float64
 }
 
 // Node is one node's capacity and absolute usage.
@@ -96,6 +104,14 @@ type Decision struct {
 	Forecast float64
 	// CPU is a new CPU request per pod in cores, applied in place; 0 keeps it.
 	CPU float64
+	// Migrate, when set, moves one pod to another node: a replacement is
+	// surged there and the pod is removed once the replacement is Ready.
+	Migrate *Move
+}
+
+// Move is one migration: pod ID to node index ToNode.
+type Move struct {
+	Pod, ToNode int
 }
 
 // Policy is one autoscaler.
@@ -125,6 +141,8 @@ type Params struct {
 	Vertical       bool
 	MinCPU, MaxCPU float64
 	CPUBound       float64
+	// Migration lets qas move a pod slowed on a hot node to a cooler node.
+	Migration bool
 	// CPUTarget is the CPU utilisation target of the HPA and predictive-hpa;
 	// zero means DefaultHPATarget.
 	CPUTarget float64

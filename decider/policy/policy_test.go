@@ -51,10 +51,15 @@ func TestHPA(t *testing.T) {
 		// The first sync has no previous sample: no metrics, no action.
 		{name: "within tolerance no change", start: 4, utils: []float64{0.7, 0.76, 0.64}, ready: true, want: []int{4, 4, 4}},
 		{name: "beyond tolerance scales by the ratio", start: 4, utils: []float64{0.7, 0.875}, ready: true, want: []int{4, 5}},
-		{name: "scale-up limited to max(4 pods, 100%) per period", start: 2, utils: []float64{0.7, 7, 7}, ready: true, want: []int{2, 6, 12}},
+		// calculateScaleUpLimit: max(2 × current, 4); the new pods have no sample
+		// at the next sync, so they count at 0 % (missing, scale-up).
+		{name: "scale-up limited to max(2 x current, 4) per sync", start: 1, utils: []float64{0.7, 7, 7, 7}, ready: true, want: []int{1, 4, 8, 16}},
 		{name: "scale-down waits for the 5-minute window", start: 10, utils: append([]float64{0.7, 0.7}, repeat(0.06, 21)...), ready: true,
 			want: append(append([]int{10, 10}, repeatInt(10, 20)...), 1)},
-		{name: "unready pods count as 0% on scale-up", start: 2, utils: []float64{0.7, 1.4, 1.4}, ready: false, want: []int{2, 4, 4}},
+		// Sync 3: the 2 new pods have no sample yet (missing, 0 % on a scale-up):
+		// ratio 2 → 1.0, within tolerance. Sync 4: they have samples but are not
+		// Ready (unready, 0 % on a scale-up): again 1.0, hold.
+		{name: "missing then unready pods count as 0% on scale-up", start: 2, utils: []float64{0.7, 1.4, 1.4, 1.4}, ready: false, want: []int{2, 4, 4, 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := NewHPA(params, 0.7)
@@ -64,6 +69,64 @@ func TestHPA(t *testing.T) {
 				got = append(got, w.step(h, u, tc.ready))
 			}
 			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// TestHPAPodGroups checks groupPods' classes on one sync after a first one
+// that records samples: four old Ready pods at utilisation u, plus extra pods.
+func TestHPAPodGroups(t *testing.T) {
+	const now = 1000.0
+	old := func(n int, u float64) []Pod {
+		var ps []Pod
+		for i := 0; i < n; i++ {
+			ps = append(ps, Pod{ID: i, Ready: true, Started: 0, ReadyAt: 10, CPU: 1, BusyCum: u * HPASync})
+		}
+		return ps
+	}
+	for _, tc := range []struct {
+		name  string
+		u     float64
+		extra []Pod
+		// seen says whether the extra pods were there (started) at the first sync.
+		seen bool
+		want int
+	}{
+		// ratio 0.5: without the missing pods ⌈0.5 × 4⌉ = 2; with them at 100 %
+		// of their request, ⌊100 × (4 × 0.35 + 2) / 6⌋ = 56 % → 0.8 → ⌈0.8 × 6⌉ = 5.
+		{name: "missing pods count 100% on scale-down", u: 0.35, extra: []Pod{{ID: 10, Ready: true, CPU: 1}, {ID: 11, Ready: true, CPU: 1}}, want: 5},
+		// Ready during the sample's window, 100 s after start (within the 5 min
+		// CPU initialisation period): unready, 0 % on a scale-up:
+		// ⌊100 × 4 × 1.4 / 6⌋ = 93 % → 93/70 → ⌈1.33 × 6⌉ = 8 (12 if they counted).
+		{name: "ready within the sample window during cpu initialisation is unready", u: 1.4, seen: true,
+			extra: []Pod{{ID: 10, Ready: true, Started: now - 100, ReadyAt: now - 5, CPU: 1}, {ID: 11, Ready: true, Started: now - 100, ReadyAt: now - 5, CPU: 1}}, want: 8},
+		// The same pods started 400 s ago (past the initialisation period) count.
+		{name: "after the cpu initialisation period the sample counts", u: 1.4, seen: true,
+			extra: []Pod{{ID: 10, Ready: true, Started: now - 400, ReadyAt: now - 5, CPU: 1}, {ID: 11, Ready: true, Started: now - 400, ReadyAt: now - 5, CPU: 1}}, want: 12},
+		// Pending pods are unready: ratio 1.5 says scale up, so they count at 0 %:
+		// 4 × 1.05 / 8 = 52 % → 0.74 flips the direction, so hold at 8 (⌈1.5 × 4⌉
+		// = 6 if they were ignored).
+		{name: "pending pods count 0% on scale-up", u: 1.05, seen: true,
+			extra: []Pod{{ID: 10, Pending: true, CPU: 1}, {ID: 11, Pending: true, CPU: 1}, {ID: 12, Pending: true, CPU: 1}, {ID: 13, Pending: true, CPU: 1}}, want: 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := NewHPA(Params{MinReplicas: 1, MaxReplicas: 100}, 0.7)
+			first := old(4, 0)
+			for i := range first {
+				first[i].BusyCum = 0
+			}
+			if tc.seen {
+				first = append(first, tc.extra...)
+			}
+			n := len(first)
+			require.Equal(t, n, h.Decide(&Observation{Now: now - HPASync, Pods: first}).Replicas, "no samples yet: no action")
+			pods := append(old(4, tc.u), tc.extra...)
+			for i := range pods[4:] {
+				if pods[4+i].Ready {
+					pods[4+i].BusyCum = tc.u * HPASync
+				}
+			}
+			require.Equal(t, tc.want, h.Decide(&Observation{Now: now, Pods: pods}).Replicas)
 		})
 	}
 }
@@ -106,10 +169,42 @@ func TestKPA(t *testing.T) {
 	require.True(t, k.panicking)
 	// In panic the count never goes down, even when the burst is over.
 	require.Equal(t, 10, k.Decide(kpaObs(64, 10, append(burst[6:], repeat(7, 6)...))).Replicas)
-	// After 60 s without reaching the threshold, panic ends and the stable window rules,
+	// Exactly 60 s after the last tick over the threshold: still panicking
+	// (Scale un-panics only when panicTime + StableWindow is before now).
+	require.Equal(t, 10, k.Decide(kpaObs(122, 10, repeat(7, 60))).Replicas)
+	require.True(t, k.panicking)
+	// After more than 60 s without reaching the threshold, panic ends and the stable window rules,
 	// bounded by the max scale-down rate (ready/2).
 	require.Equal(t, 5, k.Decide(kpaObs(130, 10, repeat(7, 60))).Replicas)
 	require.False(t, k.panicking)
+
+	// In panic the stable count wins when it is the larger (stable 139.3/7 → 20,
+	// panic 70/7 = 10 ≥ 2 × 5 ready).
+	k = NewKPA(Params{Concurrency: 10, MinReplicas: 1, MaxReplicas: 1000})
+	require.Equal(t, 20, k.Decide(kpaObs(60, 5, append(repeat(147, 54), repeat(70, 6)...))).Replicas)
+	require.True(t, k.panicking)
+}
+
+// TestKPAActivatorInPath: the activator is in the request path while the
+// excess burst capacity ⌊ready × k − 211 − panic concurrency⌋ is negative.
+func TestKPAActivatorInPath(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		ready      int
+		inflight   float64
+		wantInPath bool
+	}{
+		{name: "2 pods of k = 10: 20 − 211 − 14 < 0", ready: 2, inflight: 14, wantInPath: true},
+		{name: "30 pods of k = 10: 300 − 211 − 14 ≥ 0", ready: 30, inflight: 14, wantInPath: false},
+		{name: "30 pods but a burst of 100 in flight: 300 − 211 − 100 < 0", ready: 30, inflight: 100, wantInPath: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := NewKPA(Params{Concurrency: 10, MinReplicas: 1, MaxReplicas: 1000})
+			require.True(t, k.ActivatorRouting(), "a new revision starts behind the activator")
+			k.Decide(kpaObs(60, tc.ready, repeat(tc.inflight, 60)))
+			require.Equal(t, tc.wantInPath, k.ActivatorRouting())
+		})
+	}
 }
 
 func TestQASSnapshotFromObservations(t *testing.T) {
@@ -132,6 +227,30 @@ func TestQASSnapshotFromObservations(t *testing.T) {
 	d := q.Decide(o)
 	require.Greater(t, d.Replicas, 2, "30 req/s of 50 ms on one ready pod misses a 200 ms p95")
 	require.Positive(t, d.Forecast)
+}
+
+// TestCapacitySharing: with processor sharing a request of size S takes
+// S/(1−ρ) on one place (M/G/1-PS's conditional mean), S(1 + C/(K−a)) on K.
+func TestCapacitySharing(t *testing.T) {
+	q := repeat(0.1, 10) // constant service, 100 ms
+	for _, tc := range []struct {
+		name   string
+		k      int
+		lambda float64
+		t      float64
+		want   float64
+	}{
+		{name: "one place at ρ = 0.5 doubles the time: 200 ms > 150 ms", k: 1, lambda: 5, t: 0.15, want: 1},
+		{name: "one place at ρ = 0.5: 200 ms ≤ 250 ms", k: 1, lambda: 5, t: 0.25, want: 0},
+		// K = 2, a = 1: C = 1/3, slowdown 1 + (1/3)/1 = 4/3 → 133 ms.
+		{name: "two places, a = 1: 133 ms > 130 ms", k: 2, lambda: 10, t: 0.13, want: 1},
+		{name: "two places, a = 1: 133 ms ≤ 140 ms", k: 2, lambda: 10, t: 0.14, want: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Capacity{MeanService: 0.1, ServiceSCV: 0, ServiceQuantiles: q, K: tc.k, Sharing: true, Target: tc.t, Percentile: 95, Max: 10}
+			require.Equal(t, tc.want, c.Tail(tc.lambda, 1, tc.t))
+		})
+	}
 }
 
 func TestCapacity(t *testing.T) {

@@ -3,6 +3,7 @@ package policy
 import (
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/qas-dev/qas/decider/decide"
@@ -30,10 +31,16 @@ type QAS struct {
 	spec   decide.Spec
 	engine *decide.Engine
 	last   map[int]float64
+	svc    map[int]podService
 	lastT  float64
 	nodes  []float64
 	// Last is the engine's last decision, for the report.
 	Last decide.Decision
+}
+
+type podService struct {
+	n   int
+	sum float64
 }
 
 // Tolerance is θ for QAS in the simulator unless set with SetTolerance.
@@ -59,7 +66,10 @@ func NewQAS(name string, p Params, predictive bool) *QAS {
 	if p.Tolerance > 0 {
 		spec.Tolerance = p.Tolerance
 	}
-	return &QAS{name: name, p: p, spec: spec, engine: decide.NewEngine(), last: map[int]float64{}}
+	// Migration with the engine's defaults: φ = 85 %, the pod itself moves, a
+	// pod is slowed at 1.5 × the median service time.
+	spec.Migration.Enabled = p.Migration
+	return &QAS{name: name, p: p, spec: spec, engine: decide.NewEngine(), last: map[int]float64{}, svc: map[int]podService{}}
 }
 
 // SetTolerance sets θ.
@@ -117,6 +127,11 @@ func (q *QAS) Snapshot(o *Observation) decide.Snapshot {
 		}
 		dp := decide.Pod{Name: podName(p.ID), Owned: true, Ready: p.Ready,
 			CPURequest: int64(math.Round(p.CPU * 1000)), CPUUsage: use}
+		// The pod's own mean service time over the cycle, from its proxy's
+		// counters (0, unknown, when it finished nothing).
+		if prev, ok := q.svc[p.ID]; ok && p.Completions > prev.n {
+			dp.ServiceTime = (p.ServiceSum - prev.sum) / float64(p.Completions-prev.n)
+		}
 		if p.Node >= 0 && len(o.Nodes) > 0 {
 			dp.Node = nodeName(p.Node)
 		}
@@ -136,8 +151,10 @@ func (q *QAS) Snapshot(o *Observation) decide.Snapshot {
 		q.nodes = append(q.nodes, n.UsedCum)
 	}
 	clear(q.last)
+	clear(q.svc)
 	for _, p := range o.Pods {
 		q.last[p.ID] = p.BusyCum
+		q.svc[p.ID] = podService{p.Completions, p.ServiceSum}
 	}
 	q.lastT = o.Now
 	inits := make([]time.Duration, 0, min(len(o.InitTimes), 50))
@@ -163,7 +180,16 @@ func (q *QAS) Decide(o *Observation) Decision {
 		panic("qas: " + err.Error())
 	}
 	q.Last = d
-	return Decision{Replicas: int(d.DesiredReplicas), Forecast: d.Explanation.SizingArrivalRate, CPU: float64(d.DesiredCPU) / 1000}
+	out := Decision{Replicas: int(d.DesiredReplicas), Forecast: d.Explanation.SizingArrivalRate, CPU: float64(d.DesiredCPU) / 1000}
+	if m := d.Migration; m != nil {
+		pod, err1 := strconv.Atoi(strings.TrimPrefix(m.Pod, "pod-"))
+		to, err2 := strconv.Atoi(strings.TrimPrefix(m.ToNode, "node-"))
+		if err1 != nil || err2 != nil {
+			panic("qas: migration plan names an unknown pod or node: " + m.Pod + " → " + m.ToNode)
+		}
+		out.Migrate = &Move{Pod: pod, ToNode: to}
+	}
+	return out
 }
 
 func podName(id int) string { return "pod-" + strconv.Itoa(id) }

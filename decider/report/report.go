@@ -1,6 +1,7 @@
 // Package report writes a self-contained HTML report of a simulation: inline
 // SVG line charts (arrival rate and forecast, Ready replicas against the
-// oracle's demand, CPU used, latency per minute against the target) and the
+// oracle's demand, CPU requested and used, latency per minute against the
+// target, cumulative scaling actions) and the
 // metrics table. It needs no script, stylesheet or font from elsewhere.
 package report
 
@@ -62,8 +63,17 @@ func downsample(y []float64) []float64 {
 	return out
 }
 
-// chart renders a line chart as an SVG element; xUnit labels the x axis.
-func chart(id, title, yLabel, xUnit string, xMax float64, lines []series) template.HTML {
+// tick formats an axis value: whole numbers from 1,000 up, else 3 digits.
+func tick(v float64) string {
+	if math.Abs(v) >= 1000 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.3g", v)
+}
+
+// chart renders a line chart as an SVG element; xUnit labels the x axis. A
+// positive yCap caps the y axis (values above it are drawn at the top).
+func chart(id, title, yLabel, xUnit string, xMax, yCap float64, lines []series) template.HTML {
 	for i := range lines {
 		lines[i].Y = downsample(lines[i].Y)
 	}
@@ -79,6 +89,9 @@ func chart(id, title, yLabel, xUnit string, xMax float64, lines []series) templa
 		yMax = 1
 	}
 	yMax *= 1.05
+	if yCap > 0 && yMax > yCap {
+		yMax = yCap
+	}
 	pw, ph := width-padL-padR, height-padT-padB
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg id="%s" class="chart" xmlns="http://www.w3.org/2000/svg" width="%g" height="%g" viewBox="0 0 %g %g" role="img" aria-label="%s">`,
@@ -88,8 +101,8 @@ func chart(id, title, yLabel, xUnit string, xMax float64, lines []series) templa
 	for i := 0; i <= 4; i++ {
 		v := yMax * float64(i) / 4
 		y := padT + ph - ph*float64(i)/4
-		fmt.Fprintf(&b, `<text x="%g" y="%g" font-size="10" text-anchor="end">%.3g</text>`, padL-4, y+3, v)
-		fmt.Fprintf(&b, `<text x="%g" y="%g" font-size="10" text-anchor="middle">%.3g</text>`, padL+pw*float64(i)/4, height-padB+14, xMax*float64(i)/4)
+		fmt.Fprintf(&b, `<text x="%g" y="%g" font-size="10" text-anchor="end">%s</text>`, padL-4, y+3, tick(v))
+		fmt.Fprintf(&b, `<text x="%g" y="%g" font-size="10" text-anchor="middle">%s</text>`, padL+pw*float64(i)/4, height-padB+14, tick(xMax*float64(i)/4))
 	}
 	fmt.Fprintf(&b, `<text x="%g" y="%g" font-size="10" text-anchor="middle">%s</text>`, padL+pw/2, height-2, xUnit)
 	fmt.Fprintf(&b, `<text x="12" y="%g" font-size="10" transform="rotate(-90 12 %g)" text-anchor="middle">%s</text>`, padT+ph/2, padT+ph/2, template.HTMLEscapeString(yLabel))
@@ -137,8 +150,8 @@ var page = template.Must(template.New("r").Parse(`<!DOCTYPE html>
 {{range .Charts}}<div>{{.}}</div>
 {{end}}
 <h2>Metrics</h2>
-<table id="metrics"><tr><th>policy</th><th>requests</th><th>&gt;T %</th><th>minutes &gt;T %</th><th>p50 s</th><th>p95 s</th><th>p99 s</th><th>pod-s</th><th>CPU core-s</th><th>actions</th><th>θU %</th><th>θO %</th><th>τU %</th><th>τO %</th><th>instability %</th><th>jitter /min</th></tr>
-{{range .Rows}}<tr><td>{{.Name}}</td><td>{{.Requests}}</td><td>{{printf "%.2f" .RequestsOverTargetPct}}</td><td>{{printf "%.1f" .MinutesOverTargetPct}}</td><td>{{printf "%.3f" .Latency.P50}}</td><td>{{printf "%.3f" .Latency.P95}}</td><td>{{printf "%.3f" .Latency.P99}}</td><td>{{printf "%.0f" .PodSeconds}}</td><td>{{printf "%.0f" .CPUCoreSeconds}}</td><td>{{.Actions}}</td><td>{{printf "%.1f" .Spec.ThetaU}}</td><td>{{printf "%.1f" .Spec.ThetaO}}</td><td>{{printf "%.1f" .Spec.TauU}}</td><td>{{printf "%.1f" .Spec.TauO}}</td><td>{{printf "%.1f" .Spec.Instability}}</td><td>{{printf "%.2f" .Spec.Jitter}}</td></tr>
+<table id="metrics"><tr><th>policy</th><th>requests</th><th>&gt;T %</th><th>minutes &gt;T %</th><th>p50 s</th><th>p95 s</th><th>p99 s</th><th>pod-s</th><th>CPU core-s</th><th>actions</th><th>resizes</th><th>migrations</th><th>θU %</th><th>θO %</th><th>τU %</th><th>τO %</th><th>instability %</th><th>jitter /min</th></tr>
+{{range .Rows}}<tr><td>{{.Name}}</td><td>{{.Requests}}</td><td>{{printf "%.2f" .RequestsOverTargetPct}}</td><td>{{printf "%.1f" .MinutesOverTargetPct}}</td><td>{{printf "%.3f" .Latency.P50}}</td><td>{{printf "%.3f" .Latency.P95}}</td><td>{{printf "%.3f" .Latency.P99}}</td><td>{{printf "%.0f" .PodSeconds}}</td><td>{{printf "%.0f" .CPUCoreSeconds}}</td><td>{{.Actions}}</td><td>{{.Resizes}}</td><td>{{.Migrations}}</td><td>{{printf "%.1f" .Spec.ThetaU}}</td><td>{{printf "%.1f" .Spec.ThetaO}}</td><td>{{printf "%.1f" .Spec.TauU}}</td><td>{{printf "%.1f" .Spec.TauO}}</td><td>{{printf "%.1f" .Spec.Instability}}</td><td>{{printf "%.2f" .Spec.Jitter}}</td></tr>
 {{end}}</table>
 </body></html>
 `))
@@ -166,7 +179,8 @@ func Write(w io.Writer, in Input) error {
 			rate = append(rate, series{Name: r.Policy + " sizing λ", Color: col, Y: r.Forecast, Dash: true})
 		}
 		reps = append(reps, series{Name: r.Policy, Color: col, Y: ints(r.Ready)})
-		cpu = append(cpu, series{Name: r.Policy, Color: col, Y: r.CPUUsed})
+		cpu = append(cpu, series{Name: r.Policy + " requested", Color: col, Y: r.CPURequestedPerSecond},
+			series{Name: r.Policy + " used", Color: col, Y: r.CPUUsed, Dash: true})
 		lat = append(lat, series{Name: r.Policy, Color: col, Y: r.MinuteLatency})
 	}
 	tl := make([]float64, len(c.Results[0].MinuteLatency))
@@ -175,11 +189,12 @@ func Write(w io.Writer, in Input) error {
 	}
 	lat = append(lat, series{Name: "target", Color: "#000", Y: tl, Dash: true})
 	charts := []template.HTML{
-		chart("rate", "Arrival rate and sizing rate", "requests/s", "simulated seconds", n, rate),
-		chart("replicas", "Ready replicas against demand", "pods", "simulated seconds", n, reps),
-		chart("cpu", "CPU used", "cores", "simulated seconds", n, cpu),
-		chart("latency", fmt.Sprintf("Latency p%g per minute against the target", in.Percentile), "seconds", "simulated minutes", float64(len(tl)), lat),
-		chart("actions", "Scaling actions (changes of desired replicas) per policy", "actions so far", "simulated seconds", n, actionSeries(c)),
+		chart("rate", "Arrival rate and sizing rate", "requests/s", "simulated seconds", n, 0, rate),
+		chart("replicas", "Ready replicas against demand", "pods", "simulated seconds", n, 0, reps),
+		chart("cpu", "CPU requested (the cost) and used, per policy", "cores", "simulated seconds", n, 0, cpu),
+		chart("latency", fmt.Sprintf("Latency p%g per minute against the target (axis capped at 10× the target)", in.Percentile),
+			"seconds", "simulated minutes", float64(len(tl)), 10*in.Target, lat),
+		chart("actions", "Scaling actions (changes of desired replicas) per policy", "actions so far", "simulated seconds", n, 0, actionSeries(c)),
 	}
 	return page.Execute(w, struct {
 		Input

@@ -8,16 +8,25 @@ import (
 )
 
 // BenchmarkSimulate reports simulated requests per second of wall time, for a
-// static policy (the simulator alone) and for qas and hpa (with their decision
-// costs), on 600 simulated seconds at 2,000 requests per second.
+// static policy (the simulator alone), for qas, hpa and kpa (with their
+// decision costs), and for the static policy with processor sharing, on 600
+// simulated seconds at 2,000 requests per second.
 func BenchmarkSimulate(b *testing.B) {
 	svc, _ := ParseDist("lognormal:20ms,cv=1.5")
 	init, _ := ParseDist("30s")
 	p := policy.Params{Target: 0.1, Percentile: 95, Concurrency: 4, CPU: 1, MinReplicas: 1, MaxReplicas: 500}
-	for _, name := range []string{"static:20", "qas", "hpa"} {
-		b.Run(name, func(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		sharing bool
+	}{{"static:20", false}, {"qas", false}, {"hpa", false}, {"kpa", false}, {"static:20", true}} {
+		name := tc.name
+		label := name
+		if tc.sharing {
+			label += "/processor-sharing"
+		}
+		b.Run(label, func(b *testing.B) {
 			cfg := Config{Rates: constRates(2000, 600), Service: svc, Init: init, Concurrency: 4, CPU: 1,
-				Target: 0.1, Percentile: 95, InitialReplicas: 20, Seed: 1}
+				Target: 0.1, Percentile: 95, InitialReplicas: 20, Seed: 1, Sharing: tc.sharing, BusyCPU: 0.25}
 			requests := 0
 			start := time.Now()
 			for i := 0; i < b.N; i++ {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/qas-dev/qas/decider/policy"
 )
@@ -17,6 +18,7 @@ type Summary struct {
 	CPUUsedCoreSeconds    float64  `json:"cpu_used_core_seconds"`
 	Actions               int      `json:"actions"`
 	Resizes               int      `json:"resizes"`
+	Migrations            int      `json:"migrations"`
 	Latency               Quantile `json:"latency_seconds"`
 	MeanLatency           float64  `json:"mean_latency_seconds"`
 	// Spec compares Ready pods (supply) with the oracle's demand.
@@ -42,18 +44,33 @@ type Comparison struct {
 }
 
 // NewCapacity is the oracle's sizing rule for cfg (it knows the true
-// service-time distribution).
+// service-time distribution). With processor sharing a pod has
+// SharingPlaces(cfg) full-speed places and a request alone runs
+// max(1, unit/CPU) times slower than its sampled service time.
 func NewCapacity(cfg Config, maxReplicas int) *policy.Capacity {
 	const points = 1000
+	scale, k := 1.0, max(cfg.Concurrency, 1)
+	if cfg.Sharing {
+		u := psUnitOf(cfg)
+		scale, k = math.Max(1, u/cfg.CPU), SharingPlaces(cfg)
+	}
 	q := make([]float64, points)
 	for i := range q {
-		q[i] = cfg.Service.Quantile(100 * (float64(i) + 0.5) / points)
+		q[i] = scale * cfg.Service.Quantile(100*(float64(i)+0.5)/points)
 	}
 	return &policy.Capacity{
-		MeanService: cfg.Service.Mean, ServiceSCV: cfg.Service.SCV(),
-		ServiceQuantiles: q, K: max(cfg.Concurrency, 1),
+		MeanService: scale * cfg.Service.Mean, ServiceSCV: cfg.Service.SCV(),
+		ServiceQuantiles: q, K: k, Sharing: cfg.Sharing,
 		Target: cfg.Target, Percentile: cfg.Percentile, Max: maxReplicas,
 	}
+}
+
+// SharingPlaces is how many requests a processor-sharing pod serves at full
+// speed at once: ⌊CPU / cores per request⌋, at least 1, at most Concurrency.
+// It is also the concurrency QAS is told, as a user would configure it for a
+// CPU-bound service.
+func SharingPlaces(cfg Config) int {
+	return min(max(1, int(math.Floor(cfg.CPU/psUnitOf(cfg)+1e-9))), max(cfg.Concurrency, 1))
 }
 
 // Compare runs each named policy on cfg with the same seed.
@@ -62,7 +79,11 @@ func Compare(cfg Config, names []string, p policy.Params, progress func(policy s
 	fut := policy.Future{Rates: cfg.Rates, Capacity: capa, Init: cfg.Init.Max()}
 	pols := make([]policy.Policy, 0, len(names))
 	for _, n := range names {
-		pol, err := policy.New(n, p, fut)
+		pp := p
+		if cfg.Sharing && (n == "qas" || n == "qas-reactive") {
+			pp.Concurrency = SharingPlaces(cfg)
+		}
+		pol, err := policy.New(n, pp, fut)
 		if err != nil {
 			return nil, err
 		}
@@ -95,7 +116,7 @@ func Summarize(r *Result, demand []int) Summary {
 	return Summary{
 		Name: r.Policy, Requests: r.Requests, RequestsOverTargetPct: r.OverTargetPct(),
 		MinutesOverTargetPct: r.MinutesOverTargetPct(), PodSeconds: r.PodSeconds,
-		CPUCoreSeconds: r.CPUCoreSeconds(), CPUUsedCoreSeconds: r.CPUUsedSeconds(), Actions: r.Actions, Resizes: r.Resizes,
+		CPUCoreSeconds: r.CPUCoreSeconds(), CPUUsedCoreSeconds: r.CPUUsedSeconds(), Actions: r.Actions, Resizes: r.Resizes, Migrations: r.Migrations,
 		Latency:     Quantile{P50: r.Latency.Quantile(50), P95: r.Latency.Quantile(95), P99: r.Latency.Quantile(99)},
 		MeanLatency: r.MeanLatency,
 		Spec:        Elasticity(demand, r.Ready), SpecRequested: Elasticity(r.Desired, r.Ready),

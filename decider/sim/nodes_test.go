@@ -95,3 +95,41 @@ func TestVerticalResizeChangesServiceRate(t *testing.T) {
 		})
 	}
 }
+
+// TestMigrationOffHotNode: node-0 runs other work wanting 8 of its 4 cores, so
+// the workload's pods placed there serve 2–3× slower. qas with migration moves
+// them (surge a replacement on a cool node, remove the old pod once it is
+// Ready); without migration they stay, and their requests stay slow.
+func TestMigrationOffHotNode(t *testing.T) {
+	svc, err := ParseDist("exp:100ms")
+	require.NoError(t, err)
+	init, err := ParseDist("lognormal:20s,cv=0.3")
+	require.NoError(t, err)
+	cfg := Config{Rates: constRates(20, 1200), Service: svc, Init: init, Concurrency: 1, CPU: 0.5,
+		Target: 0.5, Percentile: 95, InitialReplicas: 6, Seed: 5, Nodes: 3, NodeCPU: 8, Backgrounds: []float64{13, 0, 0}}
+	p := policy.Params{Target: 0.5, Percentile: 95, Concurrency: 1, CPU: 0.5, MinReplicas: 1, MaxReplicas: 30}
+	run := func(migrate bool) *Result {
+		pp := p
+		pp.Migration = migrate
+		return Run(cfg, policy.NewQAS("qas", pp, true))
+	}
+	off, on := run(false), run(true)
+	share := func(r *Result) float64 { return float64(r.NodeServed[0]) / float64(r.Requests) }
+	t.Logf("off: %.2f%% over target, mean %.0f ms, hot-node share %.2f, pod-s %.0f; on: %.2f%%, %.0f ms, %.2f, %.0f, %d migrations",
+		off.OverTargetPct(), 1000*off.MeanLatency, share(off), off.PodSeconds,
+		on.OverTargetPct(), 1000*on.MeanLatency, share(on), on.PodSeconds, on.Migrations)
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{name: "migrations carried out with migration on", ok: on.Migrations >= 2},
+		{name: "none with migration off", ok: off.Migrations == 0},
+		{name: "fewer requests served on the hot node", ok: share(on) < share(off)/2},
+		{name: "lower mean latency", ok: on.MeanLatency < off.MeanLatency},
+		{name: "fewer requests over the target", ok: on.OverTargetPct() < off.OverTargetPct()},
+		// Without migration the engine sizes for the slowed pods' inflated E[S].
+		{name: "fewer pod-seconds", ok: on.PodSeconds < off.PodSeconds},
+	} {
+		require.True(t, tc.ok, tc.name)
+	}
+}

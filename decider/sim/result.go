@@ -59,7 +59,10 @@ type Result struct {
 	Ready    []int     // Ready pods (supply)
 	Existing []int     // pods that exist (starting, Ready or draining)
 	CPUUsed  []float64 // CPU-seconds used in the second
-	Forecast []float64 // the rate the policy sized for (0 if none)
+	// CPURequestedPerSecond is the CPU requested by existing pods in each
+	// second, core-seconds (the cost's time series).
+	CPURequestedPerSecond []float64
+	Forecast              []float64 // the rate the policy sized for (0 if none)
 	// MinuteLatency is the latency at the percentile of each simulated minute (0 if no request).
 	MinuteLatency []float64
 	Requests      int
@@ -70,7 +73,11 @@ type Result struct {
 	// CPURequested is the CPU requested by existing pods integrated over time, core-seconds.
 	CPURequested float64
 	// Resizes counts vertical resizes.
-	Resizes     int
+	Resizes int
+	// Migrations counts moves carried out (replacement Ready, old pod removed).
+	Migrations int
+	// NodeServed counts the requests finished on each node.
+	NodeServed  []int
 	Actions     int
 	CPU         float64 // request per pod, cores
 	target, pct float64
@@ -83,9 +90,9 @@ func newResult(name string, cfg Config) *Result {
 	n := len(cfg.Rates)
 	return &Result{
 		Policy: name, Arrivals: make([]int, n), Desired: make([]int, n), Ready: make([]int, n),
-		Existing: make([]int, n), CPUUsed: make([]float64, n), Forecast: make([]float64, n),
+		Existing: make([]int, n), CPUUsed: make([]float64, n), CPURequestedPerSecond: make([]float64, n), Forecast: make([]float64, n),
 		minutes: make([]Histogram, (n+59)/60), CPU: cfg.CPU, target: cfg.Target, pct: cfg.Percentile,
-		seconds: make([]policy.Second, 0, n),
+		seconds: make([]policy.Second, 0, n), NodeServed: make([]int, cfg.Nodes),
 	}
 }
 

@@ -48,6 +48,18 @@ type Config struct {
 	// means unlimited capacity.
 	Nodes               int
 	NodeCPU, Background float64
+	// Backgrounds, when set, gives each node its own background demand
+	// (one per node; nodes past its end use Background). Demand above NodeCPU oversubscribes
+	// the node: a hot node, where migration matters.
+	Backgrounds []float64
+	// Sharing turns each pod into a processor-sharing server: the up to
+	// Concurrency requests in service progress at once, sharing the pod's CPU
+	// request equally. A request alone runs at full speed (its sampled service
+	// time) on PSUnit cores; n requests each run at min(1, CPU/(n·PSUnit)) of
+	// full speed, and on a node whose demand exceeds its cores at that times
+	// cores/demand. PSUnit is BusyCPU, or min(1, CPU) when BusyCPU is zero.
+	// CPUBound does not apply: the CPU allocation sets the speed directly.
+	Sharing bool
 	// InitialReplicas are Ready at time 0; default 1.
 	InitialReplicas int
 	Seed            uint64
@@ -58,6 +70,7 @@ type Config struct {
 const (
 	evCompletion = iota
 	evReady
+	evPS // the next completion of a processor-sharing pod
 )
 
 type event struct {
@@ -65,6 +78,7 @@ type event struct {
 	arr float64 // arrival time of the request (completion) or unused
 	svc float64 // service time of the request (completion)
 	pod int32
+	gen uint32 // evPS: the pod's schedule version it was computed for
 	k   uint8
 }
 
@@ -110,15 +124,21 @@ func (h *eventHeap) pop() event {
 	return top
 }
 
-// fifo is a ring buffer of arrival times.
+// request is one request waiting: its arrival time and its service time (at
+// full speed), drawn when it arrived.
+type request struct {
+	arr, svc float64
+}
+
+// fifo is a ring buffer of waiting requests.
 type fifo struct {
-	buf        []float64
+	buf        []request
 	head, size int
 }
 
-func (q *fifo) push(v float64) {
+func (q *fifo) push(v request) {
 	if q.size == len(q.buf) {
-		nb := make([]float64, max(8, 2*len(q.buf)))
+		nb := make([]request, max(8, 2*len(q.buf)))
 		for i := 0; i < q.size; i++ {
 			nb[i] = q.buf[(q.head+i)%len(q.buf)]
 		}
@@ -128,7 +148,7 @@ func (q *fifo) push(v float64) {
 	q.size++
 }
 
-func (q *fifo) pop() float64 {
+func (q *fifo) pop() request {
 	v := q.buf[q.head]
 	q.head = (q.head + 1) % len(q.buf)
 	q.size--
@@ -146,29 +166,53 @@ type pod struct {
 	cpu              float64
 	node             int // −1 while Pending (or with no node model)
 	pending          bool
+	svcN             int     // requests finished
+	svcSum           float64 // their service times, seconds
+	ps               psState
+	// surgeFor is the pod this one replaces in a migration (−1: none);
+	// surge is this pod's replacement while it starts (−1: none).
+	surgeFor, surge int
+	started         float64 // when the pod got a node and its containers started
 }
 
 type sim struct {
-	cfg      Config
-	rng      *rand.Rand
-	now      float64
-	heap     eventHeap
-	pods     []pod
-	active   []int // not draining, not gone (includes starting pods)
-	ready    []int // Ready and not draining
-	front    fifo
-	existing int // pods not gone (starting, ready, draining)
-	lastPodT float64
-	inflight int
-	lastInT  float64
-	curCPU   float64 // CPU request of new pods (changed by vertical resizes)
-	reqCores float64 // CPU requested by existing pods
-	res      *Result
-	sec      policy.Second
-	inits    []float64
-	cpuTotal float64
-	cpuMark  float64
-	nodes    []node
+	cfg Config
+	// Separate streams for arrivals, service times, routing and init times
+	// (common random numbers): every policy run on a seed sees the same
+	// arrivals with the same service times, whatever its pods do.
+	rngArr, rngSvc, rngRoute, rngInit *rand.Rand
+	now                               float64
+	heap                              eventHeap
+	pods                              []pod
+	active                            []int // not draining, not gone (includes starting pods)
+	ready                             []int // Ready and not draining
+	front                             fifo
+	existing                          int // pods not gone (starting, ready, draining)
+	lastPodT                          float64
+	inflight                          int
+	lastInT                           float64
+	curCPU                            float64 // CPU request of new pods (changed by vertical resizes)
+	reqCores                          float64 // CPU requested by existing pods
+	res                               *Result
+	sec                               policy.Second
+	inits                             []float64
+	cpuTotal                          float64
+	cpuMark                           float64
+	reqMark                           float64 // CPURequested at the end of the last second
+	nodes                             []node
+	surges                            int // replacement pods still starting
+	// activator: requests wait in the front queue and go only to a Ready pod
+	// with a free service place (Knative's activator in the request path).
+	activator bool
+}
+
+// ActivatorRouter is implemented by a policy whose autoscaler may put a
+// proxy in the request path that holds requests until a pod has a free place
+// (Knative's activator). The simulator asks at the start and after every
+// decision, and routes that way while the answer is true, at random
+// otherwise.
+type ActivatorRouter interface {
+	ActivatorRouting() bool
 }
 
 type node struct {
@@ -180,7 +224,7 @@ type node struct {
 
 func (s *sim) nodeTouch(n int) {
 	nd := &s.nodes[n]
-	nd.usedCum += math.Min(s.cfg.NodeCPU, s.cfg.Background+nd.busy) * (s.now - nd.lastUpd)
+	nd.usedCum += math.Min(s.cfg.NodeCPU, s.background(n)+nd.busy) * (s.now - nd.lastUpd)
 	nd.lastUpd = s.now
 }
 
@@ -211,11 +255,12 @@ func (s *sim) startPod(id int, ready bool) {
 		return
 	}
 	p.pending = false
+	p.started = s.now
 	if ready {
 		s.makeReady(id)
 		return
 	}
-	s.heap.push(event{t: s.now + s.cfg.Init.Sample(s.rng), pod: int32(id), k: evReady})
+	s.heap.push(event{t: s.now + s.cfg.Init.Sample(s.rngInit), pod: int32(id), k: evReady})
 }
 
 func (s *sim) release(id int) {
@@ -234,8 +279,13 @@ func Run(cfg Config, p policy.Policy) *Result {
 	if cfg.InitialReplicas < 1 {
 		cfg.InitialReplicas = 1
 	}
-	s := &sim{cfg: cfg, rng: newRand(cfg.Seed), curCPU: cfg.CPU}
+	s := &sim{cfg: cfg, rngArr: newRand(cfg.Seed, 1), rngSvc: newRand(cfg.Seed, 2), rngRoute: newRand(cfg.Seed, 3),
+		rngInit: newRand(cfg.Seed, 4), curCPU: cfg.CPU}
 	s.res = newResult(p.Name(), cfg)
+	router, _ := p.(ActivatorRouter)
+	if router != nil {
+		s.activator = router.ActivatorRouting()
+	}
 	if cfg.Nodes > 0 {
 		s.nodes = make([]node, cfg.Nodes)
 	}
@@ -267,9 +317,12 @@ func Run(cfg Config, p policy.Policy) *Result {
 			}
 			e := s.heap.pop()
 			s.now = e.t
-			if e.k == evCompletion {
+			switch e.k {
+			case evCompletion:
 				s.complete(int(e.pod), e.arr, e.svc)
-			} else {
+			case evPS:
+				s.psEvent(int(e.pod), e.gen)
+			default:
 				s.makeReady(int(e.pod))
 			}
 		}
@@ -288,6 +341,12 @@ func Run(cfg Config, p policy.Policy) *Result {
 				s.resize(d.CPU)
 			}
 			s.scale(d.Replicas)
+			if d.Migrate != nil {
+				s.migrate(*d.Migrate)
+			}
+			if router != nil {
+				s.setActivator(router.ActivatorRouting())
+			}
 		} else if second > 0 {
 			s.res.Forecast[second] = s.res.Forecast[second-1]
 		}
@@ -296,6 +355,9 @@ func Run(cfg Config, p policy.Policy) *Result {
 		if cfg.Progress != nil && second%60 == 0 {
 			cfg.Progress(second, total)
 		}
+	}
+	if cfg.Progress != nil {
+		cfg.Progress(total, total)
 	}
 	s.podTick()
 	s.res.finish()
@@ -312,7 +374,7 @@ func (s *sim) nextArrival(t float64) float64 {
 		}
 		r := s.cfg.Rates[sec]
 		if r > 0 {
-			x := t + s.rng.ExpFloat64()/r
+			x := t + s.rngArr.ExpFloat64()/r
 			if x < float64(sec+1) {
 				return x
 			}
@@ -335,17 +397,31 @@ func (s *sim) podTick() {
 // busyDelta changes pod id's busy slots by d, keeping the integrals.
 func (s *sim) busyDelta(id, d int) {
 	s.touch(id)
+	if s.cfg.Sharing {
+		s.psAdvance(id)
+	}
 	p := &s.pods[id]
+	before := s.podCores(id)
 	p.inService += d
 	if p.node >= 0 && len(s.nodes) > 0 {
 		s.nodeTouch(p.node)
-		s.nodes[p.node].busy += float64(d) * s.slot(id)
+		s.nodes[p.node].busy += s.podCores(id) - before
 	}
+}
+
+// podCores is the CPU pod id uses now: its busy slots' cores, or with
+// processor sharing the smaller of its request and what its requests want.
+func (s *sim) podCores(id int) float64 {
+	p := &s.pods[id]
+	if s.cfg.Sharing {
+		return math.Min(p.cpu, float64(p.inService)*s.psUnit())
+	}
+	return float64(p.inService) * s.slot(id)
 }
 
 func (s *sim) touch(id int) {
 	p := &s.pods[id]
-	d := float64(p.inService) * s.slot(id) * (s.now - p.lastUpd)
+	d := s.podCores(id) * (s.now - p.lastUpd)
 	p.busyCum += d
 	s.cpuTotal += d
 	p.lastUpd = s.now
@@ -355,27 +431,77 @@ func (s *sim) arrive() {
 	s.sec.Arrivals++
 	s.inTick()
 	s.inflight++
+	req := request{arr: s.now, svc: s.cfg.Service.Sample(s.rngSvc)}
 	if len(s.ready) == 0 {
-		s.front.push(s.now)
+		s.front.push(req)
 		return
 	}
-	s.route(s.ready[s.rng.IntN(len(s.ready))], s.now)
+	if s.activator {
+		if id, ok := s.freePod(); ok {
+			s.route(id, req)
+		} else {
+			s.front.push(req)
+		}
+		return
+	}
+	s.route(s.ready[s.rngRoute.IntN(len(s.ready))], req)
 }
 
-func (s *sim) route(id int, arr float64) {
+// setActivator puts the activator in or out of the request path; taken out,
+// it hands the requests it holds to Ready pods at random.
+func (s *sim) setActivator(on bool) {
+	s.activator = on
+	for !on && s.front.size > 0 && len(s.ready) > 0 {
+		s.route(s.ready[s.rngRoute.IntN(len(s.ready))], s.front.pop())
+	}
+}
+
+// freePod is a Ready pod with a free service place, scanning from a random
+// one; false when every Ready pod is full.
+func (s *sim) freePod() (int, bool) {
+	n := len(s.ready)
+	start := s.rngRoute.IntN(n)
+	for i := 0; i < n; i++ {
+		id := s.ready[(start+i)%n]
+		if s.pods[id].inService < s.cfg.Concurrency {
+			return id, true
+		}
+	}
+	return 0, false
+}
+
+// next is the request pod id serves next when a place frees: the head of its
+// own queue, or with the activator the head of the front queue (if the pod
+// is still in the Service).
+func (s *sim) next(id int) (request, bool) {
+	p := &s.pods[id]
+	if p.queue.size > 0 {
+		return p.queue.pop(), true
+	}
+	if s.activator && s.front.size > 0 && p.ready && !p.draining {
+		return s.front.pop(), true
+	}
+	return request{}, false
+}
+
+func (s *sim) route(id int, req request) {
 	p := &s.pods[id]
 	if p.inService < s.cfg.Concurrency {
 		s.busyDelta(id, 1)
-		s.start(id, arr)
+		s.start(id, req)
 		return
 	}
-	p.queue.push(arr)
+	p.queue.push(req)
 }
 
-func (s *sim) start(id int, arr float64) {
-	svc := s.cfg.Service.Sample(s.rng)
+func (s *sim) start(id int, req request) {
+	if s.cfg.Sharing {
+		s.psAdd(id, req)
+		return
+	}
+	arr, svc := req.arr, req.svc
 	if n := s.pods[id].node; n >= 0 && len(s.nodes) > 0 {
-		if demand := s.cfg.Background + s.nodes[n].busy; demand > s.cfg.NodeCPU {
+		if demand := s.background(n) + s.nodes[n].busy; demand > s.cfg.NodeCPU {
 			svc *= demand / s.cfg.NodeCPU
 		}
 	}
@@ -386,6 +512,16 @@ func (s *sim) start(id int, arr float64) {
 }
 
 func (s *sim) complete(id int, arr, svc float64) {
+	s.finish(id, arr, svc)
+	if req, ok := s.next(id); ok {
+		s.start(id, req)
+		return
+	}
+	s.idle(id)
+}
+
+// finish records a request that pod id completed after svc seconds in service.
+func (s *sim) finish(id int, arr, svc float64) {
 	s.inTick()
 	s.inflight--
 	s.sec.Completions++
@@ -393,10 +529,16 @@ func (s *sim) complete(id int, arr, svc float64) {
 	s.sec.ServiceSq += svc * svc
 	s.res.record(s.now-arr, s.now)
 	p := &s.pods[id]
-	if p.queue.size > 0 {
-		s.start(id, p.queue.pop())
-		return
+	p.svcN++
+	p.svcSum += svc
+	if p.node >= 0 && len(s.nodes) > 0 {
+		s.res.NodeServed[p.node]++
 	}
+}
+
+// idle frees one of pod id's service places; a draining pod with none left goes.
+func (s *sim) idle(id int) {
+	p := &s.pods[id]
 	s.busyDelta(id, -1)
 	if p.draining && p.inService == 0 {
 		s.podTick()
@@ -410,7 +552,7 @@ func (s *sim) complete(id int, arr, svc float64) {
 func (s *sim) addPod() int {
 	s.podTick()
 	id := len(s.pods)
-	s.pods = append(s.pods, pod{created: s.now, readyIdx: -1, lastUpd: s.now, node: -1, cpu: s.curCPU})
+	s.pods = append(s.pods, pod{created: s.now, readyIdx: -1, lastUpd: s.now, node: -1, cpu: s.curCPU, surgeFor: -1, surge: -1})
 	s.reqCores += s.curCPU
 	s.active = append(s.active, id)
 	s.existing++
@@ -428,8 +570,25 @@ func (s *sim) makeReady(id int) {
 	if id >= s.cfg.InitialReplicas {
 		s.inits = append(s.inits, s.now-p.created)
 	}
+	if old := p.surgeFor; old >= 0 {
+		// The replacement is Ready: the migrated pod goes (and drains).
+		p.surgeFor = -1
+		s.pods[old].surge = -1
+		s.surges--
+		s.res.Migrations++
+		for i, a := range s.active {
+			if a == old {
+				s.remove(i)
+				break
+			}
+		}
+	}
 	for s.front.size > 0 && p.inService < s.cfg.Concurrency {
-		s.route(s.ready[s.rng.IntN(len(s.ready))], s.front.pop())
+		if s.activator {
+			s.route(id, s.front.pop())
+			continue
+		}
+		s.route(s.ready[s.rngRoute.IntN(len(s.ready))], s.front.pop())
 	}
 }
 
@@ -447,16 +606,18 @@ func (s *sim) unready(id int) {
 
 // scale applies a desired replica count: new pods start with an init time;
 // removals take starting pods first (newest first), then the Ready pods
-// holding the fewest requests, which drain.
+// holding the fewest requests, which drain. Migration replacements still
+// starting do not count and are never chosen; removing a pod that is being
+// migrated removes its replacement too.
 func (s *sim) scale(desired int) {
 	desired = max(desired, 0)
-	for len(s.active) < desired {
+	for len(s.active)-s.surges < desired {
 		s.startPod(s.addPod(), false)
 	}
-	for len(s.active) > desired {
+	for len(s.active)-s.surges > desired {
 		victim := -1
 		for i := len(s.active) - 1; i >= 0; i-- {
-			if !s.pods[s.active[i]].ready {
+			if p := &s.pods[s.active[i]]; !p.ready && p.surgeFor < 0 {
 				victim = i
 				break
 			}
@@ -464,25 +625,78 @@ func (s *sim) scale(desired int) {
 		if victim < 0 {
 			best := math.MaxInt
 			for i, id := range s.active {
-				if n := s.pods[id].inService + s.pods[id].queue.size; n < best {
-					best, victim = n, i
+				if p := &s.pods[id]; p.surgeFor < 0 {
+					if n := p.inService + p.queue.size; n < best {
+						best, victim = n, i
+					}
 				}
 			}
 		}
 		id := s.active[victim]
-		s.active = append(s.active[:victim], s.active[victim+1:]...)
-		p := &s.pods[id]
-		s.unready(id)
-		s.podTick()
-		if p.inService == 0 {
-			p.gone = true
-			s.existing--
-			s.reqCores -= p.cpu
-			s.release(id)
-		} else {
-			p.draining = true
+		s.remove(victim)
+		if r := s.pods[id].surge; r >= 0 {
+			s.pods[id].surge = -1
+			s.pods[r].surgeFor = -1
+			s.surges--
+			for i, a := range s.active {
+				if a == r {
+					s.remove(i)
+					break
+				}
+			}
 		}
 	}
+}
+
+// remove takes s.active[i] out of service: it stops receiving requests and
+// goes once it holds none.
+func (s *sim) remove(i int) {
+	id := s.active[i]
+	s.active = append(s.active[:i], s.active[i+1:]...)
+	p := &s.pods[id]
+	s.unready(id)
+	s.podTick()
+	if p.inService == 0 {
+		p.gone = true
+		s.existing--
+		s.reqCores -= p.cpu
+		s.release(id)
+	} else {
+		p.draining = true
+	}
+}
+
+// migrate carries out a move as the controller does, surge first: a
+// replacement pod is created on the target node and, once Ready (after an init
+// time), the moved pod is removed. A move of a pod that is gone, already being
+// moved, or to a node without room for its request is not carried out.
+func (s *sim) migrate(m policy.Move) {
+	if len(s.nodes) == 0 || m.ToNode < 0 || m.ToNode >= len(s.nodes) || m.Pod < 0 || m.Pod >= len(s.pods) {
+		return
+	}
+	old := &s.pods[m.Pod]
+	if old.gone || old.draining || old.surge >= 0 || old.surgeFor >= 0 || old.node == m.ToNode {
+		return
+	}
+	if s.nodes[m.ToNode].requested+s.curCPU > s.cfg.NodeCPU+1e-9 {
+		return
+	}
+	id := s.addPod()
+	p := &s.pods[id]
+	p.node = m.ToNode
+	s.nodes[m.ToNode].requested += p.cpu
+	p.started = s.now
+	p.surgeFor = m.Pod
+	s.pods[m.Pod].surge = id
+	s.surges++
+	s.heap.push(event{t: s.now + s.cfg.Init.Sample(s.rngInit), pod: int32(id), k: evReady})
+}
+
+func (s *sim) background(n int) float64 {
+	if n < len(s.cfg.Backgrounds) {
+		return s.cfg.Backgrounds[n]
+	}
+	return s.cfg.Background
 }
 
 func (s *sim) closeSecond(second int) {
@@ -504,6 +718,8 @@ func (s *sim) closeSecond(second int) {
 	}
 	s.res.CPUUsed[second] = s.cpuTotal - s.cpuMark
 	s.cpuMark = s.cpuTotal
+	s.res.CPURequestedPerSecond[second] = s.res.CPURequested - s.reqMark
+	s.reqMark = s.res.CPURequested
 	s.res.Existing[second] = s.existing
 	s.res.seconds = append(s.res.seconds, s.sec)
 	s.sec = policy.Second{}
@@ -515,7 +731,14 @@ func (s *sim) observe(o *policy.Observation) {
 	o.Pods = o.Pods[:0]
 	for _, id := range s.active {
 		p := &s.pods[id]
-		o.Pods = append(o.Pods, policy.Pod{ID: id, Ready: p.ready, Created: p.created, ReadyAt: p.readyAt, BusyCum: p.busyCum, CPU: p.cpu, Node: p.node})
+		if p.surgeFor >= 0 {
+			// A migration's replacement is the controller's, outside the
+			// replica count, until it takes over from the moved pod.
+			continue
+		}
+		o.Pods = append(o.Pods, policy.Pod{ID: id, Ready: p.ready, Created: p.created, ReadyAt: p.readyAt,
+			Pending: p.pending, Started: p.started,
+			Completions: p.svcN, ServiceSum: p.svcSum, BusyCum: p.busyCum, CPU: p.cpu, Node: p.node})
 	}
 	o.Nodes = o.Nodes[:0]
 	for _, n := range s.nodes {
@@ -524,7 +747,9 @@ func (s *sim) observe(o *policy.Observation) {
 	o.InitTimes = s.inits
 }
 
-func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)) }
+func newRand(seed, stream uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15*stream))
+}
 
 // slot is the cores one busy slot of pod id uses.
 func (s *sim) slot(id int) float64 {
@@ -549,16 +774,28 @@ func (s *sim) resize(cpu float64) {
 			}
 			s.nodeTouch(p.node)
 			s.touch(id)
-			old := s.slot(id)
+			if s.cfg.Sharing {
+				s.psAdvance(id)
+			}
+			old := s.podCores(id)
 			n.requested += cpu - p.cpu
 			s.reqCores += cpu - p.cpu
 			p.cpu = cpu
-			n.busy += float64(p.inService) * (s.slot(id) - old)
+			n.busy += s.podCores(id) - old
+			if s.cfg.Sharing {
+				s.psReschedule(id)
+			}
 			continue
 		}
 		s.touch(id)
+		if s.cfg.Sharing {
+			s.psAdvance(id)
+		}
 		s.reqCores += cpu - p.cpu
 		p.cpu = cpu
+		if s.cfg.Sharing {
+			s.psReschedule(id)
+		}
 	}
 	s.res.Resizes++
 }

@@ -65,25 +65,59 @@ func meanAndSE(t *testing.T, cfg Config, pol func() policy.Policy, seeds int) (f
 // with 9 degrees of freedom: a false failure about once in 300 runs, and the
 // seeds are fixed so the test is deterministic), plus the 1 % bias a warm-up
 // from an empty system could add.
+// activated is a policy behind an activator that never leaves the path.
+type activated struct{ policy.Static }
+
+func (activated) ActivatorRouting() bool { return true }
+
 func TestQueueingTheory(t *testing.T) {
 	exp1s, err := ParseDist("exp:1s")
+	require.NoError(t, err)
+	const1s, err := ParseDist("const:1s")
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		name        string
 		pods, k     int
 		lambda      float64
+		service     Dist
+		sharing     bool
+		activator   bool
+		cpu         float64
 		wantLatency float64
 	}{
-		{name: "M/M/4 in one pod", pods: 1, k: 4, lambda: 3, wantLatency: 1 + erlangCWait(4, 3, 1)},
-		{name: "M/M/2 in one pod", pods: 1, k: 2, lambda: 1.2, wantLatency: 1 + erlangCWait(2, 1.2, 1)},
-		{name: "3 pods, random routing: M/M/1 each", pods: 3, k: 1, lambda: 1.8, wantLatency: 1 / (1 - 0.6)},
+		{name: "M/M/4 in one pod", pods: 1, k: 4, lambda: 3, service: exp1s, cpu: 1, wantLatency: 1 + erlangCWait(4, 3, 1)},
+		{name: "M/M/2 in one pod", pods: 1, k: 2, lambda: 1.2, service: exp1s, cpu: 1, wantLatency: 1 + erlangCWait(2, 1.2, 1)},
+		{name: "3 pods, random routing: M/M/1 each", pods: 3, k: 1, lambda: 1.8, service: exp1s, cpu: 1, wantLatency: 1 / (1 - 0.6)},
+		// Behind an activator (central queue, a request goes only to a pod with
+		// a free place) the same three pods are one M/M/3.
+		{name: "3 pods behind the activator: M/M/3", pods: 3, k: 1, lambda: 1.8, service: exp1s, cpu: 1, activator: true,
+			wantLatency: 1 + erlangCWait(3, 1.8, 1)},
+		// Processor sharing: M/G/1-PS's mean response time is E[S]/(1−ρ) whatever
+		// the distribution (FCFS M/D/1 would be 1 + 0.6/(2·0.4) = 1.75 s).
+		{name: "processor sharing, constant service: M/D/1-PS", pods: 1, k: 1000, lambda: 0.6, service: const1s, sharing: true, cpu: 1,
+			wantLatency: 1 / (1 - 0.6)},
+		// A 2-core pod whose requests use 1 core each: with exponential service
+		// the number in the pod is M/M/2's birth-death chain, so is the mean.
+		{name: "processor sharing, 2 cores, 1 core per request: as M/M/2", pods: 1, k: 1000, lambda: 1.2, service: exp1s, sharing: true, cpu: 2,
+			wantLatency: 1 + erlangCWait(2, 1.2, 1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := Config{Rates: constRates(tc.lambda, 20000), Service: exp1s, Init: exp1s, Concurrency: tc.k,
-				CPU: 1, Target: 10, Percentile: 95, InitialReplicas: tc.pods}
-			m, se := meanAndSE(t, cfg, func() policy.Policy { return policy.Static{N: tc.pods} }, 10)
+			cfg := Config{Rates: constRates(tc.lambda, 20000), Service: tc.service, Init: exp1s, Concurrency: tc.k,
+				CPU: tc.cpu, Sharing: tc.sharing, Target: 10, Percentile: 95, InitialReplicas: tc.pods}
+			m, se := meanAndSE(t, cfg, func() policy.Policy {
+				if tc.activator {
+					return activated{policy.Static{N: tc.pods}}
+				}
+				return policy.Static{N: tc.pods}
+			}, 10)
 			require.InDelta(t, tc.wantLatency, m, 4*se+0.01*tc.wantLatency, "mean latency %.4f ± %.4f, theory %.4f", m, se, tc.wantLatency)
 			t.Logf("mean latency %.4f ± %.4f (s.e.), theory %.4f", m, se, tc.wantLatency)
+			if tc.sharing {
+				// Work is conserved: the cores used average λ·E[S]·(cores per request).
+				cfg.Seed = 1
+				r := Run(cfg, policy.Static{N: tc.pods})
+				require.InDelta(t, tc.lambda, r.CPUUsedSeconds()/20000, 0.03*tc.lambda)
+			}
 		})
 	}
 }
@@ -100,15 +134,23 @@ func TestDeterministicPerSeed(t *testing.T) {
 	cfg := Config{Rates: rates, Service: svc, Init: init, Concurrency: 1, CPU: 0.5, Target: 0.2, Percentile: 95}
 	p := policy.Params{Target: 0.2, Percentile: 95, Concurrency: 1, CPU: 0.5, MinReplicas: 1, MaxReplicas: 100}
 	names := []string{"qas", "hpa", "kpa", "oracle"}
+	var arrivals [][]int
 	run := func(seed uint64) []Summary {
 		cfg.Seed = seed
 		c, err := Compare(cfg, names, p, nil)
 		require.NoError(t, err)
+		arrivals = arrivals[:0]
+		for _, r := range c.Results {
+			arrivals = append(arrivals, r.Arrivals)
+		}
 		return c.Summaries
 	}
 	a, b, other := run(7), run(7), run(8)
 	require.Equal(t, a, b, "same seed, same results")
 	require.NotEqual(t, a[0].Requests, other[0].Requests, "another seed draws other arrivals")
+	for i := range arrivals[1:] {
+		require.Equal(t, arrivals[0], arrivals[i+1], "%s sees the same arrivals as %s (common random numbers)", names[i+1], names[0])
+	}
 }
 
 func TestOracleMeetsTargetOnStepLoad(t *testing.T) {
@@ -181,7 +223,7 @@ func TestParseDist(t *testing.T) {
 func TestDistSampleMean(t *testing.T) {
 	d, err := ParseDist("lognormal:50ms,cv=1.5")
 	require.NoError(t, err)
-	r := newRand(5)
+	r := newRand(5, 1)
 	const n = 400000
 	s := 0.0
 	for i := 0; i < n; i++ {
