@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -148,6 +149,7 @@ func installDecideUninstall(t *testing.T, keep bool) {
 	t.Logf("status from the decider: %v", status)
 	checkDashboardsOnRealData(ctx, t, influx.URL, appNS)
 	stop()
+	collectorRunsAsItsServiceAccount(ctx, t, c, ns, influx.URL)
 	upgradeKeepsRuntimeState(ctx, t, c, h, ns, keep)
 
 	// Uninstall: everything the chart created goes, the CRD stays.
@@ -200,6 +202,63 @@ func installDecideUninstall(t *testing.T, keep bool) {
 			t.Errorf("%s left in the release namespace: %v", kind, left)
 		}
 	}
+}
+
+// collectorRunsAsItsServiceAccount runs the real qas-collector as the chart's collector
+// ServiceAccount: it starts collecting only once its pod and ReplicaSet informers have
+// synced, which the chart's RBAC must allow.
+func collectorRunsAsItsServiceAccount(ctx context.Context, t *testing.T, c *kubetest.Cluster, ns, influxURL string) {
+	t.Helper()
+	sa, err := c.ServiceAccountConfig(ctx, ns, "rel-qas-collector")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	cmd := exec.Command(filepath.Join(buildBinaries(t), "qas-collector"),
+		"--kubeconfig="+writeKubeconfig(t, sa, c.CACert), "--cpu=false", "--interval=1s", "--scrape-timeout=500ms",
+		"--influx-url="+influxURL, "--influx-bucket="+influxtest.Bucket,
+		fmt.Sprintf("--metrics-listen=127.0.0.1:%d", testenv.FreePort(t)), "--log-level=debug")
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		<-exited
+		exited <- nil
+	}()
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		select {
+		case err := <-exited:
+			exited <- err
+			return false, fmt.Errorf("qas-collector exited: %v", err)
+		default:
+		}
+		return strings.Contains(logs.String(), `"msg":"collecting"`), nil
+	})
+	if err != nil || strings.Contains(logs.String(), "forbidden") {
+		t.Fatalf("qas-collector as rel-qas-collector: %v\n%s", err, tail(logs.String(), 40))
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // upgradeKeepsRuntimeState: what the webhook and the decider write into objects the
