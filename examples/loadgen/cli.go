@@ -27,7 +27,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	compress := fs.Int("compress", 1, "replay N trace seconds in one second")
 	duration := fs.Duration("duration", 0, "how long to send (default: the trace window, or 10s at --rate)")
 	watch := fs.String("watch", "", "comma-separated qas-proxy /stats URLs to print live per-pod measurements from")
-	interval := fs.Duration("interval", 2*time.Second, "how often --watch prints")
+	interval := fs.Duration("interval", 2*time.Second, "how often the progress line (or, with --watch, the per-pod view) prints")
 	maxInFlight := fs.Int("max-in-flight", 1000, "concurrent requests at most; arrivals beyond are dropped and counted")
 	seed := fs.Uint64("seed", 1, "random seed for the arrival process")
 	summary := fs.String("summary", "", "with --watch: write \"λ E[S] p95\" (per second, seconds, seconds) measured by the proxies to this file")
@@ -50,6 +50,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		err = cli.Usagef("scale", "%v must be positive", *scale)
 	case *compress < 1:
 		err = cli.Usagef("compress", "%d must be at least 1", *compress)
+	case *interval <= 0:
+		err = cli.Usagef("interval", "%v must be positive", *interval)
 	case *maxInFlight < 1:
 		err = cli.Usagef("max-in-flight", "%d must be at least 1", *maxInFlight)
 	case *rate > 0:
@@ -83,7 +85,11 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		defer cancel()
 		go Watch(wctx, client, pods, *interval, stdout)
 	}
-	res, err := Run(ctx, cfg, client, nil)
+	var progress func(time.Duration, Result)
+	if *watch == "" {
+		progress = Progress(stdout, cfg, *interval)
+	}
+	res, err := Run(ctx, cfg, client, progress)
 	if err == nil && pods != nil {
 		err = report(ctx, client, pods, before, *summary, stdout)
 	}

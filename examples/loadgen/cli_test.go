@@ -25,6 +25,7 @@ func TestMainFlags(t *testing.T) {
 		{[]string{"--target=http://x", "--trace=" + tr}, `line 3: "x" is not a non-negative integer`},
 		{[]string{"--target=http://x", "--trace=" + tr, "--window=5"}, "invalid --window"},
 		{[]string{"--target=http://x", "--rate=1", "--compress=0"}, "invalid --compress"},
+		{[]string{"--target=http://x", "--rate=1", "--interval=0s"}, "invalid --interval"},
 	} {
 		var out, errb bytes.Buffer
 		code := Main(context.Background(), tt.args, func(string) string { return "" }, &out, &errb)

@@ -166,3 +166,25 @@ func Run(ctx context.Context, cfg Config, client *http.Client, progress func(ela
 	r.Latencies = lat
 	return r, ctx.Err()
 }
+
+// Progress returns a progress function for Run that writes one line to w at most every
+// `every` of elapsed time: elapsed / total, the rate the schedule asks for now, what
+// was sent (and its average rate), answered, failed and dropped.
+func Progress(w io.Writer, cfg Config, every time.Duration) func(elapsed time.Duration, r Result) {
+	next := time.Duration(0)
+	return func(elapsed time.Duration, r Result) {
+		if elapsed < next {
+			return
+		}
+		next = elapsed + every
+		step := int(elapsed / max(cfg.Step, time.Nanosecond))
+		rate := cfg.Rates[min(step, len(cfg.Rates)-1)]
+		avg := 0.0
+		if s := elapsed.Seconds(); s > 0 {
+			avg = float64(r.Sent) / s
+		}
+		pct := 100 * elapsed.Seconds() / cfg.Duration.Seconds()
+		fmt.Fprintf(w, "%7s / %-7s %5.1f%%  schedule %7.1f/s  sent %8d (%.1f/s)  ok %8d  failed %6d  dropped %6d\n",
+			elapsed.Truncate(time.Second), cfg.Duration.Truncate(time.Second), min(pct, 100), rate, r.Sent, avg, r.OK, r.Failed, r.Dropped)
+	}
+}

@@ -120,3 +120,34 @@ func TestRunThroughProxiesAndWatch(t *testing.T) {
 	require.Contains(t, lines[0], "λ (/s)")
 	require.GreaterOrEqual(t, strings.Count(out.String(), "\n"), 5, "a header and lines for both pods:\n%s", out.String())
 }
+
+// TestProgress checks the progress line: throttled to one per interval of elapsed
+// time, with the schedule's current rate and the counts so far.
+func TestProgress(t *testing.T) {
+	cfg := Config{Rates: []float64{10, 20, 30}, Step: time.Second, Duration: 4 * time.Second}
+	var out bytes.Buffer
+	p := Progress(&out, cfg, 2*time.Second)
+	for _, c := range []struct {
+		elapsed time.Duration
+		r       Result
+	}{
+		{0, Result{}},
+		{time.Second, Result{Sent: 10}}, // within the interval: no line
+		{2 * time.Second, Result{Sent: 30, OK: 28, Failed: 1, Dropped: 1}}, // schedule step 2 = 30/s
+		{3500 * time.Millisecond, Result{Sent: 50}},                        // throttled
+		{4 * time.Second, Result{Sent: 70, OK: 70}},                        // past the last step: it repeats
+	} {
+		p(c.elapsed, c.r)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 3, out.String())
+	for i, want := range [][]string{
+		{"0s / 4s", "0.0%", "schedule    10.0/s", "sent        0 (0.0/s)"},
+		{"2s / 4s", "50.0%", "schedule    30.0/s", "sent       30 (15.0/s)", "ok       28", "failed      1", "dropped      1"},
+		{"4s / 4s", "100.0%", "schedule    30.0/s", "sent       70 (17.5/s)"},
+	} {
+		for _, w := range want {
+			require.Contains(t, lines[i], w, "line %d", i)
+		}
+	}
+}

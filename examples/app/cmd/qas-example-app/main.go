@@ -22,6 +22,11 @@ func main() {
 	if err := cli.Parse(fs, "QAS_APP", os.Args[1:], nil); err != nil {
 		os.Exit(cli.Exit("qas-example-app", err))
 	}
+	// Injected by the QAS webhook: qas-proxy took the serving port and forwards to
+	// this one on localhost (decider/inject's contract).
+	if port := os.Getenv("QAS_APP_PORT"); port != "" {
+		*listen = "127.0.0.1:" + port
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	srv := &http.Server{Addr: *listen, Handler: app.Handler(), ReadHeaderTimeout: 10 * time.Second}

@@ -1,0 +1,560 @@
+package chart
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+
+	"github.com/qas-dev/qas/collector/aggregate"
+	"github.com/qas-dev/qas/collector/cpu"
+	"github.com/qas-dev/qas/collector/influx"
+	"github.com/qas-dev/qas/collector/pipeline"
+	"github.com/qas-dev/qas/collector/scrape"
+	"github.com/qas-dev/qas/internal/testenv"
+	"github.com/qas-dev/qas/internal/testenv/influxtest"
+	"github.com/qas-dev/qas/internal/testenv/kubetest"
+)
+
+var qaGVR = schema.GroupVersionResource{Group: "qas.dev", Version: "v1alpha1", Resource: "queueautoscalers"}
+
+// installValues make the chart's pods schedulable on kwok's fake nodes and give the
+// InfluxDB StatefulSet a volume from the storage class the test provides.
+const installValues = `
+tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
+influxdb:
+  internal:
+    persistence: {enabled: true, size: 1Gi, storageClass: qas-chart-test, keep: %t}
+`
+
+// TestInstallDecideUninstall installs the chart with `helm install --wait` into a real
+// control plane (kwok runs the pods), runs the real `qas-decider run` locally as the
+// chart's decider ServiceAccount (so the chart's RBAC is what it gets) against a real
+// InfluxDB, checks a QueueAutoscaler gets a status from it, then uninstalls and checks
+// that nothing the chart created remains: only the CRD (Helm never deletes crds/) and,
+// when influxdb.internal.persistence.keep is set, the InfluxDB volume claim.
+func TestInstallDecideUninstall(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keep=%t", keep), func(t *testing.T) { installDecideUninstall(t, keep) })
+	}
+}
+
+func installDecideUninstall(t *testing.T, keep bool) {
+	c := kubetest.Shared(t)
+	cs := c.Clientset()
+	ns, appNS := c.Namespace(t), c.Namespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	persistentVolume(ctx, t, c)
+
+	h := newHelm(t)
+	h.kubeconfig = c.Kubeconfig
+	if out, err := h.run("install", "rel", chartDir(t), "--namespace", ns, "--wait", "--timeout", "3m",
+		"-f", valuesFile(t, fmt.Sprintf(installValues, keep))); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	manifest, err := h.run("get", "manifest", "rel", "--namespace", ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := parseManifests(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"rel-qas-decider", "rel-qas-collector", "rel-qas-webhook"} {
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || d.Status.ReadyReplicas != *d.Spec.Replicas {
+			t.Fatalf("deployment %s after helm install --wait: %v ready %d", name, err, d.Status.ReadyReplicas)
+		}
+	}
+	pvcName := "data-rel-qas-influxdb-0"
+	if _, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, pvcName, metav1.GetOptions{}); err != nil {
+		t.Fatalf("InfluxDB volume claim: %v", err)
+	}
+
+	// A workload and its autoscaler.
+	createWorkload(ctx, t, c, appNS)
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qa := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "qas.dev/v1alpha1", "kind": "QueueAutoscaler",
+		"metadata": map[string]any{"name": "demo", "namespace": appNS},
+		"spec": map[string]any{
+			"scaleTargetRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "demo"},
+			"minReplicas":    int64(1), "maxReplicas": int64(5),
+			"target": map[string]any{"latency": "200ms", "percentile": int64(95)},
+		},
+	}}
+	if _, err := dyn.Resource(qaGVR).Namespace(appNS).Create(ctx, qa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The real decider, as the chart's ServiceAccount, with leader election on the
+	// chart's Lease; the chart's own decider pods are kwok's and run nothing.
+	influx := influxtest.Start(t)
+	sa, err := c.ServiceAccountConfig(ctx, ns, "rel-qas-decider")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := startDecider(t, writeKubeconfig(t, sa, c.CACert), influx.URL, ns)
+	var status map[string]any
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := dyn.Resource(qaGVR).Namespace(appNS).Get(ctx, "demo", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		status, _, _ = unstructured.NestedMap(got.Object, "status")
+		return readyCondition(got) == "True", nil
+	})
+	if err != nil {
+		t.Fatalf("the QueueAutoscaler got no Ready condition from qas-decider run: %v (status %v)", err, status)
+	}
+	if ref := status["reference"]; ref != "Deployment/demo" {
+		t.Errorf("status.reference = %v, want Deployment/demo", ref)
+	}
+	lease, err := cs.CoordinationV1().Leases(ns).Get(ctx, "rel-qas-decider", metav1.GetOptions{})
+	if err != nil || ptr.Deref(lease.Spec.HolderIdentity, "") != "chart-test" {
+		t.Errorf("lease rel-qas-decider: %v, holder %v; want the local decider to lead", err, lease.Spec.HolderIdentity)
+	}
+	t.Logf("status from the decider: %v", status)
+	checkDashboardsOnRealData(ctx, t, influx.URL, appNS)
+	stop()
+	collectorRunsAsItsServiceAccount(ctx, t, c, ns, influx.URL)
+	upgradeKeepsRuntimeState(ctx, t, c, h, ns, keep)
+
+	// Uninstall: everything the chart created goes, the CRD stays.
+	if out, err := h.run("uninstall", "rel", "--namespace", ns, "--wait", "--timeout", "2m"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery.NewDiscoveryClientForConfigOrDie(c.Config)))
+	for _, o := range created {
+		gvk := o.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Errorf("%s: %v", gvk, err)
+			continue
+		}
+		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if o.GetNamespace() != "" {
+			ri = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
+		}
+		_, err = ri.Get(ctx, o.GetName(), metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("%s %s/%s remains after helm uninstall (err %v)", gvk.Kind, o.GetNamespace(), o.GetName(), err)
+		}
+	}
+	if _, err := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}).
+		Get(ctx, "queueautoscalers.qas.dev", metav1.GetOptions{}); err != nil {
+		t.Errorf("the CRD must survive helm uninstall (Helm keeps crds/): %v", err)
+	}
+	// Objects the chart's controllers made: pods and ReplicaSets go with their owners;
+	// the InfluxDB volume claim goes unless kept.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		rss, err := cs.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		_, pvcErr := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, pvcName, metav1.GetOptions{})
+		pvcGone := apierrors.IsNotFound(pvcErr)
+		return len(pods.Items) == 0 && len(rss.Items) == 0 && pvcGone != keep, nil
+	})
+	if err != nil {
+		pvc, pvcErr := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, pvcName, metav1.GetOptions{})
+		t.Fatalf("after uninstall (keep=%t): %v; volume claim %v (%v)", keep, err, pvc.ObjectMeta, pvcErr)
+	}
+	for _, kind := range []string{"secrets", "configmaps", "services", "serviceaccounts", "leases"} {
+		left := leftovers(ctx, t, dyn, ns, kind)
+		if len(left) > 0 {
+			t.Errorf("%s left in the release namespace: %v", kind, left)
+		}
+	}
+}
+
+// collectorRunsAsItsServiceAccount runs the real qas-collector as the chart's collector
+// ServiceAccount: it starts collecting only once its pod and ReplicaSet informers have
+// synced, which the chart's RBAC must allow.
+func collectorRunsAsItsServiceAccount(ctx context.Context, t *testing.T, c *kubetest.Cluster, ns, influxURL string) {
+	t.Helper()
+	sa, err := c.ServiceAccountConfig(ctx, ns, "rel-qas-collector")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	cmd := exec.Command(filepath.Join(buildBinaries(t), "qas-collector"),
+		"--kubeconfig="+writeKubeconfig(t, sa, c.CACert), "--cpu=false", "--interval=1s", "--scrape-timeout=500ms",
+		"--influx-url="+influxURL, "--influx-bucket="+influxtest.Bucket,
+		fmt.Sprintf("--metrics-listen=127.0.0.1:%d", testenv.FreePort(t)), "--log-level=debug")
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		<-exited
+		exited <- nil
+	}()
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		select {
+		case err := <-exited:
+			exited <- err
+			return false, fmt.Errorf("qas-collector exited: %v", err)
+		default:
+		}
+		return strings.Contains(logs.String(), `"msg":"collecting"`), nil
+	})
+	if err != nil || strings.Contains(logs.String(), "forbidden") {
+		t.Fatalf("qas-collector as rel-qas-collector: %v\n%s", err, tail(logs.String(), 40))
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// upgradeKeepsRuntimeState: what the webhook and the decider write into objects the
+// chart created (the certificate Secret's data, the caBundle, the Lease's holder) must
+// survive `helm upgrade`, since the chart never renders those fields.
+func upgradeKeepsRuntimeState(ctx context.Context, t *testing.T, c *kubetest.Cluster, h *helmCmd, ns string, keep bool) {
+	t.Helper()
+	cs := c.Clientset()
+	// What the webhook's certificate manager does (decider/certs), with the admin client.
+	sec, err := cs.CoreV1().Secrets(ns).Get(ctx, "rel-qas-webhook-tls", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec.Data = map[string][]byte{"tls.crt": []byte("cert"), "tls.key": []byte("key"), "ca.crt": []byte("ca")}
+	if _, err := cs.CoreV1().Secrets(ns).Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mwc, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "rel-qas-inject", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mwc.Webhooks[0].ClientConfig.CABundle = c.CACert
+	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, mwc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := h.run("upgrade", "rel", chartDir(t), "--namespace", ns, "--wait", "--timeout", "2m",
+		"-f", valuesFile(t, fmt.Sprintf(installValues, keep)), "--set", "decider.interval=20s"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	d, err := cs.AppsV1().Deployments(ns).Get(ctx, "rel-qas-decider", metav1.GetOptions{})
+	if err != nil || !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--interval=20s") {
+		t.Fatalf("upgrade did not apply: %v", err)
+	}
+	sec, err = cs.CoreV1().Secrets(ns).Get(ctx, "rel-qas-webhook-tls", metav1.GetOptions{})
+	if err != nil || string(sec.Data["tls.crt"]) != "cert" {
+		t.Errorf("helm upgrade wiped the webhook certificate: %v %v", err, sec.Data)
+	}
+	mwc, err = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "rel-qas-inject", metav1.GetOptions{})
+	if err != nil || !bytes.Equal(mwc.Webhooks[0].ClientConfig.CABundle, c.CACert) {
+		t.Errorf("helm upgrade wiped the caBundle: %v", err)
+	}
+	lease, err := cs.CoordinationV1().Leases(ns).Get(ctx, "rel-qas-decider", metav1.GetOptions{})
+	if err != nil || lease.Spec.LeaseDurationSeconds == nil { // set by the decider, never by the chart
+		t.Errorf("helm upgrade wiped the leader Lease: %v %+v", err, lease.Spec)
+	}
+}
+
+// leftovers lists the objects of a kind in ns, except what every namespace has.
+func leftovers(ctx context.Context, t *testing.T, dyn dynamic.Interface, ns, resource string) []string {
+	t.Helper()
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: resource}
+	if resource == "leases" {
+		gvr.Group, gvr.Version = "coordination.k8s.io", "v1"
+	}
+	list, err := dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, o := range list.Items {
+		switch o.GetName() {
+		case "default", "kube-root-ca.crt": // every namespace's ServiceAccount and CA ConfigMap
+			continue
+		}
+		out = append(out, o.GetName())
+	}
+	return out
+}
+
+// persistentVolume provides a volume of the storage class installValues asks for (the
+// control plane has no provisioner); it is deleted after the test.
+func persistentVolume(ctx context.Context, t *testing.T, c *kubetest.Cluster) {
+	t.Helper()
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "qas-chart-test-"},
+		Spec: corev1.PersistentVolumeSpec{
+			StorageClassName:              "qas-chart-test",
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: t.TempDir()}},
+		},
+	}
+	created, err := c.Clientset().CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Clientset().CoreV1().PersistentVolumes().Delete(context.Background(), created.Name, metav1.DeleteOptions{})
+	})
+}
+
+func createWorkload(ctx context.Context, t *testing.T, c *kubetest.Cluster, ns string) {
+	t.Helper()
+	labels := map[string]string{"app": "demo"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{
+						Name: "app", Image: "qas-example-app",
+						Ports:     []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}},
+					}},
+					Tolerations: []corev1.Toleration{kubetest.Toleration()},
+				},
+			},
+		},
+	}
+	if _, err := c.Clientset().AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeKubeconfig writes a kubeconfig that authenticates with cfg's bearer token.
+func writeKubeconfig(t *testing.T, cfg *rest.Config, ca []byte) string {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: ca}
+	kc.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "sa"}
+	kc.CurrentContext = "c"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// startDecider runs `qas-decider run` with the flags the chart gives it (bar the
+// in-cluster ones) and returns a function that stops it with SIGTERM and waits.
+func startDecider(t *testing.T, kubeconfig, influxURL, ns string) (stop func()) {
+	t.Helper()
+	bin := filepath.Join(buildBinaries(t), "qas-decider")
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, "run",
+		"--kubeconfig="+kubeconfig,
+		"--influx-url="+influxURL, "--influx-bucket="+influxtest.Bucket,
+		"--interval=1s", "--window=1m",
+		"--leader-elect=true", "--leader-election-namespace="+ns, "--leader-election-id=rel-qas-decider",
+		"--identity=chart-test",
+		fmt.Sprintf("--metrics-listen=127.0.0.1:%d", testenv.FreePort(t)),
+		"--log-format=console", "--log-level=debug")
+	cmd.Env = append(os.Environ(), "POD_NAMESPACE=", "POD_NAME=")
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("qas-decider run output:\n%s", tail(logs.String(), 60))
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+func readyCondition(qa *unstructured.Unstructured) string {
+	conds, _, _ := unstructured.NestedSlice(qa.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+			s, _ := m["status"].(string)
+			return s
+		}
+	}
+	return ""
+}
+
+// checkDashboardsOnRealData runs every dashboard query, expanded as Grafana would for
+// the test's workload, on the real InfluxDB the decider writes its decisions to: each
+// must compile and run on InfluxDB 1.8's Flux, and the decision panels must show the
+// decider's decisions.
+func checkDashboardsOnRealData(ctx context.Context, t *testing.T, influxURL, ns string) {
+	t.Helper()
+	vars := map[string]string{"bucket": influxtest.Bucket, "namespace": ns, "workload": "demo", "queueautoscaler": "demo", "node": "kwok-node-1"}
+	queries := dashboardQueries(t)
+	// Decisions reach InfluxDB through the decider's buffered writer.
+	var table string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		for where, q := range queries {
+			if strings.Contains(where, `"Decisions"`) {
+				out, err := fluxQuery(ctx, influxURL, grafanaExpand(q, vars))
+				if err != nil {
+					return false, fmt.Errorf("%s: %w", where, err)
+				}
+				table = out
+			}
+		}
+		return strings.Contains(table, "held: no arrival-rate data"), nil
+	})
+	if err != nil {
+		t.Fatalf("the Decisions panel shows no decision of the decider: %v\n%s", err, table)
+	}
+	writeCollectorPoints(ctx, t, influxURL, ns)
+	if len(queries) < 10 {
+		t.Fatalf("only %d dashboard queries", len(queries))
+	}
+	t.Logf("running %d dashboard queries on InfluxDB", len(queries))
+	for where, q := range queries {
+		out, err := fluxQuery(ctx, influxURL, grafanaExpand(q, vars))
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v", where, err)
+		case dataRows(out) == 0:
+			t.Errorf("%s: no data:\n%s\n%s", where, grafanaExpand(q, vars), out)
+		case strings.Contains(where, "annotation") && !strings.Contains(out, "none: held: no arrival-rate data"):
+			t.Errorf("%s: no decision annotation in\n%s", where, out)
+		case strings.Contains(where, "variable queueautoscaler") && !strings.Contains(out, "demo"):
+			t.Errorf("%s: QueueAutoscaler demo not offered:\n%s", where, out)
+		case strings.Contains(where, `"Replicas" A`) && !strings.Contains(out, "desired_replicas"):
+			t.Errorf("%s: no desired_replicas series:\n%s", where, out)
+		}
+	}
+}
+
+// writeCollectorPoints writes one cycle of the collector's measurements for the test's
+// workload with the collector's own point builders and writer, so that every panel has
+// data of the types the collector writes.
+func writeCollectorPoints(ctx context.Context, t *testing.T, influxURL, ns string) {
+	t.Helper()
+	w, err := influx.NewWriter(influx.WriterConfig{URL: influxURL, Bucket: influxtest.Bucket}, nil, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	m := aggregate.Metrics{Time: now, ArrivalRate: 42, ServiceMean: 0.05, ServiceSCV: 1, InFlightMean: 2.1, BusyRatio: 0.8,
+		LatencyP50: 0.04, LatencyP95: 0.15, LatencyP99: 0.3, Completions: 420, Pods: 1}
+	pod := pipeline.PodPoint(scrape.Target{Namespace: ns, Workload: "demo", Pod: "demo-1", Node: "kwok-node-1"}, m)
+	pod.AddField("cpu_usage_cores", 0.2)
+	pod.AddField("cpu_request_cores", 0.25)
+	pod.AddField("cpu_limit_cores", 0.0)
+	w.Write(pod, pipeline.WorkloadPoint(ns, "demo", m),
+		cpu.NodePoint(cpu.NodeCPU{Name: "kwok-node-1", Time: now, Usage: 3.5, Allocatable: 16}))
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if written, _, dropped := w.Counts(); written != 3 || dropped != 0 {
+		t.Fatalf("wrote %v points, dropped %v", written, dropped)
+	}
+}
+
+// dataRows counts the data rows of an annotated Flux CSV response.
+func dataRows(csv string) int {
+	n := 0
+	for _, line := range strings.Split(csv, "\n") {
+		if strings.HasPrefix(line, ",") && !strings.HasPrefix(line, ",result,table") {
+			n++
+		}
+	}
+	return n
+}
+
+// fluxQuery runs a Flux query on InfluxDB's /api/v2/query and returns the CSV.
+func fluxQuery(ctx context.Context, influxURL, q string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, influxURL+"/api/v2/query", strings.NewReader(q))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/vnd.flux")
+	req.Header.Set("Accept", "application/csv")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	// Errors come as a non-200 status or, once streaming began, as an "error" table.
+	if resp.StatusCode != http.StatusOK || strings.HasPrefix(string(body), "error") || strings.Contains(string(body), "\nerror\n") {
+		return "", fmt.Errorf("%s: %s\n%s", resp.Status, body, q)
+	}
+	return string(body), nil
+}
