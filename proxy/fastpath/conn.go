@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,6 +51,7 @@ type conn struct {
 	timer     *time.Timer
 	armed     bool
 	aborting  atomic.Bool
+	dlMu      sync.Mutex // orders the watcher's and disarm's deadline changes
 	watchDone chan struct{}
 	gone      atomic.Bool
 	goneCh    chan struct{}
@@ -103,19 +105,18 @@ func (c *conn) serve() {
 			}
 			c.state.Store(stateIdle)
 			if d := c.s.cfg.IdleTimeout; d > 0 {
-				_ = c.rwc.SetReadDeadline(time.Now().Add(d))
+				c.setReadDeadline(time.Now().Add(d))
 			} else {
-				_ = c.rwc.SetReadDeadline(time.Time{})
+				c.setReadDeadline(time.Time{})
 			}
 			if _, err := c.br.Peek(1); err != nil {
 				return
 			}
-			_ = c.rwc.SetReadDeadline(time.Now().Add(c.s.cfg.ReadHeaderTimeout))
 			if !c.state.CompareAndSwap(stateIdle, stateActive) {
 				return // closed by Shutdown
 			}
 		} else {
-			_ = c.rwc.SetReadDeadline(c.accepted.Add(c.s.cfg.ReadHeaderTimeout))
+			c.setReadDeadline(c.accepted.Add(c.s.cfg.ReadHeaderTimeout))
 			if _, err := c.br.Peek(1); err != nil {
 				return
 			}
@@ -123,7 +124,7 @@ func (c *conn) serve() {
 				return
 			}
 		}
-		head, err := c.readHead()
+		head, err := c.readHead(first)
 		if err != nil {
 			return // EOF, or a slow client cut off by the header deadline
 		}
@@ -132,11 +133,20 @@ func (c *conn) serve() {
 			c.handOver()
 			return
 		}
-		_ = c.rwc.SetReadDeadline(time.Time{})
+		// The idle or header deadline stays set while nothing is read from the client:
+		// the body copy and the watcher clear it first.
 		if !c.forward(head) {
 			return
 		}
 	}
+}
+
+// setReadDeadline sets the client connection's read deadline, unless the watcher is
+// being stopped.
+func (c *conn) setReadDeadline(t time.Time) {
+	c.dlMu.Lock()
+	_ = c.rwc.SetReadDeadline(t)
+	c.dlMu.Unlock()
 }
 
 // handOver gives the connection, with what was buffered of it, to the general path.
@@ -149,14 +159,20 @@ func (c *conn) handOver() {
 }
 
 // readHead peeks at the client's bytes until a whole request head is buffered and
-// returns it (still unread), or nil if it does not fit in the buffer.
-func (c *conn) readHead() ([]byte, error) {
+// returns it (still unread), or nil if it does not fit in the buffer. A head that did
+// not come whole with its first bytes must come within ReadHeaderTimeout (from the
+// connection's start for its first request, whose deadline is set already).
+func (c *conn) readHead(deadlineSet bool) ([]byte, error) {
 	scanned := 0
 	for {
 		n := c.br.Buffered()
 		b, _ := c.br.Peek(n)
 		if e := headEnd(b, scanned-3); e >= 0 {
 			return b[:e], nil
+		}
+		if !deadlineSet {
+			c.setReadDeadline(time.Now().Add(c.s.cfg.ReadHeaderTimeout))
+			deadlineSet = true
 		}
 		scanned = n
 		if n == c.br.Size() {
@@ -223,6 +239,9 @@ func (c *conn) roundTrip(head []byte) (measure.Outcome, bool) {
 			_, _ = c.br.Discard(len(head))
 		}
 		if hasBody {
+			if attempt == 0 {
+				c.setReadDeadline(time.Time{})
+			}
 			rerr, werr := sink{up.bw}.copyN(c.br, c.req.contentLength)
 			if rerr != nil { // the client left or broke off its body
 				up.nc.Close()
@@ -297,11 +316,14 @@ func (c *conn) relay(up *upConn, isHead, retryable bool) (_ measure.Outcome, kee
 		c.writeResponseHead(up, h, false, false)
 		_, _ = up.br.Discard(n)
 	}
-	if s.cfg.UpstreamTimeout > 0 {
-		_ = up.nc.SetReadDeadline(time.Time{})
-	}
 	noBody := isHead || h.code == 204 || h.code == 304
 	toEOF := !noBody && !h.chunked && h.contentLength < 0
+	if s.cfg.UpstreamTimeout > 0 && !noBody && (h.chunked || toEOF || int64(up.br.Buffered()-headLen) < h.contentLength) {
+		// The body is still to come, and may take its time (streams): no deadline.
+		// A body already buffered needs no clearing: the next request on this
+		// connection sets its own deadline before reading.
+		_ = up.nc.SetReadDeadline(time.Time{})
+	}
 	closeClient := c.closeAfter()
 	c.writeResponseHead(up, h, h.chunked && !noBody || toEOF, closeClient)
 	_, _ = up.br.Discard(headLen)
@@ -461,17 +483,27 @@ func (c *conn) disarm() {
 	if c.timer.Stop() {
 		return
 	}
+	c.dlMu.Lock()
 	c.aborting.Store(true)
 	_ = c.rwc.SetReadDeadline(aLongTimeAgo)
+	c.dlMu.Unlock()
 	<-c.watchDone
 	c.aborting.Store(false)
-	_ = c.rwc.SetReadDeadline(time.Time{})
+	c.setReadDeadline(time.Time{})
 }
 
 // watch runs in the timer's goroutine: a byte read is kept for the next request; an
 // error not caused by disarm means the client left, so the application connection is
 // closed (which cancels the request there) and a queued request stops waiting.
 func (c *conn) watch() {
+	c.dlMu.Lock()
+	if c.aborting.Load() {
+		c.dlMu.Unlock()
+		c.watchDone <- struct{}{}
+		return
+	}
+	_ = c.rwc.SetReadDeadline(time.Time{}) // the idle or header deadline may be set
+	c.dlMu.Unlock()
 	n, err := c.rwc.Read(c.stash[:])
 	if n == 1 {
 		c.stashed = true
