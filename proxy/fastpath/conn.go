@@ -25,11 +25,19 @@ const (
 	stateClosed
 )
 
-// watchDelay is how long a request may wait for its response before the connection
-// is watched for the client leaving. Watching costs a goroutine and two system calls;
-// fast requests never need it, and a client that leaves is still noticed this soon
-// after, and its request cancelled upstream by closing the application connection.
-var watchDelay = 20 * time.Millisecond
+// watchTick is how often the server's sweeper looks for requests that have waited
+// for the application between one and two ticks, and starts watching their clients
+// for leaving. Watching costs a goroutine and two system calls; fast requests never
+// need it, and a client that leaves is still noticed within two ticks, and its
+// request cancelled upstream by closing the application connection.
+const watchTick = 10 * time.Millisecond
+
+// Watcher states.
+const (
+	watchOff int32 = iota
+	watchArmed
+	watchRunning
+)
 
 // aLongTimeAgo is a deadline in the past, to interrupt a blocked read.
 var aLongTimeAgo = time.Unix(1, 0)
@@ -48,16 +56,16 @@ type conn struct {
 
 	// The watcher: a read on the client connection while its request is with the
 	// application, which sees the client leave.
-	timer     *time.Timer
-	armed     bool
-	aborting  atomic.Bool
-	dlMu      sync.Mutex // orders the watcher's and disarm's deadline changes
-	watchDone chan struct{}
-	gone      atomic.Bool
-	goneCh    chan struct{}
-	up        atomic.Pointer[upConn]
-	stash     [1]byte
-	stashed   bool
+	watchState atomic.Int32
+	armedGen   atomic.Uint64
+	aborting   atomic.Bool
+	dlMu       sync.Mutex // orders the watcher's and disarm's deadline changes
+	watchDone  chan struct{}
+	gone       atomic.Bool
+	goneCh     chan struct{}
+	up         atomic.Pointer[upConn]
+	stash      [1]byte
+	stashed    bool
 
 	// The current request's measurement.
 	began time.Time
@@ -72,8 +80,6 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	if host, _, err := net.SplitHostPort(nc.RemoteAddr().String()); err == nil {
 		c.clientIP = host
 	}
-	c.timer = time.AfterFunc(time.Hour, c.watch)
-	c.timer.Stop()
 	return c
 }
 
@@ -92,7 +98,6 @@ func (r connReader) Read(p []byte) (int, error) {
 func (c *conn) serve() {
 	handed := false
 	defer func() {
-		c.timer.Stop()
 		c.s.forget(c)
 		if !handed {
 			c.rwc.Close()
@@ -152,7 +157,6 @@ func (c *conn) setReadDeadline(t time.Time) {
 // handOver gives the connection, with what was buffered of it, to the general path.
 func (c *conn) handOver() {
 	c.s.handedOver.Add(1)
-	c.timer.Stop()
 	c.s.forget(c)
 	_ = c.rwc.SetReadDeadline(time.Time{})
 	c.s.fallback.push(&handedConn{Conn: c.rwc, br: c.br})
@@ -190,7 +194,7 @@ func (c *conn) forward(head []byte) bool {
 	arrived := s.rec.Arrive()
 	s.served.Add(1)
 	if s.lim != nil {
-		c.arm()
+		c.arm(len(head))
 		res := s.lim.Admit(s.rec, arrived, c.goneCh)
 		c.disarm()
 		switch res {
@@ -275,7 +279,7 @@ func (c *conn) roundTrip(head []byte) (measure.Outcome, bool) {
 func (c *conn) relay(up *upConn, isHead, retryable bool) (_ measure.Outcome, keep, retry bool) {
 	s := c.s
 	c.up.Store(up)
-	c.arm()
+	c.arm(0)
 	release := func(reuse bool) {
 		c.disarm()
 		c.up.Store(nil)
@@ -464,23 +468,21 @@ func (c *conn) writeError(code int, msg, extra string, closeConn bool) {
 
 var statusText = map[int]string{502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
 
-// arm starts watching the client after watchDelay, unless it has already sent more
-// (pipelining), which the watcher could not read without taking.
-func (c *conn) arm() {
-	if c.br.Buffered() > 0 || c.stashed || c.gone.Load() {
+// arm has the sweeper start watching the client if the request is still with the
+// application a tick from now, unless the client has already sent more than the
+// pending bytes of this request still buffered (pipelining), which the watcher could
+// not read without taking.
+func (c *conn) arm(pending int) {
+	if c.br.Buffered() > pending || c.stashed || c.gone.Load() {
 		return
 	}
-	c.armed = true
-	c.timer.Reset(watchDelay)
+	c.armedGen.Store(c.s.gen.Load())
+	c.watchState.Store(watchArmed)
 }
 
 // disarm stops the watcher, interrupting its read if it has started.
 func (c *conn) disarm() {
-	if !c.armed {
-		return
-	}
-	c.armed = false
-	if c.timer.Stop() {
+	if c.watchState.CompareAndSwap(watchArmed, watchOff) || c.watchState.Load() == watchOff {
 		return
 	}
 	c.dlMu.Lock()
@@ -489,10 +491,20 @@ func (c *conn) disarm() {
 	c.dlMu.Unlock()
 	<-c.watchDone
 	c.aborting.Store(false)
+	c.watchState.Store(watchOff)
 	c.setReadDeadline(time.Time{})
 }
 
-// watch runs in the timer's goroutine: a byte read is kept for the next request; an
+// startWatch is called by the sweeper at generation gen: it starts the watcher if the
+// connection has been armed since before the previous sweep.
+func (c *conn) startWatch(gen uint64) {
+	if c.watchState.Load() == watchArmed && gen-c.armedGen.Load() >= 2 &&
+		c.watchState.CompareAndSwap(watchArmed, watchRunning) {
+		go c.watch()
+	}
+}
+
+// watch runs in its own goroutine: a byte read is kept for the next request; an
 // error not caused by disarm means the client left, so the application connection is
 // closed (which cancels the request there) and a queued request stops waiting.
 func (c *conn) watch() {

@@ -55,6 +55,7 @@ type Server struct {
 	stop     chan struct{}
 
 	served, handedOver atomic.Uint64
+	gen                atomic.Uint64 // sweeps so far
 }
 
 // New returns a fast-path server forwarding to cfg.Upstream, recording into rec and
@@ -103,7 +104,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	if s.draining.Load() {
 		ln.Close()
 	}
-	go s.reapLoop()
+	go s.housekeeping()
 	var delay time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -129,14 +130,24 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
-func (s *Server) reapLoop() {
-	t := time.NewTicker(reapInterval)
+// housekeeping sweeps for requests whose clients are to be watched, every watchTick,
+// and closes long-idle application connections.
+func (s *Server) housekeeping() {
+	t := time.NewTicker(watchTick)
 	defer t.Stop()
-	for {
+	for i := 1; ; i++ {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
+		}
+		gen := s.gen.Add(1)
+		s.mu.Lock()
+		for c := range s.conns {
+			c.startWatch(gen)
+		}
+		s.mu.Unlock()
+		if i%int(reapInterval/watchTick) == 0 {
 			s.pool.reap()
 		}
 	}
