@@ -232,7 +232,15 @@ func (c *conn) roundTrip(head []byte) (measure.Outcome, bool) {
 	isHead := string(head[:5]) == "HEAD "
 	hasBody := c.req.contentLength > 0
 	for attempt := 0; ; attempt++ {
-		up, err := s.pool.get(hasBody)
+		var up *upConn
+		var err error
+		if attempt == 0 {
+			up, err = s.pool.get(hasBody)
+		} else {
+			// A pooled connection was dead (the application closed it, or
+			// restarted and left the whole pool dead): the retry dials.
+			up, err = s.pool.dial()
+		}
 		if err != nil {
 			s.log.Debug("upstream dial", zap.Error(err))
 			_, _ = c.br.Discard(len(head))

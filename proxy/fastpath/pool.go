@@ -63,6 +63,11 @@ func (p *pool) get(fresh bool) (*upConn, error) {
 		c.reused = true
 		return c, nil
 	}
+	return p.dial()
+}
+
+// dial opens a new connection to the application.
+func (p *pool) dial() (*upConn, error) {
 	nc, err := p.dialer.Dial("tcp", p.addr)
 	if err != nil {
 		return nil, err

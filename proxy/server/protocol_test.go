@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -287,5 +288,57 @@ func TestQueuedClientLeaves(t *testing.T) {
 		require.Equal(t, int32(1), inApp.Load(), "the request that left never reached the app")
 		s := snapshot(t, p)
 		require.Equal(t, s.Arrivals, s.Completions)
+	})
+}
+
+// TestAppRestartLeavesNoDeadPool: when the app restarts, every pooled connection is
+// dead; requests after it must still succeed.
+func TestAppRestartLeavesNoDeadPool(t *testing.T) {
+	bothPaths(t, func(t *testing.T, fast bool) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := l.Addr().String()
+		release := make(chan struct{})
+		var entered sync.WaitGroup
+		handler := func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/hold" {
+				entered.Done()
+				<-release
+			}
+			_, _ = io.WriteString(w, "ok")
+		}
+		first := &http.Server{Handler: http.HandlerFunc(handler)}
+		go func() { _ = first.Serve(l) }()
+		p := start(t, addr, Config{}, Options{FastPath: fast})
+		// Four requests at once leave four connections in the proxy's pool.
+		const n = 4
+		entered.Add(n)
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := http.Get(p.url + "/hold")
+				if err == nil {
+					resp.Body.Close()
+				}
+			}()
+		}
+		entered.Wait()
+		close(release)
+		wg.Wait()
+		require.NoError(t, first.Close()) // the app stops, closing every connection
+		l2, err := net.Listen("tcp", addr)
+		require.NoError(t, err)
+		second := &http.Server{Handler: http.HandlerFunc(handler)}
+		go func() { _ = second.Serve(l2) }()
+		t.Cleanup(func() { second.Close() })
+		for i := 0; i < n+2; i++ {
+			resp, err := http.Get(p.url + "/")
+			require.NoError(t, err)
+			require.Equal(t, 200, resp.StatusCode, "request %d after the restart", i)
+			require.Equal(t, "ok", body(t, resp))
+			resp.Body.Close()
+		}
 	})
 }
