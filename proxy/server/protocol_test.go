@@ -342,3 +342,34 @@ func TestAppRestartLeavesNoDeadPool(t *testing.T) {
 		}
 	})
 }
+
+// TestTruncatedUpstreamBodyIsRecorded: an app that breaks off its response body
+// leaves the client with a cut connection, and the request is still recorded as an
+// upstream error, not left in flight.
+func TestTruncatedUpstreamBodyIsRecorded(t *testing.T) {
+	bothPaths(t, func(t *testing.T, fast bool) {
+		up := app(t, func(w http.ResponseWriter, r *http.Request) {
+			conn, buf, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten..")
+			_ = buf.Flush()
+			conn.Close()
+		})
+		p := start(t, up, Config{}, Options{FastPath: fast})
+		resp, err := http.Get(p.url + "/")
+		if err == nil { // the head may have reached the client, or not (general path)
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		require.Error(t, err, "the client sees the response cut short")
+		require.Eventually(t, func() bool {
+			s := snapshot(t, p)
+			return s.Completions == 1 && s.InFlight == 0
+		}, 10*time.Second, 10*time.Millisecond)
+		s := snapshot(t, p)
+		require.Equal(t, uint64(1), s.UpstreamErrors)
+		require.Equal(t, uint64(1), s.Codes[1], "recorded with the status the app sent")
+	})
+}
