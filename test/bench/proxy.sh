@@ -87,7 +87,9 @@ for round in $(seq "$ROUNDS"); do
 		after=$(cpu_ticks "$cfg")
 		n=$(echo "$out" | awk '/^All done/ {print $3}')
 		for q in 50 90 99; do
-			v=$(echo "$out" | awk -v q="$q" '$1=="#" && $2=="target" && $3==q"%" {print $4}')
+			# Only the response-time histogram: under load fortio first prints a sleep-time
+			# histogram ("Aggregated Sleep Time") with percentiles of its own.
+			v=$(echo "$out" | awk -v q="$q" '/^Aggregated Function Time/ {f=1} f && $1=="#" && $2=="target" && $3==q"%" {print $4; exit}')
 			eval "p$q[\$cfg]=\"\${p$q[\$cfg]:-} $v\""
 		done
 		cpu[$cfg]="${cpu[$cfg]:-} $(awk -v t=$((after - before)) -v hz="$hz" -v n="$n" 'BEGIN { printf "%.9f", (n > 0 ? t / hz / n : 0) }')"
