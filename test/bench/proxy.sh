@@ -89,7 +89,7 @@ for round in $(seq "$ROUNDS"); do
 		for q in 50 90 99; do
 			# Only the response-time histogram: under load fortio first prints a sleep-time
 			# histogram ("Aggregated Sleep Time") with percentiles of its own.
-			v=$(echo "$out" | awk -v q="$q" '/^Aggregated Function Time/ {f=1} f && $1=="#" && $2=="target" && $3==q"%" {print $4; exit}')
+			v=$(echo "$out" | awk -v q="$q" '/^Aggregated Function Time/ {f=1} f && !done && $1=="#" && $2=="target" && $3==q"%" {print $4; done=1}')
 			eval "p$q[\$cfg]=\"\${p$q[\$cfg]:-} $v\""
 		done
 		cpu[$cfg]="${cpu[$cfg]:-} $(awk -v t=$((after - before)) -v hz="$hz" -v n="$n" 'BEGIN { printf "%.9f", (n > 0 ? t / hz / n : 0) }')"
