@@ -25,6 +25,7 @@ type Flags struct {
 	ReadHeaderTimeout, IdleTimeout     time.Duration
 	Drain, ShutdownTimeout             time.Duration
 	Concurrency, Queue, MaxHeaderBytes int
+	FastPath                           bool
 	Log                                cli.LogOptions
 }
 
@@ -44,6 +45,7 @@ func Parse(args []string, getenv func(string) string) (Flags, error) {
 	fs.IntVar(&f.Concurrency, "concurrency", 0, "requests served at once, k (0 = unlimited)")
 	fs.IntVar(&f.Queue, "queue", 1000, "requests that may wait for a slot when --concurrency is set; more get 503")
 	fs.IntVar(&f.MaxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block; larger gets 431")
+	fs.BoolVar(&f.FastPath, "fast-path", true, "serve plain HTTP/1.1 on the fast path; h2c, Upgrade and other requests always take the general net/http path")
 	f.Log.Register(fs)
 	if err := cli.Parse(fs, "QAS_PROXY", args, getenv); err != nil {
 		return Flags{}, err
@@ -95,12 +97,13 @@ func Run(ctx context.Context, f Flags, log *zap.Logger, ready func(addr, admin s
 	}, server.Options{
 		Listen: f.Listen, AdminListen: f.AdminListen, ReadHeaderTimeout: f.ReadHeaderTimeout,
 		MaxHeaderBytes: f.MaxHeaderBytes, IdleTimeout: f.IdleTimeout, DrainPeriod: f.Drain, ShutdownTimeout: f.ShutdownTimeout,
+		FastPath: f.FastPath,
 	}, rec, log)
 	if err != nil {
 		return err
 	}
 	log.Info("serving", zap.String("listen", srv.Addr()), zap.String("admin", srv.AdminAddr()),
-		zap.String("upstream", f.Upstream), zap.Int("concurrency", f.Concurrency))
+		zap.String("upstream", f.Upstream), zap.Int("concurrency", f.Concurrency), zap.Bool("fast_path", f.FastPath))
 	if ready != nil {
 		ready(srv.Addr(), srv.AdminAddr())
 	}

@@ -31,7 +31,12 @@ func TestParse(t *testing.T) {
 			require.Equal(t, ":8080", f.Listen)
 			require.Equal(t, ":9901", f.AdminListen)
 			require.Equal(t, "127.0.0.1:8081", f.Upstream)
+			require.True(t, f.FastPath)
 		}},
+		{name: "fast path off by env", env: map[string]string{"QAS_PROXY_FAST_PATH": "false"}, check: func(t *testing.T, f Flags) {
+			require.False(t, f.FastPath)
+		}},
+		{name: "bad fast path", args: []string{"--fast-path=maybe"}, wantErr: "fast-path"},
 		{name: "env override", env: map[string]string{"QAS_PROXY_UPSTREAM": "127.0.0.1:3000"}, check: func(t *testing.T, f Flags) {
 			require.Equal(t, "127.0.0.1:3000", f.Upstream)
 		}},

@@ -11,12 +11,11 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strconv"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/qas-dev/qas/proxy/limit"
 	"github.com/qas-dev/qas/proxy/measure"
 )
 
@@ -39,12 +38,10 @@ type Config struct {
 
 // Proxy is the serving handler.
 type Proxy struct {
-	rec     *measure.Recorder
-	rp      *httputil.ReverseProxy
-	slots   chan struct{}
-	queueOK func() bool
-	release func()
-	log     *zap.Logger
+	rec *measure.Recorder
+	rp  *httputil.ReverseProxy
+	lim *limit.Limiter
+	log *zap.Logger
 }
 
 type ctxKey struct{}
@@ -53,8 +50,9 @@ type ctxKey struct{}
 // handler back to the measuring handler.
 type outcomeBox struct{ outcome measure.Outcome }
 
-// NewProxy returns the serving handler for cfg, recording into rec.
-func NewProxy(cfg Config, rec *measure.Recorder, log *zap.Logger) (*Proxy, error) {
+// NewProxy returns the serving handler for cfg, recording into rec and admitting
+// requests through lim (nil: no concurrency limit).
+func NewProxy(cfg Config, rec *measure.Recorder, lim *limit.Limiter, log *zap.Logger) (*Proxy, error) {
 	if cfg.Upstream == "" {
 		return nil, errors.New("upstream is empty")
 	}
@@ -76,7 +74,7 @@ func NewProxy(cfg Config, rec *measure.Recorder, log *zap.Logger) (*Proxy, error
 		ResponseHeaderTimeout: cfg.UpstreamTimeout,
 		DisableCompression:    true, // pass bodies through as the app sent them
 	}
-	p := &Proxy{rec: rec, log: log}
+	p := &Proxy{rec: rec, log: log, lim: lim}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -88,66 +86,39 @@ func NewProxy(cfg Config, rec *measure.Recorder, log *zap.Logger) (*Proxy, error
 		ErrorHandler: p.upstreamError,
 		ErrorLog:     zap.NewStdLog(log.Named("reverseproxy")),
 	}
-	if cfg.ConcurrencyLimit > 0 {
-		p.slots = make(chan struct{}, cfg.ConcurrencyLimit)
-		limit := int64(cfg.QueueLimit)
-		var waiting atomic.Int64
-		p.queueOK = func() bool {
-			if waiting.Add(1) > limit {
-				waiting.Add(-1)
-				return false
-			}
-			return true
-		}
-		p.release = func() { waiting.Add(-1) }
-	}
 	return p, nil
-}
-
-// release gives back a queue place; set only with a concurrency limit.
-func (p *Proxy) releaseQueue() {
-	if p.release != nil {
-		p.release()
-	}
 }
 
 // ServeHTTP measures and forwards one request.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	arrived := p.rec.Arrive()
-	if p.slots != nil {
-		select {
-		case p.slots <- struct{}{}:
-		default:
-			// All k slots are busy: wait in the bounded queue, first come first served
-			// (blocked channel senders are woken in order).
-			if !p.queueOK() {
-				w.Header().Set("Retry-After", retryAfter)
-				http.Error(w, "qas-proxy: concurrency limit reached and queue full", http.StatusServiceUnavailable)
-				p.rec.Reject(arrived)
-				return
-			}
-			p.rec.StartWaiting()
-			select {
-			case p.slots <- struct{}{}:
-				p.releaseQueue()
-				p.rec.StopWaiting(p.rec.Now().Sub(arrived))
-			case <-r.Context().Done():
-				p.releaseQueue()
-				p.rec.StopWaiting(p.rec.Now().Sub(arrived))
-				p.rec.Reject(arrived)
-				return
-			}
-		}
-		defer func() { <-p.slots }()
+	switch p.lim.Admit(p.rec, arrived, r.Context().Done()) {
+	case limit.Full:
+		w.Header().Set("Retry-After", limit.RetryAfter)
+		http.Error(w, "qas-proxy: concurrency limit reached and queue full", http.StatusServiceUnavailable)
+		return
+	case limit.Gone:
+		return
 	}
+	defer p.lim.Release()
 	began := p.rec.Begin()
 	mw := &measuringWriter{ResponseWriter: w, began: began, rec: p.rec}
 	box := &outcomeBox{}
+	defer func() {
+		// ReverseProxy aborts the response with a panic (http.ErrAbortHandler) when
+		// copying the body fails; the request still ends and must be recorded, or it
+		// would stay in flight forever.
+		if v := recover(); v != nil {
+			outcome := measure.UpstreamError
+			if r.Context().Err() != nil {
+				outcome = measure.ClientCancel
+			}
+			p.rec.End(arrived, began, mw.ttfb, mw.status(), outcome)
+			panic(v)
+		}
+	}()
 	p.rp.ServeHTTP(mw, r.WithContext(context.WithValue(r.Context(), ctxKey{}, box)))
-	code := mw.code
-	if code == 0 {
-		code = http.StatusOK
-	}
+	code := mw.status()
 	outcome := box.outcome
 	if outcome == measure.OK && r.Context().Err() != nil && !mw.done() {
 		outcome = measure.ClientCancel
@@ -224,6 +195,14 @@ func (m *measuringWriter) first() {
 
 func (m *measuringWriter) done() bool { return m.wrote }
 
+// status is the response's status code so far (200 if the handler wrote none).
+func (m *measuringWriter) status() int {
+	if m.code == 0 {
+		return http.StatusOK
+	}
+	return m.code
+}
+
 // Unwrap lets http.ResponseController reach Flush and Hijack (streaming, Upgrade).
 func (m *measuringWriter) Unwrap() http.ResponseWriter { return m.ResponseWriter }
 
@@ -238,6 +217,3 @@ func (m *measuringWriter) Flush() {
 	}
 	_ = http.NewResponseController(m.ResponseWriter).Flush()
 }
-
-// retryAfter is the Retry-After value sent with a 503, in seconds.
-var retryAfter = strconv.Itoa(1)

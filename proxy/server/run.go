@@ -13,6 +13,8 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/h2c"
 
+	"github.com/qas-dev/qas/proxy/fastpath"
+	"github.com/qas-dev/qas/proxy/limit"
 	"github.com/qas-dev/qas/proxy/measure"
 )
 
@@ -30,12 +32,16 @@ type Options struct {
 	DrainPeriod time.Duration
 	// ShutdownTimeout bounds the wait for in-flight requests after the drain period.
 	ShutdownTimeout time.Duration
+	// FastPath serves plain HTTP/1.1 on the fast path (proxy/fastpath) and hands every
+	// other connection to the general net/http path.
+	FastPath bool
 }
 
 // Server is a running proxy: the serving and admin listeners.
 type Server struct {
 	Recorder *measure.Recorder
 	serving  *http.Server
+	fast     *fastpath.Server
 	admin    *http.Server
 	servingL net.Listener
 	adminL   net.Listener
@@ -46,11 +52,22 @@ type Server struct {
 
 // Listen binds both listeners (so callers learn the addresses before serving).
 func Listen(cfg Config, opts Options, rec *measure.Recorder, log *zap.Logger) (*Server, error) {
-	p, err := NewProxy(cfg, rec, log)
+	lim := limit.New(cfg.ConcurrencyLimit, cfg.QueueLimit)
+	p, err := NewProxy(cfg, rec, lim, log)
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{Recorder: rec, log: log, opts: opts}
+	if opts.FastPath {
+		s.fast, err = fastpath.New(fastpath.Config{
+			Upstream: cfg.Upstream, UpstreamTimeout: cfg.UpstreamTimeout, DialTimeout: cfg.DialTimeout,
+			MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost, ReadHeaderTimeout: opts.ReadHeaderTimeout,
+			IdleTimeout: opts.IdleTimeout, MaxHeaderBytes: opts.MaxHeaderBytes,
+		}, rec, lim, log.Named("fastpath"))
+		if err != nil {
+			return nil, err
+		}
+	}
 	s.servingL, err = net.Listen("tcp", opts.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", opts.Listen, err)
@@ -81,11 +98,21 @@ func (s *Server) AdminAddr() string { return s.adminL.Addr().String() }
 // served for DrainPeriod, then the listeners close and in-flight requests finish (up to
 // ShutdownTimeout). No accepted request is dropped.
 func (s *Server) Serve(ctx context.Context) error {
-	errc := make(chan error, 2)
-	go func() { errc <- s.serving.Serve(s.servingL) }()
+	errc := make(chan error, 3)
+	if s.fast != nil {
+		go func() { errc <- s.fast.Serve(s.servingL) }()
+		go func() { errc <- s.serving.Serve(s.fast.Fallback()) }()
+	} else {
+		go func() { errc <- s.serving.Serve(s.servingL) }()
+	}
 	go func() { errc <- s.admin.Serve(s.adminL) }()
 	select {
 	case err := <-errc:
+		if s.fast != nil {
+			cctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			_ = s.fast.Shutdown(cctx)
+		}
 		s.serving.Close()
 		s.admin.Close()
 		return err
@@ -100,10 +127,19 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	fastErr := make(chan error, 1)
+	if s.fast != nil {
+		go func() { fastErr <- s.fast.Shutdown(sctx) }()
+	} else {
+		fastErr <- nil
+	}
 	err := s.serving.Shutdown(sctx)
 	_ = s.admin.Shutdown(sctx)
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
+	}
+	if ferr := <-fastErr; err == nil {
+		err = ferr
 	}
 	s.log.Info("stopped", zap.Int64("in_flight_left", s.Recorder.InFlight()))
 	return err

@@ -54,6 +54,27 @@ func start(t *testing.T, upstream string, cfg Config, opts Options) *running {
 	return r
 }
 
+// bothPaths runs f on the general path and on the fast path.
+func bothPaths(t *testing.T, f func(t *testing.T, fast bool)) {
+	for _, p := range []struct {
+		name string
+		fast bool
+	}{{"general", false}, {"fast", true}} {
+		t.Run(p.name, func(t *testing.T) { f(t, p.fast) })
+	}
+}
+
+// requireServedBy checks which path served: with the fast path on, fastReqs requests
+// on it and handed connections handed to the general path.
+func requireServedBy(t *testing.T, r *running, fastReqs, handed uint64) {
+	t.Helper()
+	if r.srv.fast == nil {
+		return
+	}
+	require.Equal(t, fastReqs, r.srv.fast.Served(), "requests served on the fast path")
+	require.Equal(t, handed, r.srv.fast.HandedOver(), "connections handed to the general path")
+}
+
 func app(t *testing.T, h http.HandlerFunc) string {
 	s := httptest.NewServer(h)
 	t.Cleanup(s.Close)
@@ -70,177 +91,193 @@ func snapshot(t *testing.T, r *running) stats.Snapshot {
 }
 
 func TestForwardsAndMeasures(t *testing.T) {
-	var gotHost, gotXFF, gotProto, gotConn string
-	up := app(t, func(w http.ResponseWriter, r *http.Request) {
-		gotHost, gotXFF, gotProto, gotConn = r.Host, r.Header.Get("X-Forwarded-For"), r.Header.Get("X-Forwarded-Proto"), r.Header.Get("X-Hop")
-		time.Sleep(2 * time.Millisecond)
-		_, _ = io.WriteString(w, "hello")
-	})
-	p := start(t, up, Config{}, Options{})
-	for i := 0; i < 20; i++ {
-		req, _ := http.NewRequest(http.MethodGet, p.url+"/x", nil)
-		req.Host = "shop.example"
-		req.Header.Set("Connection", "X-Hop")
-		req.Header.Set("X-Hop", "must not pass")
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.Equal(t, "hello", string(body))
-	}
-	require.Equal(t, "shop.example", gotHost, "the app sees the client's Host")
-	require.Equal(t, "127.0.0.1", gotXFF)
-	require.Equal(t, "http", gotProto)
-	require.Empty(t, gotConn, "headers named in Connection are hop-by-hop")
+	bothPaths(t, func(t *testing.T, fast bool) {
+		var gotHost, gotXFF, gotProto, gotConn string
+		up := app(t, func(w http.ResponseWriter, r *http.Request) {
+			gotHost, gotXFF, gotProto, gotConn = r.Host, r.Header.Get("X-Forwarded-For"), r.Header.Get("X-Forwarded-Proto"), r.Header.Get("X-Hop")
+			time.Sleep(2 * time.Millisecond)
+			_, _ = io.WriteString(w, "hello")
+		})
+		p := start(t, up, Config{}, Options{FastPath: fast})
+		for i := 0; i < 20; i++ {
+			req, _ := http.NewRequest(http.MethodGet, p.url+"/x", nil)
+			req.Host = "shop.example"
+			req.Header.Set("Connection", "X-Hop")
+			req.Header.Set("X-Hop", "must not pass")
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.Equal(t, "hello", string(body))
+		}
+		require.Equal(t, "shop.example", gotHost, "the app sees the client's Host")
+		require.Equal(t, "127.0.0.1", gotXFF)
+		require.Equal(t, "http", gotProto)
+		require.Empty(t, gotConn, "headers named in Connection are hop-by-hop")
+		requireServedBy(t, p, 20, 0)
 
-	s := snapshot(t, p)
-	require.Equal(t, uint64(20), s.Arrivals)
-	require.Equal(t, uint64(20), s.Completions)
-	require.Equal(t, uint64(20), s.Codes[1])
-	require.Equal(t, uint64(20), s.Latency.Total())
-	require.GreaterOrEqual(t, s.ServiceSecondsSum, 20*0.002, "each request slept 2 ms upstream")
-	require.Greater(t, s.TTFBSecondsSum, 0.0)
-	require.LessOrEqual(t, s.TTFBSecondsSum, s.ServiceSecondsSum)
-	require.InDelta(t, s.ServiceSecondsSum, s.InFlightSeconds, 0.05, "sequential requests: ∫in-flight = Σ service")
+		s := snapshot(t, p)
+		require.Equal(t, uint64(20), s.Arrivals)
+		require.Equal(t, uint64(20), s.Completions)
+		require.Equal(t, uint64(20), s.Codes[1])
+		require.Equal(t, uint64(20), s.Latency.Total())
+		require.GreaterOrEqual(t, s.ServiceSecondsSum, 20*0.002, "each request slept 2 ms upstream")
+		require.Greater(t, s.TTFBSecondsSum, 0.0)
+		require.LessOrEqual(t, s.TTFBSecondsSum, s.ServiceSecondsSum)
+		require.InDelta(t, s.ServiceSecondsSum, s.InFlightSeconds, 0.05, "sequential requests: ∫in-flight = Σ service")
+	})
 }
 
 func TestStreamsWithoutBuffering(t *testing.T) {
-	release := make(chan struct{})
-	up := app(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprint(w, "data: first\n\n")
-		http.NewResponseController(w).Flush()
-		<-release
-		fmt.Fprint(w, "data: second\n\n")
+	bothPaths(t, func(t *testing.T, fast bool) {
+		release := make(chan struct{})
+		up := app(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "data: first\n\n")
+			http.NewResponseController(w).Flush()
+			<-release
+			fmt.Fprint(w, "data: second\n\n")
+		})
+		p := start(t, up, Config{}, Options{FastPath: fast})
+		resp, err := http.Get(p.url + "/events")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		line, err := bufio.NewReader(resp.Body).ReadString('\n')
+		require.NoError(t, err, "the first event must arrive while the app still holds the stream open")
+		require.Equal(t, "data: first\n", line)
+		close(release)
+		requireServedBy(t, p, 1, 0)
 	})
-	p := start(t, up, Config{}, Options{})
-	resp, err := http.Get(p.url + "/events")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	line, err := bufio.NewReader(resp.Body).ReadString('\n')
-	require.NoError(t, err, "the first event must arrive while the app still holds the stream open")
-	require.Equal(t, "data: first\n", line)
-	close(release)
 }
 
 func TestUpgradePassesThrough(t *testing.T) {
-	up := app(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Upgrade") != "echo" {
-			http.Error(w, "want upgrade", 400)
-			return
-		}
-		conn, buf, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			return
-		}
+	bothPaths(t, func(t *testing.T, fast bool) {
+		up := app(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Upgrade") != "echo" {
+				http.Error(w, "want upgrade", 400)
+				return
+			}
+			conn, buf, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			_, _ = buf.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+			_ = buf.Flush()
+			line, _ := buf.ReadString('\n')
+			_, _ = conn.Write([]byte("echo:" + line))
+		})
+		p := start(t, up, Config{}, Options{FastPath: fast})
+		conn, err := net.Dial("tcp", p.srv.Addr())
+		require.NoError(t, err)
 		defer conn.Close()
-		_, _ = buf.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
-		_ = buf.Flush()
-		line, _ := buf.ReadString('\n')
-		_, _ = conn.Write([]byte("echo:" + line))
+		_, err = fmt.Fprint(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+		require.NoError(t, err)
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+		_, err = conn.Write([]byte("ping\n"))
+		require.NoError(t, err)
+		line, err := br.ReadString('\n')
+		require.NoError(t, err)
+		require.Equal(t, "echo:ping\n", line)
+		requireServedBy(t, p, 0, 1)
 	})
-	p := start(t, up, Config{}, Options{})
-	conn, err := net.Dial("tcp", p.srv.Addr())
-	require.NoError(t, err)
-	defer conn.Close()
-	_, err = fmt.Fprint(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
-	require.NoError(t, err)
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, nil)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
-	_, err = conn.Write([]byte("ping\n"))
-	require.NoError(t, err)
-	line, err := br.ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, "echo:ping\n", line)
 }
 
 func TestH2C(t *testing.T) {
-	up := app(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "proto="+r.Proto) })
-	p := start(t, up, Config{}, Options{})
-	client := &http.Client{Transport: &http2.Transport{
-		AllowHTTP: true,
-		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		},
-	}}
-	resp, err := client.Get(p.url + "/")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	require.Equal(t, "HTTP/2.0", resp.Proto, "client to proxy speaks h2c")
-	require.Equal(t, "proto=HTTP/1.1", string(body), "proxy to app uses pooled HTTP/1.1")
+	bothPaths(t, func(t *testing.T, fast bool) {
+		up := app(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "proto="+r.Proto) })
+		p := start(t, up, Config{}, Options{FastPath: fast})
+		client := &http.Client{Transport: &http2.Transport{
+			AllowHTTP: true,
+			DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, network, addr)
+			},
+		}}
+		resp, err := client.Get(p.url + "/")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		require.Equal(t, "HTTP/2.0", resp.Proto, "client to proxy speaks h2c")
+		require.Equal(t, "proto=HTTP/1.1", string(body), "proxy to app uses pooled HTTP/1.1")
+		requireServedBy(t, p, 0, 1)
+	})
 }
 
 func TestUpstreamFaults(t *testing.T) {
-	closed := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		addr := l.Addr().String()
-		l.Close()
-		return addr
-	}
-	slow := app(t, func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-time.After(10 * time.Second):
-		case <-r.Context().Done():
+	bothPaths(t, func(t *testing.T, fast bool) {
+		closed := func() string {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			addr := l.Addr().String()
+			l.Close()
+			return addr
+		}
+		slow := app(t, func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-time.After(10 * time.Second):
+			case <-r.Context().Done():
+			}
+		})
+		tests := []struct {
+			name     string
+			upstream string
+			cfg      Config
+			code     int
+			check    func(*testing.T, stats.Snapshot)
+		}{
+			{"app down is 502", closed(), Config{}, http.StatusBadGateway, func(t *testing.T, s stats.Snapshot) {
+				require.Equal(t, uint64(1), s.UpstreamErrors)
+			}},
+			{"slow app is 504", slow, Config{UpstreamTimeout: 100 * time.Millisecond}, http.StatusGatewayTimeout, func(t *testing.T, s stats.Snapshot) {
+				require.Equal(t, uint64(1), s.UpstreamTimeouts)
+			}},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				p := start(t, tt.upstream, tt.cfg, Options{FastPath: fast})
+				resp, err := http.Get(p.url + "/")
+				require.NoError(t, err)
+				resp.Body.Close()
+				require.Equal(t, tt.code, resp.StatusCode)
+				s := snapshot(t, p)
+				require.Equal(t, uint64(1), s.Codes[4])
+				tt.check(t, s)
+				// The proxy keeps serving after a failure.
+				resp, err = http.Get(p.url + "/")
+				require.NoError(t, err)
+				resp.Body.Close()
+				require.Equal(t, uint64(2), snapshot(t, p).Completions)
+			})
 		}
 	})
-	tests := []struct {
-		name     string
-		upstream string
-		cfg      Config
-		code     int
-		check    func(*testing.T, stats.Snapshot)
-	}{
-		{"app down is 502", closed(), Config{}, http.StatusBadGateway, func(t *testing.T, s stats.Snapshot) {
-			require.Equal(t, uint64(1), s.UpstreamErrors)
-		}},
-		{"slow app is 504", slow, Config{UpstreamTimeout: 100 * time.Millisecond}, http.StatusGatewayTimeout, func(t *testing.T, s stats.Snapshot) {
-			require.Equal(t, uint64(1), s.UpstreamTimeouts)
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p := start(t, tt.upstream, tt.cfg, Options{})
-			resp, err := http.Get(p.url + "/")
-			require.NoError(t, err)
-			resp.Body.Close()
-			require.Equal(t, tt.code, resp.StatusCode)
-			s := snapshot(t, p)
-			require.Equal(t, uint64(1), s.Codes[4])
-			tt.check(t, s)
-			// The proxy keeps serving after a failure.
-			resp, err = http.Get(p.url + "/")
-			require.NoError(t, err)
-			resp.Body.Close()
-			require.Equal(t, uint64(2), snapshot(t, p).Completions)
-		})
-	}
 }
 
 func TestClientCancelReachesApp(t *testing.T) {
-	cancelled := make(chan struct{})
-	up := app(t, func(w http.ResponseWriter, r *http.Request) {
-		<-r.Context().Done()
-		close(cancelled)
+	bothPaths(t, func(t *testing.T, fast bool) {
+		cancelled := make(chan struct{})
+		up := app(t, func(w http.ResponseWriter, r *http.Request) {
+			<-r.Context().Done()
+			close(cancelled)
+		})
+		p := start(t, up, Config{}, Options{FastPath: fast})
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.url+"/", nil)
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			cancel()
+		}()
+		_, err := http.DefaultClient.Do(req)
+		require.Error(t, err)
+		select {
+		case <-cancelled:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the app's request was never cancelled")
+		}
+		require.Eventually(t, func() bool { return snapshot(t, p).ClientCancels == 1 }, 10*time.Second, 20*time.Millisecond)
 	})
-	p := start(t, up, Config{}, Options{})
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.url+"/", nil)
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		cancel()
-	}()
-	_, err := http.DefaultClient.Do(req)
-	require.Error(t, err)
-	select {
-	case <-cancelled:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the app's request was never cancelled")
-	}
-	require.Eventually(t, func() bool { return snapshot(t, p).ClientCancels == 1 }, 10*time.Second, 20*time.Millisecond)
 }
 
 func rawRequest(t *testing.T, addr, raw string) *http.Response {
@@ -255,163 +292,176 @@ func rawRequest(t *testing.T, addr, raw string) *http.Response {
 }
 
 func TestBadClients(t *testing.T) {
-	var hits atomic.Int32
-	up := app(t, func(w http.ResponseWriter, r *http.Request) { hits.Add(1) })
-	p := start(t, up, Config{}, Options{MaxHeaderBytes: 4096})
-	big := "GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 64<<10) + "\r\n\r\n"
-	require.Equal(t, http.StatusRequestHeaderFieldsTooLarge, rawRequest(t, p.srv.Addr(), big).StatusCode)
-	require.Equal(t, http.StatusBadRequest, rawRequest(t, p.srv.Addr(), "GARBAGE\r\n\r\n").StatusCode)
-	require.Equal(t, http.StatusBadRequest, rawRequest(t, p.srv.Addr(), "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n").StatusCode)
-	require.Zero(t, hits.Load(), "bad requests never reach the app")
+	bothPaths(t, func(t *testing.T, fast bool) {
+		var hits atomic.Int32
+		up := app(t, func(w http.ResponseWriter, r *http.Request) { hits.Add(1) })
+		p := start(t, up, Config{}, Options{FastPath: fast, MaxHeaderBytes: 4096})
+		big := "GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 64<<10) + "\r\n\r\n"
+		require.Equal(t, http.StatusRequestHeaderFieldsTooLarge, rawRequest(t, p.srv.Addr(), big).StatusCode)
+		require.Equal(t, http.StatusBadRequest, rawRequest(t, p.srv.Addr(), "GARBAGE\r\n\r\n").StatusCode)
+		require.Equal(t, http.StatusBadRequest, rawRequest(t, p.srv.Addr(), "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n").StatusCode)
+		require.Zero(t, hits.Load(), "bad requests never reach the app")
+		requireServedBy(t, p, 0, 3)
+	})
 }
 
 func TestSlowHeaderClientIsCutOff(t *testing.T) {
-	up := app(t, func(w http.ResponseWriter, r *http.Request) {})
-	p := start(t, up, Config{}, Options{ReadHeaderTimeout: 200 * time.Millisecond})
-	conn, err := net.Dial("tcp", p.srv.Addr())
-	require.NoError(t, err)
-	defer conn.Close()
-	_, err = io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\n") // never finishes the headers
-	require.NoError(t, err)
-	require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
-	_, err = io.ReadAll(conn)
-	require.NoError(t, err, "the proxy closes the connection (EOF) instead of waiting forever")
+	bothPaths(t, func(t *testing.T, fast bool) {
+		up := app(t, func(w http.ResponseWriter, r *http.Request) {})
+		p := start(t, up, Config{}, Options{FastPath: fast, ReadHeaderTimeout: 200 * time.Millisecond})
+		conn, err := net.Dial("tcp", p.srv.Addr())
+		require.NoError(t, err)
+		defer conn.Close()
+		_, err = io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\n") // never finishes the headers
+		require.NoError(t, err)
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+		_, err = io.ReadAll(conn)
+		require.NoError(t, err, "the proxy closes the connection (EOF) instead of waiting forever")
+	})
 }
 
 func TestAdminIsNotOnServingPort(t *testing.T) {
-	var paths []string
-	var mu sync.Mutex
-	up := app(t, func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		paths = append(paths, r.URL.Path)
-		mu.Unlock()
-		http.NotFound(w, r)
-	})
-	p := start(t, up, Config{}, Options{})
-	for _, path := range []string{"/stats", "/metrics", "/healthz", "/readyz"} {
-		resp, err := http.Get(p.url + path)
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, http.StatusNotFound, resp.StatusCode, "%s on the serving port is the app's", path)
-	}
-	require.Equal(t, []string{"/stats", "/metrics", "/healthz", "/readyz"}, paths)
+	bothPaths(t, func(t *testing.T, fast bool) {
+		var paths []string
+		var mu sync.Mutex
+		up := app(t, func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			paths = append(paths, r.URL.Path)
+			mu.Unlock()
+			http.NotFound(w, r)
+		})
+		p := start(t, up, Config{}, Options{FastPath: fast})
+		for _, path := range []string{"/stats", "/metrics", "/healthz", "/readyz"} {
+			resp, err := http.Get(p.url + path)
+			require.NoError(t, err)
+			resp.Body.Close()
+			require.Equal(t, http.StatusNotFound, resp.StatusCode, "%s on the serving port is the app's", path)
+		}
+		require.Equal(t, []string{"/stats", "/metrics", "/healthz", "/readyz"}, paths)
 
-	resp, err := http.Get(p.admin + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	require.NoError(t, err)
-	require.Contains(t, families, "qas_proxy_requests_arrived_total")
-	require.Equal(t, 4.0, families["qas_proxy_requests_arrived_total"].Metric[0].GetCounter().GetValue())
-	for name := range families {
-		require.True(t, strings.HasPrefix(name, "qas_proxy_"), name)
-	}
-	for path, code := range map[string]int{"/healthz": 200, "/readyz": 200} {
-		resp, err := http.Get(p.admin + path)
+		resp, err := http.Get(p.admin + "/metrics")
 		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, code, resp.StatusCode, path)
-	}
+		defer resp.Body.Close()
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := parser.TextToMetricFamilies(resp.Body)
+		require.NoError(t, err)
+		require.Contains(t, families, "qas_proxy_requests_arrived_total")
+		require.Equal(t, 4.0, families["qas_proxy_requests_arrived_total"].Metric[0].GetCounter().GetValue())
+		for name := range families {
+			require.True(t, strings.HasPrefix(name, "qas_proxy_"), name)
+		}
+		for path, code := range map[string]int{"/healthz": 200, "/readyz": 200} {
+			resp, err := http.Get(p.admin + path)
+			require.NoError(t, err)
+			resp.Body.Close()
+			require.Equal(t, code, resp.StatusCode, path)
+		}
+	})
 }
 
 func TestConcurrencyLimitQueuesThenRejects(t *testing.T) {
-	release := make(chan struct{})
-	var inApp atomic.Int32
-	up := app(t, func(w http.ResponseWriter, r *http.Request) {
-		inApp.Add(1)
-		<-release
-	})
-	p := start(t, up, Config{ConcurrencyLimit: 1, QueueLimit: 1}, Options{})
-	codes := make(chan int, 3)
-	get := func() {
-		resp, err := http.Get(p.url + "/")
-		if err != nil {
-			codes <- -1
-			return
+	bothPaths(t, func(t *testing.T, fast bool) {
+		release := make(chan struct{})
+		var inApp atomic.Int32
+		up := app(t, func(w http.ResponseWriter, r *http.Request) {
+			inApp.Add(1)
+			<-release
+		})
+		p := start(t, up, Config{ConcurrencyLimit: 1, QueueLimit: 1}, Options{FastPath: fast})
+		codes := make(chan int, 3)
+		get := func() {
+			resp, err := http.Get(p.url + "/")
+			if err != nil {
+				codes <- -1
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
 		}
+		go get()
+		require.Eventually(t, func() bool { return inApp.Load() == 1 }, 10*time.Second, 5*time.Millisecond)
+		go get()
+		require.Eventually(t, func() bool { return snapshot(t, p).Waiting == 1 }, 10*time.Second, 5*time.Millisecond)
+		resp, err := http.Get(p.url + "/") // slot and queue are full
+		require.NoError(t, err)
 		resp.Body.Close()
-		codes <- resp.StatusCode
-	}
-	go get()
-	require.Eventually(t, func() bool { return inApp.Load() == 1 }, 10*time.Second, 5*time.Millisecond)
-	go get()
-	require.Eventually(t, func() bool { return snapshot(t, p).Waiting == 1 }, 10*time.Second, 5*time.Millisecond)
-	resp, err := http.Get(p.url + "/") // slot and queue are full
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	require.Equal(t, "1", resp.Header.Get("Retry-After"))
-	require.Equal(t, int32(1), inApp.Load(), "never more than k requests in the app")
-	close(release)
-	require.Equal(t, 200, <-codes)
-	require.Equal(t, 200, <-codes)
-	s := snapshot(t, p)
-	require.Equal(t, uint64(1), s.Rejected)
-	require.Equal(t, uint64(1), s.Queued)
-	require.Greater(t, s.QueueWaitSecondsSum, 0.0)
-	require.Equal(t, uint64(3), s.Completions)
+		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		require.Equal(t, "1", resp.Header.Get("Retry-After"))
+		require.Equal(t, int32(1), inApp.Load(), "never more than k requests in the app")
+		close(release)
+		require.Equal(t, 200, <-codes)
+		require.Equal(t, 200, <-codes)
+		s := snapshot(t, p)
+		require.Equal(t, uint64(1), s.Rejected)
+		require.Equal(t, uint64(1), s.Queued)
+		require.Greater(t, s.QueueWaitSecondsSum, 0.0)
+		require.Equal(t, uint64(3), s.Completions)
+	})
 }
 
 // TestDrainUnderLoad stops the proxy while clients keep sending, as a rolling update
 // does: clients stop once /readyz fails (as endpoints controllers do), and not one
 // request fails.
 func TestDrainUnderLoad(t *testing.T) {
-	up := app(t, func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(5 * time.Millisecond)
-		_, _ = io.WriteString(w, "ok")
-	})
-	p := start(t, up, Config{}, Options{DrainPeriod: 500 * time.Millisecond})
-	var stop atomic.Bool
-	var ok, failed atomic.Int64
-	var wg sync.WaitGroup
-	for i := 0; i < 8; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !stop.Load() {
-				resp, err := http.Get(p.url + "/")
-				if err != nil {
-					failed.Add(1)
-					continue
+	bothPaths(t, func(t *testing.T, fast bool) {
+		up := app(t, func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(5 * time.Millisecond)
+			_, _ = io.WriteString(w, "ok")
+		})
+		p := start(t, up, Config{}, Options{FastPath: fast, DrainPeriod: 500 * time.Millisecond})
+		var stop atomic.Bool
+		var ok, failed atomic.Int64
+		var wg sync.WaitGroup
+		for i := 0; i < 8; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for !stop.Load() {
+					resp, err := http.Get(p.url + "/")
+					if err != nil {
+						failed.Add(1)
+						continue
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode == 200 {
+						ok.Add(1)
+					} else {
+						failed.Add(1)
+					}
 				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
-					ok.Add(1)
-				} else {
-					failed.Add(1)
-				}
-			}
-		}()
-	}
-	require.Eventually(t, func() bool { return ok.Load() > 50 }, 10*time.Second, 10*time.Millisecond)
-	p.cancel()
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(p.admin + "/readyz")
-		if err != nil {
-			return false
+			}()
 		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusServiceUnavailable
-	}, 10*time.Second, 10*time.Millisecond)
-	stop.Store(true)
-	wg.Wait()
-	require.NoError(t, <-p.done)
-	p.done <- nil // for Cleanup
-	require.Zero(t, failed.Load(), "requests failed during the drain (%d ok)", ok.Load())
-	s := p.srv.Recorder.Snapshot()
-	require.Equal(t, s.Arrivals, s.Completions)
+		require.Eventually(t, func() bool { return ok.Load() > 50 }, 10*time.Second, 10*time.Millisecond)
+		p.cancel()
+		require.Eventually(t, func() bool {
+			resp, err := http.Get(p.admin + "/readyz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusServiceUnavailable
+		}, 10*time.Second, 10*time.Millisecond)
+		stop.Store(true)
+		wg.Wait()
+		require.NoError(t, <-p.done)
+		p.done <- nil // for Cleanup
+		require.Zero(t, failed.Load(), "requests failed during the drain (%d ok)", ok.Load())
+		s := p.srv.Recorder.Snapshot()
+		require.Equal(t, s.Arrivals, s.Completions)
+	})
 }
 
 func TestStatsDocumentIsValidJSON(t *testing.T) {
-	up := app(t, func(w http.ResponseWriter, r *http.Request) {})
-	p := start(t, up, Config{}, Options{})
-	resp, err := http.Get(p.admin + "/stats")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
-	var raw map[string]any
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&raw))
-	require.EqualValues(t, stats.SchemaVersion, raw["version"])
+	bothPaths(t, func(t *testing.T, fast bool) {
+		up := app(t, func(w http.ResponseWriter, r *http.Request) {})
+		p := start(t, up, Config{}, Options{FastPath: fast})
+		resp, err := http.Get(p.admin + "/stats")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+		var raw map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&raw))
+		require.EqualValues(t, stats.SchemaVersion, raw["version"])
+	})
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # qas-proxy benchmark (make bench): the example app's 100-byte endpoint served directly,
-# through qas-proxy, through a bare pooled httputil.ReverseProxy, and through nginx as a
-# keep-alive reverse proxy, interleaved and
+# through qas-proxy (its default HTTP/1.1 fast path, and again as qas-general with
+# --fast-path=false, the net/http path that h2c and Upgrades always take), through a bare
+# pooled httputil.ReverseProxy, and through nginx as a keep-alive reverse proxy,
+# interleaved and
 # repeated, all on loopback. Reports medians and ratios, measured in this run:
 #   1. closed loop, wrk -t2 -c64: throughput;
 #   2. fixed 2000 req/s, fortio: p50/p90/p99 latency and the proxy's CPU per request
@@ -26,11 +28,15 @@ cleanup() {
 trap cleanup EXIT INT TERM
 (cd "$root" && go build -o "$work/" ./proxy/cmd/qas-proxy ./examples/app/cmd/qas-example-app ./test/bench/reverseproxy)
 app=$(free_port) proxy=$(free_port) admin=$(free_port) nginx=$(free_port) rp=$(free_port)
+general=$(free_port) gadmin=$(free_port)
 "$work/qas-example-app" --listen "127.0.0.1:$app" & pids+=($!)
 wait_port "$app"
 "$work/qas-proxy" --listen "127.0.0.1:$proxy" --admin-listen "127.0.0.1:$admin" --upstream "127.0.0.1:$app" --log-level error & 
 proxy_pid=$!; pids+=($proxy_pid)
 wait_port "$proxy"
+"$work/qas-proxy" --fast-path=false --listen "127.0.0.1:$general" --admin-listen "127.0.0.1:$gadmin" --upstream "127.0.0.1:$app" --log-level error &
+general_pid=$!; pids+=($general_pid)
+wait_port "$general"
 "$work/reverseproxy" "127.0.0.1:$rp" "127.0.0.1:$app" &
 rp_pid=$!; pids+=($rp_pid)
 wait_port "$rp"
@@ -53,11 +59,13 @@ CONF
 nginx -c "$work/nginx.conf" -p "$work"
 wait_port "$nginx"
 
-declare -A port=([direct]=$app [qas-proxy]=$proxy [reverseproxy]=$rp [nginx]=$nginx)
+declare -A port=([direct]=$app [qas-proxy]=$proxy [qas-general]=$general [reverseproxy]=$rp [nginx]=$nginx)
+configs="direct qas-proxy qas-general reverseproxy nginx"
 cpu_ticks() { # utime+stime of the configuration's server processes, in clock ticks
 	local pids_of
 	case $1 in
 	qas-proxy) pids_of=$proxy_pid ;;
+	qas-general) pids_of=$general_pid ;;
 	reverseproxy) pids_of=$rp_pid ;;
 	nginx) pids_of="$(cat "$work/nginx.pid") $(pgrep -P "$(cat "$work/nginx.pid")" | tr '\n' ' ')" ;;
 	*) echo 0; return ;;
@@ -71,7 +79,7 @@ url() { echo "http://127.0.0.1:${port[$1]}/bytes?n=100"; }
 
 declare -A rps p50 p90 p99 cpu
 for round in $(seq "$ROUNDS"); do
-	for cfg in direct qas-proxy reverseproxy nginx; do
+	for cfg in $configs; do
 		r=$(wrk -t2 -c64 -d"${SECS}s" "$(url "$cfg")" | awk '/Requests\/sec/ {print $2}')
 		rps[$cfg]="${rps[$cfg]:-} $r"
 		before=$(cpu_ticks "$cfg")
@@ -79,7 +87,9 @@ for round in $(seq "$ROUNDS"); do
 		after=$(cpu_ticks "$cfg")
 		n=$(echo "$out" | awk '/^All done/ {print $3}')
 		for q in 50 90 99; do
-			v=$(echo "$out" | awk -v q="$q" '$1=="#" && $2=="target" && $3==q"%" {print $4}')
+			# Only the response-time histogram: under load fortio first prints a sleep-time
+			# histogram ("Aggregated Sleep Time") with percentiles of its own.
+			v=$(echo "$out" | awk -v q="$q" '/^Aggregated Function Time/ {f=1} f && !done && $1=="#" && $2=="target" && $3==q"%" {print $4; done=1}')
 			eval "p$q[\$cfg]=\"\${p$q[\$cfg]:-} $v\""
 		done
 		cpu[$cfg]="${cpu[$cfg]:-} $(awk -v t=$((after - before)) -v hz="$hz" -v n="$n" 'BEGIN { printf "%.9f", (n > 0 ? t / hz / n : 0) }')"
@@ -90,7 +100,7 @@ done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2)}'; }
 printf '\nqas-proxy benchmark: %d interleaved rounds of %ds, example app /bytes?n=100, loopback, %s cores\n' "$ROUNDS" "$SECS" "$(nproc)"
 printf '%-12s %14s %10s %10s %10s %10s %14s\n' config "wrk -c64 rps" "vs direct" "p50 µs" "p90 µs" "p99 µs" "CPU µs/req"
-for cfg in direct qas-proxy reverseproxy nginx; do
+for cfg in $configs; do
 	m_rps=$(echo "${rps[$cfg]}" | median)
 	d_rps=$(echo "${rps[direct]}" | median)
 	printf '%-12s %14.0f %9.2fx %10.0f %10.0f %10.0f %14s\n' "$cfg" "$m_rps" "$(awk -v a="$m_rps" -v b="$d_rps" 'BEGIN{print a/b}')" \

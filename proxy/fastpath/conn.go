@@ -1,0 +1,541 @@
+package fastpath
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/qas-dev/qas/proxy/limit"
+	"github.com/qas-dev/qas/proxy/measure"
+)
+
+// Connection states, for Shutdown.
+const (
+	stateNew int32 = iota
+	stateActive
+	stateIdle
+	stateClosed
+)
+
+// watchTick is how often the server's sweeper looks for requests that have waited
+// for the application between one and two ticks, and starts watching their clients
+// for leaving. Watching costs a goroutine and two system calls; fast requests never
+// need it, and a client that leaves is still noticed within two ticks, and its
+// request cancelled upstream by closing the application connection.
+const watchTick = 10 * time.Millisecond
+
+// Watcher states.
+const (
+	watchOff int32 = iota
+	watchArmed
+	watchRunning
+)
+
+// aLongTimeAgo is a deadline in the past, to interrupt a blocked read.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// conn is one client connection on the fast path.
+type conn struct {
+	s        *Server
+	rwc      net.Conn
+	br       *bufio.Reader
+	bw       *bufio.Writer
+	state    atomic.Int32
+	accepted time.Time
+	clientIP string
+	req      requestHead
+	resp     responseHead
+
+	// The watcher: a read on the client connection while its request is with the
+	// application, which sees the client leave.
+	watchState atomic.Int32
+	armedGen   atomic.Uint64
+	aborting   atomic.Bool
+	dlMu       sync.Mutex // orders the watcher's and disarm's deadline changes
+	watchDone  chan struct{}
+	gone       atomic.Bool
+	goneCh     chan struct{}
+	up         atomic.Pointer[upConn]
+	stash      [1]byte
+	stashed    bool
+
+	// The current request's measurement.
+	began time.Time
+	ttfb  time.Duration
+	code  int
+}
+
+func (s *Server) newConn(nc net.Conn) *conn {
+	c := &conn{s: s, rwc: nc, accepted: s.rec.Now(), watchDone: make(chan struct{}, 1), goneCh: make(chan struct{}, 1)}
+	c.br = bufio.NewReaderSize(connReader{c}, s.readSize)
+	c.bw = bufio.NewWriterSize(nc, 4<<10)
+	if host, _, err := net.SplitHostPort(nc.RemoteAddr().String()); err == nil {
+		c.clientIP = host
+	}
+	return c
+}
+
+// connReader reads the client connection, first giving back a byte the watcher read.
+type connReader struct{ c *conn }
+
+func (r connReader) Read(p []byte) (int, error) {
+	if r.c.stashed && len(p) > 0 {
+		p[0] = r.c.stash[0]
+		r.c.stashed = false
+		return 1, nil
+	}
+	return r.c.rwc.Read(p)
+}
+
+func (c *conn) serve() {
+	handed := false
+	defer func() {
+		c.s.forget(c)
+		if !handed {
+			c.rwc.Close()
+		}
+	}()
+	for first := true; ; first = false {
+		if !first {
+			if c.s.draining.Load() {
+				return
+			}
+			c.state.Store(stateIdle)
+			if d := c.s.cfg.IdleTimeout; d > 0 {
+				c.setReadDeadline(time.Now().Add(d))
+			} else {
+				c.setReadDeadline(time.Time{})
+			}
+			if _, err := c.br.Peek(1); err != nil {
+				return
+			}
+			if !c.state.CompareAndSwap(stateIdle, stateActive) {
+				return // closed by Shutdown
+			}
+		} else {
+			c.setReadDeadline(c.accepted.Add(c.s.cfg.ReadHeaderTimeout))
+			if _, err := c.br.Peek(1); err != nil {
+				return
+			}
+			if !c.state.CompareAndSwap(stateNew, stateActive) {
+				return
+			}
+		}
+		head, err := c.readHead(first)
+		if err != nil {
+			return // EOF, or a slow client cut off by the header deadline
+		}
+		if head == nil || !parseRequest(head, &c.req) {
+			handed = true
+			c.handOver()
+			return
+		}
+		// The idle or header deadline stays set while nothing is read from the client:
+		// the body copy and the watcher clear it first.
+		if !c.forward(head) {
+			return
+		}
+	}
+}
+
+// setReadDeadline sets the client connection's read deadline, unless the watcher is
+// being stopped.
+func (c *conn) setReadDeadline(t time.Time) {
+	c.dlMu.Lock()
+	_ = c.rwc.SetReadDeadline(t)
+	c.dlMu.Unlock()
+}
+
+// handOver gives the connection, with what was buffered of it, to the general path.
+func (c *conn) handOver() {
+	c.s.handedOver.Add(1)
+	c.s.forget(c)
+	_ = c.rwc.SetReadDeadline(time.Time{})
+	c.s.fallback.push(&handedConn{Conn: c.rwc, br: c.br})
+}
+
+// readHead peeks at the client's bytes until a whole request head is buffered and
+// returns it (still unread), or nil if it does not fit in the buffer. A head that did
+// not come whole with its first bytes must come within ReadHeaderTimeout (from the
+// connection's start for its first request, whose deadline is set already).
+func (c *conn) readHead(deadlineSet bool) ([]byte, error) {
+	scanned := 0
+	for {
+		n := c.br.Buffered()
+		b, _ := c.br.Peek(n)
+		if e := headEnd(b, scanned-3); e >= 0 {
+			return b[:e], nil
+		}
+		if !deadlineSet {
+			c.setReadDeadline(time.Now().Add(c.s.cfg.ReadHeaderTimeout))
+			deadlineSet = true
+		}
+		scanned = n
+		if n == c.br.Size() {
+			return nil, nil
+		}
+		if _, err := c.br.Peek(n + 1); err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return nil, err
+		}
+	}
+}
+
+// forward serves one parsed request and reports whether the connection stays open.
+func (c *conn) forward(head []byte) bool {
+	s := c.s
+	arrived := s.rec.Arrive()
+	s.served.Add(1)
+	if s.lim != nil {
+		c.arm(len(head))
+		res := s.lim.Admit(s.rec, arrived, c.goneCh)
+		c.disarm()
+		switch res {
+		case limit.Full:
+			_, _ = c.br.Discard(len(head))
+			closeAfter := c.req.close || c.req.contentLength > 0
+			c.writeError(503, "qas-proxy: concurrency limit reached and queue full", "Retry-After: "+limit.RetryAfter+"\r\n", closeAfter)
+			return c.bw.Flush() == nil && !closeAfter
+		case limit.Gone:
+			return false
+		}
+		defer s.lim.Release()
+	}
+	c.began, c.ttfb, c.code = s.rec.Begin(), 0, 0
+	outcome, keep := c.roundTrip(head)
+	code := c.code
+	if code == 0 {
+		code = 200
+	}
+	s.rec.End(arrived, c.began, c.ttfb, code, outcome)
+	// As on the general path, the request is recorded before the response's last
+	// buffered bytes are flushed, so a client that has its response sees it counted.
+	if c.bw.Flush() != nil {
+		return false
+	}
+	return keep && !c.req.close && !s.draining.Load()
+}
+
+// closeAfter reports whether the response must close the client connection.
+func (c *conn) closeAfter() bool { return c.req.close || c.s.draining.Load() }
+
+// roundTrip sends the request to the application and its response to the client.
+func (c *conn) roundTrip(head []byte) (measure.Outcome, bool) {
+	s := c.s
+	isHead := string(head[:5]) == "HEAD "
+	hasBody := c.req.contentLength > 0
+	for attempt := 0; ; attempt++ {
+		var up *upConn
+		var err error
+		if attempt == 0 {
+			up, err = s.pool.get(hasBody)
+		} else {
+			// A pooled connection was dead (the application closed it, or
+			// restarted and left the whole pool dead): the retry dials.
+			up, err = s.pool.dial()
+		}
+		if err != nil {
+			s.log.Debug("upstream dial", zap.Error(err))
+			_, _ = c.br.Discard(len(head))
+			return c.failed(measure.UpstreamError, hasBody)
+		}
+		c.writeUpstreamHead(up.bw, head)
+		if attempt == 0 {
+			_, _ = c.br.Discard(len(head))
+		}
+		if hasBody {
+			if attempt == 0 {
+				c.setReadDeadline(time.Time{})
+			}
+			rerr, werr := sink{up.bw}.copyN(c.br, c.req.contentLength)
+			if rerr != nil { // the client left or broke off its body
+				up.nc.Close()
+				c.code = 499
+				return measure.ClientCancel, false
+			}
+			if werr != nil {
+				up.nc.Close()
+				return c.failed(measure.UpstreamError, true)
+			}
+		}
+		if err := up.bw.Flush(); err != nil {
+			up.nc.Close()
+			if up.reused && !hasBody && attempt == 0 {
+				continue
+			}
+			return c.failed(measure.UpstreamError, hasBody)
+		}
+		outcome, keep, retry := c.relay(up, isHead, up.reused && !hasBody && attempt == 0)
+		if retry {
+			continue
+		}
+		return outcome, keep
+	}
+}
+
+// relay reads the application's response and copies it to the client, all but the
+// last buffered bytes, which forward flushes once the request is recorded. retryable
+// says the request may be sent again on a new connection if this one turns out to
+// have been closed by the application before answering.
+func (c *conn) relay(up *upConn, isHead, retryable bool) (_ measure.Outcome, keep, retry bool) {
+	s := c.s
+	c.up.Store(up)
+	c.arm(0)
+	release := func(reuse bool) {
+		c.disarm()
+		c.up.Store(nil)
+		if reuse && up.br.Buffered() == 0 && !c.gone.Load() {
+			s.pool.put(up)
+		} else {
+			up.nc.Close()
+		}
+	}
+	if d := s.cfg.UpstreamTimeout; d > 0 {
+		_ = up.nc.SetReadDeadline(time.Now().Add(d))
+	}
+	var h *responseHead
+	var headLen int
+	for {
+		rh, n, err := c.readResponseHead(up, isHead)
+		if err != nil {
+			release(false)
+			switch {
+			case c.gone.Load():
+				c.code = 499
+				return measure.ClientCancel, false, false
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				o, k := c.failed(measure.UpstreamTimeout, false)
+				return o, k, false
+			case retryable && n == 0:
+				return 0, false, true
+			}
+			s.log.Debug("upstream response", zap.Error(err))
+			o, k := c.failed(measure.UpstreamError, false)
+			return o, k, false
+		}
+		h, headLen = rh, n
+		if h.code >= 200 {
+			break
+		}
+		// 1xx: forwarded as they come; the final response follows.
+		c.writeResponseHead(up, h, false, false)
+		_, _ = up.br.Discard(n)
+	}
+	noBody := isHead || h.code == 204 || h.code == 304
+	toEOF := !noBody && !h.chunked && h.contentLength < 0
+	if s.cfg.UpstreamTimeout > 0 && !noBody && (h.chunked || toEOF || int64(up.br.Buffered()-headLen) < h.contentLength) {
+		// The body is still to come, and may take its time (streams): no deadline.
+		// A body already buffered needs no clearing: the next request on this
+		// connection sets its own deadline before reading.
+		_ = up.nc.SetReadDeadline(time.Time{})
+	}
+	closeClient := c.closeAfter()
+	c.writeResponseHead(up, h, h.chunked && !noBody || toEOF, closeClient)
+	_, _ = up.br.Discard(headLen)
+	out := sink{c.bw}
+	var rerr, werr error
+	switch {
+	case noBody:
+	case h.chunked:
+		rerr, werr = out.copyChunked(up.br)
+	case toEOF:
+		rerr, werr = out.copyToEOF(up.br)
+	default:
+		rerr, werr = out.copyN(up.br, h.contentLength)
+	}
+	release(rerr == nil && werr == nil && !h.close && !toEOF)
+	switch {
+	case werr != nil || c.gone.Load():
+		return measure.ClientCancel, false, false
+	case rerr != nil:
+		s.log.Debug("upstream body", zap.Error(rerr))
+		return measure.UpstreamError, false, false
+	}
+	return measure.OK, !closeClient, false
+}
+
+// readResponseHead reads a response head from the application. It returns the head's
+// length and, on failure, how many bytes had arrived.
+func (c *conn) readResponseHead(up *upConn, isHead bool) (*responseHead, int, error) {
+	scanned := 0
+	for {
+		n := up.br.Buffered()
+		b, _ := up.br.Peek(n)
+		if e := headEnd(b, scanned-3); e >= 0 {
+			if err := parseResponse(b[:e], &c.resp); err != nil {
+				return nil, n, err
+			}
+			if c.resp.code == 101 {
+				return nil, n, errHead("101 Switching Protocols to a request without Upgrade")
+			}
+			return &c.resp, e, nil
+		}
+		scanned = n
+		if n == up.br.Size() {
+			return nil, n, errHead("head larger than " + strconv.Itoa(upReadSize) + " bytes")
+		}
+		if _, err := up.br.Peek(n + 1); err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			if err == io.EOF && n > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, n, err
+		}
+	}
+}
+
+// writeUpstreamHead writes the request head for the application: the client's,
+// without hop-by-hop fields, with X-Forwarded-For, -Host and -Proto set as
+// httputil.ReverseProxy's SetXForwarded sets them (replacing the client's).
+func (c *conn) writeUpstreamHead(w *bufio.Writer, head []byte) {
+	h := &c.req
+	_, _ = w.Write(head[:h.lineEnd])
+	for i := range h.fields {
+		if f := &h.fields[i]; !f.drop {
+			_, _ = w.Write(head[f.start:f.end])
+		}
+	}
+	if c.clientIP != "" {
+		_, _ = w.WriteString("X-Forwarded-For: ")
+		_, _ = w.WriteString(c.clientIP)
+		_, _ = w.WriteString("\r\n")
+	}
+	_, _ = w.WriteString("X-Forwarded-Host: ")
+	_, _ = w.Write(head[h.host[0]:h.host[1]])
+	_, _ = w.WriteString("\r\nX-Forwarded-Proto: http\r\n\r\n")
+}
+
+// writeResponseHead writes the application's response head to the client, without
+// hop-by-hop fields.
+func (c *conn) writeResponseHead(up *upConn, h *responseHead, chunked, closeConn bool) {
+	if c.ttfb == 0 {
+		c.ttfb = max(c.s.rec.Now().Sub(c.began), 1)
+	}
+	if h.code >= 200 {
+		c.code = h.code
+	}
+	head, _ := up.br.Peek(up.br.Buffered())
+	w := c.bw
+	_, _ = w.WriteString("HTTP/1.1 ")
+	_, _ = w.Write(head[h.status[0]:h.status[1]])
+	_, _ = w.WriteString("\r\n")
+	for i := range h.fields {
+		if f := &h.fields[i]; !f.drop {
+			_, _ = w.Write(head[f.start:f.end])
+		}
+	}
+	if chunked {
+		_, _ = w.WriteString("Transfer-Encoding: chunked\r\n")
+	}
+	if closeConn {
+		_, _ = w.WriteString("Connection: close\r\n")
+	}
+	_, _ = w.WriteString("\r\n")
+}
+
+// failed writes (without flushing) a 502 or 504 for an application that could not answer; unread says a
+// request body may be left unread, so the connection must close.
+func (c *conn) failed(o measure.Outcome, unread bool) (measure.Outcome, bool) {
+	code, msg := 502, "qas-proxy: upstream unavailable"
+	if o == measure.UpstreamTimeout {
+		code, msg = 504, "qas-proxy: upstream timed out"
+	}
+	closeConn := unread || c.closeAfter()
+	c.writeError(code, msg, "", closeConn)
+	return o, !closeConn
+}
+
+// writeError writes a short text response as http.Error does.
+func (c *conn) writeError(code int, msg, extra string, closeConn bool) {
+	if c.ttfb == 0 && !c.began.IsZero() {
+		c.ttfb = max(c.s.rec.Now().Sub(c.began), 1)
+	}
+	c.code = code
+	w := c.bw
+	_, _ = w.WriteString("HTTP/1.1 ")
+	_, _ = w.WriteString(strconv.Itoa(code))
+	_, _ = w.WriteString(" ")
+	_, _ = w.WriteString(statusText[code])
+	_, _ = w.WriteString("\r\nContent-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\nContent-Length: ")
+	_, _ = w.WriteString(strconv.Itoa(len(msg) + 1))
+	_, _ = w.WriteString("\r\n")
+	_, _ = w.WriteString(extra)
+	if closeConn {
+		_, _ = w.WriteString("Connection: close\r\n")
+	}
+	_, _ = w.WriteString("\r\n")
+	_, _ = w.WriteString(msg)
+	_, _ = w.WriteString("\n")
+}
+
+var statusText = map[int]string{502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
+
+// arm has the sweeper start watching the client if the request is still with the
+// application a tick from now, unless the client has already sent more than the
+// pending bytes of this request still buffered (pipelining), which the watcher could
+// not read without taking.
+func (c *conn) arm(pending int) {
+	if c.br.Buffered() > pending || c.stashed || c.gone.Load() {
+		return
+	}
+	c.armedGen.Store(c.s.gen.Load())
+	c.watchState.Store(watchArmed)
+}
+
+// disarm stops the watcher, interrupting its read if it has started.
+func (c *conn) disarm() {
+	if c.watchState.CompareAndSwap(watchArmed, watchOff) || c.watchState.Load() == watchOff {
+		return
+	}
+	c.dlMu.Lock()
+	c.aborting.Store(true)
+	_ = c.rwc.SetReadDeadline(aLongTimeAgo)
+	c.dlMu.Unlock()
+	<-c.watchDone
+	c.aborting.Store(false)
+	c.watchState.Store(watchOff)
+	c.setReadDeadline(time.Time{})
+}
+
+// startWatch is called by the sweeper at generation gen: it starts the watcher if the
+// connection has been armed since before the previous sweep.
+func (c *conn) startWatch(gen uint64) {
+	if c.watchState.Load() == watchArmed && gen-c.armedGen.Load() >= 2 &&
+		c.watchState.CompareAndSwap(watchArmed, watchRunning) {
+		go c.watch()
+	}
+}
+
+// watch runs in its own goroutine: a byte read is kept for the next request; an
+// error not caused by disarm means the client left, so the application connection is
+// closed (which cancels the request there) and a queued request stops waiting.
+func (c *conn) watch() {
+	c.dlMu.Lock()
+	if c.aborting.Load() {
+		c.dlMu.Unlock()
+		c.watchDone <- struct{}{}
+		return
+	}
+	_ = c.rwc.SetReadDeadline(time.Time{}) // the idle or header deadline may be set
+	c.dlMu.Unlock()
+	n, err := c.rwc.Read(c.stash[:])
+	if n == 1 {
+		c.stashed = true
+	} else if err != nil && !c.aborting.Load() {
+		c.gone.Store(true)
+		if up := c.up.Load(); up != nil {
+			up.nc.Close()
+		}
+		select {
+		case c.goneCh <- struct{}{}:
+		default:
+		}
+	}
+	c.watchDone <- struct{}{}
+}

@@ -1,0 +1,286 @@
+package fastpath
+
+import (
+	"bufio"
+	"bytes"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseRequest(t *testing.T) {
+	tests := []struct {
+		name     string
+		head     string
+		fast     bool
+		len      int64
+		close    bool
+		dropped  []string // header names not forwarded
+		gone     []string // text not forwarded
+		forwards []string // header lines forwarded
+	}{
+		{name: "plain GET", head: "GET /x?a=1 HTTP/1.1\r\nHost: shop.example\r\nAccept: */*\r\n\r\n", fast: true, len: -1,
+			forwards: []string{"Host: shop.example", "Accept: */*"}},
+		{name: "POST with length", head: "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 12\r\n\r\n", fast: true, len: 12},
+		{name: "close", head: "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", fast: true, len: -1, close: true, dropped: []string{"Connection"}},
+		{name: "hop-by-hop and named", head: "GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: 5\r\nProxy-Authorization: x\r\nX-Keep: 2\r\n\r\n",
+			fast: true, len: -1, dropped: []string{"Connection", "X-Hop", "Keep-Alive", "Proxy-Authorization"}, forwards: []string{"X-Keep: 2"}},
+		{name: "client X-Forwarded replaced", head: "GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 6.6.6.6\r\nForwarded: for=x\r\nX-Forwarded-Proto: https\r\n\r\n", fast: true, len: -1,
+			dropped: []string{"Forwarded"}, gone: []string{"6.6.6.6", "https"}},
+		{name: "HTTP/1.0", head: "GET / HTTP/1.0\r\n\r\n"},
+		{name: "h2c preface", head: "PRI * HTTP/2.0\r\n\r\n"},
+		{name: "WebSocket", head: "GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"},
+		{name: "h2c upgrade", head: "GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAA\r\n\r\n"},
+		{name: "chunked body", head: "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"},
+		{name: "expect", head: "POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n"},
+		{name: "two lengths", head: "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n"},
+		{name: "negative length", head: "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: -5\r\n\r\n"},
+		{name: "no host", head: "GET / HTTP/1.1\r\nAccept: */*\r\n\r\n"},
+		{name: "two hosts", head: "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"},
+		{name: "absolute form", head: "GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n"},
+		{name: "asterisk", head: "OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n"},
+		{name: "bad escape", head: "GET /%zz HTTP/1.1\r\nHost: a\r\n\r\n"},
+		{name: "bare LF", head: "GET / HTTP/1.1\nHost: a\n\n"},
+		{name: "obs-fold", head: "GET / HTTP/1.1\r\nHost: a\r\nX: 1\r\n 2\r\n\r\n"},
+		{name: "space in name", head: "GET / HTTP/1.1\r\nHost: a\r\nX Y: 1\r\n\r\n"},
+		{name: "control in value", head: "GET / HTTP/1.1\r\nHost: a\r\nX: 1\x01\r\n\r\n"},
+		{name: "garbage", head: "GARBAGE\r\n\r\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var h requestHead
+			head := []byte(tt.head)
+			require.Equal(t, len(head), headEnd(head, 0))
+			require.Equal(t, tt.fast, parseRequest(head, &h))
+			if !tt.fast {
+				return
+			}
+			require.Equal(t, tt.len, h.contentLength)
+			require.Equal(t, tt.close, h.close)
+			out := string(forwarded(head, &h, "10.0.0.1"))
+			for _, name := range tt.dropped {
+				require.NotContains(t, out, "\r\n"+name+":")
+			}
+			for _, text := range tt.gone {
+				require.NotContains(t, out, text)
+			}
+			for _, line := range tt.forwards {
+				require.Contains(t, out, "\r\n"+line+"\r\n")
+			}
+			require.Contains(t, out, "\r\nX-Forwarded-For: 10.0.0.1\r\nX-Forwarded-Host: "+string(head[h.host[0]:h.host[1]])+"\r\nX-Forwarded-Proto: http\r\n\r\n")
+		})
+	}
+}
+
+// forwarded is the head writeUpstreamHead sends to the application.
+func forwarded(head []byte, h *requestHead, ip string) []byte {
+	var buf bytes.Buffer
+	w := bufio.NewWriter(&buf)
+	(&conn{req: *h, clientIP: ip}).writeUpstreamHead(w, head)
+	_ = w.Flush()
+	return buf.Bytes()
+}
+
+func TestParseResponse(t *testing.T) {
+	tests := []struct {
+		name    string
+		head    string
+		err     string
+		code    int
+		len     int64
+		chunked bool
+		close   bool
+		dropped []string
+	}{
+		{name: "length", head: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", code: 200, len: 5},
+		{name: "no reason", head: "HTTP/1.1 204\r\n\r\n", code: 204, len: -1},
+		{name: "chunked drops length", head: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 9\r\n\r\n", code: 200, len: -1, chunked: true,
+			dropped: []string{"Transfer-Encoding", "Content-Length"}},
+		{name: "close", head: "HTTP/1.1 200 OK\r\nConnection: close, X-Hop\r\nX-Hop: 1\r\n\r\n", code: 200, len: -1, close: true, dropped: []string{"Connection", "X-Hop"}},
+		{name: "HTTP/1.0 closes", head: "HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", code: 200, len: 1, close: true},
+		{name: "HTTP/1.0 keep-alive", head: "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\n", code: 200, len: 1, dropped: []string{"Connection"}},
+		{name: "early hints", head: "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", code: 103, len: -1},
+		{name: "gzip transfer coding", head: "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", err: "Transfer-Encoding"},
+		{name: "conflicting lengths", head: "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", err: "Content-Length"},
+		{name: "bad code", head: "HTTP/1.1 2x0 OK\r\n\r\n", err: "status code"},
+		{name: "HTTP/2", head: "HTTP/2 200\r\n\r\n", err: "status line"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var h responseHead
+			head := []byte(tt.head)
+			err := parseResponse(head, &h)
+			if tt.err != "" {
+				require.ErrorContains(t, err, tt.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.code, h.code)
+			require.Equal(t, tt.len, h.contentLength)
+			require.Equal(t, tt.chunked, h.chunked)
+			require.Equal(t, tt.close, h.close)
+			for i := range h.fields {
+				name := string(head[h.fields[i].name[0]:h.fields[i].name[1]])
+				require.Equal(t, contains(tt.dropped, name), h.fields[i].drop, name)
+			}
+		})
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestCopyChunked(t *testing.T) {
+	tests := []struct {
+		name, in string
+		err      bool
+	}{
+		{name: "two chunks", in: "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"},
+		{name: "extension and trailer", in: "5;x=y\r\nhello\r\n0\r\nX-Sum: 1\r\n\r\n"},
+		{name: "upper hex", in: "A\r\n0123456789\r\n0\r\n\r\n"},
+		{name: "short chunk", in: "5\r\nhel\r\n0\r\n\r\n", err: true},
+		{name: "no size", in: "\r\nhello\r\n", err: true},
+		{name: "huge size", in: "ffffffffffffffffff\r\n", err: true},
+		{name: "truncated", in: "5\r\nhello\r\n", err: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			w := bufio.NewWriter(&out)
+			rerr, werr := sink{w}.copyChunked(bufio.NewReader(strings.NewReader(tt.in + "NEXT")))
+			require.NoError(t, werr)
+			if tt.err {
+				require.Error(t, rerr)
+				return
+			}
+			require.NoError(t, rerr)
+			require.NoError(t, w.Flush())
+			require.Equal(t, tt.in, out.String(), "copied unchanged, and no further")
+		})
+	}
+}
+
+// FuzzParseRequest checks that every head the fast path accepts is one net/http reads
+// the same way, and that what it forwards is a valid request without hop-by-hop fields.
+func FuzzParseRequest(f *testing.F) {
+	for _, s := range []string{
+		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+		"POST /x?y=%20 HTTP/1.1\r\nHost: a:80\r\nContent-Length: 3\r\nConnection: close, X\r\nX: 1\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: [::1]:8080\r\nX-Forwarded-For: 1.2.3.4\r\n\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e := headEnd(b, 0)
+		if e < 0 {
+			return
+		}
+		head := b[:e]
+		var h requestHead
+		if !parseRequest(head, &h) {
+			return
+		}
+		req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
+		if err != nil {
+			t.Fatalf("fast path accepts what net/http rejects (%v): %q", err, head)
+		}
+		if req.Host != string(head[h.host[0]:h.host[1]]) {
+			t.Fatalf("host %q, net/http %q", head[h.host[0]:h.host[1]], req.Host)
+		}
+		want := int64(0)
+		if h.contentLength > 0 {
+			want = h.contentLength
+		}
+		if req.ContentLength != want || req.Close != h.close {
+			t.Fatalf("length %d close %v, net/http %d %v: %q", h.contentLength, h.close, req.ContentLength, req.Close, head)
+		}
+		out := forwarded(head, &h, "127.0.0.1")
+		fwd, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(out)))
+		if err != nil {
+			t.Fatalf("forwarded head does not parse (%v): %q", err, out)
+		}
+		if fwd.RequestURI != req.RequestURI || fwd.Method != req.Method || fwd.Host != req.Host {
+			t.Fatalf("forwarded %s %s %s, want %s %s %s", fwd.Method, fwd.RequestURI, fwd.Host, req.Method, req.RequestURI, req.Host)
+		}
+		for _, hop := range []string{"Connection", "Keep-Alive", "Proxy-Connection", "Upgrade", "Transfer-Encoding", "Te", "Trailer"} {
+			if _, ok := fwd.Header[hop]; ok {
+				t.Fatalf("hop-by-hop %s forwarded: %q", hop, out)
+			}
+		}
+		if got := fwd.Header.Values("X-Forwarded-For"); len(got) != 1 || got[0] != "127.0.0.1" {
+			t.Fatalf("X-Forwarded-For %q", got)
+		}
+	})
+}
+
+// FuzzParseResponse checks that the fast path reads the framing of every response head
+// it accepts as net/http does.
+func FuzzParseResponse(f *testing.F) {
+	for _, s := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"HTTP/1.0 404 Not Found\r\nConnection: keep-alive\r\n\r\n",
+		"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e := headEnd(b, 0)
+		if e < 0 {
+			return
+		}
+		head := b[:e]
+		var h responseHead
+		if parseResponse(head, &h) != nil {
+			return
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(head)), &http.Request{Method: "GET"})
+		if err != nil {
+			t.Fatalf("fast path accepts what net/http rejects (%v): %q", err, head)
+		}
+		if resp.StatusCode != h.code {
+			t.Fatalf("code %d, net/http %d", h.code, resp.StatusCode)
+		}
+		chunked := len(resp.TransferEncoding) == 1 && resp.TransferEncoding[0] == "chunked"
+		if h.code >= 200 && h.code != 204 && h.code != 304 {
+			if chunked != h.chunked || !h.chunked && resp.ContentLength != h.contentLength {
+				t.Fatalf("framing chunked=%v length=%d, net/http %v %d: %q", h.chunked, h.contentLength, chunked, resp.ContentLength, head)
+			}
+		}
+	})
+}
+
+// FuzzCopyChunked checks that a chunked body is copied byte for byte and never past
+// its end.
+func FuzzCopyChunked(f *testing.F) {
+	f.Add([]byte("5\r\nhello\r\n0\r\nX: y\r\n\r\nrest"))
+	f.Add([]byte("1;a=b\r\nx\r\n0\r\n\r\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var out bytes.Buffer
+		w := bufio.NewWriter(&out)
+		src := bufio.NewReaderSize(bytes.NewReader(b), 64)
+		rerr, werr := sink{w}.copyChunked(src)
+		if werr != nil {
+			t.Fatal(werr)
+		}
+		_ = w.Flush()
+		if !bytes.HasPrefix(b, out.Bytes()) {
+			t.Fatalf("copied %q, not a prefix of the input", out.Bytes())
+		}
+		if rerr == nil {
+			rest := len(b) - out.Len()
+			if src.Buffered() > rest {
+				t.Fatalf("read past the body")
+			}
+		}
+	})
+}

@@ -1,0 +1,116 @@
+package fastpath
+
+import (
+	"bufio"
+	"net"
+	"sync"
+	"time"
+)
+
+// upConn is a keep-alive connection to the application.
+type upConn struct {
+	nc        net.Conn
+	br        *bufio.Reader
+	bw        *bufio.Writer
+	reused    bool
+	idleSince time.Time
+}
+
+// Buffer sizes. A response head from the application must fit in upReadSize.
+const (
+	upReadSize   = 16 << 10
+	upWriteSize  = 8 << 10
+	idleConnTTL  = 90 * time.Second
+	reapInterval = 30 * time.Second
+)
+
+// pool keeps idle connections to the application, newest first out (so that the
+// oldest age out when load falls).
+type pool struct {
+	addr   string
+	dialer net.Dialer
+	max    int
+	now    func() time.Time
+
+	mu     sync.Mutex
+	idle   []*upConn
+	closed bool
+}
+
+func newPool(addr string, dialTimeout time.Duration, maxIdle int, now func() time.Time) *pool {
+	return &pool{addr: addr, dialer: net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}, max: maxIdle, now: now}
+}
+
+// get returns an idle connection, or a new one. With fresh, a reused connection is
+// first checked for having been closed by the application while idle: a request
+// whose body cannot be sent again must not go out on a dead connection.
+func (p *pool) get(fresh bool) (*upConn, error) {
+	for {
+		p.mu.Lock()
+		n := len(p.idle)
+		if n == 0 {
+			p.mu.Unlock()
+			break
+		}
+		c := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		if fresh && !alive(c.nc) {
+			c.nc.Close()
+			continue
+		}
+		c.reused = true
+		return c, nil
+	}
+	return p.dial()
+}
+
+// dial opens a new connection to the application.
+func (p *pool) dial() (*upConn, error) {
+	nc, err := p.dialer.Dial("tcp", p.addr)
+	if err != nil {
+		return nil, err
+	}
+	return &upConn{nc: nc, br: bufio.NewReaderSize(nc, upReadSize), bw: bufio.NewWriterSize(nc, upWriteSize)}, nil
+}
+
+// put returns a connection whose last response was read to its end.
+func (p *pool) put(c *upConn) {
+	c.idleSince = p.now()
+	p.mu.Lock()
+	if p.closed || len(p.idle) >= p.max {
+		p.mu.Unlock()
+		c.nc.Close()
+		return
+	}
+	p.idle = append(p.idle, c)
+	p.mu.Unlock()
+}
+
+// reap closes connections idle for longer than idleConnTTL.
+func (p *pool) reap() {
+	cutoff := p.now().Add(-idleConnTTL)
+	p.mu.Lock()
+	n := 0
+	for n < len(p.idle) && p.idle[n].idleSince.Before(cutoff) {
+		n++
+	}
+	old := append([]*upConn(nil), p.idle[:n]...)
+	p.idle = append(p.idle[:0], p.idle[n:]...)
+	p.mu.Unlock()
+	for _, c := range old {
+		c.nc.Close()
+	}
+}
+
+// close closes every idle connection and refuses new ones.
+func (p *pool) close() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle, p.closed = nil, true
+	p.mu.Unlock()
+	for _, c := range idle {
+		c.nc.Close()
+	}
+}

@@ -1,0 +1,83 @@
+// Package limit is qas-proxy's per-pod concurrency limit k with a bounded FIFO queue,
+// shared by the general and the fast serving paths so both admit and measure requests
+// the same way.
+package limit
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/qas-dev/qas/proxy/measure"
+)
+
+// Result is the outcome of Admit.
+type Result uint8
+
+const (
+	// Admitted: the request holds a slot; call Release when it ends.
+	Admitted Result = iota
+	// Full: all k slots are busy and the queue is full; answer 503 with Retry-After.
+	Full
+	// Gone: the client left while the request waited; nothing is to be answered.
+	Gone
+)
+
+// RetryAfter is the Retry-After value, in seconds, sent with a 503 from a full queue.
+const RetryAfter = "1"
+
+// Limiter admits at most k requests at once, queueing at most q more.
+// A nil *Limiter admits everything.
+type Limiter struct {
+	slots   chan struct{}
+	queue   int64
+	waiting atomic.Int64
+}
+
+// New returns a Limiter for k slots and a queue of q, or nil when k is 0 (no limit).
+func New(k, q int) *Limiter {
+	if k <= 0 {
+		return nil
+	}
+	return &Limiter{slots: make(chan struct{}, k), queue: int64(q)}
+}
+
+// Admit takes a slot for a request that arrived at arrived, waiting in the queue
+// (first come, first served: blocked channel senders are woken in order) until a slot
+// frees or gone is closed or receives. It records the wait, the rejection or the
+// abandonment in rec exactly as the proxy has always measured them: queue wait apart
+// from service time, and a rejected or abandoned request counted as completed with a
+// 503.
+func (l *Limiter) Admit(rec *measure.Recorder, arrived time.Time, gone <-chan struct{}) Result {
+	if l == nil {
+		return Admitted
+	}
+	select {
+	case l.slots <- struct{}{}:
+		return Admitted
+	default:
+	}
+	if l.waiting.Add(1) > l.queue {
+		l.waiting.Add(-1)
+		rec.Reject(arrived)
+		return Full
+	}
+	rec.StartWaiting()
+	select {
+	case l.slots <- struct{}{}:
+		l.waiting.Add(-1)
+		rec.StopWaiting(rec.Now().Sub(arrived))
+		return Admitted
+	case <-gone:
+		l.waiting.Add(-1)
+		rec.StopWaiting(rec.Now().Sub(arrived))
+		rec.Reject(arrived)
+		return Gone
+	}
+}
+
+// Release gives back the slot of an admitted request.
+func (l *Limiter) Release() {
+	if l != nil {
+		<-l.slots
+	}
+}
