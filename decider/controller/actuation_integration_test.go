@@ -6,46 +6,22 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/decide"
-	"github.com/qas-dev/qas/internal/testenv/kubetest"
 )
 
 // spreadDeployment is a Deployment whose pods spread over the kwok nodes.
 func (e *env) spreadDeployment(t *testing.T, name string, replicas int32, cpu string) {
-	labels := map[string]string{"app": name}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					Tolerations: []corev1.Toleration{kubetest.Toleration()},
-					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
-						MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.ScheduleAnyway,
-						LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
-					}},
-					Containers: []corev1.Container{{Name: "app", Image: "example/app:1", Resources: corev1.ResourceRequirements{
-						Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)},
-						Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)},
-					}}},
-				},
-			},
-		},
-	}
-	_, err := e.c.Clientset().AppsV1().Deployments(e.ns).Create(context.Background(), d, metav1.CreateOptions{})
-	require.NoError(t, err)
-	e.waitReplicas(t, name, replicas)
+	e.createDeployment(t, name, replicas, cpu, cpu, []corev1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.ScheduleAnyway,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+	}})
 }
 
 func (e *env) pods(t *testing.T, app string) []corev1.Pod {

@@ -79,6 +79,12 @@ func (e *env) newController(t *testing.T) *controller.Controller {
 }
 
 func (e *env) deployment(t *testing.T, name string, replicas int32) {
+	e.createDeployment(t, name, replicas, "500m", "1", nil)
+}
+
+// createDeployment creates a Deployment of kwok pods with one container of the given
+// CPU request and limit, and waits for its replicas to be Ready.
+func (e *env) createDeployment(t *testing.T, name string, replicas int32, request, limit string, spread []corev1.TopologySpreadConstraint) {
 	labels := map[string]string{"app": name}
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
@@ -88,10 +94,11 @@ func (e *env) deployment(t *testing.T, name string, replicas int32) {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
-					Tolerations: []corev1.Toleration{kubetest.Toleration()},
+					Tolerations:               []corev1.Toleration{kubetest.Toleration()},
+					TopologySpreadConstraints: spread,
 					Containers: []corev1.Container{{Name: "app", Image: "example/app:1", Resources: corev1.ResourceRequirements{
-						Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")},
-						Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+						Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(request)},
+						Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(limit)},
 					}}},
 				},
 			},

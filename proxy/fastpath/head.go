@@ -56,51 +56,32 @@ func headEnd(b []byte, from int) int {
 	return -1
 }
 
-// tokenChar is RFC 9110's tchar.
-var tokenChar = func() (t [256]bool) {
+// alnumAnd is a byte class: ASCII letters and digits, and extra.
+func alnumAnd(extra string) (t [256]bool) {
 	for c := '0'; c <= '9'; c++ {
 		t[c] = true
 	}
 	for c := 'a'; c <= 'z'; c++ {
 		t[c], t[c-'a'+'A'] = true, true
 	}
-	for _, c := range "!#$%&'*+-.^_`|~" {
+	for _, c := range extra {
 		t[c] = true
 	}
 	return t
-}()
+}
+
+// tokenChar is RFC 9110's tchar.
+var tokenChar = alnumAnd("!#$%&'*+-.^_`|~")
 
 // targetChar is what the fast path forwards unchanged in an origin-form request
 // target: unreserved, sub-delims, ':', '@', '/', '?' and '%' (escapes are checked
 // apart). Anything else is left to the general path, which rejects or normalises it as
 // net/http does.
-var targetChar = func() (t [256]bool) {
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c], t[c-'a'+'A'] = true, true
-	}
-	for _, c := range "-._~!$&'()*+,;=:@/?%" {
-		t[c] = true
-	}
-	return t
-}()
+var targetChar = alnumAnd("-._~!$&'()*+,;=:@/?%")
 
 // hostChar is what the fast path accepts in a Host header: names, IPv4 and IPv6
 // literals, and a port.
-var hostChar = func() (t [256]bool) {
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c], t[c-'a'+'A'] = true, true
-	}
-	for _, c := range "-._:[]" {
-		t[c] = true
-	}
-	return t
-}()
+var hostChar = alnumAnd("-._:[]")
 
 func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
 
