@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"time"
 
 	"go.uber.org/zap"
@@ -25,6 +26,7 @@ type Flags struct {
 	ReadHeaderTimeout, IdleTimeout     time.Duration
 	Drain, ShutdownTimeout             time.Duration
 	Concurrency, Queue, MaxHeaderBytes int
+	Procs                              int
 	FastPath                           bool
 	Log                                cli.LogOptions
 }
@@ -46,6 +48,7 @@ func Parse(args []string, getenv func(string) string) (Flags, error) {
 	fs.IntVar(&f.Queue, "queue", 1000, "requests that may wait for a slot when --concurrency is set; more get 503")
 	fs.IntVar(&f.MaxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block; larger gets 431")
 	fs.BoolVar(&f.FastPath, "fast-path", true, "serve plain HTTP/1.1 on the fast path; h2c, Upgrade and other requests always take the general net/http path")
+	fs.IntVar(&f.Procs, "procs", 1, "CPUs the proxy runs Go code on at once (GOMAXPROCS); a sidecar shares its pod's CPU with the app, and one is the cheapest per request. 0 = Go's default (all CPUs, the container's CPU limit, or $GOMAXPROCS)")
 	f.Log.Register(fs)
 	if err := cli.Parse(fs, "QAS_PROXY", args, getenv); err != nil {
 		return Flags{}, err
@@ -73,6 +76,9 @@ func (f Flags) validate() error {
 	}
 	if f.Concurrency < 0 {
 		return cli.Usagef("concurrency", "%d is negative", f.Concurrency)
+	}
+	if f.Procs < 0 {
+		return cli.Usagef("procs", "%d is negative", f.Procs)
 	}
 	if f.Queue < 0 {
 		return cli.Usagef("queue", "%d is negative", f.Queue)
@@ -121,6 +127,10 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 		return cli.ExitTo(stderr, "qas-proxy", err)
 	}
 	defer func() { _ = log.Sync() }()
+	if f.Procs > 0 {
+		runtime.GOMAXPROCS(f.Procs)
+	}
+	log.Info("go runtime", zap.Int("gomaxprocs", runtime.GOMAXPROCS(0)))
 	if err := Run(ctx, f, log, nil); err != nil {
 		fmt.Fprintf(stderr, "qas-proxy: %v\n", err)
 		return 1

@@ -32,6 +32,10 @@ func TestParse(t *testing.T) {
 			require.Equal(t, ":9901", f.AdminListen)
 			require.Equal(t, "127.0.0.1:8081", f.Upstream)
 			require.True(t, f.FastPath)
+			require.Equal(t, 1, f.Procs)
+		}},
+		{name: "procs from env", env: map[string]string{"QAS_PROXY_PROCS": "0"}, check: func(t *testing.T, f Flags) {
+			require.Equal(t, 0, f.Procs)
 		}},
 		{name: "fast path off by env", env: map[string]string{"QAS_PROXY_FAST_PATH": "false"}, check: func(t *testing.T, f Flags) {
 			require.False(t, f.FastPath)
@@ -45,6 +49,7 @@ func TestParse(t *testing.T) {
 		{name: "negative drain", args: []string{"--drain=-1s"}, wantErr: "invalid --drain"},
 		{name: "zero read header timeout", args: []string{"--read-header-timeout=0"}, wantErr: "invalid --read-header-timeout"},
 		{name: "negative concurrency", args: []string{"--concurrency=-2"}, wantErr: "invalid --concurrency"},
+		{name: "negative procs", args: []string{"--procs=-1"}, wantErr: "invalid --procs"},
 		{name: "tiny headers", args: []string{"--max-header-bytes=10"}, wantErr: "invalid --max-header-bytes"},
 		{name: "bad env", env: map[string]string{"QAS_PROXY_QUEUE": "many"}, wantErr: "invalid --queue"},
 	}
