@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -25,12 +24,21 @@ const (
 	stateClosed
 )
 
-// watchTick is how often the server's sweeper looks for requests that have waited
-// for the application between one and two ticks, and starts watching their clients
-// for leaving. Watching costs a goroutine and two system calls; fast requests never
-// need it, and a client that leaves is still noticed within two ticks, and its
-// request cancelled upstream by closing the application connection.
+// watchTick is how often the server's sweeper runs. It looks for requests that have
+// waited for the application between one and two ticks, and starts watching their
+// clients for leaving. Watching costs a goroutine and two system calls; fast requests
+// never need it, and a client that leaves is still noticed within two ticks, and its
+// request cancelled upstream by closing the application connection. The sweeper also
+// keeps the idle and upstream timeouts, to within a tick, so that no request sets or
+// clears a deadline.
 const watchTick = 10 * time.Millisecond
+
+// States of the wait for a response head from the application.
+const (
+	upDone int32 = iota
+	upWaiting
+	upTimedOut
+)
 
 // Watcher states.
 const (
@@ -46,6 +54,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 type conn struct {
 	s        *Server
 	rwc      net.Conn
+	sock     *sock // rwc's socket for raw reads and writes; nil: use rwc
 	br       *bufio.Reader
 	bw       *bufio.Writer
 	state    atomic.Int32
@@ -67,6 +76,12 @@ type conn struct {
 	stash      [1]byte
 	stashed    bool
 
+	// Timeouts kept by the sweeper (Server.sweep), in its generations.
+	idleGen      atomic.Uint64 // when the connection last became idle
+	upGen        atomic.Uint64 // when the wait for the application's response began
+	upWait       atomic.Int32  // upDone, upWaiting or upTimedOut
+	readDeadline bool          // a read deadline (the header timeout) is set
+
 	// The current request's measurement.
 	began time.Time
 	ttfb  time.Duration
@@ -74,9 +89,13 @@ type conn struct {
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
-	c := &conn{s: s, rwc: nc, accepted: s.rec.Now(), watchDone: make(chan struct{}, 1), goneCh: make(chan struct{}, 1)}
+	c := &conn{s: s, rwc: nc, sock: newSock(nc), accepted: s.rec.Now(), watchDone: make(chan struct{}, 1), goneCh: make(chan struct{}, 1)}
 	c.br = bufio.NewReaderSize(connReader{c}, s.readSize)
-	c.bw = bufio.NewWriterSize(nc, 4<<10)
+	if c.sock != nil {
+		c.bw = bufio.NewWriterSize(c.sock, 4<<10)
+	} else {
+		c.bw = bufio.NewWriterSize(nc, 4<<10)
+	}
 	if host, _, err := net.SplitHostPort(nc.RemoteAddr().String()); err == nil {
 		c.clientIP = host
 	}
@@ -91,6 +110,9 @@ func (r connReader) Read(p []byte) (int, error) {
 		p[0] = r.c.stash[0]
 		r.c.stashed = false
 		return 1, nil
+	}
+	if r.c.sock != nil {
+		return r.c.sock.Read(p)
 	}
 	return r.c.rwc.Read(p)
 }
@@ -108,12 +130,10 @@ func (c *conn) serve() {
 			if c.s.draining.Load() {
 				return
 			}
+			// The sweeper closes the connection if it stays idle too long (no
+			// deadline to set and clear on every request).
+			c.idleGen.Store(c.s.gen.Load())
 			c.state.Store(stateIdle)
-			if d := c.s.cfg.IdleTimeout; d > 0 {
-				c.setReadDeadline(time.Now().Add(d))
-			} else {
-				c.setReadDeadline(time.Time{})
-			}
 			if _, err := c.br.Peek(1); err != nil {
 				return
 			}
@@ -122,6 +142,7 @@ func (c *conn) serve() {
 			}
 		} else {
 			c.setReadDeadline(c.accepted.Add(c.s.cfg.ReadHeaderTimeout))
+			c.readDeadline = true
 			if _, err := c.br.Peek(1); err != nil {
 				return
 			}
@@ -129,7 +150,7 @@ func (c *conn) serve() {
 				return
 			}
 		}
-		head, err := c.readHead(first)
+		head, err := c.readHead()
 		if err != nil {
 			return // EOF, or a slow client cut off by the header deadline
 		}
@@ -138,8 +159,10 @@ func (c *conn) serve() {
 			c.handOver()
 			return
 		}
-		// The idle or header deadline stays set while nothing is read from the client:
-		// the body copy and the watcher clear it first.
+		if c.readDeadline {
+			c.setReadDeadline(time.Time{})
+			c.readDeadline = false
+		}
 		if !c.forward(head) {
 			return
 		}
@@ -166,7 +189,7 @@ func (c *conn) handOver() {
 // returns it (still unread), or nil if it does not fit in the buffer. A head that did
 // not come whole with its first bytes must come within ReadHeaderTimeout (from the
 // connection's start for its first request, whose deadline is set already).
-func (c *conn) readHead(deadlineSet bool) ([]byte, error) {
+func (c *conn) readHead() ([]byte, error) {
 	scanned := 0
 	for {
 		n := c.br.Buffered()
@@ -174,9 +197,9 @@ func (c *conn) readHead(deadlineSet bool) ([]byte, error) {
 		if e := headEnd(b, scanned-3); e >= 0 {
 			return b[:e], nil
 		}
-		if !deadlineSet {
+		if !c.readDeadline {
 			c.setReadDeadline(time.Now().Add(c.s.cfg.ReadHeaderTimeout))
-			deadlineSet = true
+			c.readDeadline = true
 		}
 		scanned = n
 		if n == c.br.Size() {
@@ -251,9 +274,6 @@ func (c *conn) roundTrip(head []byte) (measure.Outcome, bool) {
 			_, _ = c.br.Discard(len(head))
 		}
 		if hasBody {
-			if attempt == 0 {
-				c.setReadDeadline(time.Time{})
-			}
 			rerr, werr := sink{up.bw}.copyN(c.br, c.req.contentLength)
 			if rerr != nil { // the client left or broke off its body
 				up.nc.Close()
@@ -265,7 +285,12 @@ func (c *conn) roundTrip(head []byte) (measure.Outcome, bool) {
 				return c.failed(measure.UpstreamError, true)
 			}
 		}
-		if err := up.bw.Flush(); err != nil {
+		// A request without a body is sent by relay's first read (deferSend), which
+		// then waits for the reply without an empty read first.
+		up.deferSend = !hasBody
+		err = up.bw.Flush()
+		up.deferSend = false
+		if err != nil {
 			up.nc.Close()
 			if up.reused && !hasBody && attempt == 0 {
 				continue
@@ -297,9 +322,10 @@ func (c *conn) relay(up *upConn, isHead, retryable bool) (_ measure.Outcome, kee
 			up.nc.Close()
 		}
 	}
-	if d := s.cfg.UpstreamTimeout; d > 0 {
-		_ = up.nc.SetReadDeadline(time.Now().Add(d))
-	}
+	// The sweeper times the wait for the response head (upstreamTimedOut).
+	c.upGen.Store(s.gen.Load())
+	c.upWait.Store(upWaiting)
+	defer c.upWait.Store(upDone)
 	var h *responseHead
 	var headLen int
 	for {
@@ -310,7 +336,7 @@ func (c *conn) relay(up *upConn, isHead, retryable bool) (_ measure.Outcome, kee
 			case c.gone.Load():
 				c.code = 499
 				return measure.ClientCancel, false, false
-			case errors.Is(err, os.ErrDeadlineExceeded):
+			case c.upWait.Load() == upTimedOut:
 				o, k := c.failed(measure.UpstreamTimeout, false)
 				return o, k, false
 			case retryable && n == 0:
@@ -322,6 +348,12 @@ func (c *conn) relay(up *upConn, isHead, retryable bool) (_ measure.Outcome, kee
 		}
 		h, headLen = rh, n
 		if h.code >= 200 {
+			if !c.upWait.CompareAndSwap(upWaiting, upDone) {
+				// Timed out as the head came: answer as if it had not.
+				release(false)
+				o, k := c.failed(measure.UpstreamTimeout, false)
+				return o, k, false
+			}
 			break
 		}
 		// 1xx: forwarded as they come; the final response follows.
@@ -330,12 +362,7 @@ func (c *conn) relay(up *upConn, isHead, retryable bool) (_ measure.Outcome, kee
 	}
 	noBody := isHead || h.code == 204 || h.code == 304
 	toEOF := !noBody && !h.chunked && h.contentLength < 0
-	if s.cfg.UpstreamTimeout > 0 && !noBody && (h.chunked || toEOF || int64(up.br.Buffered()-headLen) < h.contentLength) {
-		// The body is still to come, and may take its time (streams): no deadline.
-		// A body already buffered needs no clearing: the next request on this
-		// connection sets its own deadline before reading.
-		_ = up.nc.SetReadDeadline(time.Time{})
-	}
+	// The body may take its time (streams): only the head is timed.
 	closeClient := c.closeAfter()
 	c.writeResponseHead(up, h, h.chunked && !noBody || toEOF, closeClient)
 	_, _ = up.br.Discard(headLen)
@@ -501,6 +528,23 @@ func (c *conn) disarm() {
 	c.aborting.Store(false)
 	c.watchState.Store(watchOff)
 	c.setReadDeadline(time.Time{})
+}
+
+// expire is called by the sweeper at generation gen: it closes the connection if it
+// has been idle for more than idleTicks generations, and times out a request whose
+// response head has been awaited for more than upTicks (0: no limit).
+func (c *conn) expire(gen, idleTicks, upTicks uint64) {
+	if idleTicks > 0 && c.state.Load() == stateIdle && gen-c.idleGen.Load() > idleTicks &&
+		c.state.CompareAndSwap(stateIdle, stateClosed) {
+		c.rwc.Close()
+		return
+	}
+	if upTicks > 0 && c.upWait.Load() == upWaiting && gen-c.upGen.Load() > upTicks &&
+		c.upWait.CompareAndSwap(upWaiting, upTimedOut) {
+		if up := c.up.Load(); up != nil {
+			_ = up.nc.SetReadDeadline(aLongTimeAgo) // interrupts the read; the connection is not reused
+		}
+	}
 }
 
 // startWatch is called by the sweeper at generation gen: it starts the watcher if the

@@ -10,10 +10,53 @@ import (
 // upConn is a keep-alive connection to the application.
 type upConn struct {
 	nc        net.Conn
+	sock      *sock // nc's socket for raw reads and writes; nil: use nc
 	br        *bufio.Reader
 	bw        *bufio.Writer
 	reused    bool
 	idleSince time.Time
+
+	// With deferSend, what bw flushes is kept in pending and sent by the next read,
+	// which then waits for the reply without first trying to read (sock.WriteThenRead).
+	deferSend bool
+	pending   []byte
+}
+
+// upWriter is where an upConn's bw flushes to.
+type upWriter struct{ c *upConn }
+
+func (w upWriter) Write(p []byte) (int, error) {
+	c := w.c
+	if c.deferSend {
+		c.pending = append(c.pending, p...)
+		return len(p), nil
+	}
+	if c.sock != nil {
+		return c.sock.Write(p)
+	}
+	return c.nc.Write(p)
+}
+
+// upReader is what an upConn's br reads from: it first sends what is pending.
+type upReader struct{ c *upConn }
+
+func (r upReader) Read(p []byte) (int, error) {
+	c := r.c
+	if len(c.pending) > 0 {
+		req := c.pending
+		c.pending = c.pending[:0]
+		if c.sock != nil {
+			_, n, err := c.sock.WriteThenRead(req, p)
+			return n, err
+		}
+		if _, err := c.nc.Write(req); err != nil {
+			return 0, err
+		}
+	}
+	if c.sock != nil {
+		return c.sock.Read(p)
+	}
+	return c.nc.Read(p)
 }
 
 // Buffer sizes. A response head from the application must fit in upReadSize.
@@ -72,7 +115,10 @@ func (p *pool) dial() (*upConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &upConn{nc: nc, br: bufio.NewReaderSize(nc, upReadSize), bw: bufio.NewWriterSize(nc, upWriteSize)}, nil
+	c := &upConn{nc: nc, sock: newSock(nc)}
+	c.br = bufio.NewReaderSize(upReader{c}, upReadSize)
+	c.bw = bufio.NewWriterSize(upWriter{c}, upWriteSize)
+	return c, nil
 }
 
 // put returns a connection whose last response was read to its end.

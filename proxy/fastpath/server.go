@@ -55,7 +55,8 @@ type Server struct {
 	stop     chan struct{}
 
 	served, handedOver atomic.Uint64
-	gen                atomic.Uint64 // sweeps so far
+	epoch              time.Time     // the sweeper's generations count watchTicks since
+	gen                atomic.Uint64 // the sweeper's latest generation
 }
 
 // New returns a fast-path server forwarding to cfg.Upstream, recording into rec and
@@ -82,6 +83,7 @@ func New(cfg Config, rec *measure.Recorder, lim *limit.Limiter, log *zap.Logger)
 		readSize: min(8<<10, cfg.MaxHeaderBytes+4<<10),
 		conns:    map[*conn]struct{}{},
 		stop:     make(chan struct{}),
+		epoch:    time.Now(),
 	}
 	s.fallback = newChanListener()
 	return s, nil
@@ -130,27 +132,41 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
-// housekeeping sweeps for requests whose clients are to be watched, every watchTick,
-// and closes long-idle application connections.
+// housekeeping sweeps the connections every watchTick: it starts watching clients of
+// requests that wait long for the application, and keeps the idle and upstream
+// timeouts. It also closes long-idle application connections. A generation is the
+// number of watchTicks since the server was made, by the monotonic clock, so late or
+// dropped ticks do not stretch the timeouts.
 func (s *Server) housekeeping() {
 	t := time.NewTicker(watchTick)
 	defer t.Stop()
+	idleTicks, upTicks := ticks(s.cfg.IdleTimeout), ticks(s.cfg.UpstreamTimeout)
 	for i := 1; ; i++ {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
 		}
-		gen := s.gen.Add(1)
+		gen := uint64(time.Since(s.epoch) / watchTick)
+		s.gen.Store(gen)
 		s.mu.Lock()
 		for c := range s.conns {
 			c.startWatch(gen)
+			c.expire(gen, idleTicks, upTicks)
 		}
 		s.mu.Unlock()
 		if i%int(reapInterval/watchTick) == 0 {
 			s.pool.reap()
 		}
 	}
+}
+
+// ticks is d in sweeper generations, rounded up; 0 for no limit.
+func ticks(d time.Duration) uint64 {
+	if d <= 0 {
+		return 0
+	}
+	return uint64((d + watchTick - 1) / watchTick)
 }
 
 func (s *Server) forget(c *conn) {

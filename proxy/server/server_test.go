@@ -465,3 +465,50 @@ func TestStatsDocumentIsValidJSON(t *testing.T) {
 		require.EqualValues(t, stats.SchemaVersion, raw["version"])
 	})
 }
+
+// TestTimeoutsKeptBySweeper: the idle timeout closes a keep-alive connection only
+// while it is idle, and the upstream timeout covers the response head, not a body
+// that streams for longer.
+func TestTimeoutsKeptBySweeper(t *testing.T) {
+	bothPaths(t, func(t *testing.T, fast bool) {
+		const idle, upstream = 100 * time.Millisecond, 600 * time.Millisecond
+		up := app(t, func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/slow": // busy for longer than the idle timeout
+				time.Sleep(3 * idle)
+			case "/stream": // head at once, body over longer than the upstream timeout
+				w.WriteHeader(http.StatusOK)
+				for i := 0; i < 4; i++ {
+					_, _ = io.WriteString(w, "part\n")
+					w.(http.Flusher).Flush()
+					time.Sleep(upstream / 3)
+				}
+			}
+		})
+		p := start(t, up, Config{UpstreamTimeout: upstream}, Options{FastPath: fast, IdleTimeout: idle})
+		conn, err := net.Dial("tcp", p.srv.Addr())
+		require.NoError(t, err)
+		defer conn.Close()
+		br := bufio.NewReader(conn)
+		get := func(path string) (int, string) {
+			t.Helper()
+			_, err := io.WriteString(conn, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n")
+			require.NoError(t, err)
+			resp, err := http.ReadResponse(br, nil)
+			require.NoError(t, err)
+			body, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			return resp.StatusCode, string(body)
+		}
+		code, _ := get("/slow")
+		require.Equal(t, http.StatusOK, code, "a request is not cut by the idle timeout")
+		code, body := get("/stream")
+		require.Equal(t, http.StatusOK, code)
+		require.Equal(t, strings.Repeat("part\n", 4), body, "the upstream timeout does not cut a streaming body")
+		// Now idle: the proxy closes the connection.
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(20*time.Second)))
+		_, err = br.ReadByte()
+		require.ErrorIs(t, err, io.EOF, "an idle keep-alive connection is closed after the idle timeout")
+		require.Equal(t, uint64(2), snapshot(t, p).Codes[1])
+	})
+}
