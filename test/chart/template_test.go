@@ -82,7 +82,7 @@ func TestTemplate(t *testing.T) {
 		check: func(t *testing.T, r rendered) {
 			want := map[string]int{
 				"CustomResourceDefinition": 1, "Deployment": 3, "StatefulSet": 1, "Service": 4,
-				"ServiceAccount": 3, "ClusterRole": 3, "ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1,
+				"ServiceAccount": 3, "ClusterRole": 3, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
 				"Secret": 1, "MutatingWebhookConfiguration": 1, "ConfigMap": 1, "Lease": 1,
 			}
 			if got := r.kinds(); !mapsEqual(got, want) {
@@ -194,7 +194,7 @@ dashboards: {label: my_dashboards, labelValue: "yes"}
 `,
 		check: func(t *testing.T, r rendered) {
 			k := r.kinds()
-			if k["StatefulSet"] != 0 || k["Secret"] != 0 || k["Role"] != 0 || k["ServiceMonitor"] != 2 || k["Certificate"] != 1 || k["Issuer"] != 1 {
+			if k["StatefulSet"] != 0 || k["Secret"] != 0 || k["Role"] != 1 || k["ServiceMonitor"] != 2 || k["Certificate"] != 1 || k["Issuer"] != 1 {
 				t.Errorf("kinds = %v", k)
 			}
 			for _, name := range []string{"rel-qas-decider", "rel-qas-collector"} {
@@ -261,7 +261,7 @@ tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
 `,
 		check: func(t *testing.T, r rendered) {
 			k := r.kinds()
-			if k["MutatingWebhookConfiguration"] != 0 || k["ConfigMap"] != 0 || k["Deployment"] != 2 || k["ClusterRole"] != 2 || k["Lease"] != 0 {
+			if k["MutatingWebhookConfiguration"] != 0 || k["ConfigMap"] != 0 || k["Deployment"] != 2 || k["ClusterRole"] != 2 || k["Lease"] != 0 || k["Role"] != 0 || k["RoleBinding"] != 0 {
 				t.Errorf("kinds = %v", k)
 			}
 			sts := convert[appsv1.StatefulSet](t, r.find("StatefulSet", "rel-qas-influxdb"))
