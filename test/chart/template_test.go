@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/qas-dev/qas/decider/inject"
 )
 
 // convert turns a rendered object into its typed form.
@@ -147,8 +150,11 @@ func TestTemplate(t *testing.T) {
 				*hook.ClientConfig.Service.Path != "/mutate" || len(hook.ClientConfig.CABundle) != 0 {
 				t.Errorf("webhook: %+v", hook)
 			}
-			if hook.ObjectSelector.MatchLabels["qas.dev/inject"] != "true" {
-				t.Errorf("objectSelector %+v, want qas.dev/inject=true", hook.ObjectSelector)
+			// Every pod but those that opt out reaches the webhook, so that opting in
+			// by annotation works (decider/inject's integration test uses the same
+			// selector through a real apiserver).
+			if !reflect.DeepEqual(hook.ObjectSelector, inject.DefaultObjectSelector()) {
+				t.Errorf("objectSelector %+v, want %+v", hook.ObjectSelector, inject.DefaultObjectSelector())
 			}
 			ex := hook.NamespaceSelector.MatchExpressions
 			if len(ex) != 1 || !slices.Equal(ex[0].Values, []string{"kube-system", "qas-system"}) {
