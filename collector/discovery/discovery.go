@@ -1,6 +1,8 @@
 // Package discovery finds the pods to scrape: pods carrying the sidecar injector's
-// label, with their node, their workload (resolved through the ReplicaSet owner to
-// the Deployment) and their CPU requests and limits, from informers on the API server.
+// label (the webhook sets it on every pod it injects, also those that opted in by
+// annotation), with their node, their workload (resolved through the ReplicaSet owner
+// to the Deployment) and their CPU requests and limits, from informers on the API
+// server.
 package discovery
 
 import (
@@ -9,11 +11,14 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -57,13 +62,31 @@ func New(factory informers.SharedInformerFactory) *Discovery {
 }
 
 // NewFactory returns an informer factory whose pod informer only sees injected pods.
+// Its ReplicaSet informer sees every ReplicaSet, since one whose pod template opts in
+// by annotation carries no label, and keeps only their names and owners.
 func NewFactory(client kubernetes.Interface, namespace string) informers.SharedInformerFactory {
-	return informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			// The selector applies to both informers; ReplicaSets of injected pods
-			// carry the label from the pod template too.
-			o.LabelSelector = InjectLabel + "=" + InjectValue
-		}))
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace),
+		informers.WithTransform(slimReplicaSet))
+	// Registered first, so that Core().V1().Pods() returns this filtered informer.
+	f.InformerFor(&corev1.Pod{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewFilteredPodInformer(c, namespace, resync,
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+			func(o *metav1.ListOptions) { o.LabelSelector = InjectLabel + "=" + InjectValue })
+	})
+	return f
+}
+
+// slimReplicaSet keeps of a ReplicaSet what Workload reads (its owners), so that
+// watching every ReplicaSet costs little memory.
+func slimReplicaSet(obj any) (any, error) {
+	rs, ok := obj.(*appsv1.ReplicaSet)
+	if !ok {
+		return obj, nil
+	}
+	return &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{
+		Name: rs.Name, Namespace: rs.Namespace, UID: rs.UID, ResourceVersion: rs.ResourceVersion,
+		OwnerReferences: rs.OwnerReferences,
+	}}, nil
 }
 
 // WaitForSync waits until the informers have listed everything once.

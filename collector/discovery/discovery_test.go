@@ -48,7 +48,11 @@ func pod(name string, mod func(*corev1.Pod)) *corev1.Pod {
 func TestPods(t *testing.T) {
 	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-abc",
 		Labels: map[string]string{InjectLabel: InjectValue}, OwnerReferences: ctrl("Deployment", "web")}}
-	objs := []runtime.Object{rs,
+	// The ReplicaSet of a pod template that opted in by annotation has no label; the
+	// webhook labels the pods.
+	annotated := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "api-xyz",
+		OwnerReferences: ctrl("Deployment", "api")}}
+	objs := []runtime.Object{rs, annotated,
 		pod("a", nil),
 		pod("b", func(p *corev1.Pod) { p.Annotations = map[string]string{AdminPortAnnotation: "7000"} }),
 		pod("c", func(p *corev1.Pod) {
@@ -61,6 +65,7 @@ func TestPods(t *testing.T) {
 		pod("f", func(p *corev1.Pod) { p.Annotations = map[string]string{AdminPortAnnotation: "http"} }),
 		pod("g", func(p *corev1.Pod) { p.Labels = nil }),
 		pod("h", func(p *corev1.Pod) { p.OwnerReferences = nil }),
+		pod("i", func(p *corev1.Pod) { p.OwnerReferences = ctrl("ReplicaSet", "api-xyz") }),
 	}
 	client := fake.NewClientset(objs...)
 	f := NewFactory(client, "")
@@ -78,6 +83,7 @@ func TestPods(t *testing.T) {
 		{Target: scrape.Target{Namespace: "ns", Workload: "web", Pod: "b", Node: "node-1", URL: "http://10.0.0.1:7000/stats"}, CPURequest: 300, CPULimit: 600},
 		{Target: scrape.Target{Namespace: "ns", Workload: "db", Pod: "c", Node: "node-1", URL: "http://127.0.0.1:1234/stats"}, CPURequest: 1100, CPULimit: 0},
 		{Target: scrape.Target{Namespace: "ns", Workload: "h", Pod: "h", Node: "node-1", URL: "http://10.0.0.1:9901/stats"}, CPURequest: 300, CPULimit: 600},
+		{Target: scrape.Target{Namespace: "ns", Workload: "api", Pod: "i", Node: "node-1", URL: "http://10.0.0.1:9901/stats"}, CPURequest: 300, CPULimit: 600},
 	}, pods)
 	require.Equal(t, map[string]string{
 		"ns/d": "not running", "ns/e": "no pod IP",

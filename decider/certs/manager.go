@@ -3,8 +3,6 @@ package certs
 import (
 	"bytes"
 	"context"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"os"
 	"time"
@@ -14,10 +12,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 )
 
 // Manager keeps the webhook's certificate in a Secret and its CA in the caBundle of
-// every webhook of a MutatingWebhookConfiguration.
+// every webhook of a MutatingWebhookConfiguration. Several replicas may run one each:
+// the Secret is the source of truth, written with optimistic concurrency, and a
+// replica that loses a race adopts the winner's certificate.
 type Manager struct {
 	Client        kubernetes.Interface
 	Namespace     string
@@ -26,6 +27,7 @@ type Manager struct {
 	DNSNames      []string
 	CAValidity    time.Duration // default 10 years
 	Validity      time.Duration // default 1 year
+	CARenewBefore time.Duration // default a third of CAValidity
 	RenewBefore   time.Duration // default a third of Validity
 	Now           func() time.Time
 	Reloader      *Reloader
@@ -38,6 +40,9 @@ func (m *Manager) defaults() {
 	}
 	if m.Validity == 0 {
 		m.Validity = 365 * 24 * time.Hour
+	}
+	if m.CARenewBefore == 0 {
+		m.CARenewBefore = m.CAValidity / 3
 	}
 	if m.RenewBefore == 0 {
 		m.RenewBefore = m.Validity / 3
@@ -53,69 +58,63 @@ func (m *Manager) defaults() {
 	}
 }
 
-// Sync makes sure the Secret holds a valid certificate (generating or rotating it),
-// loads it into the Reloader and publishes the CA. It returns whether it rotated.
+// maxWriteAttempts bounds how often Sync re-reads the Secret after losing a write race.
+const maxWriteAttempts = 5
+
+// Sync makes sure the Secret holds a good bundle (creating or renewing it, see Plan),
+// publishes its CAs in the caBundle, and then serves its certificate. It returns
+// whether it changed the Secret.
 func (m *Manager) Sync(ctx context.Context) (rotated bool, err error) {
 	m.defaults()
 	now := m.Now()
+	lt := Lifetimes{CAValidity: m.CAValidity, Validity: m.Validity, CARenewBefore: m.CARenewBefore, RenewBefore: m.RenewBefore}
 	secrets := m.Client.CoreV1().Secrets(m.Namespace)
-	sec, err := secrets.Get(ctx, m.SecretName, metav1.GetOptions{})
-	exists := err == nil
-	if err != nil && !apierrors.IsNotFound(err) {
-		return false, fmt.Errorf("certs: get secret %s/%s: %w", m.Namespace, m.SecretName, err)
-	}
 	var b Bundle
-	reason := "secret does not exist"
-	var oldCA []byte
-	if exists {
-		if b, err = FromData(sec.Data); err != nil {
-			reason = err.Error()
-		} else {
-			reason = b.NeedsRenewal(now, m.DNSNames, m.RenewBefore)
-			oldCA = b.CACert
+	for attempt := 1; ; attempt++ {
+		sec, err := secrets.Get(ctx, m.SecretName, metav1.GetOptions{})
+		exists := err == nil
+		if err != nil && !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("certs: get secret %s/%s: %w", m.Namespace, m.SecretName, err)
 		}
-	}
-	if reason != "" {
-		m.Log.Info("generating webhook certificate", zap.String("reason", reason))
-		if b, err = Generate(now, m.DNSNames, m.CAValidity, m.Validity); err != nil {
+		var cur Bundle
+		if exists {
+			cur = FromData(sec.Data)
+		}
+		next, reason, err := Plan(cur, now, m.DNSNames, lt)
+		if err != nil {
 			return false, err
 		}
-		data := b.Data()
-		if oldCA != nil && caValidAt(oldCA, now) {
-			// Pods still serving the previous certificate stay trusted until they reload.
-			data["ca-previous.crt"] = oldCA
+		if reason == "" {
+			b = cur
+			break
 		}
+		m.Log.Info("renewing webhook certificate", zap.String("reason", reason))
 		if exists {
-			sec.Data, sec.Type = data, corev1.SecretTypeOpaque
+			sec.Data, sec.Type = next.Data(), corev1.SecretTypeOpaque
 			_, err = secrets.Update(ctx, sec, metav1.UpdateOptions{})
 		} else {
 			_, err = secrets.Create(ctx, &corev1.Secret{
 				ObjectMeta: metav1.ObjectMeta{Name: m.SecretName, Namespace: m.Namespace},
 				Type:       corev1.SecretTypeOpaque,
-				Data:       data,
+				Data:       next.Data(),
 			}, metav1.CreateOptions{})
 		}
-		if err != nil {
-			// Another replica may have won the race; the next Sync reads its result.
-			return false, fmt.Errorf("certs: write secret %s/%s: %w", m.Namespace, m.SecretName, err)
+		if err == nil {
+			b, rotated = next, true
+			break
 		}
-		sec = &corev1.Secret{Data: data}
-		rotated = true
+		if (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) && attempt < maxWriteAttempts {
+			// Another replica wrote first: its bundle is the one to use. Read it again.
+			continue
+		}
+		return false, fmt.Errorf("certs: write secret %s/%s: %w", m.Namespace, m.SecretName, err)
 	}
-	if err := m.Reloader.Set(b.Cert, b.Key); err != nil {
+	// The caBundle first: with it in place the apiserver already trusts the CA of
+	// what is served next (and the cross-certificate covers an apiserver that is late).
+	if err := m.publishCA(ctx, b.CABundle(now)); err != nil {
 		return rotated, err
 	}
-	bundle := append(append([]byte{}, b.CACert...), sec.Data["ca-previous.crt"]...)
-	return rotated, m.publishCA(ctx, bundle)
-}
-
-func caValidAt(caPEM []byte, now time.Time) bool {
-	blk, _ := pem.Decode(caPEM)
-	if blk == nil {
-		return false
-	}
-	c, err := x509.ParseCertificate(blk.Bytes)
-	return err == nil && now.Before(c.NotAfter)
+	return rotated, m.Reloader.Set(b.Cert, b.Key)
 }
 
 func (m *Manager) publishCA(ctx context.Context, bundle []byte) error {
@@ -123,24 +122,30 @@ func (m *Manager) publishCA(ctx context.Context, bundle []byte) error {
 		return nil
 	}
 	hooks := m.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	cfg, err := hooks.Get(ctx, m.WebhookConfig, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("certs: get MutatingWebhookConfiguration %s: %w", m.WebhookConfig, err)
-	}
-	changed := false
-	for i := range cfg.Webhooks {
-		if !bytes.Equal(cfg.Webhooks[i].ClientConfig.CABundle, bundle) {
-			cfg.Webhooks[i].ClientConfig.CABundle = bundle
-			changed = true
+	// Other replicas publish the same bundle (from the same Secret) and may race.
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cfg, err := hooks.Get(ctx, m.WebhookConfig, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("certs: get MutatingWebhookConfiguration %s: %w", m.WebhookConfig, err)
 		}
-	}
-	if !changed {
+		changed := false
+		for i := range cfg.Webhooks {
+			if !bytes.Equal(cfg.Webhooks[i].ClientConfig.CABundle, bundle) {
+				cfg.Webhooks[i].ClientConfig.CABundle = bundle
+				changed = true
+			}
+		}
+		if !changed {
+			return nil
+		}
+		if _, err := hooks.Update(ctx, cfg, metav1.UpdateOptions{}); err != nil {
+			if apierrors.IsConflict(err) {
+				return err
+			}
+			return fmt.Errorf("certs: update caBundle of %s: %w", m.WebhookConfig, err)
+		}
 		return nil
-	}
-	if _, err := hooks.Update(ctx, cfg, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("certs: update caBundle of %s: %w", m.WebhookConfig, err)
-	}
-	return nil
+	})
 }
 
 // Run calls Sync now and then on every tick until ctx ends. Pass a ticker's channel

@@ -66,7 +66,10 @@ func TestRBACIsEnoughAndNoMore(t *testing.T) {
 	}{
 		{authorizationv1.ResourceAttributes{Group: "apps", Resource: "deployments", Subresource: "scale", Verb: "update", Namespace: e.ns}, true},
 		{authorizationv1.ResourceAttributes{Resource: "pods", Subresource: "resize", Verb: "patch", Namespace: e.ns}, true},
-		{authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: e.ns}, true},
+		// Leases are granted by the namespaced leader-election Role only (decider/e2e).
+		{authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: "kube-system", Name: "kube-scheduler"}, false},
+		{authorizationv1.ResourceAttributes{Group: "events.k8s.io", Resource: "events", Verb: "create", Namespace: e.ns}, false},
+		{authorizationv1.ResourceAttributes{Group: "qas.dev", Resource: "queueautoscalers", Subresource: "status", Verb: "patch", Namespace: e.ns}, false},
 		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get", Namespace: e.ns}, false},
 		{authorizationv1.ResourceAttributes{Resource: "pods", Verb: "delete", Namespace: e.ns}, false},
 		{authorizationv1.ResourceAttributes{Resource: "pods", Verb: "patch", Namespace: e.ns}, true},

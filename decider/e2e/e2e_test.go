@@ -1,9 +1,16 @@
-// Package e2e runs QAS end to end on a real control plane: a Deployment on kwok nodes
-// whose pods are stood in for by real local qas-proxy processes in front of the example
-// app, under Poisson load; the real collector writes to a real InfluxDB; two
-// `qas-decider run` replicas elect a leader, which scales the Deployment up under load
-// and down after it, holds while InfluxDB is down, and fails over without repeating
-// an action.
+// Package e2e runs QAS end to end on a real control plane (kube-apiserver, etcd,
+// scheduler, controller-manager, kwok nodes):
+//
+//   - TestScalesWithLoadThroughRealPipeline: the example app's Deployment opts in by
+//     annotation; the real webhook, registered with the apiserver, injects qas-proxy into
+//     its pods; real qas-example-app and qas-proxy processes stand in for each kwok
+//     pod's containers; Poisson load through the proxies; the real collector writes to a
+//     real InfluxDB; two leader-elected `qas-decider run` replicas, under the shipped
+//     RBAC, scale the Deployment up under load and down after it, hold while InfluxDB is
+//     down, and fail over without starting afresh.
+//   - TestDeciderCallsMatchRoles: every request a full decider run makes (scale,
+//     resize, both kinds of migration, status, events, leader election and failover) is
+//     allowed by config/rbac, and every rule there is used.
 package e2e
 
 import (
@@ -12,9 +19,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
+	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -22,125 +28,133 @@ import (
 	influxdb2 "github.com/influxdata/influxdb-client-go/v2"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 
 	collector "github.com/qas-dev/qas/collector/app"
-	"github.com/qas-dev/qas/collector/discovery"
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
 	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/decide"
-	"github.com/qas-dev/qas/decider/runner"
-	"github.com/qas-dev/qas/examples/app"
+	"github.com/qas-dev/qas/decider/inject"
+	"github.com/qas-dev/qas/internal/cli"
+	"github.com/qas-dev/qas/internal/testenv"
 	"github.com/qas-dev/qas/internal/testenv/influxtest"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
-	"github.com/qas-dev/qas/proxy/measure"
-	"github.com/qas-dev/qas/proxy/server"
 )
 
 func TestMain(m *testing.M) { kubetest.Main(m, kubetest.Full()) }
 
-// pods stands in for the kwok pods' sidecars: each pod of the Deployment that gets a
-// node gets a real qas-proxy (concurrency 1, so queueing is real) in front of the
-// example app on loopback, and the pod is annotated with the proxy's /stats URL so the
-// collector scrapes it. Load goes to the proxies of Ready pods, as a Service routes.
-type pods struct {
-	t    *testing.T
-	kube *kubetest.Cluster
-	ns   string
-	mu   sync.Mutex
-	live map[string]*fakePod
+var qaGVR = v1alpha1.GroupVersion.WithResource(v1alpha1.Resource)
+
+func installCRD(t *testing.T, c *kubetest.Cluster) {
+	require.NoError(t, c.InstallCRD(context.Background(), filepath.Join(repoRoot(), "config", "crd", "qas.dev_queueautoscalers.yaml")))
 }
 
-type fakePod struct {
-	serving string
-	ready   bool
-	stop    func()
-}
-
-func (p *pods) sync(ctx context.Context) error {
-	list, err := p.kube.Clientset().CoreV1().Pods(p.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
-	if err != nil {
-		return err
-	}
-	seen := map[string]bool{}
-	for i := range list.Items {
-		pod := &list.Items[i]
-		if pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil {
+// exampleDeployment is examples/manifests/app.yaml's Deployment in ns, with one
+// replica and kwok's toleration (its pods run on kwok's nodes).
+func exampleDeployment(t *testing.T, ns string) *appsv1.Deployment {
+	f, err := os.Open(filepath.Join(repoRoot(), "examples", "manifests", "app.yaml"))
+	require.NoError(t, err)
+	defer f.Close()
+	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	for {
+		var u unstructured.Unstructured
+		require.NoError(t, dec.Decode(&u.Object), "examples/manifests/app.yaml has no Deployment")
+		if u.GetKind() != "Deployment" {
 			continue
 		}
-		seen[pod.Name] = true
-		p.mu.Lock()
-		fp, ok := p.live[pod.Name]
-		p.mu.Unlock()
-		if !ok {
-			fp = p.start()
-			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, discovery.StatsURLAnnotation, fp.statsURL())
-			if _, err := p.kube.Clientset().CoreV1().Pods(p.ns).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-				fp.stop()
-				continue
-			}
-			p.mu.Lock()
-			p.live[pod.Name] = fp
-			p.mu.Unlock()
-		}
-		p.mu.Lock()
-		fp.ready = controller.IsReady(pod)
-		p.mu.Unlock()
+		var d appsv1.Deployment
+		require.NoError(t, k8sruntime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &d))
+		one := int32(1)
+		d.Namespace, d.Spec.Replicas = ns, &one
+		d.Spec.Template.Spec.Tolerations = append(d.Spec.Template.Spec.Tolerations, kubetest.Toleration())
+		return &d
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for name, fp := range p.live {
-		if !seen[name] {
-			fp.stop()
-			delete(p.live, name)
-		}
-	}
-	return nil
 }
 
-var statsURLs sync.Map // serving URL → stats URL
-
-func (fp *fakePod) statsURL() string { v, _ := statsURLs.Load(fp.serving); return v.(string) }
-
-func (p *pods) start() *fakePod {
-	upstream := httptest.NewServer(app.Handler())
-	srv, err := server.Listen(server.Config{Upstream: upstream.Listener.Addr().String(), UpstreamTimeout: 30 * time.Second, ConcurrencyLimit: 1, QueueLimit: 10000},
-		server.Options{Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0"}, measure.New(nil, 0, 0), zap.NewNop())
-	require.NoError(p.t, err)
-	ctx, cancel := context.WithCancel(context.Background())
+// startWebhook registers the sidecar-injection webhook for ns with the apiserver (the
+// chart's objectSelector and failurePolicy, a loopback URL) and runs it as `qas-decider
+// webhook` runs it, with its self-managed certificate; it returns once the apiserver
+// injects an opted-in pod (the configuration reaches the admission chain
+// asynchronously).
+func startWebhook(t *testing.T, c *kubetest.Cluster, ns string, probe corev1.PodTemplateSpec) {
+	ctx := context.Background()
+	cs := c.Clientset()
+	port := testenv.FreePort(t)
+	url := fmt.Sprintf("https://127.0.0.1:%d/mutate", port)
+	ignore := admissionregistrationv1.Ignore
+	none := admissionregistrationv1.SideEffectClassNone
+	name := "qas-inject-" + ns
+	_, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name:         "inject.qas.dev",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+			}},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+			ObjectSelector:          inject.DefaultObjectSelector(),
+			FailurePolicy:           &ignore,
+			SideEffects:             &none,
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	var o inject.Options
+	require.NoError(t, cli.Parse(o.FlagSet(), "QAS_WEBHOOK", []string{
+		"--kubeconfig=" + c.Kubeconfig, "--namespace=" + ns, "--webhook-config=" + name,
+		"--dns-names=127.0.0.1", fmt.Sprintf("--listen=127.0.0.1:%d", port),
+	}, func(string) string { return "" }))
+	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	fp := &fakePod{serving: "http://" + srv.Addr()}
-	statsURLs.Store(fp.serving, "http://"+srv.AdminAddr()+"/stats")
-	var once sync.Once
-	fp.stop = func() { once.Do(func() { cancel(); <-done; upstream.Close() }) }
-	p.t.Cleanup(fp.stop)
-	return fp
+	go func() { done <- inject.Run(runCtx, o, zap.NewNop()) }()
+	t.Cleanup(func() { stop(); require.NoError(t, <-done) })
+
+	n := 0
+	eventually(t, time.Minute, "the apiserver never called the webhook", func(ctx context.Context) (bool, error) {
+		n++
+		p := &corev1.Pod{ObjectMeta: *probe.ObjectMeta.DeepCopy(), Spec: *probe.Spec.DeepCopy()}
+		p.Name, p.Labels = fmt.Sprintf("webhook-probe-%d", n), nil // not one of the Deployment's
+		got, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			return false, err
+		}
+		_ = cs.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{})
+		return len(got.Spec.Containers) == 2, nil
+	})
 }
 
-func (p *pods) targets() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []string
-	for _, fp := range p.live {
-		if fp.ready {
-			out = append(out, fp.serving)
-		}
-	}
-	return out
+// requireInjected checks a pod of the example app against the injection contract.
+func requireInjected(t *testing.T, p corev1.Pod) {
+	require.Len(t, p.Spec.Containers, 2, "pod %s: the app and the sidecar", p.Name)
+	app, proxy := p.Spec.Containers[0], p.Spec.Containers[1]
+	require.Equal(t, inject.ContainerName, proxy.Name)
+	require.Equal(t, []corev1.ContainerPort{
+		{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
+		{Name: inject.AdminPortName, ContainerPort: inject.DefaultAdminPort, Protocol: corev1.ProtocolTCP},
+	}, proxy.Ports, "the proxy owns the serving port")
+	require.Equal(t, []string{"--listen=:8080", "--admin-listen=:9901", "--upstream=127.0.0.1:18080", "--concurrency=1"}, proxy.Args)
+	require.Equal(t, []corev1.ContainerPort{{Name: inject.AppPortName, ContainerPort: 18080, Protocol: corev1.ProtocolTCP}}, app.Ports)
+	require.Contains(t, app.Env, corev1.EnvVar{Name: inject.EnvAppPort, Value: "18080"})
+	require.Equal(t, int32(18080), app.ReadinessProbe.HTTPGet.Port.IntVal, "the probe reaches the app directly")
+	require.Equal(t, "true", p.Labels[inject.LabelInject], "labelled for the collector (it opted in by annotation)")
+	require.Equal(t, "true", p.Annotations[inject.AnnotationInjected])
 }
 
 // load sends Poisson arrivals at rate per second (changeable) to the Ready pods'
-// proxies, each request 50 ms of sleep in the app.
+// proxies, each request 50 ms (mean, exponential) of sleep in the app.
 type load struct {
 	mu   sync.Mutex
 	rate float64
@@ -148,8 +162,11 @@ type load struct {
 
 func (l *load) set(r float64) { l.mu.Lock(); l.rate = r; l.mu.Unlock() }
 
-func (l *load) run(ctx context.Context, p *pods) {
+func (l *load) run(ctx context.Context, s *standIns) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 200}, Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
 	rng := rand.New(rand.NewPCG(1, 2))
 	n := 0
 	for ctx.Err() == nil {
@@ -161,46 +178,31 @@ func (l *load) run(ctx context.Context, p *pods) {
 			continue
 		}
 		time.Sleep(time.Duration(rng.ExpFloat64() / rate * float64(time.Second)))
-		ts := p.targets()
+		ts := s.targets()
 		if len(ts) == 0 {
 			continue
 		}
 		n++
+		inflight.Add(1)
 		go func(url string) {
-			if resp, err := client.Get(url + "/work?sleep=50ms&dist=exp"); err == nil {
+			defer inflight.Done()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/work?sleep=50ms&dist=exp", nil)
+			if resp, err := client.Do(req); err == nil {
 				resp.Body.Close()
 			}
 		}(ts[n%len(ts)])
 	}
 }
 
-func deployment(ns string) *appsv1.Deployment {
-	one := int32(1)
-	labels := map[string]string{"app": "web", discovery.InjectLabel: discovery.InjectValue}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &one,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					Tolerations: []corev1.Toleration{kubetest.Toleration()},
-					Containers: []corev1.Container{{Name: "app", Image: "qas-example-app:dev", Resources: corev1.ResourceRequirements{
-						Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")},
-					}}},
-				},
-			},
-		},
-	}
-}
-
+// queueAutoscaler targets the example app: one request at a time per pod (the
+// proxies' --concurrency=1, from the manifest's qas.dev/concurrency), p95 under
+// 250 ms.
 func queueAutoscaler(ns string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "qas.dev/v1alpha1", "kind": "QueueAutoscaler",
-		"metadata": map[string]any{"name": "web", "namespace": ns},
+		"metadata": map[string]any{"name": "example-app", "namespace": ns},
 		"spec": map[string]any{
-			"scaleTargetRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+			"scaleTargetRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "example-app"},
 			"minReplicas":    int64(1), "maxReplicas": int64(8), "concurrency": int64(1),
 			"target": map[string]any{"latency": "250ms", "percentile": 95.0},
 			// A wide band and a short scale-down window: one-second Poisson counts are
@@ -211,81 +213,83 @@ func queueAutoscaler(ns string) *unstructured.Unstructured {
 	}}
 }
 
-type decider struct {
-	identity string
-	cancel   context.CancelFunc
-	done     chan error
-}
-
-func startDecider(t *testing.T, c *kubetest.Cluster, db *influxtest.Server, identity string) *decider {
-	o := runner.Options{
-		InfluxURL: db.URL, InfluxBucket: influxtest.Bucket, Interval: 2 * time.Second, Window: time.Minute, MaxPodAge: 10 * time.Second,
-		LeaderElect: true, LeaseNamespace: "default", LeaseName: "qas-decider-e2e", Identity: identity,
-		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond,
-		MetricsListen: "127.0.0.1:0",
-	}
-	require.NoError(t, o.Validate())
-	ctx, cancel := context.WithCancel(context.Background())
-	d := &decider{identity: identity, cancel: cancel, done: make(chan error, 1)}
-	go func() { d.done <- runner.Run(ctx, o, c.Config, zaptest.NewLogger(t).Named(identity)) }()
-	t.Cleanup(d.stop)
-	return d
-}
-
-func (d *decider) stop() {
-	if d.cancel != nil {
-		d.cancel()
-		<-d.done
-		d.cancel = nil
-	}
-}
-
-func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, cond)
-	require.NoError(t, err, what)
-}
-
 func TestScalesWithLoadThroughRealPipeline(t *testing.T) {
 	c := kubetest.Shared(t)
 	ns := c.Namespace(t)
 	ctx := context.Background()
-	_, file, _, _ := runtime.Caller(0)
-	require.NoError(t, c.InstallCRD(ctx, filepath.Join(filepath.Dir(file), "..", "..", "config", "crd", "qas.dev_queueautoscalers.yaml")))
+	installCRD(t, c)
+	bins := buildBinaries(t)
 	db := influxtest.Start(t)
 	kube := c.Clientset()
 	dyn, err := dynamic.NewForConfig(c.Config)
 	require.NoError(t, err)
-	qaClient := dyn.Resource(controller.GVR).Namespace(ns)
+	qaClient := dyn.Resource(qaGVR).Namespace(ns)
 
-	_, err = kube.AppsV1().Deployments(ns).Create(ctx, deployment(ns), metav1.CreateOptions{})
+	// 1. The example app opts in by annotation; the apiserver calls the webhook for
+	// its pods.
+	dep := exampleDeployment(t, ns)
+	require.NotContains(t, dep.Spec.Template.Labels, inject.LabelInject, "the manifest opts in by annotation")
+	require.Equal(t, "true", dep.Spec.Template.Annotations[inject.LabelInject])
+	startWebhook(t, c, ns, dep.Spec.Template)
+	_, err = kube.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{})
 	require.NoError(t, err)
-	fake := &pods{t: t, kube: c, ns: ns, live: map[string]*fakePod{}}
+	selector := metav1.FormatLabelSelector(dep.Spec.Selector)
+	var pods *corev1.PodList
+	eventually(t, time.Minute, "the Deployment's pod", func(ctx context.Context) (bool, error) {
+		pods, err = kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		return err == nil && len(pods.Items) == 1, err
+	})
+	requireInjected(t, pods.Items[0])
+
+	// Every scheduled pod gets its processes: real qas-example-app and qas-proxy.
+	pp := newStandIns(t, kube, ns, selector, bins)
 	bg, stopBG := context.WithCancel(ctx)
 	var bgWG sync.WaitGroup
 	t.Cleanup(func() { stopBG(); bgWG.Wait() })
+	syncErr := make(chan error, 1)
 	bgWG.Add(1)
 	go func() {
 		defer bgWG.Done()
 		for bg.Err() == nil {
-			_ = fake.sync(bg)
+			if err := pp.sync(bg); err != nil && bg.Err() == nil {
+				select {
+				case syncErr <- err:
+				default:
+				}
+				return
+			}
 			time.Sleep(200 * time.Millisecond)
 		}
 	}()
+	noSyncError := func() {
+		t.Helper()
+		select {
+		case err := <-syncErr:
+			t.Fatalf("stand-in processes: %v", err)
+		default:
+		}
+	}
 
-	// The collector, as deployed: discovery through the API server, scrape, InfluxDB.
+	// 2. The collector, as deployed: discovery through the API server, scrape, InfluxDB.
 	cf, err := collector.Parse([]string{"--influx-url=" + db.URL, "--interval=1s", "--scrape-timeout=900ms", "--cpu=false",
 		"--metrics-listen=127.0.0.1:0", "--namespace=" + ns}, func(string) string { return "" })
 	require.NoError(t, err)
 	bgWG.Add(1)
 	go func() { defer bgWG.Done(); _ = collector.Run(bg, cf, c.Config, zap.NewNop()) }()
 
+	// 3. The QueueAutoscaler, and two decider replicas as the decider's ServiceAccount
+	// under the shipped RBAC.
 	_, err = qaClient.Create(ctx, queueAutoscaler(ns), metav1.CreateOptions{})
 	require.NoError(t, err)
-	deciders := map[string]*decider{"decider-a": startDecider(t, c, db, "decider-a"), "decider-b": startDecider(t, c, db, "decider-b")}
+	rec := newRecorder()
+	cfg := deciderConfig(t, c, ns, rec)
+	deciders := map[string]*deciderProc{}
+	for _, id := range []string{"decider-a", "decider-b"} {
+		deciders[id] = startDecider(t, cfg, ns, db, id)
+	}
 
 	replicas := func(ctx context.Context) int32 {
-		d, err := kube.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		d, err := kube.AppsV1().Deployments(ns).Get(ctx, "example-app", metav1.GetOptions{})
 		if err != nil {
 			return -1
 		}
@@ -293,31 +297,44 @@ func TestScalesWithLoadThroughRealPipeline(t *testing.T) {
 	}
 	getQA := func(ctx context.Context) (v1alpha1.QueueAutoscaler, error) {
 		var qa v1alpha1.QueueAutoscaler
-		obj, err := qaClient.Get(ctx, "web", metav1.GetOptions{})
+		obj, err := qaClient.Get(ctx, "example-app", metav1.GetOptions{})
 		if err == nil {
 			err = k8sruntime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &qa)
 		}
 		return qa, err
 	}
 
-	// 1. Load: 40 req/s of 50 ms on pods that serve one at a time is 2 Erlangs: one
+	// 4. Load: 40 req/s of 50 ms on pods that serve one at a time is 2 Erlangs: one
 	// pod is overloaded; the leader scales up.
 	l := &load{}
 	l.set(40)
 	bgWG.Add(1)
-	go func() { defer bgWG.Done(); l.run(bg, fake) }()
-	eventually(t, 3*time.Minute, "scale-up under load", func(ctx context.Context) (bool, error) { return replicas(ctx) >= 3, nil })
+	go func() { defer bgWG.Done(); l.run(bg, pp) }()
+	eventually(t, 3*time.Minute, "scale-up under load", func(ctx context.Context) (bool, error) {
+		noSyncError()
+		return replicas(ctx) >= 3, nil
+	})
 	upQA, err := getQA(ctx)
 	require.NoError(t, err)
 	require.NotNil(t, upQA.Status.LastDecision)
 	t.Logf("scaled up to %d: last decision at %s: %s %s", replicas(ctx), upQA.Status.LastDecision.Time, upQA.Status.LastDecision.Action, upQA.Status.LastDecision.Reason)
+
+	// The new pods were injected too, and run their own processes.
+	eventually(t, time.Minute, "every pod injected and standing in", func(ctx context.Context) (bool, error) {
+		noSyncError()
+		pods, err = kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		return err == nil && len(pods.Items) >= 3 && len(pp.targets()) >= 3, err
+	})
+	for _, p := range pods.Items {
+		requireInjected(t, p)
+	}
 
 	// Every decision is a point in InfluxDB.
 	client := influxdb2.NewClient(db.URL, "")
 	defer client.Close()
 	eventually(t, 30*time.Second, "horizontal decision in InfluxDB", func(ctx context.Context) (bool, error) {
 		res, err := client.QueryAPI("").Query(ctx, fmt.Sprintf(`from(bucket: %q) |> range(start: -1h)
-  |> filter(fn: (r) => r._measurement == "qas_decision" and r.queueautoscaler == "web" and r.namespace == %q and r.action == "horizontal" and r._field == "desired_replicas")`, influxtest.Bucket, ns))
+  |> filter(fn: (r) => r._measurement == "qas_decision" and r.queueautoscaler == "example-app" and r.namespace == %q and r.action == "horizontal" and r._field == "desired_replicas")`, influxtest.Bucket, ns))
 		if err != nil {
 			return false, nil
 		}
@@ -328,19 +345,18 @@ func TestScalesWithLoadThroughRealPipeline(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, events.Items, "the decision is an Event")
 
-	// 2. Failover: under the same load, stop the leader. The other replica takes the
+	// 5. Failover: under the same load, stop the leader. The other replica takes the
 	// lease and goes on from the engine memory the first one left on the resource
 	// (the stabilisation window and rate-limit budget), instead of starting afresh and
 	// repeating its actions. (Whether it then scales is the live load's business; the
 	// controller tests show with fixed measurements that nothing is repeated.)
-	lease, err := kube.CoordinationV1().Leases("default").Get(ctx, "qas-decider-e2e", metav1.GetOptions{})
-	require.NoError(t, err)
-	leaderID := *lease.Spec.HolderIdentity
+	leaderID := leader(ctx, kube, ns)
+	require.Contains(t, deciders, leaderID)
 	deciders[leaderID].stop()
 	failover := time.Now()
 	eventually(t, time.Minute, "the standby takes over", func(ctx context.Context) (bool, error) {
-		l, err := kube.CoordinationV1().Leases("default").Get(ctx, "qas-decider-e2e", metav1.GetOptions{})
-		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != leaderID, nil
+		id := leader(ctx, kube, ns)
+		return id != "" && id != leaderID, nil
 	})
 	var afterFailover v1alpha1.QueueAutoscaler
 	eventually(t, time.Minute, "the new leader decides", func(ctx context.Context) (bool, error) {
@@ -359,29 +375,49 @@ func TestScalesWithLoadThroughRealPipeline(t *testing.T) {
 	}
 	require.True(t, carried, "the new leader kept the old leader's memory: %+v", memory)
 
-	// 3. InfluxDB down: no measurements, so the leader holds.
+	// 6. InfluxDB down: no measurements, so the leader holds, cycle after cycle.
 	db.Stop()
-	eventually(t, time.Minute, "holding without measurements", func(ctx context.Context) (bool, error) {
+	held := int32(-1)
+	var holds []metav1.Time
+	eventually(t, 2*time.Minute, "three held cycles without measurements", func(ctx context.Context) (bool, error) {
 		qa, err := getQA(ctx)
-		if err != nil {
+		if err != nil || qa.Status.LastDecision == nil {
 			return false, nil
 		}
-		for _, cnd := range qa.Status.Conditions {
-			if cnd.Type == "ScalingActive" && cnd.Status == metav1.ConditionFalse && cnd.Reason == "Holding" {
-				return true, nil
-			}
+		cnd := apimeta.FindStatusCondition(qa.Status.Conditions, "ScalingActive")
+		if cnd == nil || cnd.Status != metav1.ConditionFalse || cnd.Reason != "Holding" {
+			return false, nil
 		}
-		return false, nil
+		if held < 0 {
+			held = replicas(ctx)
+		}
+		require.Equal(t, held, replicas(ctx), "never scale on missing data")
+		if last := qa.Status.LastDecision.Time; len(holds) == 0 || !last.Equal(&holds[len(holds)-1]) {
+			holds = append(holds, last)
+		}
+		return len(holds) >= 4, nil // the cycle that began the hold and three more
 	})
-	held := replicas(ctx)
-	time.Sleep(6 * time.Second) // three more cycles without data, under load
 	require.Equal(t, held, replicas(ctx), "never scale on missing data")
 	db.Restart()
 
-	// 4. The load ends: back down to the minimum.
+	// 7. The load ends: back down to the minimum, and the processes of the pods that
+	// went are stopped.
 	l.set(0)
-	eventually(t, 3*time.Minute, "scale-down after the load", func(ctx context.Context) (bool, error) { return replicas(ctx) == 1, nil })
+	eventually(t, 3*time.Minute, "scale-down after the load", func(ctx context.Context) (bool, error) {
+		noSyncError()
+		return replicas(ctx) == 1, nil
+	})
 	downQA, err := getQA(ctx)
 	require.NoError(t, err)
 	t.Logf("scaled down: %s", downQA.Status.LastDecision.Reason)
+	eventually(t, time.Minute, "one pod left standing in", func(context.Context) (bool, error) {
+		pp.mu.Lock()
+		defer pp.mu.Unlock()
+		return len(pp.pods) == 1, nil
+	})
+	t.Logf("%d stand-in processes were started", pp.started())
+
+	// The deciders, as their ServiceAccount, were refused nothing.
+	_, refused := rec.snapshot()
+	require.Empty(t, refused, "requests the shipped RBAC refused")
 }

@@ -10,7 +10,14 @@
 // environment variable. The proxy is started with --upstream=127.0.0.1:<app port>.
 // Probes of the app container that referred to the serving port (by name or number)
 // are rewritten to the app port, so they keep reaching the app directly and are not
-// counted as traffic by the proxy.
+// counted as traffic by the proxy. Annotation qas.dev/concurrency sets the proxy's
+// per-pod concurrency limit k (--concurrency; the QueueAutoscaler's spec.concurrency
+// should match it); without it the proxy admits every request at once.
+//
+// A pod opts in with the label qas.dev/inject: "true", or with that annotation when it
+// has no such label (a label with another value, such as "false", opts out). An
+// injected pod always carries the label, which is what the collector's discovery
+// selects, so annotation opt-in reaches the collector too.
 package inject
 
 import (
@@ -20,12 +27,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // Canonical names of the injection contract, shared with the collector's discovery.
 const (
-	// LabelInject opts a pod in when its value is "true" (as a label or an annotation).
+	// LabelInject opts a pod in when its value is "true" (as a label, or as an
+	// annotation when there is no such label); injected pods carry it as a label.
 	LabelInject = "qas.dev/inject"
 	// AnnotationInjected marks a pod that already has the sidecar.
 	AnnotationInjected = "qas.dev/injected"
@@ -35,6 +44,8 @@ const (
 	AnnotationAppPort = "qas.dev/app-port"
 	// AnnotationAdminPort is the proxy's admin port (/stats, /metrics, /readyz).
 	AnnotationAdminPort = "qas.dev/admin-port"
+	// AnnotationConcurrency is the proxy's concurrency limit k (a positive integer).
+	AnnotationConcurrency = "qas.dev/concurrency"
 	// AnnotationSkipReason says why an opted-in pod was not injected.
 	AnnotationSkipReason = "qas.dev/inject-skipped"
 
@@ -89,9 +100,22 @@ type Result struct {
 	Skip string
 }
 
-// OptedIn reports whether the pod asks for injection by label or annotation.
+// OptedIn reports whether the pod asks for injection: label qas.dev/inject="true", or
+// with no such label, annotation qas.dev/inject="true".
 func OptedIn(pod *corev1.Pod) bool {
-	return pod.Labels[LabelInject] == "true" || pod.Annotations[LabelInject] == "true"
+	if v, ok := pod.Labels[LabelInject]; ok {
+		return v == "true"
+	}
+	return pod.Annotations[LabelInject] == "true"
+}
+
+// DefaultObjectSelector is the webhook's objectSelector in the Helm chart: every pod
+// except those labelled qas.dev/inject with a value other than "true" reaches the
+// webhook, so that a pod can opt in by annotation (which no selector can see).
+func DefaultObjectSelector() *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: LabelInject, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"false"},
+	}}}
 }
 
 // Mutate computes the patch that injects the sidecar into pod. Pods that did not opt
@@ -99,7 +123,7 @@ func OptedIn(pod *corev1.Pod) bool {
 // reason; an opted-in pod that cannot be injected also gets AnnotationSkipReason.
 func (c Config) Mutate(pod *corev1.Pod) (Result, error) {
 	if !OptedIn(pod) {
-		return Result{Skip: "pod did not opt in (label or annotation " + LabelInject + `="true"`}, nil
+		return Result{Skip: "pod did not opt in (label " + LabelInject + `="true", or that annotation without the label)`}, nil
 	}
 	if pod.Annotations[AnnotationInjected] != "" {
 		return Result{Skip: "already injected (annotation " + AnnotationInjected + ")"}, nil
@@ -153,6 +177,14 @@ func (c Config) Mutate(pod *corev1.Pod) (Result, error) {
 	if appPort == c.AdminPort || appPort == serving.ContainerPort {
 		return c.skipped(pod, fmt.Sprintf("app port %d collides with the proxy's ports", appPort))
 	}
+	concurrency := 0
+	if v, ok := pod.Annotations[AnnotationConcurrency]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return c.skipped(pod, fmt.Sprintf("annotation %s=%q is not a positive integer", AnnotationConcurrency, v))
+		}
+		concurrency = n
+	}
 
 	containers := make([]corev1.Container, len(pod.Spec.Containers))
 	for i := range pod.Spec.Containers {
@@ -164,7 +196,7 @@ func (c Config) Mutate(pod *corev1.Pod) (Result, error) {
 	for _, pr := range []*corev1.Probe{app.LivenessProbe, app.ReadinessProbe, app.StartupProbe} {
 		retargetProbe(pr, serving, appPort)
 	}
-	containers = append(containers, c.sidecar(serving, appPort))
+	containers = append(containers, c.sidecar(serving, appPort, concurrency))
 
 	ann := map[string]string{}
 	for k, v := range pod.Annotations {
@@ -174,9 +206,17 @@ func (c Config) Mutate(pod *corev1.Pod) (Result, error) {
 	ann[AnnotationAppPort] = strconv.Itoa(int(appPort))
 	ann[AnnotationAdminPort] = strconv.Itoa(int(c.AdminPort))
 	delete(ann, AnnotationSkipReason)
+	// The label marks the pod for the collector's discovery also when it opted in by
+	// annotation.
+	labels := map[string]string{}
+	for k, v := range pod.Labels {
+		labels[k] = v
+	}
+	labels[LabelInject] = "true"
 	return Result{Patch: []PatchOp{
 		{Op: "replace", Path: "/spec/containers", Value: containers},
 		{Op: "add", Path: "/metadata/annotations", Value: ann},
+		{Op: "add", Path: "/metadata/labels", Value: labels},
 	}}, nil
 }
 
@@ -211,17 +251,21 @@ func retargetProbe(pr *corev1.Probe, serving corev1.ContainerPort, appPort int32
 	}
 }
 
-func (c Config) sidecar(serving corev1.ContainerPort, appPort int32) corev1.Container {
+func (c Config) sidecar(serving corev1.ContainerPort, appPort int32, concurrency int) corev1.Container {
 	yes, no := true, false
 	uid := int64(65532)
+	args := []string{
+		fmt.Sprintf("--listen=:%d", serving.ContainerPort),
+		fmt.Sprintf("--admin-listen=:%d", c.AdminPort),
+		fmt.Sprintf("--upstream=127.0.0.1:%d", appPort),
+	}
+	if concurrency > 0 {
+		args = append(args, fmt.Sprintf("--concurrency=%d", concurrency))
+	}
 	return corev1.Container{
 		Name:  ContainerName,
 		Image: c.Image,
-		Args: []string{
-			fmt.Sprintf("--listen=:%d", serving.ContainerPort),
-			fmt.Sprintf("--admin-listen=:%d", c.AdminPort),
-			fmt.Sprintf("--upstream=127.0.0.1:%d", appPort),
-		},
+		Args:  args,
 		Ports: []corev1.ContainerPort{
 			{Name: serving.Name, ContainerPort: serving.ContainerPort, Protocol: corev1.ProtocolTCP},
 			{Name: AdminPortName, ContainerPort: c.AdminPort, Protocol: corev1.ProtocolTCP},

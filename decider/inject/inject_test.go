@@ -8,6 +8,7 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -103,6 +104,7 @@ func TestMutateInjects(t *testing.T) {
 	require.Equal(t, "128Mi", proxy.Resources.Limits.Memory().String())
 
 	require.Equal(t, map[string]string{AnnotationInjected: "true", AnnotationAppPort: "18080", AnnotationAdminPort: "9901"}, got.Annotations)
+	require.Equal(t, map[string]string{LabelInject: "true"}, got.Labels)
 
 	// Idempotent: a second pass changes nothing.
 	again, res2 := apply(t, DefaultConfig(), got)
@@ -120,6 +122,11 @@ func TestMutateSkips(t *testing.T) {
 	}{
 		{"not opted in", func(p *corev1.Pod) { p.Labels = nil }, "did not opt in", false},
 		{"label false", func(p *corev1.Pod) { p.Labels[LabelInject] = "false" }, "did not opt in", false},
+		{"label false wins over the annotation", func(p *corev1.Pod) {
+			p.Labels[LabelInject] = "false"
+			p.Annotations = map[string]string{LabelInject: "true"}
+		}, "did not opt in", false},
+		{"bad concurrency", func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationConcurrency: "0"} }, `annotation qas.dev/concurrency="0" is not a positive integer`, true},
 		{"already annotated", func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationInjected: "true"} }, "already injected (annotation", false},
 		{"sidecar present", func(p *corev1.Pod) {
 			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: ContainerName})
@@ -149,27 +156,36 @@ func TestMutateOptions(t *testing.T) {
 		name       string
 		mod        func(*corev1.Pod)
 		app        string
-		upstream   string
+		arg        string
 		proxyPorts int32
+		labels     map[string]string
 	}{
-		{"annotation opt-in", func(p *corev1.Pod) {
+		{"annotation opt-in gets the label", func(p *corev1.Pod) {
+			p.Labels = map[string]string{"app": "web"}
+			p.Annotations = map[string]string{LabelInject: "true"}
+		}, "app", "--upstream=127.0.0.1:18080", 8080, map[string]string{"app": "web", LabelInject: "true"}},
+		{"annotation opt-in without labels", func(p *corev1.Pod) {
 			p.Labels = nil
 			p.Annotations = map[string]string{LabelInject: "true"}
-		}, "app", "--upstream=127.0.0.1:18080", 8080},
-		{"explicit app port", func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationAppPort: "7000"} }, "app", "--upstream=127.0.0.1:7000", 8080},
+		}, "app", "--upstream=127.0.0.1:18080", 8080, map[string]string{LabelInject: "true"}},
+		{"explicit app port", func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationAppPort: "7000"} }, "app", "--upstream=127.0.0.1:7000", 8080, nil},
+		{"concurrency", func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationConcurrency: "4"} }, "app", "--concurrency=4", 8080, nil},
 		{"port name annotation, second container", func(p *corev1.Pod) {
 			p.Annotations = map[string]string{AnnotationPort: "web"}
 			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "web", Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: 3000}}})
-		}, "web", "--upstream=127.0.0.1:13000", 3000},
+		}, "web", "--upstream=127.0.0.1:13000", 3000, nil},
 		{"gRPC probe", func(p *corev1.Pod) {
 			p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 8080}}}
-		}, "app", "--upstream=127.0.0.1:18080", 8080},
+		}, "app", "--upstream=127.0.0.1:18080", 8080, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, res := apply(t, DefaultConfig(), appPod(tc.mod))
 			require.Empty(t, res.Skip)
 			proxy := container(got, ContainerName)
-			require.Contains(t, proxy.Args, tc.upstream)
+			require.Contains(t, proxy.Args, tc.arg)
+			if tc.labels != nil {
+				require.Equal(t, tc.labels, got.Labels)
+			}
 			require.Equal(t, tc.proxyPorts, proxy.Ports[0].ContainerPort)
 			app := container(got, tc.app)
 			require.Equal(t, AppPortName, app.Ports[0].Name)
@@ -178,5 +194,23 @@ func TestMutateOptions(t *testing.T) {
 				require.Equal(t, int32(18080), g.Port)
 			}
 		})
+	}
+}
+
+// TestDefaultObjectSelector: the chart's selector sends labelled and unlabelled pods
+// (which may opt in by annotation) to the webhook, but not pods that opt out.
+func TestDefaultObjectSelector(t *testing.T) {
+	sel, err := metav1.LabelSelectorAsSelector(DefaultObjectSelector())
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		labels map[string]string
+		sent   bool
+	}{
+		{nil, true},
+		{map[string]string{"app": "web"}, true},
+		{map[string]string{LabelInject: "true"}, true},
+		{map[string]string{LabelInject: "false"}, false},
+	} {
+		require.Equal(t, tc.sent, sel.Matches(labels.Set(tc.labels)), "%v", tc.labels)
 	}
 }

@@ -3,6 +3,7 @@ package chart
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,8 +16,9 @@ import (
 // TestChartRBAC applies the chart's RBAC to a real apiserver and asks it, with
 // SubjectAccessReviews, what the collector's and webhook's ServiceAccounts may do:
 // exactly what the binaries use (collector/discovery and collector/cpu; decider/certs),
-// and not more. (The decider's role is config/rbac's, which decider/controller's RBAC
-// test proves; TestInstallDecideUninstall runs the decider under it.)
+// and not more; and that the decider's leader election reaches only its own Lease.
+// (The decider's rules are config/rbac's, which decider/e2e checks against the calls a
+// full run makes; TestInstallDecideUninstall runs the decider under the chart's.)
 func TestChartRBAC(t *testing.T) {
 	c := kubetest.Shared(t)
 	ns := c.Namespace(t)
@@ -31,6 +33,7 @@ func TestChartRBAC(t *testing.T) {
 	t.Cleanup(func() { _, _ = h.run("uninstall", "rbac", "--namespace", ns) })
 	collector := "system:serviceaccount:" + ns + ":rbac-qas-collector"
 	webhook := "system:serviceaccount:" + ns + ":rbac-qas-webhook"
+	decider := "system:serviceaccount:" + ns + ":rbac-qas-decider"
 	cases := []struct {
 		user                                   string
 		verb, group, resource, namespace, name string
@@ -58,15 +61,29 @@ func TestChartRBAC(t *testing.T) {
 		{webhook, "update", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "someone-elses", false},
 		{webhook, "create", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "", false},
 		{webhook, "list", "", "pods", "", "", false},
+		{decider, "get", "coordination.k8s.io", "leases", ns, "rbac-qas-decider", true},
+		{decider, "update", "coordination.k8s.io", "leases", ns, "rbac-qas-decider", true},
+		{decider, "create", "coordination.k8s.io", "leases", ns, "", true},
+		{decider, "update", "coordination.k8s.io", "leases", ns, "someone-elses", false},
+		{decider, "get", "coordination.k8s.io", "leases", "kube-system", "kube-scheduler", false},
+		{decider, "update", "coordination.k8s.io", "leases", "kube-system", "kube-controller-manager", false},
+		{decider, "create", "coordination.k8s.io", "leases", "kube-system", "", false},
+		{decider, "list", "coordination.k8s.io", "leases", ns, "", false},
+		{decider, "create", "", "events", "default", "", true},
+		{decider, "create", "events.k8s.io", "events", "default", "", false},
+		{decider, "update", "qas.dev", "queueautoscalers/status", "default", "x", true},
+		{decider, "patch", "qas.dev", "queueautoscalers/status", "default", "x", false},
+		{decider, "get", "qas.dev", "queueautoscalers/status", "default", "x", false},
 	}
 	for _, tc := range cases {
 		name := fmt.Sprintf("%s %s %s.%s %s/%s", tc.user[len("system:serviceaccount:")+len(ns)+1:], tc.verb, tc.resource, tc.group, tc.namespace, tc.name)
 		t.Run(name, func(t *testing.T) {
+			resource, subresource, _ := strings.Cut(tc.resource, "/")
 			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 				User:   tc.user,
 				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
 				ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Verb: tc.verb, Group: tc.group, Resource: tc.resource, Namespace: tc.namespace, Name: tc.name,
+					Verb: tc.verb, Group: tc.group, Resource: resource, Subresource: subresource, Namespace: tc.namespace, Name: tc.name,
 				},
 			}}
 			got, err := c.Clientset().AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})

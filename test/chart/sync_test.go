@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +26,7 @@ func TestChartCopiesInSync(t *testing.T) {
 	for _, tc := range []struct{ src, copy string }{
 		{"config/crd/qas.dev_queueautoscalers.yaml", "charts/qas/crds/qas.dev_queueautoscalers.yaml"},
 		{"config/rbac/decider-clusterrole.yaml", "charts/qas/files/decider-clusterrole.yaml"},
+		{"config/rbac/decider-leader-election-role.yaml", "charts/qas/files/decider-leader-election-role.yaml"},
 	} {
 		t.Run(tc.copy, func(t *testing.T) {
 			src, err := os.ReadFile(filepath.Join(root, tc.src))
@@ -43,21 +45,53 @@ func TestChartCopiesInSync(t *testing.T) {
 }
 
 // TestDeciderRulesMatchConfig: the chart's decider ClusterRole grants exactly the
-// rules of config/rbac/decider-clusterrole.yaml (the role decider/controller's RBAC
-// test proves sufficient and least-privilege).
+// rules of config/rbac/decider-clusterrole.yaml, and its leader-election Role, in the
+// release namespace and bound to the decider's ServiceAccount, those of
+// config/rbac/decider-leader-election-role.yaml with the release's Lease as the
+// resource name (decider/e2e records what the decider calls against these files).
 func TestDeciderRulesMatchConfig(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "config", "rbac", "decider-clusterrole.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var want rbacv1.ClusterRole
-	if err := yaml.UnmarshalStrict(raw, &want); err != nil {
-		t.Fatal(err)
+	readStrict(t, filepath.Join(repoRoot(t), "config", "rbac", "decider-clusterrole.yaml"), &want)
+	var wantRole rbacv1.Role
+	readStrict(t, filepath.Join(repoRoot(t), "config", "rbac", "decider-leader-election-role.yaml"), &wantRole)
+	named := 0
+	for i := range wantRole.Rules {
+		if len(wantRole.Rules[i].ResourceNames) > 0 {
+			wantRole.Rules[i].ResourceNames = []string{"my-lease"}
+			named++
+		}
 	}
-	r := newHelm(t).template(t, "")
+	if named == 0 {
+		t.Fatal("config/rbac's leader-election Role names no Lease")
+	}
+	r := newHelm(t).template(t, "decider: {leaderElection: {id: my-lease}}")
 	got := convert[rbacv1.ClusterRole](t, r.find("ClusterRole", "rel-qas-decider"))
 	if !reflect.DeepEqual(got.Rules, want.Rules) {
 		t.Fatalf("chart rules:\n%+v\nconfig/rbac rules:\n%+v", got.Rules, want.Rules)
+	}
+	role := convert[rbacv1.Role](t, r.find("Role", "rel-qas-decider-leader-election"))
+	if role.Namespace != "qas-system" || !reflect.DeepEqual(role.Rules, wantRole.Rules) {
+		t.Fatalf("chart Role in %q:\n%+v\nwant (config/rbac with the release's Lease):\n%+v", role.Namespace, role.Rules, wantRole.Rules)
+	}
+	rb := convert[rbacv1.RoleBinding](t, r.find("RoleBinding", "rel-qas-decider-leader-election"))
+	if rb.Namespace != "qas-system" || rb.RoleRef.Kind != "Role" || rb.RoleRef.Name != role.Name ||
+		len(rb.Subjects) != 1 || rb.Subjects[0].Name != "rel-qas-decider" || rb.Subjects[0].Namespace != "qas-system" {
+		t.Fatalf("leader-election RoleBinding: %+v", rb)
+	}
+	d := convert[appsv1.Deployment](t, r.find("Deployment", "rel-qas-decider"))
+	if !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--leader-election-id=my-lease") {
+		t.Fatalf("the decider does not elect on the Lease the Role names: %v", d.Spec.Template.Spec.Containers[0].Args)
+	}
+}
+
+func readStrict(t *testing.T, path string, into any) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(raw, into); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/qas-dev/qas/decider/inject"
 )
 
 // convert turns a rendered object into its typed form.
@@ -82,7 +85,7 @@ func TestTemplate(t *testing.T) {
 		check: func(t *testing.T, r rendered) {
 			want := map[string]int{
 				"CustomResourceDefinition": 1, "Deployment": 3, "StatefulSet": 1, "Service": 4,
-				"ServiceAccount": 3, "ClusterRole": 3, "ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1,
+				"ServiceAccount": 3, "ClusterRole": 3, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
 				"Secret": 1, "MutatingWebhookConfiguration": 1, "ConfigMap": 1, "Lease": 1,
 			}
 			if got := r.kinds(); !mapsEqual(got, want) {
@@ -147,8 +150,11 @@ func TestTemplate(t *testing.T) {
 				*hook.ClientConfig.Service.Path != "/mutate" || len(hook.ClientConfig.CABundle) != 0 {
 				t.Errorf("webhook: %+v", hook)
 			}
-			if hook.ObjectSelector.MatchLabels["qas.dev/inject"] != "true" {
-				t.Errorf("objectSelector %+v, want qas.dev/inject=true", hook.ObjectSelector)
+			// Every pod but those that opt out reaches the webhook, so that opting in
+			// by annotation works (decider/inject's integration test uses the same
+			// selector through a real apiserver).
+			if !reflect.DeepEqual(hook.ObjectSelector, inject.DefaultObjectSelector()) {
+				t.Errorf("objectSelector %+v, want %+v", hook.ObjectSelector, inject.DefaultObjectSelector())
 			}
 			ex := hook.NamespaceSelector.MatchExpressions
 			if len(ex) != 1 || !slices.Equal(ex[0].Values, []string{"kube-system", "qas-system"}) {
@@ -194,7 +200,7 @@ dashboards: {label: my_dashboards, labelValue: "yes"}
 `,
 		check: func(t *testing.T, r rendered) {
 			k := r.kinds()
-			if k["StatefulSet"] != 0 || k["Secret"] != 0 || k["Role"] != 0 || k["ServiceMonitor"] != 2 || k["Certificate"] != 1 || k["Issuer"] != 1 {
+			if k["StatefulSet"] != 0 || k["Secret"] != 0 || k["Role"] != 1 || k["ServiceMonitor"] != 2 || k["Certificate"] != 1 || k["Issuer"] != 1 {
 				t.Errorf("kinds = %v", k)
 			}
 			for _, name := range []string{"rel-qas-decider", "rel-qas-collector"} {
@@ -261,7 +267,7 @@ tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
 `,
 		check: func(t *testing.T, r rendered) {
 			k := r.kinds()
-			if k["MutatingWebhookConfiguration"] != 0 || k["ConfigMap"] != 0 || k["Deployment"] != 2 || k["ClusterRole"] != 2 || k["Lease"] != 0 {
+			if k["MutatingWebhookConfiguration"] != 0 || k["ConfigMap"] != 0 || k["Deployment"] != 2 || k["ClusterRole"] != 2 || k["Lease"] != 0 || k["Role"] != 0 || k["RoleBinding"] != 0 {
 				t.Errorf("kinds = %v", k)
 			}
 			sts := convert[appsv1.StatefulSet](t, r.find("StatefulSet", "rel-qas-influxdb"))
