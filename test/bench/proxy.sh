@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # qas-proxy benchmark (make bench): the example app's 100-byte endpoint served directly,
-# through qas-proxy (its default HTTP/1.1 fast path, and again as qas-general with
-# --fast-path=false, the net/http path that h2c and Upgrades always take), through a bare
+# through qas-proxy (its default HTTP/1.1 fast path on one CPU; again as qas-procs2 with
+# --procs 2; and as qas-general with --fast-path=false, the net/http path that h2c and
+# Upgrades always take), through a bare
 # pooled httputil.ReverseProxy, and through nginx as a keep-alive reverse proxy,
 # interleaved and
 # repeated, all on loopback. Reports medians and ratios, measured in this run:
@@ -28,7 +29,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 (cd "$root" && go build -o "$work/" ./proxy/cmd/qas-proxy ./examples/app/cmd/qas-example-app ./test/bench/reverseproxy)
 app=$(free_port) proxy=$(free_port) admin=$(free_port) nginx=$(free_port) rp=$(free_port)
-general=$(free_port) gadmin=$(free_port)
+general=$(free_port) gadmin=$(free_port) procs2=$(free_port) padmin=$(free_port)
 "$work/qas-example-app" --listen "127.0.0.1:$app" & pids+=($!)
 wait_port "$app"
 "$work/qas-proxy" --listen "127.0.0.1:$proxy" --admin-listen "127.0.0.1:$admin" --upstream "127.0.0.1:$app" --log-level error & 
@@ -37,6 +38,9 @@ wait_port "$proxy"
 "$work/qas-proxy" --fast-path=false --listen "127.0.0.1:$general" --admin-listen "127.0.0.1:$gadmin" --upstream "127.0.0.1:$app" --log-level error &
 general_pid=$!; pids+=($general_pid)
 wait_port "$general"
+"$work/qas-proxy" --procs 2 --listen "127.0.0.1:$procs2" --admin-listen "127.0.0.1:$padmin" --upstream "127.0.0.1:$app" --log-level error &
+procs2_pid=$!; pids+=($procs2_pid)
+wait_port "$procs2"
 "$work/reverseproxy" "127.0.0.1:$rp" "127.0.0.1:$app" &
 rp_pid=$!; pids+=($rp_pid)
 wait_port "$rp"
@@ -59,13 +63,14 @@ CONF
 nginx -c "$work/nginx.conf" -p "$work"
 wait_port "$nginx"
 
-declare -A port=([direct]=$app [qas-proxy]=$proxy [qas-general]=$general [reverseproxy]=$rp [nginx]=$nginx)
-configs="direct qas-proxy qas-general reverseproxy nginx"
+declare -A port=([direct]=$app [qas-proxy]=$proxy [qas-procs2]=$procs2 [qas-general]=$general [reverseproxy]=$rp [nginx]=$nginx)
+configs="direct qas-proxy qas-procs2 qas-general reverseproxy nginx"
 cpu_ticks() { # utime+stime of the configuration's server processes, in clock ticks
 	local pids_of
 	case $1 in
 	qas-proxy) pids_of=$proxy_pid ;;
 	qas-general) pids_of=$general_pid ;;
+	qas-procs2) pids_of=$procs2_pid ;;
 	reverseproxy) pids_of=$rp_pid ;;
 	nginx) pids_of="$(cat "$work/nginx.pid") $(pgrep -P "$(cat "$work/nginx.pid")" | tr '\n' ' ')" ;;
 	*) echo 0; return ;;
@@ -116,3 +121,13 @@ printf 'qas-proxy vs bare ReverseProxy: throughput %.2fx, CPU per request %.2fx\
 printf 'qas-proxy vs nginx: throughput %.2fx, CPU per request %.2fx\n' \
 	"$(awk -v a="$(echo "${rps[qas-proxy]}" | median)" -v b="$(echo "${rps[nginx]}" | median)" 'BEGIN{print a/b}')" \
 	"$(awk -v a="$(echo "${cpu[qas-proxy]}" | median)" -v b="$(echo "${cpu[nginx]}" | median)" 'BEGIN{print (b>0 ? a/b : 0)}')"
+# The same ratios taken within each round (configurations measured minutes apart on a
+# shared machine drift together), then the median over rounds.
+paired() { # paired NAME_A NAME_B ARRAY: median over rounds of A/B
+	local -n arr=$3
+	paste <(echo "${arr[$1]}" | tr ' ' '\n' | grep -v '^$') <(echo "${arr[$2]}" | tr ' ' '\n' | grep -v '^$') |
+		awk '$2 > 0 {print $1 / $2}' | median
+}
+printf 'per-round medians: qas-proxy/nginx throughput %.2fx, CPU per request %.2fx; qas-proxy/direct throughput %.2fx; qas-procs2/qas-proxy CPU per request %.2fx, throughput %.2fx\n' \
+	"$(paired qas-proxy nginx rps)" "$(paired qas-proxy nginx cpu)" "$(paired qas-proxy direct rps)" \
+	"$(paired qas-procs2 qas-proxy cpu)" "$(paired qas-procs2 qas-proxy rps)"
