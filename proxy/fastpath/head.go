@@ -183,9 +183,39 @@ func connTokens(v []byte, f func(tok []byte) bool) bool {
 	return true
 }
 
-// dropNamed marks the fields named by Connection tokens as hop-by-hop.
-func dropNamed(head []byte, fs []field, names [][2]int) {
-	for _, n := range names {
+// connNames collects the header names that Connection fields list, which are
+// hop-by-hop and dropped with them.
+type connNames struct {
+	n     int
+	names [maxConnTokens][2]int
+}
+
+// add marks f, a Connection field with value value, as hop-by-hop and records the
+// names it lists. option is asked first about each token: handled says it is a
+// connection option (close, keep-alive) rather than a name, and !ok refuses the head.
+// add reports false if the head is refused or lists too many names.
+func (cn *connNames) add(f *field, value []byte, option func(tok []byte) (handled, ok bool)) bool {
+	f.drop = true
+	return connTokens(value, func(tok []byte) bool {
+		handled, ok := option(tok)
+		switch {
+		case !ok:
+			return false
+		case handled:
+			return true
+		case cn.n == maxConnTokens:
+			return false
+		}
+		off := f.value[0] + bytes.Index(value, tok)
+		cn.names[cn.n] = [2]int{off, off + len(tok)}
+		cn.n++
+		return true
+	})
+}
+
+// drop marks the fields named by Connection tokens as hop-by-hop.
+func (cn *connNames) drop(head []byte, fs []field) {
+	for _, n := range cn.names[:cn.n] {
 		name := head[n[0]:n[1]]
 		for i := range fs {
 			if bytes.EqualFold(head[fs[i].name[0]:fs[i].name[1]], name) {
@@ -195,28 +225,83 @@ func dropNamed(head []byte, fs []field, names [][2]int) {
 	}
 }
 
-// Header names the fast path looks at, lower case.
+// hdr is a header name the fast path looks at.
+type hdr uint8
+
+const (
+	hdrOther hdr = iota
+	hdrConnection
+	hdrContentLength
+	hdrExpect
+	hdrForwarded
+	hdrHost
+	hdrHTTP2Settings
+	hdrKeepAlive
+	hdrProxyAuthn
+	hdrProxyAuthz
+	hdrProxyConnection
+	hdrTE
+	hdrTrailer
+	hdrTransferEncoding
+	hdrUpgrade
+	hdrXForwardedFor
+	hdrXForwardedHost
+	hdrXForwardedProto
+)
+
+// hdrNames are the names of the hdrs, lower case.
+var hdrNames = [...]string{
+	hdrConnection: "connection", hdrContentLength: "content-length", hdrExpect: "expect",
+	hdrForwarded: "forwarded", hdrHost: "host", hdrHTTP2Settings: "http2-settings",
+	hdrKeepAlive: "keep-alive", hdrProxyAuthn: "proxy-authenticate", hdrProxyAuthz: "proxy-authorization",
+	hdrProxyConnection: "proxy-connection", hdrTE: "te", hdrTrailer: "trailer",
+	hdrTransferEncoding: "transfer-encoding", hdrUpgrade: "upgrade", hdrXForwardedFor: "x-forwarded-for",
+	hdrXForwardedHost: "x-forwarded-host", hdrXForwardedProto: "x-forwarded-proto",
+}
+
+// hdrsByLen lists the hdrs by the length of their names, so that a header line is
+// compared with one or two names rather than all of them.
+var hdrsByLen = func() (t [20][]hdr) {
+	for h, name := range hdrNames {
+		if name != "" {
+			t[len(name)] = append(t[len(name)], hdr(h))
+		}
+	}
+	return t
+}()
+
+// lookupHdr returns the hdr that name is, ignoring case, or hdrOther.
+func lookupHdr(name []byte) hdr {
+	if len(name) >= len(hdrsByLen) {
+		return hdrOther
+	}
+	for _, h := range hdrsByLen[len(name)] {
+		if asciiEqualFold(name, hdrNames[h]) {
+			return h
+		}
+	}
+	return hdrOther
+}
+
+// asciiEqualFold reports whether b equals the lower-case ASCII s, ignoring case.
+func asciiEqualFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		if c := b[i]; c != s[i] && ('A' > c || c > 'Z' || c+('a'-'A') != s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Connection and Transfer-Encoding tokens, lower case.
 var (
-	hConnection       = []byte("connection")
-	hContentLength    = []byte("content-length")
-	hExpect           = []byte("expect")
-	hForwarded        = []byte("forwarded")
-	hHost             = []byte("host")
-	hHTTP2Settings    = []byte("http2-settings")
-	hKeepAlive        = []byte("keep-alive")
-	hProxyAuthn       = []byte("proxy-authenticate")
-	hProxyAuthz       = []byte("proxy-authorization")
-	hProxyConnection  = []byte("proxy-connection")
-	hTE               = []byte("te")
-	hTrailer          = []byte("trailer")
-	hTransferEncoding = []byte("transfer-encoding")
-	hUpgrade          = []byte("upgrade")
-	hXForwardedFor    = []byte("x-forwarded-for")
-	hXForwardedHost   = []byte("x-forwarded-host")
-	hXForwardedProto  = []byte("x-forwarded-proto")
-	tClose            = []byte("close")
-	tKeepAlive        = []byte("keep-alive")
-	tChunked          = []byte("chunked")
+	tClose     = []byte("close")
+	tKeepAlive = []byte("keep-alive")
+	tChunked   = []byte("chunked")
+	tUpgrade   = []byte("upgrade")
 )
 
 // parseRequest parses a complete request head (through its empty line) into h,
@@ -250,14 +335,14 @@ func parseRequest(head []byte, h *requestHead) bool {
 	if h.fields, ok = parseFields(head, h.lineEnd, h.fields); !ok {
 		return false
 	}
-	var names [maxConnTokens][2]int
-	nNames, hosts := 0, 0
+	var conn connNames
+	hosts := 0
 	for i := range h.fields {
 		f := &h.fields[i]
 		name := head[f.name[0]:f.name[1]]
 		value := head[f.value[0]:f.value[1]]
-		switch {
-		case bytes.EqualFold(name, hHost):
+		switch lookupHdr(name) {
+		case hdrHost:
 			hosts++
 			if len(value) == 0 {
 				return false
@@ -268,47 +353,37 @@ func parseRequest(head []byte, h *requestHead) bool {
 				}
 			}
 			h.host = f.value
-		case bytes.EqualFold(name, hContentLength):
+		case hdrContentLength:
 			n, ok := parseDecimal(value)
 			if !ok || h.contentLength >= 0 {
 				return false
 			}
 			h.contentLength = n
-		case bytes.EqualFold(name, hConnection):
-			f.drop = true
-			ok := connTokens(value, func(tok []byte) bool {
+		case hdrConnection:
+			ok := conn.add(f, value, func(tok []byte) (handled, ok bool) {
 				switch {
 				case bytes.EqualFold(tok, tClose):
 					h.close = true
+					return true, true
 				case bytes.EqualFold(tok, tKeepAlive):
-				case bytes.EqualFold(tok, hUpgrade) || nNames == maxConnTokens:
-					return false
-				default:
-					off := f.value[0] + bytes.Index(value, tok)
-					names[nNames] = [2]int{off, off + len(tok)}
-					nNames++
+					return true, true
 				}
-				return true
+				return false, !bytes.EqualFold(tok, tUpgrade)
 			})
 			if !ok {
 				return false
 			}
-		case bytes.EqualFold(name, hTransferEncoding), bytes.EqualFold(name, hUpgrade),
-			bytes.EqualFold(name, hExpect), bytes.EqualFold(name, hTE),
-			bytes.EqualFold(name, hHTTP2Settings):
+		case hdrTransferEncoding, hdrUpgrade, hdrExpect, hdrTE, hdrHTTP2Settings:
 			return false
-		case bytes.EqualFold(name, hKeepAlive), bytes.EqualFold(name, hProxyConnection),
-			bytes.EqualFold(name, hProxyAuthn), bytes.EqualFold(name, hProxyAuthz),
-			bytes.EqualFold(name, hTrailer),
-			bytes.EqualFold(name, hForwarded), bytes.EqualFold(name, hXForwardedFor),
-			bytes.EqualFold(name, hXForwardedHost), bytes.EqualFold(name, hXForwardedProto):
+		case hdrKeepAlive, hdrProxyConnection, hdrProxyAuthn, hdrProxyAuthz, hdrTrailer,
+			hdrForwarded, hdrXForwardedFor, hdrXForwardedHost, hdrXForwardedProto:
 			f.drop = true
 		}
 	}
 	if hosts != 1 {
 		return false
 	}
-	dropNamed(head, h.fields, names[:nNames])
+	conn.drop(head, h.fields)
 	return true
 }
 
@@ -359,50 +434,48 @@ func parseResponse(head []byte, h *responseHead) error {
 	if h.fields, ok = parseFields(head, nl+1, h.fields); !ok {
 		return errHead("header line")
 	}
-	var names [maxConnTokens][2]int
-	nNames := 0
+	var conn connNames
 	for i := range h.fields {
 		f := &h.fields[i]
 		name := head[f.name[0]:f.name[1]]
 		value := head[f.value[0]:f.value[1]]
-		switch {
-		case bytes.EqualFold(name, hContentLength):
+		switch lookupHdr(name) {
+		case hdrContentLength:
 			n, ok := parseDecimal(value)
 			if !ok || h.contentLength >= 0 && h.contentLength != n {
 				return errHead("Content-Length")
 			}
 			h.contentLength = n
-		case bytes.EqualFold(name, hTransferEncoding):
+		case hdrTransferEncoding:
+			if http10 {
+				// HTTP/1.0 has no transfer codings: ignored (and not forwarded), as
+				// net/http does, so the body runs to Content-Length or to the close.
+				f.drop = true
+				break
+			}
 			if !bytes.EqualFold(value, tChunked) || h.chunked {
 				return errHead("Transfer-Encoding")
 			}
 			h.chunked = true
 			f.drop = true
-		case bytes.EqualFold(name, hConnection):
-			f.drop = true
-			ok := connTokens(value, func(tok []byte) bool {
+		case hdrConnection:
+			ok := conn.add(f, value, func(tok []byte) (handled, ok bool) {
 				switch {
 				case bytes.EqualFold(tok, tClose):
 					h.close = true
+					return true, true
 				case bytes.EqualFold(tok, tKeepAlive):
 					if http10 {
 						h.close = false
 					}
-				case nNames == maxConnTokens:
-					return false
-				default:
-					off := f.value[0] + bytes.Index(value, tok)
-					names[nNames] = [2]int{off, off + len(tok)}
-					nNames++
+					return true, true
 				}
-				return true
+				return false, true
 			})
 			if !ok {
 				return errHead("Connection")
 			}
-		case bytes.EqualFold(name, hKeepAlive), bytes.EqualFold(name, hProxyConnection),
-			bytes.EqualFold(name, hProxyAuthn), bytes.EqualFold(name, hProxyAuthz),
-			bytes.EqualFold(name, hTE), bytes.EqualFold(name, hUpgrade):
+		case hdrKeepAlive, hdrProxyConnection, hdrProxyAuthn, hdrProxyAuthz, hdrTE, hdrUpgrade:
 			f.drop = true
 		}
 	}
@@ -411,11 +484,11 @@ func parseResponse(head []byte, h *responseHead) error {
 		// not forwarded.
 		h.contentLength = -1
 		for i := range h.fields {
-			if bytes.EqualFold(head[h.fields[i].name[0]:h.fields[i].name[1]], hContentLength) {
+			if lookupHdr(head[h.fields[i].name[0]:h.fields[i].name[1]]) == hdrContentLength {
 				h.fields[i].drop = true
 			}
 		}
 	}
-	dropNamed(head, h.fields, names[:nNames])
+	conn.drop(head, h.fields)
 	return nil
 }

@@ -101,6 +101,8 @@ func TestParseResponse(t *testing.T) {
 		{name: "close", head: "HTTP/1.1 200 OK\r\nConnection: close, X-Hop\r\nX-Hop: 1\r\n\r\n", code: 200, len: -1, close: true, dropped: []string{"Connection", "X-Hop"}},
 		{name: "HTTP/1.0 closes", head: "HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", code: 200, len: 1, close: true},
 		{name: "HTTP/1.0 keep-alive", head: "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\n", code: 200, len: 1, dropped: []string{"Connection"}},
+		{name: "HTTP/1.0 ignores transfer codings", head: "HTTP/1.0 200 OK\r\nTransfer-Encoding: Chunked\r\nContent-Length: 3\r\n\r\n", code: 200, len: 3, close: true,
+			dropped: []string{"Transfer-Encoding"}},
 		{name: "early hints", head: "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", code: 103, len: -1},
 		{name: "gzip transfer coding", head: "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", err: "Transfer-Encoding"},
 		{name: "conflicting lengths", head: "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", err: "Content-Length"},
@@ -283,4 +285,72 @@ func FuzzCopyChunked(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Heads like a browser's request and a typical application response, with Connection
+// tokens so that every branch of the header loop runs.
+var (
+	benchRequest = []byte("GET /api/items?page=2 HTTP/1.1\r\nHost: shop.example\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64)\r\n" +
+		"Accept: text/html,application/xhtml+xml\r\nAccept-Language: en-GB,en;q=0.9\r\nAccept-Encoding: gzip, deflate\r\n" +
+		"Connection: keep-alive, X-Trace\r\nX-Trace: 1\r\nCookie: session=abc123\r\n\r\n")
+	benchResponse = []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1234\r\nDate: Wed, 25 Nov 2026 08:00:00 GMT\r\n" +
+		"Cache-Control: no-store\r\nConnection: keep-alive, X-Internal\r\nX-Internal: 1\r\n\r\n")
+)
+
+func TestParseAllocatesNothing(t *testing.T) {
+	var req requestHead
+	var resp responseHead
+	allocs := testing.AllocsPerRun(100, func() {
+		if !parseRequest(benchRequest, &req) {
+			t.Fatal("request refused")
+		}
+		if err := parseResponse(benchResponse, &resp); err != nil {
+			t.Fatal(err)
+		}
+	})
+	require.Zero(t, allocs)
+	require.True(t, req.fields[5].drop && req.fields[6].drop && !req.fields[7].drop, "Connection and the field it names are dropped")
+	require.True(t, resp.fields[4].drop && resp.fields[5].drop && !resp.fields[3].drop)
+}
+
+func BenchmarkParseRequest(b *testing.B) {
+	var h requestHead
+	b.SetBytes(int64(len(benchRequest)))
+	for b.Loop() {
+		parseRequest(benchRequest, &h)
+	}
+}
+
+func BenchmarkParseResponse(b *testing.B) {
+	var h responseHead
+	b.SetBytes(int64(len(benchResponse)))
+	for b.Loop() {
+		_ = parseResponse(benchResponse, &h)
+	}
+}
+
+func TestLookupHdr(t *testing.T) {
+	for h, name := range hdrNames {
+		if name == "" {
+			continue
+		}
+		for _, variant := range []string{name, strings.ToUpper(name), strings.ToTitle(name[:1]) + name[1:]} {
+			require.Equal(t, hdr(h), lookupHdr([]byte(variant)), variant)
+		}
+		// One byte off in every position, including the case-folding neighbours of
+		// '-' and digits ('\r' is '-' with bit 0x20 cleared).
+		for i := range len(name) {
+			for _, c := range []byte{name[i] ^ 0x20, name[i] + 1, 0} {
+				if c == name[i] || c >= 'A' && c <= 'Z' && c+('a'-'A') == name[i] {
+					continue
+				}
+				b := []byte(name)
+				b[i] = c
+				require.Equal(t, hdrOther, lookupHdr(b), "%q", b)
+			}
+		}
+	}
+	require.Equal(t, hdrOther, lookupHdr(nil))
+	require.Equal(t, hdrOther, lookupHdr([]byte(strings.Repeat("x", 100))))
+	require.Equal(t, hdrOther, lookupHdr([]byte("x-forwarded-prot")))
 }
