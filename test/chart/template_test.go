@@ -298,6 +298,27 @@ tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
 	}
 }
 
+// TestSchemaAccepts checks the schema lets through the values next to those
+// TestSchemaRejects refuses, so that each rejection is about what it claims.
+func TestSchemaAccepts(t *testing.T) {
+	h := newHelm(t)
+	for _, values := range []string{
+		"decider: {replicas: 1, leaderElection: {enabled: false}}",
+		"decider: {replicas: 3, leaderElection: {enabled: true}}",
+		"collector: {replicas: 1}",
+		"serviceMonitor: {enabled: true, interval: 1m30s}",
+		"serviceMonitor: {enabled: true, interval: 500ms}",
+		"webhook: {certManager: {enabled: true, issuerRef: {name: corp-ca, kind: ClusterIssuer}}}",
+		"webhook: {certManager: {enabled: true, issuerRef: {}}}",
+	} {
+		t.Run(values, func(t *testing.T) {
+			if out, err := h.run("template", "rel", chartDir(t), "-f", valuesFile(t, values)); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
+	}
+}
+
 // TestSchemaRejects checks that values.schema.json refuses bad values with a message
 // naming the field.
 func TestSchemaRejects(t *testing.T) {
@@ -318,12 +339,25 @@ func TestSchemaRejects(t *testing.T) {
 		{"influxdb: {mode: external, external: {url: influx:8086}}", []string{"/influxdb/external/url"}},
 		{"decidr: {replicas: 2}", []string{"decidr"}},
 		{"influxdb: {bucket: other/autogen}", []string{"influxdb.bucket", "influxdb.internal.database"}},
+		// Two deciders without leader election would both act: the error names both ways out.
+		{"decider: {replicas: 2, leaderElection: {enabled: false}}", []string{"/decider/replicas", "maximum", "/decider/leaderElection/enabled", "true"}},
+		// The collector has no leader election or sharding.
+		{"collector: {replicas: 2}", []string{"/collector/replicas", "maximum"}},
+		// The Prometheus Operator refuses Go durations with fractions or units it lacks.
+		{"serviceMonitor: {enabled: true, interval: 1.5s}", []string{"/serviceMonitor/interval"}},
+		{"serviceMonitor: {enabled: true, interval: 100us}", []string{"/serviceMonitor/interval"}},
+		{"serviceMonitor: {enabled: true, interval: ''}", []string{"/serviceMonitor/interval"}},
+		// An issuerRef without a name would be silently replaced by the self-signed Issuer.
+		{"webhook: {certManager: {enabled: true, issuerRef: {kind: ClusterIssuer}}}", []string{"/webhook/certManager/issuerRef", "name"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.values, func(t *testing.T) {
 			_, err := h.run("template", "rel", chartDir(t), "-f", valuesFile(t, tc.values))
 			if err == nil {
 				t.Fatalf("values %q were accepted", tc.values)
+			}
+			if !strings.Contains(err.Error(), "schema") && !strings.Contains(err.Error(), "influxdb.bucket") {
+				t.Errorf("refused, but not by the schema:\n%v", err)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
