@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -66,11 +67,19 @@ func (c *WriterConfig) defaults() {
 // It keeps its own buffer rather than the client's non-blocking WriteAPI because every
 // point dropped past the bound must be counted: the client's retry buffer discards old
 // batches with only a log line.
+//
+// On InfluxDB 1.x a bucket is "database/retention-policy"; when the database does not
+// exist, the writer creates it (CREATE DATABASE, a no-op when it exists; the token's
+// user must then be an admin) and retries the batch.
 type Writer struct {
 	cfg    WriterConfig
 	client influxdb2.Client
 	api    api.WriteAPIBlocking
+	http   *http.Client // InfluxDB 1.x's /ping and /query, to create the database
 	log    *zap.Logger
+	// creations counts CREATE DATABASE attempts since the last successful write (loop
+	// goroutine only): a database that stays missing after maxCreations is given up.
+	creations int
 
 	mu      sync.Mutex
 	buf     []*write.Point
@@ -95,6 +104,7 @@ func NewWriter(cfg WriterConfig, reg prometheus.Registerer, log *zap.Logger) (*W
 	client := influxdb2.NewClientWithOptions(cfg.URL, cfg.Token, opts)
 	w := &Writer{
 		cfg: cfg, client: client, api: client.WriteAPIBlocking(cfg.Org, cfg.Bucket), log: log,
+		http: &http.Client{Timeout: cfg.Timeout},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 		written: prometheus.NewCounter(prometheus.CounterOpts{Name: cfg.MetricsPrefix + "_points_written_total", Help: "Points InfluxDB accepted."}),
 		retried: prometheus.NewCounter(prometheus.CounterOpts{Name: cfg.MetricsPrefix + "_points_retried_total", Help: "Points in batches that failed and were kept for another attempt."}),
@@ -192,6 +202,24 @@ func (w *Writer) flush(ctx context.Context) error {
 		cancel()
 		if err != nil {
 			w.failed.Inc()
+			if missingDatabase(err) && w.creations < maxCreations {
+				// InfluxDB 1.x without the bucket's database: create it and retry the
+				// batch after the backoff (a new database can refuse writes for a moment).
+				w.creations++
+				version, cerr := w.createDatabase(ctx)
+				switch {
+				case cerr == nil:
+					w.log.Info("created the InfluxDB database", zap.String("database", v1Database(w.cfg.Bucket)), zap.String("version", version))
+					w.retried.Add(float64(n))
+					return err
+				case !refused(cerr) && w.creations < maxCreations:
+					w.retried.Add(float64(n)) // InfluxDB did not answer: ask again after the backoff
+					return fmt.Errorf("create the database: %w", cerr)
+				}
+				w.creations = maxCreations
+				w.log.Error("the InfluxDB database does not exist and cannot be created: create it, or give the token of an admin user",
+					zap.String("database", v1Database(w.cfg.Bucket)), zap.String("version", version), zap.Error(cerr))
+			}
 			if permanent(err) {
 				// A batch InfluxDB refuses (bad data, unknown database) will never be
 				// accepted: drop it, counted, instead of blocking everything behind it.
@@ -205,8 +233,13 @@ func (w *Writer) flush(ctx context.Context) error {
 		}
 		w.removeHead(batch)
 		w.written.Add(float64(n))
+		w.creations = 0
 	}
 }
+
+// maxCreations bounds the CREATE DATABASE attempts for one missing database; past it,
+// batches InfluxDB refuses as "database not found" are dropped like any refused batch.
+const maxCreations = 5
 
 // removeHead removes batch from the buffer's head, unless Write already evicted those
 // points to make room (then only what is left of them goes).

@@ -81,7 +81,7 @@ func TestTemplate(t *testing.T) {
 		name: "defaults",
 		check: func(t *testing.T, r rendered) {
 			want := map[string]int{
-				"CustomResourceDefinition": 1, "Deployment": 3, "StatefulSet": 1, "Service": 4,
+				"CustomResourceDefinition": 1, "Deployment": 3, "StatefulSet": 1, "Service": 5,
 				"ServiceAccount": 3, "ClusterRole": 3, "ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1,
 				"Secret": 1, "MutatingWebhookConfiguration": 1, "ConfigMap": 1, "Lease": 1,
 			}
@@ -169,6 +169,15 @@ func TestTemplate(t *testing.T) {
 			}
 			if len(sts.Spec.VolumeClaimTemplates) != 1 || sts.Spec.PersistentVolumeClaimRetentionPolicy.WhenDeleted != appsv1.DeletePersistentVolumeClaimRetentionPolicyType {
 				t.Errorf("influxdb PVC template %v, retention %+v", sts.Spec.VolumeClaimTemplates, sts.Spec.PersistentVolumeClaimRetentionPolicy)
+			}
+			// The governing Service is headless (stable pod DNS); clients use the other one.
+			gov := convert[corev1.Service](t, r.find("Service", sts.Spec.ServiceName))
+			if gov.Spec.ClusterIP != corev1.ClusterIPNone || !mapsSubset(gov.Spec.Selector, sts.Spec.Template.Labels) {
+				t.Errorf("StatefulSet serviceName %q: clusterIP %q selector %v", sts.Spec.ServiceName, gov.Spec.ClusterIP, gov.Spec.Selector)
+			}
+			client := convert[corev1.Service](t, r.find("Service", "rel-qas-influxdb"))
+			if client.Spec.ClusterIP == corev1.ClusterIPNone || sts.Spec.ServiceName == client.Name {
+				t.Errorf("the clients' Service rel-qas-influxdb must keep a cluster IP (serviceName %q)", sts.Spec.ServiceName)
 			}
 
 			cm := convert[corev1.ConfigMap](t, r.find("ConfigMap", "rel-qas-dashboards"))
@@ -366,6 +375,15 @@ func TestSchemaRejects(t *testing.T) {
 			}
 		})
 	}
+}
+
+func mapsSubset(sub, of map[string]string) bool {
+	for k, v := range sub {
+		if of[k] != v {
+			return false
+		}
+	}
+	return len(sub) > 0
 }
 
 func mapsEqual(a, b map[string]int) bool {
