@@ -77,9 +77,11 @@ type Writer struct {
 	api    api.WriteAPIBlocking
 	http   *http.Client // InfluxDB 1.x's /ping and /query, to create the database
 	log    *zap.Logger
-	// creations counts CREATE DATABASE attempts since the last successful write (loop
-	// goroutine only): a database that stays missing after maxCreations is given up.
-	creations int
+	// Creating the database (flush only, which runs on the loop goroutine or, after it
+	// stopped, in Close): when it was created, and whether InfluxDB refused to create it
+	// (no admin, not 1.x), until a write succeeds.
+	created   time.Time
+	dbRefused bool
 
 	mu      sync.Mutex
 	buf     []*write.Point
@@ -202,23 +204,17 @@ func (w *Writer) flush(ctx context.Context) error {
 		cancel()
 		if err != nil {
 			w.failed.Inc()
-			if missingDatabase(err) && w.creations < maxCreations {
-				// InfluxDB 1.x without the bucket's database: create it and retry the
-				// batch after the backoff (a new database can refuse writes for a moment).
-				w.creations++
-				version, cerr := w.createDatabase(ctx)
-				switch {
-				case cerr == nil:
-					w.log.Info("created the InfluxDB database", zap.String("database", v1Database(w.cfg.Bucket)), zap.String("version", version))
+			if missingDatabase(err) && !w.dbRefused {
+				// InfluxDB 1.x without the bucket's database: create it, and keep the
+				// batch for another attempt (unless InfluxDB refuses to create it).
+				if cerr := w.ensureDatabase(ctx); cerr != nil {
 					w.retried.Add(float64(n))
-					return err
-				case !refused(cerr) && w.creations < maxCreations:
-					w.retried.Add(float64(n)) // InfluxDB did not answer: ask again after the backoff
-					return fmt.Errorf("create the database: %w", cerr)
+					return cerr
 				}
-				w.creations = maxCreations
-				w.log.Error("the InfluxDB database does not exist and cannot be created: create it, or give the token of an admin user",
-					zap.String("database", v1Database(w.cfg.Bucket)), zap.String("version", version), zap.Error(cerr))
+				if !w.dbRefused {
+					w.retried.Add(float64(n))
+					return fmt.Errorf("%w: %v", errDatabaseCreated, err)
+				}
 			}
 			if permanent(err) {
 				// A batch InfluxDB refuses (bad data, unknown database) will never be
@@ -233,13 +229,42 @@ func (w *Writer) flush(ctx context.Context) error {
 		}
 		w.removeHead(batch)
 		w.written.Add(float64(n))
-		w.creations = 0
+		w.dbRefused = false
 	}
 }
 
-// maxCreations bounds the CREATE DATABASE attempts for one missing database; past it,
-// batches InfluxDB refuses as "database not found" are dropped like any refused batch.
-const maxCreations = 5
+// errDatabaseCreated: the batch failed because the database did not exist; it exists
+// now (a new database can refuse writes for a moment), so the batch waits for another
+// attempt.
+var errDatabaseCreated = errors.New("the database was just created")
+
+// createGrace is how long after creating the database a "database not found" counts as
+// InfluxDB catching up rather than the database having gone again.
+const createGrace = time.Minute
+
+// ensureDatabase creates the bucket's database after a write found it missing, unless
+// it created it within createGrace. When InfluxDB refuses (no admin, not 1.x) it logs
+// what to do and sets dbRefused: until a write succeeds, such batches are dropped like
+// any batch InfluxDB refuses. It returns an error only when InfluxDB did not answer.
+func (w *Writer) ensureDatabase(ctx context.Context) error {
+	if !w.created.IsZero() && time.Since(w.created) < createGrace {
+		return nil
+	}
+	version, err := w.createDatabase(ctx)
+	switch {
+	case err == nil:
+		w.created = time.Now()
+		w.log.Info("created the InfluxDB database", zap.String("database", v1Database(w.cfg.Bucket)), zap.String("version", version))
+		return nil
+	case refused(err):
+		w.dbRefused = true
+		w.log.Error("the InfluxDB database does not exist and cannot be created: create it, or give the token of an admin user",
+			zap.String("database", v1Database(w.cfg.Bucket)), zap.String("version", version), zap.Error(err))
+		return nil
+	default:
+		return fmt.Errorf("create the database: %w", err)
+	}
+}
 
 // removeHead removes batch from the buffer's head, unless Write already evicted those
 // points to make room (then only what is left of them goes).
@@ -269,12 +294,27 @@ func (w *Writer) Close(ctx context.Context) error {
 	close(w.stop)
 	<-w.stopped
 	err := w.flush(ctx)
+	for errors.Is(err, errDatabaseCreated) && time.Since(w.created) < createGrace && sleep(ctx, w.cfg.MinBackoff) {
+		err = w.flush(ctx) // the database this flush created is about to accept writes
+	}
 	if left := w.Buffered(); left > 0 {
 		w.dropped.Add(float64(left))
 		w.log.Error("influx writer closed with unwritten points", zap.Int("dropped", left), zap.Error(err))
 	}
 	w.client.Close()
 	return err
+}
+
+// sleep waits d unless ctx ends first; it reports whether it waited the whole time.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // permanent reports whether InfluxDB refused the data itself (4xx other than 429), as

@@ -155,8 +155,24 @@ func TestWriterCreatesTheMissingDatabase(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, dbs, influxtest.Database)
 	created := logs.FilterMessage("created the InfluxDB database").All()
-	require.NotEmpty(t, created)
+	require.Len(t, created, 1)
 	require.Equal(t, "1.8.10", created[0].ContextMap()["version"], "the version /ping reports")
+
+	// Closed before its first flush (a decider stopping right after its first
+	// decision): Close creates the database and still delivers.
+	core, logs2 := observer.New(zap.InfoLevel)
+	w2, err := NewWriter(WriterConfig{URL: srv.URL, Bucket: "fresh/autogen", FlushInterval: time.Hour,
+		MinBackoff: 50 * time.Millisecond}, nil, zap.New(core))
+	require.NoError(t, err)
+	w2.Write(points("fresh", 0, 3)...)
+	require.NoError(t, w2.Close(context.Background()))
+	written, _, dropped = w2.Counts()
+	require.Equal(t, 3.0, written)
+	require.Zero(t, dropped)
+	require.Equal(t, 1, logs2.FilterMessage("created the InfluxDB database").Len())
+	dbs, err = srv.Databases()
+	require.NoError(t, err)
+	require.Contains(t, dbs, "fresh")
 }
 
 // TestWriterCreatesTheDatabaseOnlyAsAdmin: with authentication on, CREATE DATABASE
