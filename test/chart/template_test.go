@@ -1,6 +1,10 @@
 package chart
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -184,6 +188,7 @@ func TestTemplate(t *testing.T) {
 			if cm.Labels["grafana_dashboard"] != "1" || cm.Data["qas-workload.json"] == "" || cm.Data["qas-nodes.json"] == "" {
 				t.Errorf("dashboards ConfigMap labels %v, keys %v", cm.Labels, keys(cm.Data))
 			}
+			checkDashboardsConfigMap(t, cm, "qas/autogen")
 		},
 	}, {
 		name: "external InfluxDB, cert-manager, ServiceMonitor, dry run",
@@ -203,8 +208,14 @@ dashboards: {label: my_dashboards, labelValue: "yes"}
 `,
 		check: func(t *testing.T, r rendered) {
 			k := r.kinds()
-			if k["StatefulSet"] != 0 || k["Secret"] != 0 || k["Role"] != 0 || k["ServiceMonitor"] != 2 || k["Certificate"] != 1 || k["Issuer"] != 1 {
+			if k["StatefulSet"] != 0 || k["Secret"] != 1 || k["Role"] != 0 || k["ServiceMonitor"] != 2 || k["Certificate"] != 1 || k["Issuer"] != 1 {
 				t.Errorf("kinds = %v", k)
+			}
+			// The chart owns the Secret cert-manager fills, so that uninstall removes it;
+			// it has the type and keys cert-manager applies (a Secret's type is immutable).
+			sec := convert[corev1.Secret](t, r.find("Secret", "rel-qas-webhook-cert"))
+			if sec.Type != corev1.SecretTypeTLS || len(sec.Data) != 2 || sec.Data["tls.crt"] == nil || sec.Data["tls.key"] == nil {
+				t.Errorf("cert-manager's Secret: type %q data %v, want kubernetes.io/tls with empty tls.crt and tls.key", sec.Type, sec.Data)
 			}
 			for _, name := range []string{"rel-qas-decider", "rel-qas-collector"} {
 				d := convert[appsv1.Deployment](t, r.find("Deployment", name))
@@ -229,8 +240,8 @@ dashboards: {label: my_dashboards, labelValue: "yes"}
 			}
 			wh := convert[appsv1.Deployment](t, r.find("Deployment", "rel-qas-webhook"))
 			wc := container(t, wh, "webhook")
-			if !hasArg(wc, "--cert-dir=/etc/qas/webhook-tls") || hasArg(wc, "--secret=rel-qas-webhook-tls") ||
-				len(wc.VolumeMounts) != 1 || wh.Spec.Template.Spec.Volumes[0].Secret.SecretName != "rel-qas-webhook-tls" {
+			if !hasArg(wc, "--cert-dir=/etc/qas/webhook-tls") || slices.ContainsFunc(wc.Args, func(a string) bool { return strings.HasPrefix(a, "--secret=") }) ||
+				len(wc.VolumeMounts) != 1 || wh.Spec.Template.Spec.Volumes[0].Secret.SecretName != "rel-qas-webhook-cert" {
 				t.Errorf("webhook with cert-manager: args %v mounts %v volumes %v", wc.Args, wc.VolumeMounts, wh.Spec.Template.Spec.Volumes)
 			}
 			mwc := convert[admissionregistrationv1.MutatingWebhookConfiguration](t, r.find("MutatingWebhookConfiguration", "rel-qas-inject"))
@@ -240,7 +251,7 @@ dashboards: {label: my_dashboards, labelValue: "yes"}
 			cert := r.find("Certificate", "rel-qas-webhook")
 			names, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
 			secret, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
-			if !slices.Contains(names, "rel-qas-webhook.qas-system.svc") || secret != "rel-qas-webhook-tls" {
+			if !slices.Contains(names, "rel-qas-webhook.qas-system.svc") || secret != "rel-qas-webhook-cert" {
 				t.Errorf("certificate dnsNames %v secret %q", names, secret)
 			}
 			sm := r.find("ServiceMonitor", "rel-qas-decider")
@@ -258,6 +269,7 @@ dashboards: {label: my_dashboards, labelValue: "yes"}
 			if cm.GetLabels()["my_dashboards"] != "yes" {
 				t.Errorf("dashboards labels %v", cm.GetLabels())
 			}
+			checkDashboardsConfigMap(t, convert[corev1.ConfigMap](t, cm), "metrics/autogen")
 		},
 	}, {
 		name: "webhook off, no persistence, no dashboards, leader election off",
@@ -304,6 +316,42 @@ tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
 			}
 			tc.check(t, h.template(t, tc.values))
 		})
+	}
+}
+
+// checkDashboardsConfigMap: the ConfigMap holds every dashboard of charts/qas/dashboards
+// unchanged but for the bucket variable, which defaults to the chart's bucket.
+func checkDashboardsConfigMap(t *testing.T, cm *corev1.ConfigMap, bucket string) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(chartDir(t), "dashboards", "*.json"))
+	if err != nil || len(files) == 0 || len(cm.Data) != len(files) {
+		t.Fatalf("ConfigMap keys %v, dashboards %v (%v)", keys(cm.Data), files, err)
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want, got map[string]any
+		if err := json.Unmarshal(raw, &want); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(cm.Data[filepath.Base(f)]), &got); err != nil {
+			t.Fatalf("%s in the ConfigMap: %v", filepath.Base(f), err)
+		}
+		found := false
+		for _, v := range want["templating"].(map[string]any)["list"].([]any) {
+			if v := v.(map[string]any); v["name"] == "bucket" {
+				v["query"], v["current"] = bucket, map[string]any{"text": bucket, "value": bucket}
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s has no bucket variable", filepath.Base(f))
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s in the ConfigMap is not the file with bucket %q:\n%s", filepath.Base(f), bucket, cm.Data[filepath.Base(f)])
+		}
 	}
 }
 
