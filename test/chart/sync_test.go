@@ -130,6 +130,7 @@ influxdb: {mode: external, org: my-org, external: {url: "http://influx:8086", to
 webhook: {certManager: {enabled: true}}
 decider: {dryRun: true}`,
 		"no leader election": `decider: {replicas: 1, leaderElection: {enabled: false}}`,
+		"sidecar pull secrets": `webhook: {proxy: {imagePullSecrets: [{name: regcred}], resources: {limits: {cpu: "2"}}}}`,
 	}
 	for name, values := range variants {
 		t.Run(name, func(t *testing.T) {

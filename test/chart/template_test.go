@@ -140,6 +140,10 @@ func TestTemplate(t *testing.T) {
 					t.Errorf("webhook args %v lack %s", wc.Args, a)
 				}
 			}
+			if !hasArg(wc, `--proxy-resources={"limits":{"memory":"128Mi"},"requests":{"cpu":"50m","memory":"32Mi"}}`) ||
+				slices.ContainsFunc(wc.Args, func(a string) bool { return strings.HasPrefix(a, "--proxy-image-pull-secrets") }) {
+				t.Errorf("webhook args %v: want the default sidecar resources and no pull secrets", wc.Args)
+			}
 			if wc.ReadinessProbe == nil || wc.ReadinessProbe.HTTPGet.Scheme != corev1.URISchemeHTTPS {
 				t.Errorf("webhook readiness probe %+v, want HTTPS /healthz", wc.ReadinessProbe)
 			}
@@ -295,6 +299,28 @@ tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
 			}
 		},
 	}, {
+		name: "webhook: sidecar resources, pull secrets, extra arguments",
+		values: `
+webhook:
+  proxy:
+    resources: {requests: {cpu: 200m}, limits: {cpu: "1", memory: 1Gi}}
+    imagePullSecrets: [{name: regcred}, {name: mirror}]
+  extraArgs: [--log-level=debug]
+`,
+		check: func(t *testing.T, r rendered) {
+			wc := container(t, convert[appsv1.Deployment](t, r.find("Deployment", "rel-qas-webhook")), "webhook")
+			// Helm merges the values with the defaults: requests.memory stays 32Mi.
+			for _, a := range []string{`--proxy-resources={"limits":{"cpu":"1","memory":"1Gi"},"requests":{"cpu":"200m","memory":"32Mi"}}`,
+				"--proxy-image-pull-secrets=regcred,mirror"} {
+				if !hasArg(wc, a) {
+					t.Errorf("webhook args %v lack %s", wc.Args, a)
+				}
+			}
+			if last := wc.Args[len(wc.Args)-1]; last != "--log-level=debug" {
+				t.Errorf("webhook args %v: extraArgs must come last (the flag parser keeps the last value)", wc.Args)
+			}
+		},
+	}, {
 		name:   "keep the InfluxDB volume",
 		values: `influxdb: {internal: {persistence: {keep: true, storageClass: fast}}}`,
 		check: func(t *testing.T, r rendered) {
@@ -406,6 +432,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"serviceMonitor: {enabled: true, interval: ''}", []string{"/serviceMonitor/interval"}},
 		// An issuerRef without a name would be silently replaced by the self-signed Issuer.
 		{"webhook: {certManager: {enabled: true, issuerRef: {kind: ClusterIssuer}}}", []string{"/webhook/certManager/issuerRef", "name"}},
+		{"webhook: {proxy: {imagePullSecrets: [regcred]}}", []string{"/webhook/proxy/imagePullSecrets/0"}},
+		{"webhook: {proxy: {resources: {request: {cpu: 1}}}}", []string{"/webhook/proxy/resources", "request"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.values, func(t *testing.T) {
