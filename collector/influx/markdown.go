@@ -13,7 +13,8 @@ func Markdown() string {
 Generated from ` + "`collector/influx/schema.go`" + ` (a test keeps this file in step: ` +
 		"`QAS_UPDATE_DOCS=1 go test ./collector/influx -run TestDocsMatchSchema`" + `).
 
-Database ` + "`qas`" + ` (bucket ` + "`qas/autogen`" + ` on InfluxDB 1.8 through the v2 API). Tags are few and bounded:
+Database ` + "`qas`" + ` (bucket ` + "`qas/autogen`" + ` on InfluxDB 1.8 through the v2 API; the writers create the database
+when it is missing). Tags are few and bounded:
 namespace, workload, pod, node, queueautoscaler and action. Pods come and go, so ` + "`qas_pod`" + ` grows with
 pod churn; keep its retention short.
 

@@ -73,8 +73,9 @@ var Schema = []Measurement{
 		},
 	},
 	{
-		Name: Decision, Help: "One decider decision with the inputs it used (for annotations and explanations).",
-		Tags: []string{"namespace", "queueautoscaler", "action"},
+		Name: Decision, Help: "One decider decision with the inputs it used (for annotations and explanations). " +
+			"The workload tag is the scaled workload (the QueueAutoscaler's scaleTargetRef.name), as in qas_workload and qas_pod.",
+		Tags: []string{"namespace", "queueautoscaler", "workload", "action"},
 		Fields: []Field{
 			{"current_replicas", "1", "replicas before the decision"},
 			{"desired_replicas", "1", "replicas decided"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -66,11 +67,21 @@ func (c *WriterConfig) defaults() {
 // It keeps its own buffer rather than the client's non-blocking WriteAPI because every
 // point dropped past the bound must be counted: the client's retry buffer discards old
 // batches with only a log line.
+//
+// On InfluxDB 1.x a bucket is "database/retention-policy"; when the database does not
+// exist, the writer creates it (CREATE DATABASE, a no-op when it exists; the token's
+// user must then be an admin) and retries the batch.
 type Writer struct {
 	cfg    WriterConfig
 	client influxdb2.Client
 	api    api.WriteAPIBlocking
+	http   *http.Client // InfluxDB 1.x's /ping and /query, to create the database
 	log    *zap.Logger
+	// Creating the database (flush only, which runs on the loop goroutine or, after it
+	// stopped, in Close): when it was created, and whether InfluxDB refused to create it
+	// (no admin, not 1.x), until a write succeeds.
+	created   time.Time
+	dbRefused bool
 
 	mu      sync.Mutex
 	buf     []*write.Point
@@ -95,6 +106,7 @@ func NewWriter(cfg WriterConfig, reg prometheus.Registerer, log *zap.Logger) (*W
 	client := influxdb2.NewClientWithOptions(cfg.URL, cfg.Token, opts)
 	w := &Writer{
 		cfg: cfg, client: client, api: client.WriteAPIBlocking(cfg.Org, cfg.Bucket), log: log,
+		http: &http.Client{Timeout: cfg.Timeout},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 		written: prometheus.NewCounter(prometheus.CounterOpts{Name: cfg.MetricsPrefix + "_points_written_total", Help: "Points InfluxDB accepted."}),
 		retried: prometheus.NewCounter(prometheus.CounterOpts{Name: cfg.MetricsPrefix + "_points_retried_total", Help: "Points in batches that failed and were kept for another attempt."}),
@@ -192,6 +204,18 @@ func (w *Writer) flush(ctx context.Context) error {
 		cancel()
 		if err != nil {
 			w.failed.Inc()
+			if missingDatabase(err) && !w.dbRefused {
+				// InfluxDB 1.x without the bucket's database: create it, and keep the
+				// batch for another attempt (unless InfluxDB refuses to create it).
+				if cerr := w.ensureDatabase(ctx); cerr != nil {
+					w.retried.Add(float64(n))
+					return cerr
+				}
+				if !w.dbRefused {
+					w.retried.Add(float64(n))
+					return fmt.Errorf("%w: %v", errDatabaseCreated, err)
+				}
+			}
 			if permanent(err) {
 				// A batch InfluxDB refuses (bad data, unknown database) will never be
 				// accepted: drop it, counted, instead of blocking everything behind it.
@@ -205,6 +229,40 @@ func (w *Writer) flush(ctx context.Context) error {
 		}
 		w.removeHead(batch)
 		w.written.Add(float64(n))
+		w.dbRefused = false
+	}
+}
+
+// errDatabaseCreated: the batch failed because the database did not exist; it exists
+// now (a new database can refuse writes for a moment), so the batch waits for another
+// attempt.
+var errDatabaseCreated = errors.New("the database was just created")
+
+// createGrace is how long after creating the database a "database not found" counts as
+// InfluxDB catching up rather than the database having gone again.
+const createGrace = time.Minute
+
+// ensureDatabase creates the bucket's database after a write found it missing, unless
+// it created it within createGrace. When InfluxDB refuses (no admin, not 1.x) it logs
+// what to do and sets dbRefused: until a write succeeds, such batches are dropped like
+// any batch InfluxDB refuses. It returns an error only when InfluxDB did not answer.
+func (w *Writer) ensureDatabase(ctx context.Context) error {
+	if !w.created.IsZero() && time.Since(w.created) < createGrace {
+		return nil
+	}
+	version, err := w.createDatabase(ctx)
+	switch {
+	case err == nil:
+		w.created = time.Now()
+		w.log.Info("created the InfluxDB database", zap.String("database", v1Database(w.cfg.Bucket)), zap.String("version", version))
+		return nil
+	case refused(err):
+		w.dbRefused = true
+		w.log.Error("the InfluxDB database does not exist and cannot be created: create it, or give the token of an admin user",
+			zap.String("database", v1Database(w.cfg.Bucket)), zap.String("version", version), zap.Error(err))
+		return nil
+	default:
+		return fmt.Errorf("create the database: %w", err)
 	}
 }
 
@@ -236,12 +294,27 @@ func (w *Writer) Close(ctx context.Context) error {
 	close(w.stop)
 	<-w.stopped
 	err := w.flush(ctx)
+	for errors.Is(err, errDatabaseCreated) && time.Since(w.created) < createGrace && sleep(ctx, w.cfg.MinBackoff) {
+		err = w.flush(ctx) // the database this flush created is about to accept writes
+	}
 	if left := w.Buffered(); left > 0 {
 		w.dropped.Add(float64(left))
 		w.log.Error("influx writer closed with unwritten points", zap.Int("dropped", left), zap.Error(err))
 	}
 	w.client.Close()
 	return err
+}
+
+// sleep waits d unless ctx ends first; it reports whether it waited the whole time.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // permanent reports whether InfluxDB refused the data itself (4xx other than 429), as

@@ -27,7 +27,7 @@ func points(measurement string, from, n int) []*write.Point {
 
 // count returns how many points of measurement InfluxDB holds, through a Flux query.
 func count(t *testing.T, srv *influxtest.Server, measurement string) int64 {
-	client := influxdb2.NewClient(srv.URL, "")
+	client := influxdb2.NewClient(srv.URL, srv.Token)
 	defer client.Close()
 	res, err := client.QueryAPI("").Query(context.Background(), fmt.Sprintf(
 		`from(bucket: %q) |> range(start: -1h) |> filter(fn: (r) => r._measurement == %q) |> count()`, influxtest.Bucket, measurement))
@@ -43,6 +43,9 @@ func count(t *testing.T, srv *influxtest.Server, measurement string) int64 {
 func newWriter(t *testing.T, srv *influxtest.Server, cfg WriterConfig) (*Writer, *observer.ObservedLogs) {
 	core, logs := observer.New(zap.InfoLevel)
 	cfg.URL, cfg.Bucket = srv.URL, influxtest.Bucket
+	if cfg.Token == "" {
+		cfg.Token = srv.Token
+	}
 	if cfg.FlushInterval == 0 {
 		cfg.FlushInterval = 50 * time.Millisecond
 	}
@@ -115,15 +118,89 @@ func TestWriterOutageBeyondBufferIsCountedAndLogged(t *testing.T) {
 
 func TestWriterDropsWhatInfluxRefuses(t *testing.T) {
 	srv := influxtest.Start(t)
-	core, logs := observer.New(zap.InfoLevel)
-	w, err := NewWriter(WriterConfig{URL: srv.URL, Bucket: "nosuchdb/autogen", FlushInterval: 50 * time.Millisecond}, nil, zap.New(core))
-	require.NoError(t, err)
-	w.Write(points("refused", 0, 5)...)
+	w, logs := newWriter(t, srv, WriterConfig{})
+	w.Write(points("refused", 0, 1)...) // field seq is an integer from now on
+	require.Eventually(t, func() bool { written, _, _ := w.Counts(); return written == 1 }, 30*time.Second, 20*time.Millisecond)
+	conflicting := make([]*write.Point, 5)
+	for i := range conflicting {
+		conflicting[i] = influxdb2.NewPoint("refused", map[string]string{"pod": "p"}, map[string]any{"seq": "text"}, time.Now().Add(time.Duration(i)))
+	}
+	w.Write(conflicting...)
 	require.Eventually(t, func() bool { _, _, d := w.Counts(); return d == 5 }, 30*time.Second, 20*time.Millisecond)
 	require.NoError(t, w.Close(context.Background()))
-	require.Equal(t, 1, logs.FilterMessage("influx rejected a batch; dropped").Len())
+	entries := logs.FilterMessage("influx rejected a batch; dropped").All()
+	require.Len(t, entries, 1)
+	require.Contains(t, fmt.Sprint(entries[0].ContextMap()["error"]), "field type conflict")
 	_, retried, _ := w.Counts()
 	require.Zero(t, retried, "a refused batch is not retried forever")
+}
+
+// TestWriterCreatesTheMissingDatabase: on an InfluxDB 1.8 that has no database yet (the
+// in-cluster one whose image's init script failed, or an external one), the writer
+// creates it and delivers every point.
+func TestWriterCreatesTheMissingDatabase(t *testing.T) {
+	srv := influxtest.StartWith(t, influxtest.Options{Empty: true})
+	dbs, err := srv.Databases()
+	require.NoError(t, err)
+	require.NotContains(t, dbs, influxtest.Database)
+	w, logs := newWriter(t, srv, WriterConfig{BatchPoints: 100})
+	w.Write(points("created", 0, 300)...)
+	require.Eventually(t, func() bool { return w.Buffered() == 0 }, 60*time.Second, 20*time.Millisecond)
+	require.NoError(t, w.Close(context.Background()))
+	written, _, dropped := w.Counts()
+	require.Equal(t, 300.0, written)
+	require.Zero(t, dropped)
+	require.Equal(t, int64(300), count(t, srv, "created"))
+	dbs, err = srv.Databases()
+	require.NoError(t, err)
+	require.Contains(t, dbs, influxtest.Database)
+	created := logs.FilterMessage("created the InfluxDB database").All()
+	require.Len(t, created, 1)
+	require.Equal(t, "1.8.10", created[0].ContextMap()["version"], "the version /ping reports")
+
+	// Closed before its first flush (a decider stopping right after its first
+	// decision): Close creates the database and still delivers.
+	core, logs2 := observer.New(zap.InfoLevel)
+	w2, err := NewWriter(WriterConfig{URL: srv.URL, Bucket: "fresh/autogen", FlushInterval: time.Hour,
+		MinBackoff: 50 * time.Millisecond}, nil, zap.New(core))
+	require.NoError(t, err)
+	w2.Write(points("fresh", 0, 3)...)
+	require.NoError(t, w2.Close(context.Background()))
+	written, _, dropped = w2.Counts()
+	require.Equal(t, 3.0, written)
+	require.Zero(t, dropped)
+	require.Equal(t, 1, logs2.FilterMessage("created the InfluxDB database").Len())
+	dbs, err = srv.Databases()
+	require.NoError(t, err)
+	require.Contains(t, dbs, "fresh")
+}
+
+// TestWriterCreatesTheDatabaseOnlyAsAdmin: with authentication on, CREATE DATABASE
+// needs an admin. A writer whose user is not one drops the batch and says what to do;
+// one with an admin's token creates the database.
+func TestWriterCreatesTheDatabaseOnlyAsAdmin(t *testing.T) {
+	srv := influxtest.StartWith(t, influxtest.Options{Empty: true, Auth: true})
+	require.NoError(t, srv.Query("CREATE USER writer WITH PASSWORD 'writer-password'"))
+
+	w, logs := newWriter(t, srv, WriterConfig{Token: "writer:writer-password"})
+	w.Write(points("auth", 0, 5)...)
+	require.Eventually(t, func() bool { _, _, d := w.Counts(); return d == 5 }, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, w.Close(context.Background()))
+	refused := logs.FilterMessage("the InfluxDB database does not exist and cannot be created: create it, or give the token of an admin user").All()
+	require.Len(t, refused, 1)
+	require.Contains(t, fmt.Sprint(refused[0].ContextMap()["error"]), "requires admin privilege")
+	dbs, err := srv.Databases()
+	require.NoError(t, err)
+	require.NotContains(t, dbs, influxtest.Database)
+
+	admin, _ := newWriter(t, srv, WriterConfig{Token: influxtest.AdminToken})
+	admin.Write(points("auth", 0, 5)...)
+	require.Eventually(t, func() bool { return admin.Buffered() == 0 }, 60*time.Second, 20*time.Millisecond)
+	require.NoError(t, admin.Close(context.Background()))
+	written, _, dropped := admin.Counts()
+	require.Equal(t, 5.0, written)
+	require.Zero(t, dropped)
+	require.Equal(t, int64(5), count(t, srv, "auth"))
 }
 
 func TestNewWriterValidates(t *testing.T) {

@@ -72,6 +72,9 @@ type Config struct {
 	Image     string
 	AdminPort int32
 	Resources corev1.ResourceRequirements
+	// ImagePullSecrets are added to the pod's imagePullSecrets (those it lacks), to
+	// pull Image from a private registry.
+	ImagePullSecrets []string
 }
 
 // DefaultConfig returns the default sidecar: small requests, a memory limit.
@@ -213,11 +216,11 @@ func (c Config) Mutate(pod *corev1.Pod) (Result, error) {
 		labels[k] = v
 	}
 	labels[LabelInject] = "true"
-	return Result{Patch: []PatchOp{
+	return Result{Patch: append([]PatchOp{
 		{Op: "replace", Path: "/spec/containers", Value: containers},
 		{Op: "add", Path: "/metadata/annotations", Value: ann},
 		{Op: "add", Path: "/metadata/labels", Value: labels},
-	}}, nil
+	}, c.pullSecretsPatch(pod)...)}, nil
 }
 
 func (c Config) skipped(pod *corev1.Pod, reason string) (Result, error) {

@@ -2,12 +2,16 @@ package inject
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -27,7 +31,12 @@ type Options struct {
 	CertDir       string // cert-manager mode: tls.crt and tls.key are mounted here
 	Image         string
 	AdminPort     int
-	Log           cli.LogOptions
+	// ProxyResources is the sidecar's resources as JSON (empty: DefaultConfig's).
+	ProxyResources string
+	// ProxyImagePullSecrets is a comma-separated list of Secrets the injected pods get
+	// in imagePullSecrets, to pull the proxy image.
+	ProxyImagePullSecrets string
+	Log                   cli.LogOptions
 }
 
 // FlagSet registers the webhook's flags (environment prefix QAS_WEBHOOK).
@@ -42,6 +51,8 @@ func (o *Options) FlagSet() *flag.FlagSet {
 	fs.StringVar(&o.CertDir, "cert-dir", "", "cert-manager mode: read tls.crt/tls.key from this directory and manage no Secret or caBundle")
 	fs.StringVar(&o.Image, "proxy-image", DefaultImage, "qas-proxy image to inject")
 	fs.IntVar(&o.AdminPort, "admin-port", DefaultAdminPort, "qas-proxy admin port")
+	fs.StringVar(&o.ProxyResources, "proxy-resources", "", `resources of the injected qas-proxy container as JSON, e.g. {"requests":{"cpu":"50m","memory":"32Mi"},"limits":{"memory":"128Mi"}} (empty: that default)`)
+	fs.StringVar(&o.ProxyImagePullSecrets, "proxy-image-pull-secrets", "", "comma-separated Secrets added to injected pods' imagePullSecrets for the qas-proxy image (each must exist in the pod's namespace)")
 	o.Log.Register(fs)
 	return fs
 }
@@ -58,18 +69,46 @@ func (o *Options) Validate() error {
 	case o.CertDir == "" && len(o.names()) == 0:
 		return cli.Usagef("dns-names", "at least one name is required unless --cert-dir is set")
 	}
+	if _, err := o.proxyResources(); err != nil {
+		return cli.Usagef("proxy-resources", "%v", err)
+	}
+	for _, name := range splitList(o.ProxyImagePullSecrets) {
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+			return cli.Usagef("proxy-image-pull-secrets", "%q is not a Secret name: %s", name, strings.Join(errs, "; "))
+		}
+	}
 	return nil
 }
 
-func (o *Options) names() []string {
+// proxyResources parses --proxy-resources strictly (unknown fields and bad quantities
+// are errors); empty gives DefaultConfig's.
+func (o *Options) proxyResources() (corev1.ResourceRequirements, error) {
+	if strings.TrimSpace(o.ProxyResources) == "" {
+		return DefaultConfig().Resources, nil
+	}
+	var r corev1.ResourceRequirements
+	dec := json.NewDecoder(strings.NewReader(o.ProxyResources))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return r, fmt.Errorf("not a container's resources in JSON: %w", err)
+	}
+	if dec.More() {
+		return r, errors.New("trailing data after the JSON object")
+	}
+	return r, nil
+}
+
+func splitList(s string) []string {
 	var out []string
-	for _, n := range strings.Split(o.DNSNames, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			out = append(out, n)
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
 		}
 	}
 	return out
 }
+
+func (o *Options) names() []string { return splitList(o.DNSNames) }
 
 // Run serves the webhook until ctx ends, keeping its certificate current: rotated
 // through the Secret and caBundle, or reloaded from CertDir every minute.
@@ -79,6 +118,8 @@ func Run(ctx context.Context, o Options, log *zap.Logger) error {
 	}
 	cfg := DefaultConfig()
 	cfg.Image, cfg.AdminPort = o.Image, int32(o.AdminPort)
+	cfg.Resources, _ = o.proxyResources() // checked by Validate
+	cfg.ImagePullSecrets = splitList(o.ProxyImagePullSecrets)
 	reloader := &certs.Reloader{}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -157,7 +158,12 @@ func Run(ctx context.Context, o Options, cfg *rest.Config, log *zap.Logger) erro
 	client := influxdb2.NewClient(o.InfluxURL, o.InfluxToken)
 	defer client.Close()
 	src := StoreSource{Store: &store.Flux{Query: client.QueryAPI(o.InfluxOrg), Bucket: o.InfluxBucket}, Window: o.Window, MaxPodAge: o.MaxPodAge}
-	ctrl, stopEvents, err := controller.New(cfg, src, countingSink{InfluxSink{W: w}, m}, log, clock.RealClock{})
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	sink := InfluxSink{W: w, Targets: NewTargets(ctx, dyn), Log: log}
+	ctrl, stopEvents, err := controller.New(cfg, src, countingSink{sink, m}, log, clock.RealClock{})
 	if err != nil {
 		return err
 	}

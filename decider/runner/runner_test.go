@@ -7,14 +7,17 @@ import (
 	"testing"
 	"time"
 
+	influxdb2 "github.com/influxdata/influxdb-client-go/v2"
 	"github.com/influxdata/influxdb-client-go/v2/api/write"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/qas-dev/qas/collector/influx"
 	"github.com/qas-dev/qas/collector/store"
 	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/internal/cli"
+	"github.com/qas-dev/qas/internal/testenv/influxtest"
 )
 
 func parse(t *testing.T, args []string, env map[string]string) (Options, error) {
@@ -142,14 +145,25 @@ type capture struct{ pts []*write.Point }
 
 func (c *capture) Write(p ...*write.Point) { c.pts = append(c.pts, p...) }
 
+// targetMap is a TargetLookup over a fixed map ("ns/name" -> workload).
+type targetMap map[string]string
+
+func (m targetMap) Target(_ context.Context, ns, name string) (string, error) {
+	if w, ok := m[ns+"/"+name]; ok {
+		return w, nil
+	}
+	return "", errors.New("no such QueueAutoscaler")
+}
+
 func TestDecisionPointFollowsTheSchema(t *testing.T) {
 	var c capture
+	sink := InfluxSink{W: &c, Targets: targetMap{"ns/web-qa": "web"}}
 	d := decide.Decision{Time: t0, Action: decide.ActionHorizontal, DesiredReplicas: 4, Explanation: decide.Explanation{
 		ArrivalRate: 40, ForecastArrivalRate: 50, ServiceTime: 0.05, Latency: 0.3, MeasuredLatency: 0.28, Target: 0.2,
 		Lead: 30 * time.Second, Normalized: 1.5, CurrentReplicas: 2, Reason: "L > T(1+θ)"}}
-	require.NoError(t, InfluxSink{W: &c}.RecordDecision(context.Background(), "ns", "web", d, false))
+	require.NoError(t, sink.RecordDecision(context.Background(), "ns", "web-qa", d, false))
 	held := decide.Decision{Time: t0, Explanation: decide.Explanation{Latency: mathInf(), HeldBecause: "stale data"}}
-	require.NoError(t, InfluxSink{W: &c}.RecordDecision(context.Background(), "ns", "web", held, true))
+	require.NoError(t, sink.RecordDecision(context.Background(), "ns", "web-qa", held, true))
 	require.Len(t, c.pts, 2)
 
 	schema, ok := influx.Lookup(influx.Decision)
@@ -176,6 +190,15 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 		}
 		return m
 	}
+	tags := func(p *write.Point) map[string]string {
+		m := map[string]string{}
+		for _, tg := range p.TagList() {
+			m[tg.Key] = tg.Value
+		}
+		return m
+	}
+	require.Equal(t, map[string]string{"namespace": "ns", "queueautoscaler": "web-qa", "workload": "web", "action": "horizontal"}, tags(c.pts[0]),
+		"the workload tag is the scale target, so dashboards match decisions to qas_workload")
 	f := fields(c.pts[0])
 	require.Equal(t, int64(4), f["desired_replicas"])
 	require.Equal(t, 30.0, f["lead_seconds"])
@@ -185,6 +208,43 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 	require.NotContains(t, f, "modelled_latency_seconds", "+Inf cannot be stored")
 	require.Equal(t, "held: stale data", f["reason"])
 	require.Equal(t, true, f["dry_run"])
+
+	// A QueueAutoscaler deleted before its decision is recorded: the point has no
+	// workload tag rather than a wrong one.
+	require.NoError(t, sink.RecordDecision(context.Background(), "ns", "gone", d, false))
+	require.NotContains(t, tags(c.pts[2]), "workload")
+}
+
+// TestDecisionsReachAnEmptyInfluxDB: the decider's sink, through the real writer, on an
+// InfluxDB 1.8 without the database (the in-cluster one whose init script failed):
+// the database is created and the decision lands with its workload tag.
+func TestDecisionsReachAnEmptyInfluxDB(t *testing.T) {
+	srv := influxtest.StartWith(t, influxtest.Options{Empty: true})
+	w, err := influx.NewWriter(influx.WriterConfig{URL: srv.URL, Bucket: influxtest.Bucket, FlushInterval: 50 * time.Millisecond,
+		MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, MetricsPrefix: "qas_decider"}, nil, zaptest.NewLogger(t))
+	require.NoError(t, err)
+	sink := InfluxSink{W: w, Targets: targetMap{"shop/checkout": "checkout-v2"}}
+	now := time.Now().Truncate(time.Second)
+	d := decide.Decision{Time: now, Action: decide.ActionNone, DesiredReplicas: 3, Explanation: decide.Explanation{HeldBecause: "no arrival-rate data"}}
+	require.NoError(t, sink.RecordDecision(context.Background(), "shop", "checkout", d, false))
+	require.Eventually(t, func() bool { return w.Buffered() == 0 }, time.Minute, 20*time.Millisecond)
+	require.NoError(t, w.Close(context.Background()))
+	written, _, dropped := w.Counts()
+	require.Equal(t, 1.0, written)
+	require.Zero(t, dropped)
+
+	client := influxdb2.NewClient(srv.URL, "")
+	defer client.Close()
+	res, err := client.QueryAPI("").Query(context.Background(), `from(bucket: "`+influxtest.Bucket+`") |> range(start: -1h)
+  |> filter(fn: (r) => r._measurement == "qas_decision" and r.workload == "checkout-v2" and r.queueautoscaler == "checkout")
+  |> filter(fn: (r) => r._field == "reason")`)
+	require.NoError(t, err)
+	var reasons []any
+	for res.Next() {
+		reasons = append(reasons, res.Record().Value())
+	}
+	require.NoError(t, res.Err())
+	require.Equal(t, []any{"held: no arrival-rate data"}, reasons)
 }
 
 func mathInf() float64 { return math.Inf(1) }

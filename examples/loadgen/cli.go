@@ -34,7 +34,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	if err := cli.Parse(fs, "QAS_LOADGEN", args, getenv); err != nil {
 		return cli.ExitTo(stderr, "qas-loadgen", err)
 	}
-	cfg := Config{Path: *path, Step: time.Second, MaxInFlight: *maxInFlight, Seed: *seed, Duration: *duration}
+	cfg := Config{Path: *path, Step: time.Second, MaxInFlight: *maxInFlight, Seed: *seed, Duration: *duration, ProgressEvery: *interval}
 	for _, t := range strings.Split(*targets, ",") {
 		if t = strings.TrimSpace(t); t != "" {
 			cfg.Targets = append(cfg.Targets, t)
@@ -60,9 +60,9 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 			cfg.Duration = 10 * time.Second
 		}
 	case *tracePath != "":
-		cfg.Rates, err = traceRates(*tracePath, *window, *scale, *compress)
+		cfg.Rates, cfg.Step, err = traceRates(*tracePath, *window, *scale, *compress)
 		if err == nil && cfg.Duration == 0 {
-			cfg.Duration = time.Duration(len(cfg.Rates)) * time.Second
+			cfg.Duration = time.Duration(len(cfg.Rates)) * cfg.Step
 		}
 	default:
 		err = cli.Usagef("rate", "give --rate or --trace")
@@ -87,7 +87,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	}
 	var progress func(time.Duration, Result)
 	if *watch == "" {
-		progress = Progress(stdout, cfg, *interval)
+		progress = Progress(stdout, cfg)
 	}
 	res, err := Run(ctx, cfg, client, progress)
 	if err == nil && pods != nil {
@@ -123,23 +123,21 @@ func report(ctx context.Context, client *http.Client, pods []string, before []st
 	return os.WriteFile(summary, []byte(fmt.Sprintf("%.6f %.6f %.6f\n", t.ArrivalRate, t.ServiceMean, t.P95)), 0o644)
 }
 
-// traceRates turns a trace window into one rate per replayed second.
-func traceRates(path, window string, scale float64, compress int) ([]float64, error) {
+// traceRates turns a trace window into one rate per trace second, each lasting
+// 1/compress s: N trace seconds replay in one second, and a window whose length is not
+// a multiple of N ends with its own last seconds, not with a full second at a lower
+// rate.
+func traceRates(path, window string, scale float64, compress int) ([]float64, time.Duration, error) {
 	w, err := trace.ParseWindow(window)
 	if err != nil {
-		return nil, cli.Usagef("window", "%v", err)
+		return nil, 0, cli.Usagef("window", "%v", err)
 	}
 	perSecond, err := trace.ReadFile(path, w)
 	if err != nil {
-		return nil, cli.Usagef("trace", "%v", err)
+		return nil, 0, cli.Usagef("trace", "%v", err)
 	}
-	var rates []float64
-	for i := 0; i < len(perSecond); i += compress {
-		var sum float64
-		for _, c := range perSecond[i:min(i+compress, len(perSecond))] {
-			sum += c
-		}
-		rates = append(rates, sum*scale)
+	for i := range perSecond {
+		perSecond[i] *= scale * float64(compress)
 	}
-	return rates, nil
+	return perSecond, time.Second / time.Duration(compress), nil
 }

@@ -2,12 +2,16 @@ package loadgen
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -34,12 +38,56 @@ func TestMainFlags(t *testing.T) {
 	}
 }
 
+// TestTraceRatesCompressAndScale: each trace second lasts 1/compress s at compress
+// times its rate, so every trace second keeps its requests and the last ones of a
+// window that is not a multiple of the compression take only their share of a second.
 func TestTraceRatesCompressAndScale(t *testing.T) {
 	tr := filepath.Join(t.TempDir(), "t.txt")
 	require.NoError(t, os.WriteFile(tr, []byte("1\n2\n3\n4\n5\n"), 0o600))
-	rates, err := traceRates(tr, "", 10, 2)
+	rates, step, err := traceRates(tr, "", 10, 2)
 	require.NoError(t, err)
-	require.Equal(t, []float64{30, 70, 50}, rates)
+	require.Equal(t, 500*time.Millisecond, step)
+	require.Equal(t, []float64{20, 40, 60, 80, 100}, rates)
+	var requests float64
+	for _, r := range rates {
+		requests += r * step.Seconds()
+	}
+	require.InDelta(t, 150, requests, 1e-9, "(1+2+3+4+5) x scale 10: none gained or lost by compression")
+	require.Equal(t, 2500*time.Millisecond, time.Duration(len(rates))*step, "5 trace seconds at 2 per second")
+
+	_, _, err = traceRates(tr, "1h:2h", 1, 1)
+	require.ErrorContains(t, err, "holds no seconds")
+}
+
+// TestMainReplaysAGzipTraceWindow runs the command on a gzipped trace with a window:
+// the server receives exactly the arrivals the schedule of that window holds (the
+// loud seconds outside the window send nothing).
+func TestMainReplaysAGzipTraceWindow(t *testing.T) {
+	var got atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got.Add(1) }))
+	defer srv.Close()
+	var raw bytes.Buffer
+	zw := gzip.NewWriter(&raw)
+	// Seconds 0-4 and 8-9 are loud; the window 5s:8s holds 3, 1 and 2 requests a second.
+	_, err := zw.Write([]byte("500\n500\n500\n500\n500\n3\n1\n2\n500\n500\n"))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	tr := filepath.Join(t.TempDir(), "trace.rps.gz")
+	require.NoError(t, os.WriteFile(tr, raw.Bytes(), 0o600))
+
+	args := []string{"--target=" + srv.URL, "--trace=" + tr, "--window=5s:8s", "--scale=20", "--compress=3", "--seed=9", "--interval=100ms"}
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), args, func(string) string { return "" }, &out, &errb)
+	require.Equal(t, 0, code, errb.String())
+
+	rates, step, err := traceRates(tr, "5s:8s", 20, 3)
+	require.NoError(t, err)
+	require.Equal(t, []float64{180, 60, 120}, rates)
+	want := len(Arrivals(rates, step, time.Duration(len(rates))*step, 9))
+	require.NotZero(t, want)
+	require.Equal(t, int64(want), got.Load(), "requests the server received")
+	require.Contains(t, out.String(), fmt.Sprintf("sent %d in ", want))
+	require.Contains(t, out.String(), fmt.Sprintf("%d ok, 0 failed, 0 dropped", want))
 }
 
 func TestMainSendsLoad(t *testing.T) {

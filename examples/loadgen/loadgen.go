@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // Config says what load to send.
@@ -24,7 +26,8 @@ type Config struct {
 	Targets []string
 	Path    string
 	// Rates are requests per second, one value per step; the last repeats until
-	// Duration ends. Step is how long each value lasts (1 s for a trace).
+	// Duration ends. Step is how long each value lasts (a trace second, divided by the
+	// compression).
 	Rates    []float64
 	Step     time.Duration
 	Duration time.Duration
@@ -32,6 +35,11 @@ type Config struct {
 	// rather than delayed, so the load stays open-loop.
 	MaxInFlight int
 	Seed        uint64
+	// ProgressEvery is how often Run reports progress (default 1 s), whether or not
+	// requests arrive.
+	ProgressEvery time.Duration
+	// Clock times the schedule and the progress reports (default: the real clock).
+	Clock clock.WithTicker
 }
 
 // Result summarises a run from the client's side.
@@ -64,6 +72,8 @@ func (c Config) Validate() error {
 		return errors.New("duration must be positive")
 	case c.MaxInFlight <= 0:
 		return errors.New("max in-flight must be positive")
+	case c.ProgressEvery < 0:
+		return errors.New("progress interval must not be negative")
 	}
 	for i, r := range c.Rates {
 		if r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
@@ -73,61 +83,108 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Arrivals returns the arrival offsets of a non-homogeneous Poisson process with the
-// given piecewise-constant rates, deterministic for a seed.
-func Arrivals(rates []float64, step, duration time.Duration, seed uint64) []time.Duration {
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	var out []time.Duration
-	for start := time.Duration(0); start < duration; start += step {
-		i := int(start / step)
-		rate := rates[min(i, len(rates)-1)]
-		end := min(start+step, duration)
-		if rate <= 0 {
-			continue
-		}
-		// Within a step the process is homogeneous: exponential gaps at this rate.
-		t := start
-		for {
-			t += time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
-			if t >= end {
-				break
+// Schedule generates the arrival offsets of a non-homogeneous Poisson process with
+// piecewise-constant rates, one step at a time: memory stays constant however long the
+// trace and however high the rate (the whole NASA trace at x200 is some 680 million
+// arrivals). It is deterministic for a seed.
+type Schedule struct {
+	rates          []float64
+	step, duration time.Duration
+	rng            *rand.Rand
+	i              int           // current step
+	end            time.Duration // end of the current step
+	t              time.Duration // last arrival, or the current step's start
+}
+
+// NewSchedule starts a schedule at offset 0.
+func NewSchedule(rates []float64, step, duration time.Duration, seed uint64) *Schedule {
+	return &Schedule{rates: rates, step: step, duration: duration,
+		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), end: min(step, duration)}
+}
+
+// Next returns the next arrival's offset, or false when the schedule has ended.
+func (s *Schedule) Next() (time.Duration, bool) {
+	for s.t < s.duration {
+		// Within a step the process is homogeneous: exponential gaps at its rate. A gap
+		// that crosses the step's end is dropped; memorylessness makes that exact.
+		if rate := s.rates[min(s.i, len(s.rates)-1)]; rate > 0 {
+			s.t += time.Duration(s.rng.ExpFloat64() / rate * float64(time.Second))
+			if s.t < s.end {
+				return s.t, true
 			}
-			out = append(out, t)
 		}
+		s.i++
+		s.t, s.end = s.end, min(s.end+s.step, s.duration)
+	}
+	return 0, false
+}
+
+// Arrivals returns every arrival offset of a schedule (for tests and small runs; Run
+// streams them).
+func Arrivals(rates []float64, step, duration time.Duration, seed uint64) []time.Duration {
+	var out []time.Duration
+	s := NewSchedule(rates, step, duration, seed)
+	for at, ok := s.Next(); ok; at, ok = s.Next() {
+		out = append(out, at)
 	}
 	return out
 }
 
-// Run sends the load and returns when it is done or ctx ends. progress, if not nil, is
-// called about once a second.
+// Run sends the load and returns when the schedule has ended and every response has
+// come back, or ctx ends. Requests leave at their scheduled times whatever the
+// responses do (open loop). progress, if not nil, is called every cfg.ProgressEvery,
+// during quiet stretches of the schedule too.
 func Run(ctx context.Context, cfg Config, client *http.Client, progress func(elapsed time.Duration, r Result)) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}
-	arrivals := Arrivals(cfg.Rates, cfg.Step, cfg.Duration, cfg.Seed)
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	var sent, ok, failed, dropped atomic.Uint64
 	var mu sync.Mutex
 	var lat []float64
 	slots := make(chan struct{}, cfg.MaxInFlight)
 	var wg sync.WaitGroup
-	begin := time.Now()
-	lastProgress := begin
+	begin := clk.Now()
 	snapshot := func() Result {
-		return Result{Sent: sent.Load(), OK: ok.Load(), Failed: failed.Load(), Dropped: dropped.Load(), Elapsed: time.Since(begin)}
+		return Result{Sent: sent.Load(), OK: ok.Load(), Failed: failed.Load(), Dropped: dropped.Load(), Elapsed: clk.Since(begin)}
 	}
-	for i, at := range arrivals {
-		if wait := time.Until(begin.Add(at)); wait > 0 {
+	if progress != nil {
+		every := cfg.ProgressEvery
+		if every == 0 {
+			every = time.Second
+		}
+		ticker := clk.NewTicker(every)
+		stop, stopped := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(stopped)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-ticker.C():
+					progress(clk.Since(begin), snapshot())
+				}
+			}
+		}()
+		defer func() { ticker.Stop(); close(stop); <-stopped }()
+	}
+	schedule := NewSchedule(cfg.Rates, cfg.Step, cfg.Duration, cfg.Seed)
+	for i := 0; ; i++ {
+		at, more := schedule.Next()
+		if !more {
+			at = cfg.Duration // the schedule may end quietly: it still lasts its duration
+		}
+		if wait := begin.Add(at).Sub(clk.Now()); wait > 0 {
 			select {
-			case <-time.After(wait):
+			case <-clk.After(wait):
 			case <-ctx.Done():
 			}
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !more {
 			break
-		}
-		if progress != nil && time.Since(lastProgress) >= time.Second {
-			lastProgress = time.Now()
-			progress(time.Since(begin), snapshot())
 		}
 		select {
 		case slots <- struct{}{}:
@@ -167,24 +224,41 @@ func Run(ctx context.Context, cfg Config, client *http.Client, progress func(ela
 	return r, ctx.Err()
 }
 
-// Progress returns a progress function for Run that writes one line to w at most every
-// `every` of elapsed time: elapsed / total, the rate the schedule asks for now, what
-// was sent (and its average rate), answered, failed and dropped.
-func Progress(w io.Writer, cfg Config, every time.Duration) func(elapsed time.Duration, r Result) {
-	next := time.Duration(0)
+// Progress returns a progress function for Run that writes one line to w per call:
+// elapsed / total, the mean rate the schedule asked for over the last progress
+// interval (a trace's seconds are too spiky to show one), what was sent (and its
+// average rate), answered, failed and dropped.
+func Progress(w io.Writer, cfg Config) func(elapsed time.Duration, r Result) {
+	every := cfg.ProgressEvery
+	if every == 0 {
+		every = time.Second
+	}
 	return func(elapsed time.Duration, r Result) {
-		if elapsed < next {
-			return
-		}
-		next = elapsed + every
-		step := int(elapsed / max(cfg.Step, time.Nanosecond))
-		rate := cfg.Rates[min(step, len(cfg.Rates)-1)]
 		avg := 0.0
 		if s := elapsed.Seconds(); s > 0 {
 			avg = float64(r.Sent) / s
 		}
 		pct := 100 * elapsed.Seconds() / cfg.Duration.Seconds()
 		fmt.Fprintf(w, "%7s / %-7s %5.1f%%  schedule %7.1f/s  sent %8d (%.1f/s)  ok %8d  failed %6d  dropped %6d\n",
-			elapsed.Truncate(time.Second), cfg.Duration.Truncate(time.Second), min(pct, 100), rate, r.Sent, avg, r.OK, r.Failed, r.Dropped)
+			elapsed.Truncate(time.Second), cfg.Duration.Truncate(time.Second), min(pct, 100), cfg.meanRate(elapsed-every, elapsed),
+			r.Sent, avg, r.OK, r.Failed, r.Dropped)
 	}
+}
+
+// meanRate is the schedule's mean rate over [from, to) (the rate at to when the span
+// is empty); the last rate repeats past the end of Rates.
+func (c Config) meanRate(from, to time.Duration) float64 {
+	step := max(c.Step, time.Nanosecond)
+	rateAt := func(t time.Duration) float64 { return c.Rates[min(int(t/step), len(c.Rates)-1)] }
+	from = max(from, 0)
+	if to <= from {
+		return rateAt(to)
+	}
+	var requests float64
+	for t := from; t < to; {
+		end := min((t/step+1)*step, to)
+		requests += rateAt(t) * (end - t).Seconds()
+		t = end
+	}
+	return requests / (to - from).Seconds()
 }

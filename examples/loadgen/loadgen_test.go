@@ -3,6 +3,7 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/qas-dev/qas/proxy/measure"
 	"github.com/qas-dev/qas/proxy/server"
@@ -107,7 +109,10 @@ func TestRunThroughProxiesAndWatch(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, res.Sent, res.OK, "no failures")
 	require.Equal(t, int64(res.OK), hits.Load())
-	require.InDelta(t, 300, float64(res.Sent), 4*math.Sqrt(300))
+	// Every scheduled arrival was sent or, past the in-flight bound on a loaded
+	// machine, dropped and counted.
+	require.Equal(t, uint64(len(Arrivals([]float64{200}, time.Second, 1500*time.Millisecond, 1))), res.Sent+res.Dropped)
+	require.NotZero(t, res.Sent)
 	require.False(t, math.IsNaN(res.Quantile(0.95)))
 	after, err := Snapshots(context.Background(), http.DefaultClient, statsURLs)
 	require.NoError(t, err)
@@ -121,33 +126,150 @@ func TestRunThroughProxiesAndWatch(t *testing.T) {
 	require.GreaterOrEqual(t, strings.Count(out.String(), "\n"), 5, "a header and lines for both pods:\n%s", out.String())
 }
 
-// TestProgress checks the progress line: throttled to one per interval of elapsed
-// time, with the schedule's current rate and the counts so far.
+// TestProgress checks the progress line: the mean rate the schedule asked for over the
+// last interval (the last step repeating past the end) and the counts so far.
 func TestProgress(t *testing.T) {
-	cfg := Config{Rates: []float64{10, 20, 30}, Step: time.Second, Duration: 4 * time.Second}
+	cfg := Config{Rates: []float64{10, 20, 30}, Step: time.Second, Duration: 4 * time.Second, ProgressEvery: 2 * time.Second}
 	var out bytes.Buffer
-	p := Progress(&out, cfg, 2*time.Second)
-	for _, c := range []struct {
-		elapsed time.Duration
-		r       Result
-	}{
-		{0, Result{}},
-		{time.Second, Result{Sent: 10}}, // within the interval: no line
-		{2 * time.Second, Result{Sent: 30, OK: 28, Failed: 1, Dropped: 1}}, // schedule step 2 = 30/s
-		{3500 * time.Millisecond, Result{Sent: 50}},                        // throttled
-		{4 * time.Second, Result{Sent: 70, OK: 70}},                        // past the last step: it repeats
-	} {
-		p(c.elapsed, c.r)
-	}
+	p := Progress(&out, cfg)
+	p(0, Result{})                                                    // no interval yet: the first step's rate
+	p(2*time.Second, Result{Sent: 30, OK: 28, Failed: 1, Dropped: 1}) // (10+20)/2
+	p(3500*time.Millisecond, Result{Sent: 50})                        // over [1.5 s, 3.5 s): (20·0.5+30·1+30·0.5)/2
+	p(4*time.Second, Result{Sent: 70, OK: 70})                        // past the last step: it repeats
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	require.Len(t, lines, 3, out.String())
+	require.Len(t, lines, 4, out.String())
 	for i, want := range [][]string{
 		{"0s / 4s", "0.0%", "schedule    10.0/s", "sent        0 (0.0/s)"},
-		{"2s / 4s", "50.0%", "schedule    30.0/s", "sent       30 (15.0/s)", "ok       28", "failed      1", "dropped      1"},
+		{"2s / 4s", "50.0%", "schedule    15.0/s", "sent       30 (15.0/s)", "ok       28", "failed      1", "dropped      1"},
+		{"3s / 4s", "87.5%", "schedule    27.5/s", "sent       50 (14.3/s)"},
 		{"4s / 4s", "100.0%", "schedule    30.0/s", "sent       70 (17.5/s)"},
 	} {
 		for _, w := range want {
 			require.Contains(t, lines[i], w, "line %d", i)
 		}
+	}
+}
+
+// TestProgressThroughQuietStretches: progress comes from a ticker, so a schedule with
+// no arrivals (the trace's nights and its outage) still reports, once per interval,
+// and lasts its whole duration. The clock is a fake one, stepped by the test.
+func TestProgressThroughQuietStretches(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC))
+	lines := make(chan string, 16)
+	var buf bytes.Buffer
+	cfg := Config{Targets: []string{"http://127.0.0.1:1"}, Rates: []float64{0}, Step: time.Second, Duration: 5 * time.Second,
+		MaxInFlight: 1, ProgressEvery: time.Second, Clock: clk}
+	p := Progress(&buf, cfg)
+	type outcome struct {
+		r   Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		r, err := Run(context.Background(), cfg, http.DefaultClient, func(elapsed time.Duration, r Result) {
+			buf.Reset()
+			p(elapsed, r)
+			lines <- buf.String()
+		})
+		done <- outcome{r, err}
+	}()
+	for i := 1; i <= 4; i++ {
+		waitForWaiters(t, clk)
+		clk.Step(time.Second)
+		select {
+		case line := <-lines:
+			require.Contains(t, line, fmt.Sprintf("%ds / 5s", i))
+			require.Contains(t, line, "schedule     0.0/s")
+		case o := <-done:
+			t.Fatalf("Run ended after %v of a 5 s schedule: %+v %v", clk.Since(time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC)), o.r, o.err)
+		}
+	}
+	clk.Step(time.Second)
+	o := <-done
+	require.NoError(t, o.err)
+	require.Equal(t, 5*time.Second, o.r.Elapsed)
+	require.Zero(t, o.r.Sent)
+}
+
+func waitForWaiters(t *testing.T, clk *clocktesting.FakeClock) {
+	t.Helper()
+	require.Eventually(t, clk.HasWaiters, 10*time.Second, time.Millisecond, "Run never waited on the clock")
+}
+
+// TestOpenLoop: arrivals leave on schedule whether or not responses come back. The
+// server holds every request until the test releases them; with the fake clock past
+// the schedule's end, the server must hold exactly the scheduled number of requests
+// (or MaxInFlight of them, the rest dropped and counted, never delayed) before any
+// response.
+func TestOpenLoop(t *testing.T) {
+	rates := []float64{40, 0, 70}
+	const step, duration, seed = time.Second, 3 * time.Second, 5
+	scheduled := len(Arrivals(rates, step, duration, seed))
+	require.Greater(t, scheduled, 60)
+	for _, maxInFlight := range []int{10_000, 25} {
+		t.Run(fmt.Sprintf("max-in-flight=%d", maxInFlight), func(t *testing.T) {
+			var held atomic.Int64
+			release := make(chan struct{})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				held.Add(1)
+				<-release
+			}))
+			defer srv.Close()
+			released := false
+			defer func() {
+				if !released {
+					close(release)
+				}
+			}()
+			clk := clocktesting.NewFakeClock(time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC))
+			cfg := Config{Targets: []string{srv.URL}, Rates: rates, Step: step, Duration: duration, MaxInFlight: maxInFlight, Seed: seed, Clock: clk}
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1000}}
+			done := make(chan Result, 1)
+			errc := make(chan error, 1)
+			go func() {
+				r, err := Run(context.Background(), cfg, client, nil)
+				errc <- err
+				done <- r
+			}()
+			waitForWaiters(t, clk)
+			clk.Step(duration) // the whole schedule is due; no response has come back
+			want := min(scheduled, maxInFlight)
+			require.Eventually(t, func() bool { return held.Load() == int64(want) }, time.Minute, 5*time.Millisecond,
+				"the server holds %d requests, want %d", held.Load(), want)
+			select {
+			case err := <-errc:
+				t.Fatalf("Run returned before any response: %v", err)
+			default:
+			}
+			close(release)
+			released = true
+			require.NoError(t, <-errc)
+			r := <-done
+			require.Equal(t, uint64(want), r.Sent)
+			require.Equal(t, uint64(want), r.OK)
+			require.Equal(t, uint64(scheduled-want), r.Dropped, "arrivals past the in-flight bound are dropped, not delayed")
+			require.Equal(t, int64(want), held.Load())
+		})
+	}
+}
+
+// TestScheduleStreams: the schedule yields arrivals in order, within the duration, and
+// the same ones as collecting them, without holding them.
+func TestScheduleStreams(t *testing.T) {
+	rates := []float64{3, 0, 0, 5000, 0}
+	s := NewSchedule(rates, 250*time.Millisecond, 1100*time.Millisecond, 11)
+	var got []time.Duration
+	prev := time.Duration(-1)
+	for at, ok := s.Next(); ok; at, ok = s.Next() {
+		require.Greater(t, at, prev)
+		require.Less(t, at, 1100*time.Millisecond)
+		prev = at
+		got = append(got, at)
+	}
+	_, ok := s.Next()
+	require.False(t, ok, "an ended schedule stays ended")
+	require.Equal(t, Arrivals(rates, 250*time.Millisecond, 1100*time.Millisecond, 11), got)
+	for _, at := range got {
+		require.False(t, at >= 250*time.Millisecond && at < 750*time.Millisecond, "no arrival in the quiet steps: %v", at)
 	}
 }

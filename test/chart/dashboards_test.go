@@ -216,6 +216,39 @@ func TestDashboardsCoverIssue(t *testing.T) {
 			t.Errorf("no panel reads %s", w)
 		}
 	}
+	// qas_decision has a workload tag (the scale target): every decision query, and the
+	// queueautoscaler variable, filters on the chosen workload, so that a workload and a
+	// QueueAutoscaler of another workload cannot be shown together. Node panels show
+	// the nodes the workload's pods ran on (the nodes variable, from qas_pod).
+	for where, q := range dashboardQueries(t) {
+		if !strings.HasPrefix(where, "qas-workload.json") {
+			continue
+		}
+		refs, err := parseFlux(q)
+		if err != nil || len(refs.measurements) != 1 {
+			continue
+		}
+		switch refs.measurements[0] {
+		case "qas_decision":
+			if !strings.Contains(q, `r.workload == "${workload}"`) {
+				t.Errorf("%s reads decisions without filtering on the chosen workload:\n%s", where, q)
+			}
+		case "qas_node":
+			if !strings.Contains(q, `r.node =~ /^${nodes:regex}$/`) {
+				t.Errorf("%s shows nodes beyond the workload's:\n%s", where, q)
+			}
+		}
+	}
+	var nodes variable
+	for _, v := range d.Templating.List {
+		if v.Name == "nodes" {
+			nodes = v
+		}
+	}
+	if q, _ := nodes.Query.(string); !strings.Contains(q, `r._measurement == "qas_pod"`) || !strings.Contains(q, `r.workload == "${workload}"`) {
+		t.Errorf("variable nodes must list the nodes of the workload's pods (qas_pod): %q", q)
+	}
+
 	annotated := slices.ContainsFunc(d.Annotations.List, func(a struct {
 		Name       string `json:"name"`
 		Datasource *dsRef `json:"datasource"`
@@ -282,14 +315,41 @@ func dashboardQueries(t *testing.T) map[string]string {
 }
 
 // grafanaExpand does what Grafana does to a Flux query before sending it: template
-// variables are replaced by their values and v.* by the dashboard's time range.
-func grafanaExpand(q string, vars map[string]string) string {
+// variables are replaced by their values (a multi-value variable in the format the
+// reference asks for: ${v:regex} is (a|b) with each value's regexp metacharacters
+// escaped) and v.* by the dashboard's time range.
+func grafanaExpand(q string, vars map[string][]string) string {
 	q = reVarRef.ReplaceAllStringFunc(q, func(m string) string {
 		sub := reVarRef.FindStringSubmatch(m)
-		if v, ok := vars[sub[1]+sub[2]]; ok {
-			return v
+		values, ok := vars[sub[1]+sub[2]]
+		if !ok {
+			return m
 		}
-		return m
+		_, format, _ := strings.Cut(strings.Trim(m, "${}"), ":")
+		switch {
+		case format == "regex" && len(values) == 1:
+			return regexp.QuoteMeta(values[0])
+		case format == "regex":
+			quoted := make([]string, len(values))
+			for i, v := range values {
+				quoted[i] = regexp.QuoteMeta(v)
+			}
+			return "(" + strings.Join(quoted, "|") + ")"
+		default:
+			return strings.Join(values, ",")
+		}
 	})
 	return strings.NewReplacer("v.timeRangeStart", "-1h", "v.timeRangeStop", "now()", "v.windowPeriod", "10s").Replace(q)
+}
+
+// one is a single-valued variable for grafanaExpand.
+func one(v string) []string { return []string{v} }
+
+func TestGrafanaExpand(t *testing.T) {
+	q := `r.ns == "${namespace}" and r.w == "$workload" and r.node =~ /^${nodes:regex}$/ and r.x == "${undefined}" |> range(start: v.timeRangeStart)`
+	got := grafanaExpand(q, map[string][]string{"namespace": one("shop"), "workload": one("web"), "nodes": {"node-1", "n.2"}})
+	want := `r.ns == "shop" and r.w == "web" and r.node =~ /^(node-1|n\.2)$/ and r.x == "${undefined}" |> range(start: -1h)`
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
 }

@@ -3,6 +3,7 @@ package chart
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -87,7 +88,7 @@ func TestDockerfiles(t *testing.T) {
 		binaries []string // built into the image
 	}{
 		{"Dockerfile.proxy", []string{"qas-proxy"}},
-		{"Dockerfile.decider", []string{"qas-decider", "qas-collector", "qas-example-app"}},
+		{"Dockerfile.decider", []string{"qas-decider", "qas-collector", "qas-example-app", "qas-loadgen"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.file, func(t *testing.T) {
@@ -143,15 +144,125 @@ func TestDockerfiles(t *testing.T) {
 				t.Errorf("ENTRYPOINT %v, want one exec-form (JSON array) entrypoint", eps)
 			}
 			labels := strings.Join(final.all("LABEL"), " ")
-			for _, l := range []string{"title", "description", "version", "revision", "source", "licenses", "url"} {
+			for _, l := range []string{"title", "description", "version", "revision", "source", "url"} {
 				if !strings.Contains(labels, "org.opencontainers.image."+l+"=") {
 					t.Errorf("no label org.opencontainers.image.%s", l)
 				}
+			}
+			// The project has chosen no license: an image must not claim one.
+			if _, err := os.Stat(filepath.Join(root, "LICENSE")); os.IsNotExist(err) && strings.Contains(labels, "org.opencontainers.image.licenses") {
+				t.Error("label org.opencontainers.image.licenses, but the repository has no LICENSE")
 			}
 			if !strings.Contains(labels, `org.opencontainers.image.version="${VERSION}"`) {
 				t.Error("the version label does not carry ${VERSION}")
 			}
 		})
+	}
+}
+
+// dockerignore is a .dockerignore's patterns as Docker applies them: a pattern matches
+// a path or any directory above it; * and ? stay within a path element, ** spans any.
+type dockerignore []*regexp.Regexp
+
+func parseDockerignore(t *testing.T, path string) dockerignore {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out dockerignore
+	for _, line := range strings.Split(string(raw), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.HasPrefix(line, "!") {
+			t.Fatalf("%s: exception %q: this check does not model exceptions", path, line)
+		}
+		p := strings.TrimPrefix(filepath.ToSlash(filepath.Clean(line)), "/")
+		var re strings.Builder
+		for i := 0; i < len(p); i++ {
+			switch {
+			case strings.HasPrefix(p[i:], "**/"):
+				re.WriteString("(.*/)?")
+				i += 2
+			case strings.HasPrefix(p[i:], "**"):
+				re.WriteString(".*")
+				i++
+			case p[i] == '*':
+				re.WriteString("[^/]*")
+			case p[i] == '?':
+				re.WriteString("[^/]")
+			default:
+				re.WriteString(regexp.QuoteMeta(p[i : i+1]))
+			}
+		}
+		out = append(out, regexp.MustCompile("^"+re.String()+"(/.*)?$"))
+	}
+	return out
+}
+
+func (d dockerignore) excludes(path string) bool {
+	for _, re := range d {
+		if re.MatchString(path) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestDockerignore: the build context leaves out the repository's history and local
+// build output, and keeps every file the images' builds read (go.mod, go.sum and the
+// Go files of every package the binaries import from this module).
+func TestDockerignore(t *testing.T) {
+	root := repoRoot(t)
+	ignore := parseDockerignore(t, filepath.Join(root, ".dockerignore"))
+	for _, p := range []string{".git/HEAD", "bin/qas-proxy", "out/demo.json", "decider/app/app.test"} {
+		if !ignore.excludes(p) {
+			t.Errorf(".dockerignore sends %s to the build", p)
+		}
+	}
+	for _, p := range []string{"decider/inject/inject.go", "bin.go", "outline/x.go"} {
+		if ignore.excludes(p) {
+			t.Errorf("the matcher wrongly excludes %s", p)
+		}
+	}
+	var pkgs []string
+	for _, f := range []string{"Dockerfile.decider", "Dockerfile.proxy"} {
+		for _, m := range regexp.MustCompile(`\./[a-z/-]+/cmd/[a-z-]+`).FindAllString(strings.Join(parseDockerfile(t, filepath.Join(root, f))[0].all("RUN"), " "), -1) {
+			pkgs = append(pkgs, m)
+		}
+	}
+	if len(pkgs) < 5 {
+		t.Fatalf("found only %v built by the Dockerfiles", pkgs)
+	}
+	cmd := exec.Command("go", append([]string{"list", "-deps", "-f", `{{if .Module}}{{if .Module.Main}}{{.Dir}}{{range .GoFiles}} {{.}}{{end}}{{range .EmbedFiles}} {{.}}{{end}}{{end}}{{end}}`}, pkgs...)...)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	needed := []string{"go.mod", "go.sum"}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		dir, err := filepath.Rel(root, fields[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fields[1:] {
+			needed = append(needed, filepath.ToSlash(filepath.Join(dir, f)))
+		}
+	}
+	if len(needed) < 50 {
+		t.Fatalf("only %d files needed by the builds: %v", len(needed), needed)
+	}
+	for _, f := range needed {
+		if ignore.excludes(f) {
+			t.Errorf(".dockerignore leaves out %s, which the image build needs", f)
+		}
 	}
 }
 

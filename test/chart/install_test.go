@@ -3,8 +3,11 @@ package chart
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,17 +22,13 @@ import (
 	"go.uber.org/zap/zaptest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
@@ -39,7 +38,6 @@ import (
 	"github.com/qas-dev/qas/collector/influx"
 	"github.com/qas-dev/qas/collector/pipeline"
 	"github.com/qas-dev/qas/collector/scrape"
-	"github.com/qas-dev/qas/internal/testenv"
 	"github.com/qas-dev/qas/internal/testenv/influxtest"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
 )
@@ -56,11 +54,13 @@ influxdb:
 `
 
 // TestInstallDecideUninstall installs the chart with `helm install --wait` into a real
-// control plane (kwok runs the pods), runs the real `qas-decider run` locally as the
-// chart's decider ServiceAccount (so the chart's RBAC is what it gets) against a real
-// InfluxDB, checks a QueueAutoscaler gets a status from it, then uninstalls and checks
-// that nothing the chart created remains: only the CRD (Helm never deletes crds/) and,
-// when influxdb.internal.persistence.keep is set, the InfluxDB volume claim.
+// control plane (kwok runs the pods), runs the real `qas-decider run` locally with the
+// arguments and environment of the chart's decider Deployment, as the chart's decider
+// ServiceAccount (so the chart's RBAC is what it gets), against a real InfluxDB that
+// has no database yet (the decider creates it), checks a QueueAutoscaler gets a status
+// from it, then uninstalls and sweeps the cluster: nothing new may remain but the CRD
+// (Helm never deletes crds/) and, when influxdb.internal.persistence.keep is set, the
+// InfluxDB volume claim; and no node may keep the decider's migration taint.
 func TestInstallDecideUninstall(t *testing.T) {
 	for _, keep := range []bool{false, true} {
 		t.Run(fmt.Sprintf("keep=%t", keep), func(t *testing.T) { installDecideUninstall(t, keep) })
@@ -71,9 +71,14 @@ func installDecideUninstall(t *testing.T, keep bool) {
 	c := kubetest.Shared(t)
 	cs := c.Clientset()
 	ns, appNS := c.Namespace(t), c.Namespace(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	persistentVolume(ctx, t, c)
+	sw := newSweep(ctx, t, c, "rel", ns)
+	before, err := sw.snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	h := newHelm(t)
 	h.kubeconfig = c.Kubeconfig
@@ -119,14 +124,18 @@ func installDecideUninstall(t *testing.T, keep bool) {
 		t.Fatal(err)
 	}
 
-	// The real decider, as the chart's ServiceAccount, with leader election on the
-	// chart's Lease; the chart's own decider pods are kwok's and run nothing.
-	influx := influxtest.Start(t)
+	// The real decider as the chart configures it, as the chart's ServiceAccount, with
+	// leader election on the chart's Lease; the chart's own decider pods are kwok's
+	// and run nothing. Its InfluxDB starts without the database.
+	influx := influxtest.StartWith(t, influxtest.Options{Empty: true})
 	sa, err := c.ServiceAccountConfig(ctx, ns, "rel-qas-decider")
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := startDecider(t, writeKubeconfig(t, sa, c.CACert), influx.URL, ns)
+	const podName = "rel-qas-decider-5d8c7b9f4-chart"
+	bin, args, env := renderedCommand(ctx, t, c, created, "rel-qas-decider", "decider",
+		outsideCluster{Kubeconfig: writeKubeconfig(t, sa, c.CACert), InfluxURL: influx.URL, PodName: podName})
+	stop := startProcess(t, bin, args, env)
 	var status map[string]any
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		got, err := dyn.Resource(qaGVR).Namespace(appNS).Get(ctx, "demo", metav1.GetOptions{})
@@ -143,81 +152,48 @@ func installDecideUninstall(t *testing.T, keep bool) {
 		t.Errorf("status.reference = %v, want Deployment/demo", ref)
 	}
 	lease, err := cs.CoordinationV1().Leases(ns).Get(ctx, "rel-qas-decider", metav1.GetOptions{})
-	if err != nil || ptr.Deref(lease.Spec.HolderIdentity, "") != "chart-test" {
-		t.Errorf("lease rel-qas-decider: %v, holder %v; want the local decider to lead", err, lease.Spec.HolderIdentity)
+	if err != nil || ptr.Deref(lease.Spec.HolderIdentity, "") != podName {
+		t.Errorf("lease rel-qas-decider: %v, holder %v; want the local decider (POD_NAME %s) to lead", err, lease.Spec.HolderIdentity, podName)
 	}
 	t.Logf("status from the decider: %v", status)
 	checkDashboardsOnRealData(ctx, t, influx.URL, appNS)
 	stop()
-	collectorRunsAsItsServiceAccount(ctx, t, c, ns, influx.URL)
+	collectorRunsAsItsServiceAccount(ctx, t, c, created, ns, influx.URL)
 	upgradeKeepsRuntimeState(ctx, t, c, h, ns, keep)
 
-	// Uninstall: everything the chart created goes, the CRD stays.
+	// Uninstall: nothing new remains but the CRD and what the user asked to keep.
 	if out, err := h.run("uninstall", "rel", "--namespace", ns, "--wait", "--timeout", "2m"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery.NewDiscoveryClientForConfigOrDie(c.Config)))
-	for _, o := range created {
-		gvk := o.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			t.Errorf("%s: %v", gvk, err)
-			continue
-		}
-		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-		if o.GetNamespace() != "" {
-			ri = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
-		}
-		_, err = ri.Get(ctx, o.GetName(), metav1.GetOptions{})
-		if !apierrors.IsNotFound(err) {
-			t.Errorf("%s %s/%s remains after helm uninstall (err %v)", gvk.Kind, o.GetNamespace(), o.GetName(), err)
-		}
-	}
+	sw.leftovers(ctx, t, before, func(ref objectRef) bool {
+		return keptCRD(ref) || // Helm never deletes crds/
+			keep && ref == objectRef{Resource: "v1/persistentvolumeclaims", Namespace: ns, Name: pvcName} // influxdb.internal.persistence.keep
+	})
 	if _, err := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}).
 		Get(ctx, "queueautoscalers.qas.dev", metav1.GetOptions{}); err != nil {
 		t.Errorf("the CRD must survive helm uninstall (Helm keeps crds/): %v", err)
 	}
-	// Objects the chart's controllers made: pods and ReplicaSets go with their owners;
-	// the InfluxDB volume claim goes unless kept.
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		rss, err := cs.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		_, pvcErr := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, pvcName, metav1.GetOptions{})
-		pvcGone := apierrors.IsNotFound(pvcErr)
-		return len(pods.Items) == 0 && len(rss.Items) == 0 && pvcGone != keep, nil
-	})
-	if err != nil {
-		pvc, pvcErr := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, pvcName, metav1.GetOptions{})
-		t.Fatalf("after uninstall (keep=%t): %v; volume claim %v (%v)", keep, err, pvc.ObjectMeta, pvcErr)
+	_, pvcErr := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, pvcName, metav1.GetOptions{})
+	if kept := pvcErr == nil; kept != keep {
+		t.Errorf("InfluxDB volume claim after uninstall with keep=%t: %v", keep, pvcErr)
 	}
-	for _, kind := range []string{"secrets", "configmaps", "services", "serviceaccounts", "leases"} {
-		left := leftovers(ctx, t, dyn, ns, kind)
-		if len(left) > 0 {
-			t.Errorf("%s left in the release namespace: %v", kind, left)
-		}
-	}
+	noHotTaint(ctx, t, c)
 }
 
-// collectorRunsAsItsServiceAccount runs the real qas-collector as the chart's collector
-// ServiceAccount: it starts collecting only once its pod and ReplicaSet informers have
-// synced, which the chart's RBAC must allow.
-func collectorRunsAsItsServiceAccount(ctx context.Context, t *testing.T, c *kubetest.Cluster, ns, influxURL string) {
+// collectorRunsAsItsServiceAccount runs the real qas-collector as the chart configures
+// it, as the chart's collector ServiceAccount: it starts collecting only once its pod
+// and ReplicaSet informers have synced, which the chart's RBAC must allow.
+func collectorRunsAsItsServiceAccount(ctx context.Context, t *testing.T, c *kubetest.Cluster, manifest []*unstructured.Unstructured, ns, influxURL string) {
 	t.Helper()
 	sa, err := c.ServiceAccountConfig(ctx, ns, "rel-qas-collector")
 	if err != nil {
 		t.Fatal(err)
 	}
+	bin, args, env := renderedCommand(ctx, t, c, manifest, "rel-qas-collector", "collector",
+		outsideCluster{Kubeconfig: writeKubeconfig(t, sa, c.CACert), InfluxURL: influxURL, PodName: "rel-qas-collector-6f7d8c-chart"})
 	logs := &syncBuffer{}
-	cmd := exec.Command(filepath.Join(buildBinaries(t), "qas-collector"),
-		"--kubeconfig="+writeKubeconfig(t, sa, c.CACert), "--cpu=false", "--interval=1s", "--scrape-timeout=500ms",
-		"--influx-url="+influxURL, "--influx-bucket="+influxtest.Bucket,
-		fmt.Sprintf("--metrics-listen=127.0.0.1:%d", testenv.FreePort(t)), "--log-level=debug")
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -240,7 +216,7 @@ func collectorRunsAsItsServiceAccount(ctx context.Context, t *testing.T, c *kube
 		return strings.Contains(logs.String(), `"msg":"collecting"`), nil
 	})
 	if err != nil || strings.Contains(logs.String(), "forbidden") {
-		t.Fatalf("qas-collector as rel-qas-collector: %v\n%s", err, tail(logs.String(), 40))
+		t.Fatalf("qas-collector %s as rel-qas-collector: %v\n%s", strings.Join(args, " "), err, tail(logs.String(), 40))
 	}
 }
 
@@ -304,28 +280,6 @@ func upgradeKeepsRuntimeState(ctx context.Context, t *testing.T, c *kubetest.Clu
 	if err != nil || lease.Spec.LeaseDurationSeconds == nil { // set by the decider, never by the chart
 		t.Errorf("helm upgrade wiped the leader Lease: %v %+v", err, lease.Spec)
 	}
-}
-
-// leftovers lists the objects of a kind in ns, except what every namespace has.
-func leftovers(ctx context.Context, t *testing.T, dyn dynamic.Interface, ns, resource string) []string {
-	t.Helper()
-	gvr := schema.GroupVersionResource{Version: "v1", Resource: resource}
-	if resource == "leases" {
-		gvr.Group, gvr.Version = "coordination.k8s.io", "v1"
-	}
-	list, err := dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, o := range list.Items {
-		switch o.GetName() {
-		case "default", "kube-root-ca.crt": // every namespace's ServiceAccount and CA ConfigMap
-			continue
-		}
-		out = append(out, o.GetName())
-	}
-	return out
 }
 
 // persistentVolume provides a volume of the storage class installValues asks for (the
@@ -392,22 +346,14 @@ func writeKubeconfig(t *testing.T, cfg *rest.Config, ca []byte) string {
 	return path
 }
 
-// startDecider runs `qas-decider run` with the flags the chart gives it (bar the
-// in-cluster ones) and returns a function that stops it with SIGTERM and waits.
-func startDecider(t *testing.T, kubeconfig, influxURL, ns string) (stop func()) {
+// startProcess runs bin with args and env (added to this process's) and returns a
+// function that stops it with SIGTERM and waits; its output is logged if the test fails.
+func startProcess(t *testing.T, bin string, args, env []string) (stop func()) {
 	t.Helper()
-	bin := filepath.Join(buildBinaries(t), "qas-decider")
-	var logs bytes.Buffer
-	cmd := exec.Command(bin, "run",
-		"--kubeconfig="+kubeconfig,
-		"--influx-url="+influxURL, "--influx-bucket="+influxtest.Bucket,
-		"--interval=1s", "--window=1m",
-		"--leader-elect=true", "--leader-election-namespace="+ns, "--leader-election-id=rel-qas-decider",
-		"--identity=chart-test",
-		fmt.Sprintf("--metrics-listen=127.0.0.1:%d", testenv.FreePort(t)),
-		"--log-format=console", "--log-level=debug")
-	cmd.Env = append(os.Environ(), "POD_NAMESPACE=", "POD_NAME=")
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	logs := &syncBuffer{}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -428,7 +374,7 @@ func startDecider(t *testing.T, kubeconfig, influxURL, ns string) (stop func()) 
 			<-done
 		}
 		if t.Failed() {
-			t.Logf("qas-decider run output:\n%s", tail(logs.String(), 60))
+			t.Logf("%s %s output:\n%s", filepath.Base(bin), strings.Join(args, " "), tail(logs.String(), 60))
 		}
 	}
 	t.Cleanup(stop)
@@ -457,28 +403,48 @@ func readyCondition(qa *unstructured.Unstructured) string {
 // decider's decisions.
 func checkDashboardsOnRealData(ctx context.Context, t *testing.T, influxURL, ns string) {
 	t.Helper()
-	vars := map[string]string{"bucket": influxtest.Bucket, "namespace": ns, "workload": "demo", "queueautoscaler": "demo", "node": "kwok-node-1"}
+	vars := map[string][]string{"bucket": one(influxtest.Bucket), "namespace": one(ns), "workload": one("demo"), "queueautoscaler": one("demo"), "node": one("kwok-node-1"), "nodes": one("kwok-node-1")}
 	queries := dashboardQueries(t)
-	// Decisions reach InfluxDB through the decider's buffered writer.
+	// Decisions reach InfluxDB through the decider's buffered writer, which creates the
+	// database first (until then, queries fail: "no database").
 	var table string
+	var queryErr error
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		for where, q := range queries {
 			if strings.Contains(where, `"Decisions"`) {
-				out, err := fluxQuery(ctx, influxURL, grafanaExpand(q, vars))
-				if err != nil {
-					return false, fmt.Errorf("%s: %w", where, err)
-				}
-				table = out
+				table, queryErr = fluxQuery(ctx, influxURL, grafanaExpand(q, vars))
 			}
 		}
-		return strings.Contains(table, "held: no arrival-rate data"), nil
+		return queryErr == nil && strings.Contains(table, "held: no arrival-rate data"), nil
 	})
 	if err != nil {
-		t.Fatalf("the Decisions panel shows no decision of the decider: %v\n%s", err, table)
+		t.Fatalf("the Decisions panel shows no decision of the decider: %v (last query: %v)\n%s", err, queryErr, table)
 	}
 	writeCollectorPoints(ctx, t, influxURL, ns)
 	if len(queries) < 10 {
 		t.Fatalf("only %d dashboard queries", len(queries))
+	}
+	// Variables derived from other variables, as Grafana computes them: the workload's
+	// nodes (its pod ran on kwok-node-1; kwok-node-2 has no pod of it) and the
+	// QueueAutoscalers of the workload (none for a workload that has none).
+	variable := func(name string, vars map[string][]string) []string {
+		t.Helper()
+		out, err := fluxQuery(ctx, influxURL, grafanaExpand(queries["qas-workload.json variable "+name], vars))
+		if err != nil {
+			t.Fatalf("variable %s: %v", name, err)
+		}
+		return csvColumn(t, out, "_value")
+	}
+	if got := variable("nodes", vars); !slices.Equal(got, []string{"kwok-node-1"}) {
+		t.Errorf("variable nodes = %v, want the node of the workload's pod only [kwok-node-1]", got)
+	}
+	if got := variable("queueautoscaler", vars); !slices.Equal(got, []string{"demo"}) {
+		t.Errorf("variable queueautoscaler for workload demo = %v, want [demo]", got)
+	}
+	other := maps.Clone(vars)
+	other["workload"] = one("other")
+	if got := variable("queueautoscaler", other); len(got) != 0 {
+		t.Errorf("variable queueautoscaler for workload other = %v: QueueAutoscalers of another workload offered", got)
 	}
 	t.Logf("running %d dashboard queries on InfluxDB", len(queries))
 	for where, q := range queries {
@@ -494,6 +460,39 @@ func checkDashboardsOnRealData(ctx context.Context, t *testing.T, influxURL, ns 
 			t.Errorf("%s: QueueAutoscaler demo not offered:\n%s", where, out)
 		case strings.Contains(where, `"Replicas" A`) && !strings.Contains(out, "desired_replicas"):
 			t.Errorf("%s: no desired_replicas series:\n%s", where, out)
+		case strings.Contains(where, "qas-workload.json panel") && strings.Contains(where, "Node CPU") &&
+			(!strings.Contains(out, "kwok-node-1") || strings.Contains(out, "kwok-node-2")):
+			t.Errorf("%s: want kwok-node-1, where the workload runs, and not kwok-node-2:\n%s", where, out)
+		}
+	}
+}
+
+// csvColumn returns the values of column name in the data rows of an annotated Flux
+// CSV response (every table).
+func csvColumn(t *testing.T, out, name string) []string {
+	t.Helper()
+	r := csv.NewReader(strings.NewReader(out))
+	r.FieldsPerRecord = -1
+	var values []string
+	col := -1
+	for {
+		rec, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return values
+		}
+		if err != nil {
+			t.Fatalf("flux CSV: %v\n%s", err, out)
+		}
+		switch {
+		case len(rec) == 0 || strings.HasPrefix(rec[0], "#") || (len(rec) == 1 && rec[0] == ""):
+			col = -1 // annotations and the blank line between tables
+		case col < 0:
+			col = slices.Index(rec, name)
+			if col < 0 {
+				t.Fatalf("flux CSV has no column %s: %v", name, rec)
+			}
+		default:
+			values = append(values, rec[col])
 		}
 	}
 }
@@ -515,11 +514,12 @@ func writeCollectorPoints(ctx context.Context, t *testing.T, influxURL, ns strin
 	pod.AddField("cpu_request_cores", 0.25)
 	pod.AddField("cpu_limit_cores", 0.0)
 	w.Write(pod, pipeline.WorkloadPoint(ns, "demo", m),
-		cpu.NodePoint(cpu.NodeCPU{Name: "kwok-node-1", Time: now, Usage: 3.5, Allocatable: 16}))
+		cpu.NodePoint(cpu.NodeCPU{Name: "kwok-node-1", Time: now, Usage: 3.5, Allocatable: 16}),
+		cpu.NodePoint(cpu.NodeCPU{Name: "kwok-node-2", Time: now, Usage: 9, Allocatable: 16})) // runs none of the workload's pods
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if written, _, dropped := w.Counts(); written != 3 || dropped != 0 {
+	if written, _, dropped := w.Counts(); written != 4 || dropped != 0 {
 		t.Fatalf("wrote %v points, dropped %v", written, dropped)
 	}
 }

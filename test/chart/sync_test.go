@@ -163,7 +163,8 @@ func TestChartFlagsExist(t *testing.T) {
 influxdb: {mode: external, org: my-org, external: {url: "http://influx:8086", tokenSecret: {name: s, key: k}}}
 webhook: {certManager: {enabled: true}}
 decider: {dryRun: true}`,
-		"no leader election": `decider: {replicas: 1, leaderElection: {enabled: false}}`,
+		"no leader election":   `decider: {replicas: 1, leaderElection: {enabled: false}}`,
+		"sidecar pull secrets": `webhook: {proxy: {imagePullSecrets: [{name: regcred}], resources: {limits: {cpu: "2"}}}}`,
 	}
 	for name, values := range variants {
 		t.Run(name, func(t *testing.T) {

@@ -1,6 +1,9 @@
 package chart
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -84,7 +87,7 @@ func TestTemplate(t *testing.T) {
 		name: "defaults",
 		check: func(t *testing.T, r rendered) {
 			want := map[string]int{
-				"CustomResourceDefinition": 1, "Deployment": 3, "StatefulSet": 1, "Service": 4,
+				"CustomResourceDefinition": 1, "Deployment": 3, "StatefulSet": 1, "Service": 5,
 				"ServiceAccount": 3, "ClusterRole": 3, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
 				"Secret": 1, "MutatingWebhookConfiguration": 1, "ConfigMap": 1, "Lease": 1,
 			}
@@ -139,6 +142,10 @@ func TestTemplate(t *testing.T) {
 					t.Errorf("webhook args %v lack %s", wc.Args, a)
 				}
 			}
+			if !hasArg(wc, `--proxy-resources={"limits":{"memory":"128Mi"},"requests":{"cpu":"50m","memory":"32Mi"}}`) ||
+				slices.ContainsFunc(wc.Args, func(a string) bool { return strings.HasPrefix(a, "--proxy-image-pull-secrets") }) {
+				t.Errorf("webhook args %v: want the default sidecar resources and no pull secrets", wc.Args)
+			}
 			if wc.ReadinessProbe == nil || wc.ReadinessProbe.HTTPGet.Scheme != corev1.URISchemeHTTPS {
 				t.Errorf("webhook readiness probe %+v, want HTTPS /healthz", wc.ReadinessProbe)
 			}
@@ -176,11 +183,21 @@ func TestTemplate(t *testing.T) {
 			if len(sts.Spec.VolumeClaimTemplates) != 1 || sts.Spec.PersistentVolumeClaimRetentionPolicy.WhenDeleted != appsv1.DeletePersistentVolumeClaimRetentionPolicyType {
 				t.Errorf("influxdb PVC template %v, retention %+v", sts.Spec.VolumeClaimTemplates, sts.Spec.PersistentVolumeClaimRetentionPolicy)
 			}
+			// The governing Service is headless (stable pod DNS); clients use the other one.
+			gov := convert[corev1.Service](t, r.find("Service", sts.Spec.ServiceName))
+			if gov.Spec.ClusterIP != corev1.ClusterIPNone || !mapsSubset(gov.Spec.Selector, sts.Spec.Template.Labels) {
+				t.Errorf("StatefulSet serviceName %q: clusterIP %q selector %v", sts.Spec.ServiceName, gov.Spec.ClusterIP, gov.Spec.Selector)
+			}
+			client := convert[corev1.Service](t, r.find("Service", "rel-qas-influxdb"))
+			if client.Spec.ClusterIP == corev1.ClusterIPNone || sts.Spec.ServiceName == client.Name {
+				t.Errorf("the clients' Service rel-qas-influxdb must keep a cluster IP (serviceName %q)", sts.Spec.ServiceName)
+			}
 
 			cm := convert[corev1.ConfigMap](t, r.find("ConfigMap", "rel-qas-dashboards"))
 			if cm.Labels["grafana_dashboard"] != "1" || cm.Data["qas-workload.json"] == "" || cm.Data["qas-nodes.json"] == "" {
 				t.Errorf("dashboards ConfigMap labels %v, keys %v", cm.Labels, keys(cm.Data))
 			}
+			checkDashboardsConfigMap(t, cm, "qas/autogen")
 		},
 	}, {
 		name: "external InfluxDB, cert-manager, ServiceMonitor, dry run",
@@ -200,8 +217,14 @@ dashboards: {label: my_dashboards, labelValue: "yes"}
 `,
 		check: func(t *testing.T, r rendered) {
 			k := r.kinds()
-			if k["StatefulSet"] != 0 || k["Secret"] != 0 || k["Role"] != 1 || k["ServiceMonitor"] != 2 || k["Certificate"] != 1 || k["Issuer"] != 1 {
+			if k["StatefulSet"] != 0 || k["Secret"] != 1 || k["Role"] != 1 || k["ServiceMonitor"] != 2 || k["Certificate"] != 1 || k["Issuer"] != 1 {
 				t.Errorf("kinds = %v", k)
+			}
+			// The chart owns the Secret cert-manager fills, so that uninstall removes it;
+			// it has the type and keys cert-manager applies (a Secret's type is immutable).
+			sec := convert[corev1.Secret](t, r.find("Secret", "rel-qas-webhook-cert"))
+			if sec.Type != corev1.SecretTypeTLS || len(sec.Data) != 2 || sec.Data["tls.crt"] == nil || sec.Data["tls.key"] == nil {
+				t.Errorf("cert-manager's Secret: type %q data %v, want kubernetes.io/tls with empty tls.crt and tls.key", sec.Type, sec.Data)
 			}
 			for _, name := range []string{"rel-qas-decider", "rel-qas-collector"} {
 				d := convert[appsv1.Deployment](t, r.find("Deployment", name))
@@ -226,8 +249,8 @@ dashboards: {label: my_dashboards, labelValue: "yes"}
 			}
 			wh := convert[appsv1.Deployment](t, r.find("Deployment", "rel-qas-webhook"))
 			wc := container(t, wh, "webhook")
-			if !hasArg(wc, "--cert-dir=/etc/qas/webhook-tls") || hasArg(wc, "--secret=rel-qas-webhook-tls") ||
-				len(wc.VolumeMounts) != 1 || wh.Spec.Template.Spec.Volumes[0].Secret.SecretName != "rel-qas-webhook-tls" {
+			if !hasArg(wc, "--cert-dir=/etc/qas/webhook-tls") || slices.ContainsFunc(wc.Args, func(a string) bool { return strings.HasPrefix(a, "--secret=") }) ||
+				len(wc.VolumeMounts) != 1 || wh.Spec.Template.Spec.Volumes[0].Secret.SecretName != "rel-qas-webhook-cert" {
 				t.Errorf("webhook with cert-manager: args %v mounts %v volumes %v", wc.Args, wc.VolumeMounts, wh.Spec.Template.Spec.Volumes)
 			}
 			mwc := convert[admissionregistrationv1.MutatingWebhookConfiguration](t, r.find("MutatingWebhookConfiguration", "rel-qas-inject"))
@@ -237,7 +260,7 @@ dashboards: {label: my_dashboards, labelValue: "yes"}
 			cert := r.find("Certificate", "rel-qas-webhook")
 			names, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
 			secret, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
-			if !slices.Contains(names, "rel-qas-webhook.qas-system.svc") || secret != "rel-qas-webhook-tls" {
+			if !slices.Contains(names, "rel-qas-webhook.qas-system.svc") || secret != "rel-qas-webhook-cert" {
 				t.Errorf("certificate dnsNames %v secret %q", names, secret)
 			}
 			sm := r.find("ServiceMonitor", "rel-qas-decider")
@@ -255,6 +278,7 @@ dashboards: {label: my_dashboards, labelValue: "yes"}
 			if cm.GetLabels()["my_dashboards"] != "yes" {
 				t.Errorf("dashboards labels %v", cm.GetLabels())
 			}
+			checkDashboardsConfigMap(t, convert[corev1.ConfigMap](t, cm), "metrics/autogen")
 		},
 	}, {
 		name: "webhook off, no persistence, no dashboards, leader election off",
@@ -277,6 +301,28 @@ tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
 			d := convert[appsv1.Deployment](t, r.find("Deployment", "rel-qas-decider"))
 			if !hasArg(d.Spec.Template.Spec.Containers[0], "--leader-elect=false") || len(d.Spec.Template.Spec.Tolerations) != 1 {
 				t.Errorf("decider args %v tolerations %v", d.Spec.Template.Spec.Containers[0].Args, d.Spec.Template.Spec.Tolerations)
+			}
+		},
+	}, {
+		name: "webhook: sidecar resources, pull secrets, extra arguments",
+		values: `
+webhook:
+  proxy:
+    resources: {requests: {cpu: 200m}, limits: {cpu: "1", memory: 1Gi}}
+    imagePullSecrets: [{name: regcred}, {name: mirror}]
+  extraArgs: [--log-level=debug]
+`,
+		check: func(t *testing.T, r rendered) {
+			wc := container(t, convert[appsv1.Deployment](t, r.find("Deployment", "rel-qas-webhook")), "webhook")
+			// Helm merges the values with the defaults: requests.memory stays 32Mi.
+			for _, a := range []string{`--proxy-resources={"limits":{"cpu":"1","memory":"1Gi"},"requests":{"cpu":"200m","memory":"32Mi"}}`,
+				"--proxy-image-pull-secrets=regcred,mirror"} {
+				if !hasArg(wc, a) {
+					t.Errorf("webhook args %v lack %s", wc.Args, a)
+				}
+			}
+			if last := wc.Args[len(wc.Args)-1]; last != "--log-level=debug" {
+				t.Errorf("webhook args %v: extraArgs must come last (the flag parser keeps the last value)", wc.Args)
 			}
 		},
 	}, {
@@ -304,6 +350,63 @@ tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
 	}
 }
 
+// checkDashboardsConfigMap: the ConfigMap holds every dashboard of charts/qas/dashboards
+// unchanged but for the bucket variable, which defaults to the chart's bucket.
+func checkDashboardsConfigMap(t *testing.T, cm *corev1.ConfigMap, bucket string) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(chartDir(t), "dashboards", "*.json"))
+	if err != nil || len(files) == 0 || len(cm.Data) != len(files) {
+		t.Fatalf("ConfigMap keys %v, dashboards %v (%v)", keys(cm.Data), files, err)
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want, got map[string]any
+		if err := json.Unmarshal(raw, &want); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(cm.Data[filepath.Base(f)]), &got); err != nil {
+			t.Fatalf("%s in the ConfigMap: %v", filepath.Base(f), err)
+		}
+		found := false
+		for _, v := range want["templating"].(map[string]any)["list"].([]any) {
+			if v := v.(map[string]any); v["name"] == "bucket" {
+				v["query"], v["current"] = bucket, map[string]any{"text": bucket, "value": bucket}
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s has no bucket variable", filepath.Base(f))
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s in the ConfigMap is not the file with bucket %q:\n%s", filepath.Base(f), bucket, cm.Data[filepath.Base(f)])
+		}
+	}
+}
+
+// TestSchemaAccepts checks the schema lets through the values next to those
+// TestSchemaRejects refuses, so that each rejection is about what it claims.
+func TestSchemaAccepts(t *testing.T) {
+	h := newHelm(t)
+	for _, values := range []string{
+		"decider: {replicas: 1, leaderElection: {enabled: false}}",
+		"decider: {replicas: 3, leaderElection: {enabled: true}}",
+		"collector: {replicas: 1}",
+		"serviceMonitor: {enabled: true, interval: 1m30s}",
+		"serviceMonitor: {enabled: true, interval: 500ms}",
+		"webhook: {certManager: {enabled: true, issuerRef: {name: corp-ca, kind: ClusterIssuer}}}",
+		"webhook: {certManager: {enabled: true, issuerRef: {}}}",
+	} {
+		t.Run(values, func(t *testing.T) {
+			if out, err := h.run("template", "rel", chartDir(t), "-f", valuesFile(t, values)); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
+	}
+}
+
 // TestSchemaRejects checks that values.schema.json refuses bad values with a message
 // naming the field.
 func TestSchemaRejects(t *testing.T) {
@@ -324,12 +427,27 @@ func TestSchemaRejects(t *testing.T) {
 		{"influxdb: {mode: external, external: {url: influx:8086}}", []string{"/influxdb/external/url"}},
 		{"decidr: {replicas: 2}", []string{"decidr"}},
 		{"influxdb: {bucket: other/autogen}", []string{"influxdb.bucket", "influxdb.internal.database"}},
+		// Two deciders without leader election would both act: the error names both ways out.
+		{"decider: {replicas: 2, leaderElection: {enabled: false}}", []string{"/decider/replicas", "maximum", "/decider/leaderElection/enabled", "true"}},
+		// The collector has no leader election or sharding.
+		{"collector: {replicas: 2}", []string{"/collector/replicas", "maximum"}},
+		// The Prometheus Operator refuses Go durations with fractions or units it lacks.
+		{"serviceMonitor: {enabled: true, interval: 1.5s}", []string{"/serviceMonitor/interval"}},
+		{"serviceMonitor: {enabled: true, interval: 100us}", []string{"/serviceMonitor/interval"}},
+		{"serviceMonitor: {enabled: true, interval: ''}", []string{"/serviceMonitor/interval"}},
+		// An issuerRef without a name would be silently replaced by the self-signed Issuer.
+		{"webhook: {certManager: {enabled: true, issuerRef: {kind: ClusterIssuer}}}", []string{"/webhook/certManager/issuerRef", "name"}},
+		{"webhook: {proxy: {imagePullSecrets: [regcred]}}", []string{"/webhook/proxy/imagePullSecrets/0"}},
+		{"webhook: {proxy: {resources: {request: {cpu: 1}}}}", []string{"/webhook/proxy/resources", "request"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.values, func(t *testing.T) {
 			_, err := h.run("template", "rel", chartDir(t), "-f", valuesFile(t, tc.values))
 			if err == nil {
 				t.Fatalf("values %q were accepted", tc.values)
+			}
+			if !strings.Contains(err.Error(), "schema") && !strings.Contains(err.Error(), "influxdb.bucket") {
+				t.Errorf("refused, but not by the schema:\n%v", err)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
@@ -338,6 +456,15 @@ func TestSchemaRejects(t *testing.T) {
 			}
 		})
 	}
+}
+
+func mapsSubset(sub, of map[string]string) bool {
+	for k, v := range sub {
+		if of[k] != v {
+			return false
+		}
+	}
+	return len(sub) > 0
 }
 
 func mapsEqual(a, b map[string]int) bool {

@@ -46,7 +46,16 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
 {{- define "qas.webhookService" -}}{{ include "qas.fullname" . }}-webhook{{- end }}
-{{- define "qas.webhookSecret" -}}{{ include "qas.fullname" . }}-webhook-tls{{- end }}
+{{/* The webhook's certificate Secret: self-managed (Opaque, the webhook's own CA and
+     certificate) or cert-manager's (kubernetes.io/tls). Two names, because a Secret's
+     type cannot change: switching modes replaces one Secret by the other. */}}
+{{- define "qas.webhookSecret" -}}
+{{- if .Values.webhook.certManager.enabled -}}
+{{ include "qas.fullname" . }}-webhook-cert
+{{- else -}}
+{{ include "qas.fullname" . }}-webhook-tls
+{{- end }}
+{{- end }}
 {{- define "qas.webhookConfig" -}}{{ include "qas.fullname" . }}-inject{{- end }}
 {{- define "qas.influxService" -}}{{ include "qas.fullname" . }}-influxdb{{- end }}
 {{- define "qas.leaseName" -}}{{ default (printf "%s-decider" (include "qas.fullname" .)) .Values.decider.leaderElection.id }}{{- end }}

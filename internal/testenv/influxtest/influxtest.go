@@ -1,12 +1,15 @@
 // Package influxtest runs a real InfluxDB 1.8 server (built by
 // test/infra/need-influxdb.sh, found through $QAS_INFLUXD) on free loopback ports for
-// integration tests, with the database "qas" created. It can be stopped and restarted
-// on the same ports and data, to test clients against an outage.
+// integration tests, with the database "qas" created (or, with Options.Empty, no
+// database at all; with Options.Auth, authentication on). It can be stopped and
+// restarted on the same ports and data, to test clients against an outage.
 package influxtest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -26,10 +29,29 @@ const (
 	Bucket   = "qas/autogen"
 )
 
+// Admin user of a server started with Options.Auth; AdminToken is its v2-API token.
+const (
+	AdminUser     = "admin"
+	AdminPassword = "admin-password"
+	AdminToken    = AdminUser + ":" + AdminPassword
+)
+
+// Options change how Start prepares the server.
+type Options struct {
+	// Empty starts without the database, for clients that must create it.
+	Empty bool
+	// Auth turns HTTP authentication on, with the admin user AdminUser.
+	Auth bool
+}
+
 // Server is a running influxd.
 type Server struct {
 	URL string // http://127.0.0.1:PORT
+	// Token authenticates as the admin user on a server with authentication on
+	// ("user:password", as the v2 API and Flux take it); empty otherwise.
+	Token string
 
+	opts    Options
 	t       testing.TB
 	bin     string
 	dir     string
@@ -39,16 +61,22 @@ type Server struct {
 	logPath string
 }
 
-// Start starts influxd for t and stops it in t.Cleanup. It skips, or fails under
-// `make test`, when influxd is not installed.
+// Start starts influxd for t with the database Database and stops it in t.Cleanup. It
+// skips, or fails under `make test`, when influxd is not installed.
 func Start(t testing.TB) *Server {
+	t.Helper()
+	return StartWith(t, Options{})
+}
+
+// StartWith starts influxd for t as opts say and stops it in t.Cleanup.
+func StartWith(t testing.TB, opts Options) *Server {
 	t.Helper()
 	bin := testenv.Tool(t, "QAS_INFLUXD")
 	dir := t.TempDir()
 	httpPort, rpcPort := testenv.FreePort(t), testenv.FreePort(t)
 	s := &Server{
-		URL: fmt.Sprintf("http://127.0.0.1:%d", httpPort),
-		t:   t, bin: bin, dir: dir, logPath: filepath.Join(dir, "influxd.log"),
+		URL:  fmt.Sprintf("http://127.0.0.1:%d", httpPort),
+		opts: opts, t: t, bin: bin, dir: dir, logPath: filepath.Join(dir, "influxd.log"),
 		env: []string{
 			"INFLUXDB_REPORTING_DISABLED=true",
 			fmt.Sprintf("INFLUXDB_BIND_ADDRESS=127.0.0.1:%d", rpcPort),
@@ -62,9 +90,22 @@ func Start(t testing.TB) *Server {
 			"INFLUXDB_MONITOR_STORE_ENABLED=false",
 		},
 	}
+	if opts.Auth {
+		s.env = append(s.env, "INFLUXDB_HTTP_AUTH_ENABLED=true")
+	}
 	t.Cleanup(s.Stop)
 	if err := s.start(); err != nil {
 		t.Fatalf("influxd: %v%s", err, s.logTail())
+	}
+	if opts.Auth {
+		// The first user may be created without credentials, and must be an admin.
+		if err := s.Query(fmt.Sprintf("CREATE USER %s WITH PASSWORD '%s' WITH ALL PRIVILEGES", AdminUser, AdminPassword)); err != nil {
+			t.Fatalf("influxd: %v", err)
+		}
+		s.Token = AdminToken
+	}
+	if opts.Empty {
+		return s
 	}
 	if err := s.Query("CREATE DATABASE " + Database); err != nil {
 		t.Fatalf("influxd: %v", err)
@@ -86,7 +127,12 @@ func (s *Server) waitWritable() error {
 	var last string
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		resp, err := http.Post(url, "text/plain", strings.NewReader(ProbeMeasurement+" ok=1i"))
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(ProbeMeasurement+" ok=1i"))
+		if err != nil {
+			return err
+		}
+		s.authorize(req)
+		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusNoContent {
@@ -165,22 +211,90 @@ func (s *Server) Restart() {
 	if err := s.start(); err != nil {
 		s.t.Fatalf("influxd restart: %v%s", err, s.logTail())
 	}
+	if s.opts.Empty {
+		return // no database to write to unless a client made one
+	}
 	if err := s.waitWritable(); err != nil {
 		s.t.Fatalf("influxd restart: %v%s", err, s.logTail())
 	}
 }
 
-// Query runs an InfluxQL statement through the v1 /query endpoint.
+// Query runs an InfluxQL statement through the v1 /query endpoint, as the admin user
+// when authentication is on. A statement's error in the response is an error.
 func (s *Server) Query(q string) error {
-	resp, err := http.PostForm(s.URL+"/query", url.Values{"q": {q}})
+	req, err := http.NewRequest(http.MethodPost, s.URL+"/query", strings.NewReader(url.Values{"q": {q}}.Encode()))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	s.authorize(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("influxd query %q: %s", q, resp.Status)
+		return fmt.Errorf("influxd query %q: %s %s", q, resp.Status, body)
+	}
+	var out struct {
+		Results []struct {
+			Error string `json:"error"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		return fmt.Errorf("influxd query %q: %v: %s", q, err, body)
+	}
+	for _, r := range out.Results {
+		if r.Error != "" {
+			return fmt.Errorf("influxd query %q: %s", q, r.Error)
+		}
 	}
 	return nil
+}
+
+// Databases lists the server's databases (SHOW DATABASES), as the admin user when
+// authentication is on.
+func (s *Server) Databases() ([]string, error) {
+	req, err := http.NewRequest(http.MethodGet, s.URL+"/query?"+url.Values{"q": {"SHOW DATABASES"}}.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	s.authorize(req)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Results []struct {
+			Series []struct {
+				Values [][]string `json:"values"`
+			} `json:"series"`
+			Error string `json:"error"`
+		} `json:"results"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, fmt.Errorf("SHOW DATABASES: %s: %v", resp.Status, err)
+	}
+	var dbs []string
+	for _, r := range out.Results {
+		if r.Error != "" {
+			return nil, fmt.Errorf("SHOW DATABASES: %s", r.Error)
+		}
+		for _, series := range r.Series {
+			for _, v := range series.Values {
+				dbs = append(dbs, v...)
+			}
+		}
+	}
+	return dbs, nil
+}
+
+func (s *Server) authorize(req *http.Request) {
+	if s.Token != "" {
+		req.Header.Set("Authorization", "Token "+s.Token)
+	}
 }
 
 // Ping reports whether the server answers.
