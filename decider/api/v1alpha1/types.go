@@ -256,8 +256,9 @@ type QueueAutoscalerStatus struct {
 	CurrentCPU *resource.Quantity `json:"currentCPU,omitempty"`
 	// +optional
 	DesiredCPU *resource.Quantity `json:"desiredCPU,omitempty"`
-	// InitTime is the measured pod start time (p90 of creation to Ready), the
-	// predictive lead.
+	// InitTime is the measured pod start time (p90 of creation to first Ready over
+	// recent pods): the predictive lead unless predictive.leadOverride replaces it.
+	// It is reported whether or not predictive scaling is on.
 	// +optional
 	InitTime string `json:"initTime,omitempty"`
 	// LastDecision is the most recent decision and why it was taken.
