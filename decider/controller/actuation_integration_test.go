@@ -120,7 +120,7 @@ func TestMigratesPodOffHotNode(t *testing.T) {
 	victim, hot := pods[0].Name, pods[0].Spec.NodeName
 	e.measureHot(pods, hot)
 
-	d, err := e.ctrl.Reconcile(context.Background(), e.ns, "mig")
+	d, err := e.reconcile(t, e.ctrl, "mig")
 	require.NoError(t, err)
 	require.True(t, d.Action.Has(decide.ActionMigrate), d.Explanation.Reason)
 	require.Equal(t, victim, d.Migration.Pod)
@@ -138,7 +138,7 @@ func TestMigratesPodOffHotNode(t *testing.T) {
 	}
 	e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
 	restarted := e.newController(t)
-	_, err = restarted.Reconcile(context.Background(), e.ns, "mig")
+	_, err = e.reconcile(t, restarted, "mig")
 	require.NoError(t, err)
 	require.Equal(t, int32(2), e.replicas(t, "mig"), "replacement Ready: back to 2")
 	e.eventually(t, "the slowed pod is the one removed", func() bool {
@@ -150,7 +150,7 @@ func TestMigratesPodOffHotNode(t *testing.T) {
 		return len(e.pods(t, "mig")) == 2
 	})
 	e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
-	_, err = e.newController(t).Reconcile(context.Background(), e.ns, "mig")
+	_, err = e.reconcile(t, e.newController(t), "mig")
 	require.NoError(t, err)
 	require.False(t, e.nodeTainted(t, hot), "the taint is removed when the migration ends")
 	require.Empty(t, e.get(t, "mig").Annotations[controller.MigrationAnnotation])
@@ -176,12 +176,12 @@ func TestMigrationRespectsDisruptionBudget(t *testing.T) {
 	victim, hot := pods[0].Name, pods[0].Spec.NodeName
 	e.measureHot(pods, hot)
 
-	d, err := e.ctrl.Reconcile(context.Background(), e.ns, "pdb")
+	d, err := e.reconcile(t, e.ctrl, "pdb")
 	require.NoError(t, err)
 	require.True(t, d.Action.Has(decide.ActionMigrate), d.Explanation.Reason)
 	e.waitReplicas(t, "pdb", 3)
 	e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
-	_, err = e.ctrl.Reconcile(context.Background(), e.ns, "pdb")
+	_, err = e.reconcile(t, e.ctrl, "pdb")
 	require.NoError(t, err)
 	qa := e.get(t, "pdb")
 	require.Equal(t, "Migrating", condition(qa, "ScalingActive").Reason)
@@ -189,7 +189,7 @@ func TestMigrationRespectsDisruptionBudget(t *testing.T) {
 	require.Equal(t, int32(3), e.replicas(t, "pdb"), "held at the surge while the budget allows nothing")
 
 	e.clock.SetTime(e.clock.Now().Add(2 * time.Minute))
-	_, err = e.ctrl.Reconcile(context.Background(), e.ns, "pdb")
+	_, err = e.reconcile(t, e.ctrl, "pdb")
 	require.NoError(t, err, "the abort is reported in an Event; the cycle goes on")
 	require.NotEmpty(t, e.events(t, "MigrationAborted"))
 	require.Equal(t, int32(2), e.replicas(t, "pdb"), "the surge is undone")
@@ -234,7 +234,7 @@ func TestResizesInPlaceWhenCPUBound(t *testing.T) {
 	e.queueAutoscalerWith(t, "cpu", "cpu", false, verticalSpec())
 	pods := e.pods(t, "cpu")
 	e.measureCPUBound(pods)
-	d, err := e.ctrl.Reconcile(context.Background(), e.ns, "cpu")
+	d, err := e.reconcile(t, e.ctrl, "cpu")
 	require.NoError(t, err)
 	require.True(t, d.Action.Has(decide.ActionVertical), d.Explanation.Reason)
 	require.Greater(t, d.DesiredCPU, int64(500))
@@ -260,7 +260,7 @@ func TestInfeasibleResizeFallsBack(t *testing.T) {
 	e.queueAutoscalerWith(t, "inf", "inf", false, verticalSpec())
 	pods := e.pods(t, "inf")
 	e.measureCPUBound(pods)
-	d, err := e.ctrl.Reconcile(context.Background(), e.ns, "inf")
+	d, err := e.reconcile(t, e.ctrl, "inf")
 	require.NoError(t, err)
 	require.True(t, d.Action.Has(decide.ActionVertical), d.Explanation.Reason)
 
@@ -281,7 +281,7 @@ func TestInfeasibleResizeFallsBack(t *testing.T) {
 	e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
 	e.measureCPUBound(pods)
 	fresh := e.newController(t)
-	d2, err := fresh.Reconcile(ctx, e.ns, "inf")
+	d2, err := e.reconcile(t, fresh, "inf")
 	require.NoError(t, err)
 	require.False(t, d2.Action.Has(decide.ActionVertical), d2.Explanation.Reason)
 	require.NotEmpty(t, e.events(t, "ResizeBlocked"))

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
@@ -70,12 +71,56 @@ func setup(t *testing.T) *env {
 	return e
 }
 
-// newController builds a controller with no memory of its own, as after a restart.
+// newController builds and starts a controller with no memory of its own, as after
+// a restart.
 func (e *env) newController(t *testing.T) *controller.Controller {
-	ctrl, stop, err := controller.New(e.c.Config, e.metrics, nil, zaptest.NewLogger(t), e.clock)
+	return e.startController(t, e.c.Config, nil)
+}
+
+// startController builds a controller on cfg with the given sink and starts its
+// informers until the test ends.
+func (e *env) startController(t *testing.T, cfg *rest.Config, sink controller.DecisionSink) *controller.Controller {
+	ctrl, stop, err := controller.New(cfg, e.metrics, sink, zaptest.NewLogger(t), e.clock)
 	require.NoError(t, err)
-	t.Cleanup(stop)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); stop() })
+	require.NoError(t, ctrl.Start(ctx))
 	return ctrl
+}
+
+// reconcile runs one cycle of ctrl for the QueueAutoscaler name once ctrl's pod cache
+// has caught up with the API server (the test just changed pods).
+func (e *env) reconcile(t *testing.T, ctrl *controller.Controller, name string) (decide.Decision, error) {
+	t.Helper()
+	e.synced(t, ctrl)
+	return ctrl.Reconcile(context.Background(), e.ns, name)
+}
+
+// synced waits until ctrl's pod cache holds the test namespace's pods as the API
+// server has them.
+func (e *env) synced(t *testing.T, ctrl *controller.Controller) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := e.c.Clientset().CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		cached, err := controller.CachedPods(ctrl, e.ns)
+		if err != nil || len(cached) != len(list.Items) {
+			return false, err
+		}
+		want := map[string]string{}
+		for _, p := range list.Items {
+			want[p.Name] = p.ResourceVersion
+		}
+		for _, p := range cached {
+			if want[p.Name] != p.ResourceVersion {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	require.NoError(t, err, "the controller's pod cache never caught up")
 }
 
 func (e *env) deployment(t *testing.T, name string, replicas int32) {
@@ -192,7 +237,7 @@ func TestScalesUpUnderLoadAndExplains(t *testing.T) {
 	// 60 req/s of 50 ms each is 3 Erlangs: 2 pods are unstable.
 	e.metrics.set(60, 0.05, e.clock.Now())
 
-	d, err := e.ctrl.Reconcile(context.Background(), e.ns, "web")
+	d, err := e.reconcile(t, e.ctrl, "web")
 	require.NoError(t, err)
 	require.True(t, d.Action.Has(decide.ActionHorizontal), "reason: %s", d.Explanation.Reason)
 	require.Greater(t, d.DesiredReplicas, int32(3))
@@ -217,7 +262,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 	e.queueAutoscaler(t, "dry", "dry", true)
 	e.metrics.set(60, 0.05, e.clock.Now())
 
-	d, err := e.ctrl.Reconcile(context.Background(), e.ns, "dry")
+	d, err := e.reconcile(t, e.ctrl, "dry")
 	require.NoError(t, err)
 	require.Greater(t, d.DesiredReplicas, int32(2))
 	require.Equal(t, int32(2), e.replicas(t, "dry"), "dry run must not scale")
@@ -233,7 +278,7 @@ func TestHoldsWithoutMeasurements(t *testing.T) {
 	e.queueAutoscaler(t, "blind", "blind", false)
 	e.metrics.err = errors.New("influxdb is down")
 
-	d, err := e.ctrl.Reconcile(context.Background(), e.ns, "blind")
+	d, err := e.reconcile(t, e.ctrl, "blind")
 	require.NoError(t, err)
 	require.Equal(t, decide.ActionNone, d.Action)
 	require.NotEmpty(t, d.Explanation.HeldBecause)
@@ -248,7 +293,7 @@ func TestRestartKeepsStabilisationAndRepeatsNothing(t *testing.T) {
 	e.deployment(t, "restart", 2)
 	e.queueAutoscaler(t, "restart", "restart", false)
 	e.metrics.set(60, 0.05, e.clock.Now())
-	first, err := e.ctrl.Reconcile(context.Background(), e.ns, "restart")
+	first, err := e.reconcile(t, e.ctrl, "restart")
 	require.NoError(t, err)
 	e.waitReplicas(t, "restart", first.DesiredReplicas)
 
@@ -256,7 +301,7 @@ func TestRestartKeepsStabilisationAndRepeatsNothing(t *testing.T) {
 	// not act again.
 	e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
 	e.metrics.set(60, 0.05, e.clock.Now())
-	again, err := e.newController(t).Reconcile(context.Background(), e.ns, "restart")
+	again, err := e.reconcile(t, e.newController(t), "restart")
 	require.NoError(t, err)
 	require.Equal(t, first.DesiredReplicas, again.DesiredReplicas)
 	require.False(t, again.Action.Has(decide.ActionHorizontal), "no duplicate action: %s", again.Explanation.Reason)
@@ -265,14 +310,14 @@ func TestRestartKeepsStabilisationAndRepeatsNothing(t *testing.T) {
 	// recommendation of the 5-minute scale-down window and keeps the pods.
 	e.clock.SetTime(e.clock.Now().Add(time.Minute))
 	e.metrics.set(5, 0.05, e.clock.Now())
-	low, err := e.newController(t).Reconcile(context.Background(), e.ns, "restart")
+	low, err := e.reconcile(t, e.newController(t), "restart")
 	require.NoError(t, err)
 	require.Equal(t, first.DesiredReplicas, e.replicas(t, "restart"), "scale-down waits for the stabilisation window: %s", low.Explanation.Reason)
 
 	// After the window the recommendation falls.
 	e.clock.SetTime(e.clock.Now().Add(6 * time.Minute))
 	e.metrics.set(5, 0.05, e.clock.Now())
-	down, err := e.newController(t).Reconcile(context.Background(), e.ns, "restart")
+	down, err := e.reconcile(t, e.newController(t), "restart")
 	require.NoError(t, err)
 	require.Less(t, down.DesiredReplicas, first.DesiredReplicas)
 	e.waitReplicas(t, "restart", down.DesiredReplicas)
