@@ -18,10 +18,7 @@ import (
 
 // spreadDeployment is a Deployment whose pods spread over the kwok nodes.
 func (e *env) spreadDeployment(t *testing.T, name string, replicas int32, cpu string) {
-	e.createDeployment(t, name, replicas, cpu, cpu, []corev1.TopologySpreadConstraint{{
-		MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.ScheduleAnyway,
-		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-	}})
+	e.createDeployment(t, name, replicas, cpu, cpu, spread(name))
 }
 
 func (e *env) pods(t *testing.T, app string) []corev1.Pod {
@@ -291,4 +288,49 @@ func TestInfeasibleResizeFallsBack(t *testing.T) {
 		blockedNote = blockedNote || c.Note == "the last in-place resize was infeasible or deferred too long"
 	}
 	require.True(t, blockedNote, "the explanation says why vertical candidates were dropped")
+}
+
+// TestResizeSizesThePodAroundTheSidecar: a pod injected with qas-proxy is resized so
+// that its total CPU request is the decision: the app container takes what the
+// sidecar leaves, and the sidecar keeps its CPU.
+func TestResizeSizesThePodAroundTheSidecar(t *testing.T) {
+	e := setup(t)
+	e.deploymentOf(t, "injected", 2, corev1.PodSpec{
+		TopologySpreadConstraints: spread("injected"),
+		Containers:                []corev1.Container{appContainer("app", "400m", "400m"), appContainer(controller.SidecarContainer, "100m", "100m")},
+	})
+	e.queueAutoscalerWith(t, "injected", "injected", false, verticalSpec())
+	pods := e.pods(t, "injected")
+	e.measureCPUBound(pods)
+	d, err := e.reconcile(t, e.ctrl, "injected")
+	require.NoError(t, err)
+	require.True(t, d.Action.Has(decide.ActionVertical), d.Explanation.Reason)
+	require.Greater(t, d.DesiredCPU, int64(500))
+	e.eventually(t, "every pod runs with the decided CPU in total, the sidecar unchanged", func() bool {
+		for _, p := range e.pods(t, "injected") {
+			running := map[string]int64{}
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.Resources != nil {
+					running[cs.Name] = cs.Resources.Requests.Cpu().MilliValue()
+				}
+			}
+			if running["app"] != d.DesiredCPU-100 || running[controller.SidecarContainer] != 100 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, p := range e.pods(t, "injected") {
+		for _, c := range p.Spec.Containers {
+			if c.Name == "app" {
+				require.Equal(t, c.Resources.Requests.Cpu().MilliValue(), c.Resources.Limits.Cpu().MilliValue(), "a Guaranteed container stays Guaranteed")
+			}
+		}
+	}
+	// The next cycle reads the pods' total, sidecar included, as their CPU.
+	e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
+	e.measureCPUBound(e.pods(t, "injected"))
+	_, err = e.reconcile(t, e.ctrl, "injected")
+	require.NoError(t, err)
+	require.Equal(t, d.DesiredCPU, e.get(t, "injected").Status.CurrentCPU.MilliValue(), "status.currentCPU is the pod's total")
 }

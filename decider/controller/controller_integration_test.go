@@ -27,7 +27,15 @@ import (
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
 )
 
-func TestMain(m *testing.M) { kubetest.Main(m, kubetest.Full()) }
+// TestMain shares one cluster: two 16-core kwok nodes with 100 GiB of local storage
+// each (the local-storage guard reads it).
+func TestMain(m *testing.M) {
+	opts := kubetest.Full()
+	for i := range opts.Nodes {
+		opts.Nodes[i].EphemeralStorage = "100Gi"
+	}
+	kubetest.Main(m, opts)
+}
 
 // fakeMetrics stands in for the collector: the tests choose what was "measured".
 type fakeMetrics struct {
@@ -130,23 +138,34 @@ func (e *env) deployment(t *testing.T, name string, replicas int32) {
 // createDeployment creates a Deployment of kwok pods with one container of the given
 // CPU request and limit, and waits for its replicas to be Ready.
 func (e *env) createDeployment(t *testing.T, name string, replicas int32, request, limit string, spread []corev1.TopologySpreadConstraint) {
+	e.deploymentOf(t, name, replicas, corev1.PodSpec{
+		TopologySpreadConstraints: spread,
+		Containers:                []corev1.Container{appContainer("app", request, limit)},
+	})
+}
+
+// appContainer is a container with the given CPU request and limit ("" for none).
+func appContainer(name, request, limit string) corev1.Container {
+	c := corev1.Container{Name: name, Image: "example/app:1", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(request)},
+	}}
+	if limit != "" {
+		c.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(limit)}
+	}
+	return c
+}
+
+// deploymentOf creates a Deployment of kwok pods with the given pod spec (the kwok
+// toleration is added) and waits for its replicas to be Ready.
+func (e *env) deploymentOf(t *testing.T, name string, replicas int32, spec corev1.PodSpec) {
 	labels := map[string]string{"app": name}
+	spec.Tolerations = append(spec.Tolerations, kubetest.Toleration())
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					Tolerations:               []corev1.Toleration{kubetest.Toleration()},
-					TopologySpreadConstraints: spread,
-					Containers: []corev1.Container{{Name: "app", Image: "example/app:1", Resources: corev1.ResourceRequirements{
-						Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(request)},
-						Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(limit)},
-					}}},
-				},
-			},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
 		},
 	}
 	_, err := e.c.Clientset().AppsV1().Deployments(e.ns).Create(context.Background(), d, metav1.CreateOptions{})
