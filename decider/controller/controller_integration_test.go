@@ -70,8 +70,10 @@ type env struct {
 	clock   *clocktesting.FakePassiveClock
 }
 
-func setup(t *testing.T) *env {
-	c := kubetest.Shared(t)
+func setup(t *testing.T) *env { return setupOn(t, kubetest.Shared(t)) }
+
+// setupOn prepares a test namespace, the CRD and a started controller on cluster c.
+func setupOn(t *testing.T, c *kubetest.Cluster) *env {
 	_, file, _, _ := runtime.Caller(0)
 	require.NoError(t, c.InstallCRD(context.Background(), filepath.Join(filepath.Dir(file), "..", "..", "config", "crd", "qas.dev_queueautoscalers.yaml")))
 	e := &env{c: c, ns: c.Namespace(t), metrics: &fakeMetrics{}, clock: clocktesting.NewFakePassiveClock(time.Now())}
