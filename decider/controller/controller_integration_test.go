@@ -87,11 +87,14 @@ func (e *env) newController(t *testing.T) *controller.Controller {
 	return e.startController(t, e.c.Config, nil)
 }
 
-// startController builds a controller on cfg with the given sink and starts its
-// informers until the test ends.
-func (e *env) startController(t *testing.T, cfg *rest.Config, sink controller.DecisionSink) *controller.Controller {
+// startController builds a controller on cfg with the given sink, lets configure
+// change it (may be nil), and starts its informers until the test ends.
+func (e *env) startController(t *testing.T, cfg *rest.Config, sink controller.DecisionSink, configure ...func(*controller.Controller)) *controller.Controller {
 	ctrl, stop, err := controller.New(cfg, e.metrics, sink, zaptest.NewLogger(t), e.clock)
 	require.NoError(t, err)
+	for _, f := range configure {
+		f(ctrl)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); stop() })
 	require.NoError(t, ctrl.Start(ctx))

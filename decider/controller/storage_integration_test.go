@@ -36,7 +36,9 @@ func (e *env) localPV(t *testing.T, name, node string) string {
 	}
 	_, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = cs.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cs.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+	})
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
 		Spec: corev1.PersistentVolumeClaimSpec{
