@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"runtime"
@@ -345,4 +346,71 @@ func TestRestartKeepsStabilisationAndRepeatsNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Less(t, down.DesiredReplicas, first.DesiredReplicas)
 	e.waitReplicas(t, "restart", down.DesiredReplicas)
+}
+
+// crash runs one cycle of a fresh controller that dies (runtime.Goexit: nothing
+// after that point runs, as in a killed process) just before or just after acting.
+func (e *env) crash(t *testing.T, name string, afterAct bool) {
+	t.Helper()
+	ctrl := e.newController(t)
+	die := func() { runtime.Goexit() }
+	if afterAct {
+		controller.SetActHooks(ctrl, nil, die)
+	} else {
+		controller.SetActHooks(ctrl, die, nil)
+	}
+	e.synced(t, ctrl)
+	finished := make(chan bool)
+	go func() {
+		completed := false
+		defer func() { finished <- completed }()
+		_, _ = ctrl.Reconcile(context.Background(), e.ns, name)
+		completed = true
+	}()
+	require.False(t, <-finished, "the cycle was cut short at its action")
+}
+
+// TestCrashAroundTheActionTakesNoExtraStep: the engine's memory (which counts scale
+// steps against the rate limits) is saved before the decider acts. A decider killed
+// right after scaling up restarts knowing the step was taken, so it takes no second
+// step inside the same rate-limit period; one killed right before only acts later.
+func TestCrashAroundTheActionTakesNoExtraStep(t *testing.T) {
+	e := setup(t)
+	for _, tt := range []struct {
+		name     string
+		afterAct bool
+		replicas int32 // after the crash
+	}{
+		{"crash-after", true, 6}, // 2 + 4 pods: the default scale-up limit per 15 s
+		{"crash-before", false, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e.deployment(t, tt.name, 2)
+			e.queueAutoscaler(t, tt.name, tt.name, false)
+			// 200 req/s of 50 ms is 10 Erlangs: far more than a few steps' worth of pods.
+			e.metrics.set(200, 0.05, e.clock.Now())
+			e.crash(t, tt.name, tt.afterAct)
+			require.Equal(t, tt.replicas, e.replicas(t, tt.name))
+			var memory decide.State
+			require.NoError(t, json.Unmarshal([]byte(e.get(t, tt.name).Annotations[controller.StateAnnotation]), &memory))
+			require.Len(t, memory.ScaleEvents, 1, "the step was remembered before acting")
+			require.Equal(t, int32(4), memory.ScaleEvents[0].Delta)
+
+			// Restarted inside the same 15 s period: no further step.
+			e.clock.SetTime(e.clock.Now().Add(5 * time.Second))
+			e.metrics.set(200, 0.05, e.clock.Now())
+			d, err := e.reconcile(t, e.newController(t), tt.name)
+			require.NoError(t, err)
+			require.False(t, d.Action.Has(decide.ActionHorizontal), "no extra step: %s", d.Explanation.Reason)
+			require.Equal(t, tt.replicas, e.replicas(t, tt.name))
+
+			// Once the period is over, scaling goes on.
+			e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
+			e.metrics.set(200, 0.05, e.clock.Now())
+			d, err = e.reconcile(t, e.newController(t), tt.name)
+			require.NoError(t, err)
+			require.True(t, d.Action.Has(decide.ActionHorizontal), d.Explanation.Reason)
+			require.Greater(t, e.replicas(t, tt.name), tt.replicas)
+		})
+	}
 }
