@@ -334,3 +334,121 @@ func TestResizeSizesThePodAroundTheSidecar(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, d.DesiredCPU, e.get(t, "injected").Status.CurrentCPU.MilliValue(), "status.currentCPU is the pod's total")
 }
+
+// TestDeferredResizeFallsBack: a resize the kubelet defers briefly is waited for; one
+// deferred for longer than the limit is withdrawn, vertical scaling is turned off
+// for a while (persisted), and the engine falls back to horizontal scaling. kwok
+// sets no resize conditions, so the test writes them as the kubelet would.
+func TestDeferredResizeFallsBack(t *testing.T) {
+	e := setup(t)
+	e.spreadDeployment(t, "deferred", 2, "500m")
+	e.queueAutoscalerWith(t, "deferred", "deferred", false, verticalSpec())
+	pods := e.pods(t, "deferred")
+	e.measureCPUBound(pods)
+	d, err := e.reconcile(t, e.ctrl, "deferred")
+	require.NoError(t, err)
+	require.True(t, d.Action.Has(decide.ActionVertical), d.Explanation.Reason)
+
+	ctx := context.Background()
+	deferredSince := e.clock.Now().Truncate(time.Second) // condition times have whole seconds
+	for _, p := range pods {
+		got, err := e.c.Clientset().CoreV1().Pods(e.ns).Get(ctx, p.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		got.Status.Conditions = append(got.Status.Conditions, corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue,
+			Reason: corev1.PodReasonDeferred, Message: "Node didn't have enough capacity: cpu", LastTransitionTime: metav1.NewTime(deferredSince)})
+		_, err = e.c.Clientset().CoreV1().Pods(e.ns).UpdateStatus(ctx, got, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+
+	// Deferred for 30 s, within the 2-minute limit: keep waiting.
+	e.clock.SetTime(deferredSince.Add(30 * time.Second))
+	e.measureCPUBound(pods)
+	_, err = e.reconcile(t, e.ctrl, "deferred")
+	require.NoError(t, err)
+	require.Empty(t, e.get(t, "deferred").Annotations[controller.ResizeBlockedAnnotation], "a brief deferral is waited for")
+
+	// Deferred for 3 minutes: give up on resizing, scale out instead.
+	e.clock.SetTime(deferredSince.Add(3 * time.Minute))
+	e.measureCPUBound(pods)
+	d, err = e.reconcile(t, e.newController(t), "deferred")
+	require.NoError(t, err)
+	require.False(t, d.Action.Has(decide.ActionVertical), d.Explanation.Reason)
+	require.True(t, d.Action.Has(decide.ActionHorizontal), d.Explanation.Reason)
+	blocked := e.events(t, "ResizeBlocked")
+	require.NotEmpty(t, blocked)
+	require.Contains(t, blocked[0].Message, "deferred for 3m0s")
+	require.NotEmpty(t, e.get(t, "deferred").Annotations[controller.ResizeBlockedAnnotation])
+	e.waitReplicas(t, "deferred", d.DesiredReplicas)
+}
+
+// neighbourSetup runs our two spread pods and one big neighbour pod of another
+// Deployment, and measures the neighbour's node as hot; it returns the neighbour
+// pod and its node.
+func (e *env) neighbourSetup(t *testing.T, name string) (corev1.Pod, string) {
+	e.createDeployment(t, name+"-batch", 1, "1", "4", nil)
+	neighbour := e.pods(t, name+"-batch")[0]
+	hot := neighbour.Spec.NodeName
+	e.spreadDeployment(t, name, 2, "500m")
+	spec := migrationSpec()
+	spec["migration"].(map[string]any)["mover"] = "neighbour"
+	e.queueAutoscalerWith(t, name, name, false, spec)
+	e.measureHot(e.pods(t, name), hot)
+	e.metrics.mu.Lock()
+	e.metrics.m.Pods[neighbour.Name] = controller.PodUsage{CPUCores: 4}
+	e.metrics.mu.Unlock()
+	return neighbour, hot
+}
+
+// TestNeighbourMoverEvicts: with mover: neighbour, the biggest other pod on the hot
+// node is evicted (the Eviction API), its owner recreates it elsewhere while the hot
+// node is tainted, and the migration ends with the taint removed.
+func TestNeighbourMoverEvicts(t *testing.T) {
+	e := setup(t)
+	e.removeHotTaint(t)
+	neighbour, hot := e.neighbourSetup(t, "nbr")
+	d, err := e.reconcile(t, e.ctrl, "nbr")
+	require.NoError(t, err)
+	require.True(t, d.Action.Has(decide.ActionMigrate), d.Explanation.Reason)
+	require.Equal(t, decide.MoverNeighbour, d.Migration.Mover)
+	require.Equal(t, e.ns+"/"+neighbour.Name, d.Migration.Pod)
+	require.Equal(t, int32(2), e.replicas(t, "nbr"), "our workload is not surged")
+	e.eventually(t, "the neighbour is recreated off the hot node", func() bool {
+		ps := e.readyPods(t, "nbr-batch")
+		return len(ps) == 1 && ps[0].Name != neighbour.Name && ps[0].Spec.NodeName != hot
+	})
+	e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
+	_, err = e.reconcile(t, e.ctrl, "nbr")
+	require.NoError(t, err)
+	require.False(t, e.nodeTainted(t, hot), "the taint goes when the neighbour is gone")
+	require.Empty(t, e.get(t, "nbr").Annotations[controller.MigrationAnnotation])
+	require.NotEmpty(t, e.events(t, "Migrated"))
+}
+
+// TestNeighbourMoverRespectsDisruptionBudget: a neighbour whose budget allows no
+// disruption is not evicted; the migration is aborted at once and undone.
+func TestNeighbourMoverRespectsDisruptionBudget(t *testing.T) {
+	e := setup(t)
+	e.removeHotTaint(t)
+	neighbour, hot := e.neighbourSetup(t, "guarded")
+	ctx := context.Background()
+	one := intstr.FromInt32(1)
+	pdb, err := e.c.Clientset().PolicyV1().PodDisruptionBudgets(e.ns).Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "batch"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded-batch"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	e.eventually(t, "the disruption controller has processed the budget", func() bool {
+		got, err := e.c.Clientset().PolicyV1().PodDisruptionBudgets(e.ns).Get(ctx, pdb.Name, metav1.GetOptions{})
+		return err == nil && got.Status.ObservedGeneration == got.Generation && got.Status.CurrentHealthy == 1
+	})
+
+	d, err := e.reconcile(t, e.ctrl, "guarded")
+	require.ErrorContains(t, err, "refused by its PodDisruptionBudget")
+	require.True(t, d.Action.Has(decide.ActionMigrate), d.Explanation.Reason)
+	require.NotEmpty(t, e.events(t, "MigrationAborted"))
+	require.False(t, e.nodeTainted(t, hot), "the abort removes the taint")
+	require.Empty(t, e.get(t, "guarded").Annotations[controller.MigrationAnnotation])
+	ps := e.pods(t, "guarded-batch")
+	require.Len(t, ps, 1)
+	require.Equal(t, neighbour.Name, ps[0].Name, "the neighbour was not evicted")
+}

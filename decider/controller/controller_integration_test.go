@@ -78,6 +78,7 @@ func setupOn(t *testing.T, c *kubetest.Cluster) *env {
 	_, file, _, _ := runtime.Caller(0)
 	require.NoError(t, c.InstallCRD(context.Background(), filepath.Join(filepath.Dir(file), "..", "..", "config", "crd", "qas.dev_queueautoscalers.yaml")))
 	e := &env{c: c, ns: c.Namespace(t), metrics: &fakeMetrics{}, clock: clocktesting.NewFakePassiveClock(time.Now())}
+	t.Cleanup(func() { e.clearPods(t) })
 	e.ctrl = e.newController(t)
 	return e
 }
@@ -135,6 +136,32 @@ func (e *env) synced(t *testing.T, ctrl *controller.Controller) {
 		return true, nil
 	})
 	require.NoError(t, err, "the controller's pod cache never caught up")
+}
+
+// clearPods removes the test's workloads and waits until their pods are gone, so
+// that the next test on the shared cluster finds the nodes' CPU and storage free
+// (namespace deletion alone finishes later).
+func (e *env) clearPods(t *testing.T) {
+	ctx := context.Background()
+	cs := e.c.Clientset()
+	all := metav1.ListOptions{}
+	_ = cs.AppsV1().Deployments(e.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all)
+	_ = cs.AppsV1().StatefulSets(e.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all)
+	_ = cs.AppsV1().ReplicaSets(e.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all)
+	zero := int64(0)
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods(e.ns).List(ctx, all)
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			_ = cs.CoreV1().Pods(e.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		}
+		return len(pods.Items) == 0, nil
+	})
+	if err != nil {
+		t.Logf("pods of %s not all gone: %v", e.ns, err)
+	}
 }
 
 func (e *env) deployment(t *testing.T, name string, replicas int32) {
