@@ -88,3 +88,35 @@ func TestShutdownUndoesMigrationBeforeReleasingTheLease(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "", "the Lease is released afterwards")
 }
+
+// TestDeletedQueueAutoscalerUndoesItsMigration: deleting a QueueAutoscaler in the
+// middle of a migration takes its state with it; the controller, which saw the
+// deletion, undoes the migration so that the node does not stay tainted.
+func TestDeletedQueueAutoscalerUndoesItsMigration(t *testing.T) {
+	e := setup(t)
+	e.removeHotTaint(t)
+	ctx := context.Background()
+	e.spreadDeployment(t, "gone", 2, "500m")
+	zero := intstr.FromInt32(0)
+	_, err := e.c.Clientset().PolicyV1().PodDisruptionBudgets(e.ns).Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "gone"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &zero, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "gone"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	e.queueAutoscalerWith(t, "gone", "gone", false, migrationSpec())
+	pods := e.pods(t, "gone")
+	hot := pods[0].Spec.NodeName
+	e.measureHot(pods, hot)
+	d, err := e.reconcile(t, e.ctrl, "gone")
+	require.NoError(t, err)
+	require.NotNil(t, d.Migration, d.Explanation.Reason)
+	require.True(t, e.nodeTainted(t, hot))
+	e.waitReplicas(t, "gone", 3)
+
+	require.NoError(t, e.ctrl.Dynamic.Resource(controller.GVR).Namespace(e.ns).Delete(ctx, "gone", metav1.DeleteOptions{}))
+	e.eventually(t, "the deleted QueueAutoscaler's migration is undone", func() bool {
+		_, err := e.ctrl.Reconcile(ctx, e.ns, "gone") // what Run does with the key the deletion queued
+		return err == nil && !e.nodeTainted(t, hot)
+	})
+	require.Equal(t, int32(2), e.replicas(t, "gone"), "the surge is undone")
+}
