@@ -18,10 +18,7 @@ import (
 
 // spreadDeployment is a Deployment whose pods spread over the kwok nodes.
 func (e *env) spreadDeployment(t *testing.T, name string, replicas int32, cpu string) {
-	e.createDeployment(t, name, replicas, cpu, cpu, []corev1.TopologySpreadConstraint{{
-		MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.ScheduleAnyway,
-		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-	}})
+	e.createDeployment(t, name, replicas, cpu, cpu, spread(name))
 }
 
 func (e *env) pods(t *testing.T, app string) []corev1.Pod {
@@ -120,7 +117,7 @@ func TestMigratesPodOffHotNode(t *testing.T) {
 	victim, hot := pods[0].Name, pods[0].Spec.NodeName
 	e.measureHot(pods, hot)
 
-	d, err := e.ctrl.Reconcile(context.Background(), e.ns, "mig")
+	d, err := e.reconcile(t, e.ctrl, "mig")
 	require.NoError(t, err)
 	require.True(t, d.Action.Has(decide.ActionMigrate), d.Explanation.Reason)
 	require.Equal(t, victim, d.Migration.Pod)
@@ -138,7 +135,7 @@ func TestMigratesPodOffHotNode(t *testing.T) {
 	}
 	e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
 	restarted := e.newController(t)
-	_, err = restarted.Reconcile(context.Background(), e.ns, "mig")
+	_, err = e.reconcile(t, restarted, "mig")
 	require.NoError(t, err)
 	require.Equal(t, int32(2), e.replicas(t, "mig"), "replacement Ready: back to 2")
 	e.eventually(t, "the slowed pod is the one removed", func() bool {
@@ -150,7 +147,7 @@ func TestMigratesPodOffHotNode(t *testing.T) {
 		return len(e.pods(t, "mig")) == 2
 	})
 	e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
-	_, err = e.newController(t).Reconcile(context.Background(), e.ns, "mig")
+	_, err = e.reconcile(t, e.newController(t), "mig")
 	require.NoError(t, err)
 	require.False(t, e.nodeTainted(t, hot), "the taint is removed when the migration ends")
 	require.Empty(t, e.get(t, "mig").Annotations[controller.MigrationAnnotation])
@@ -176,12 +173,12 @@ func TestMigrationRespectsDisruptionBudget(t *testing.T) {
 	victim, hot := pods[0].Name, pods[0].Spec.NodeName
 	e.measureHot(pods, hot)
 
-	d, err := e.ctrl.Reconcile(context.Background(), e.ns, "pdb")
+	d, err := e.reconcile(t, e.ctrl, "pdb")
 	require.NoError(t, err)
 	require.True(t, d.Action.Has(decide.ActionMigrate), d.Explanation.Reason)
 	e.waitReplicas(t, "pdb", 3)
 	e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
-	_, err = e.ctrl.Reconcile(context.Background(), e.ns, "pdb")
+	_, err = e.reconcile(t, e.ctrl, "pdb")
 	require.NoError(t, err)
 	qa := e.get(t, "pdb")
 	require.Equal(t, "Migrating", condition(qa, "ScalingActive").Reason)
@@ -189,7 +186,7 @@ func TestMigrationRespectsDisruptionBudget(t *testing.T) {
 	require.Equal(t, int32(3), e.replicas(t, "pdb"), "held at the surge while the budget allows nothing")
 
 	e.clock.SetTime(e.clock.Now().Add(2 * time.Minute))
-	_, err = e.ctrl.Reconcile(context.Background(), e.ns, "pdb")
+	_, err = e.reconcile(t, e.ctrl, "pdb")
 	require.NoError(t, err, "the abort is reported in an Event; the cycle goes on")
 	require.NotEmpty(t, e.events(t, "MigrationAborted"))
 	require.Equal(t, int32(2), e.replicas(t, "pdb"), "the surge is undone")
@@ -234,7 +231,7 @@ func TestResizesInPlaceWhenCPUBound(t *testing.T) {
 	e.queueAutoscalerWith(t, "cpu", "cpu", false, verticalSpec())
 	pods := e.pods(t, "cpu")
 	e.measureCPUBound(pods)
-	d, err := e.ctrl.Reconcile(context.Background(), e.ns, "cpu")
+	d, err := e.reconcile(t, e.ctrl, "cpu")
 	require.NoError(t, err)
 	require.True(t, d.Action.Has(decide.ActionVertical), d.Explanation.Reason)
 	require.Greater(t, d.DesiredCPU, int64(500))
@@ -260,7 +257,7 @@ func TestInfeasibleResizeFallsBack(t *testing.T) {
 	e.queueAutoscalerWith(t, "inf", "inf", false, verticalSpec())
 	pods := e.pods(t, "inf")
 	e.measureCPUBound(pods)
-	d, err := e.ctrl.Reconcile(context.Background(), e.ns, "inf")
+	d, err := e.reconcile(t, e.ctrl, "inf")
 	require.NoError(t, err)
 	require.True(t, d.Action.Has(decide.ActionVertical), d.Explanation.Reason)
 
@@ -281,7 +278,7 @@ func TestInfeasibleResizeFallsBack(t *testing.T) {
 	e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
 	e.measureCPUBound(pods)
 	fresh := e.newController(t)
-	d2, err := fresh.Reconcile(ctx, e.ns, "inf")
+	d2, err := e.reconcile(t, fresh, "inf")
 	require.NoError(t, err)
 	require.False(t, d2.Action.Has(decide.ActionVertical), d2.Explanation.Reason)
 	require.NotEmpty(t, e.events(t, "ResizeBlocked"))
@@ -291,4 +288,167 @@ func TestInfeasibleResizeFallsBack(t *testing.T) {
 		blockedNote = blockedNote || c.Note == "the last in-place resize was infeasible or deferred too long"
 	}
 	require.True(t, blockedNote, "the explanation says why vertical candidates were dropped")
+}
+
+// TestResizeSizesThePodAroundTheSidecar: a pod injected with qas-proxy is resized so
+// that its total CPU request is the decision: the app container takes what the
+// sidecar leaves, and the sidecar keeps its CPU.
+func TestResizeSizesThePodAroundTheSidecar(t *testing.T) {
+	e := setup(t)
+	e.deploymentOf(t, "injected", 2, corev1.PodSpec{
+		TopologySpreadConstraints: spread("injected"),
+		Containers:                []corev1.Container{appContainer("app", "400m", "400m"), appContainer(controller.SidecarContainer, "100m", "100m")},
+	})
+	e.queueAutoscalerWith(t, "injected", "injected", false, verticalSpec())
+	pods := e.pods(t, "injected")
+	e.measureCPUBound(pods)
+	d, err := e.reconcile(t, e.ctrl, "injected")
+	require.NoError(t, err)
+	require.True(t, d.Action.Has(decide.ActionVertical), d.Explanation.Reason)
+	require.Greater(t, d.DesiredCPU, int64(500))
+	e.eventually(t, "every pod runs with the decided CPU in total, the sidecar unchanged", func() bool {
+		for _, p := range e.pods(t, "injected") {
+			running := map[string]int64{}
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.Resources != nil {
+					running[cs.Name] = cs.Resources.Requests.Cpu().MilliValue()
+				}
+			}
+			if running["app"] != d.DesiredCPU-100 || running[controller.SidecarContainer] != 100 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, p := range e.pods(t, "injected") {
+		for _, c := range p.Spec.Containers {
+			if c.Name == "app" {
+				require.Equal(t, c.Resources.Requests.Cpu().MilliValue(), c.Resources.Limits.Cpu().MilliValue(), "a Guaranteed container stays Guaranteed")
+			}
+		}
+	}
+	// The next cycle reads the pods' total, sidecar included, as their CPU.
+	e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
+	e.measureCPUBound(e.pods(t, "injected"))
+	_, err = e.reconcile(t, e.ctrl, "injected")
+	require.NoError(t, err)
+	require.Equal(t, d.DesiredCPU, e.get(t, "injected").Status.CurrentCPU.MilliValue(), "status.currentCPU is the pod's total")
+}
+
+// TestDeferredResizeFallsBack: a resize the kubelet defers briefly is waited for; one
+// deferred for longer than the limit is withdrawn, vertical scaling is turned off
+// for a while (persisted), and the engine falls back to horizontal scaling. kwok
+// sets no resize conditions, so the test writes them as the kubelet would.
+func TestDeferredResizeFallsBack(t *testing.T) {
+	e := setup(t)
+	e.spreadDeployment(t, "deferred", 2, "500m")
+	e.queueAutoscalerWith(t, "deferred", "deferred", false, verticalSpec())
+	pods := e.pods(t, "deferred")
+	e.measureCPUBound(pods)
+	d, err := e.reconcile(t, e.ctrl, "deferred")
+	require.NoError(t, err)
+	require.True(t, d.Action.Has(decide.ActionVertical), d.Explanation.Reason)
+
+	ctx := context.Background()
+	deferredSince := e.clock.Now().Truncate(time.Second) // condition times have whole seconds
+	for _, p := range pods {
+		got, err := e.c.Clientset().CoreV1().Pods(e.ns).Get(ctx, p.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		got.Status.Conditions = append(got.Status.Conditions, corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue,
+			Reason: corev1.PodReasonDeferred, Message: "Node didn't have enough capacity: cpu", LastTransitionTime: metav1.NewTime(deferredSince)})
+		_, err = e.c.Clientset().CoreV1().Pods(e.ns).UpdateStatus(ctx, got, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+
+	// Deferred for 30 s, within the 2-minute limit: keep waiting.
+	e.clock.SetTime(deferredSince.Add(30 * time.Second))
+	e.measureCPUBound(pods)
+	_, err = e.reconcile(t, e.ctrl, "deferred")
+	require.NoError(t, err)
+	require.Empty(t, e.get(t, "deferred").Annotations[controller.ResizeBlockedAnnotation], "a brief deferral is waited for")
+
+	// Deferred for 3 minutes: give up on resizing, scale out instead.
+	e.clock.SetTime(deferredSince.Add(3 * time.Minute))
+	e.measureCPUBound(pods)
+	d, err = e.reconcile(t, e.newController(t), "deferred")
+	require.NoError(t, err)
+	require.False(t, d.Action.Has(decide.ActionVertical), d.Explanation.Reason)
+	require.True(t, d.Action.Has(decide.ActionHorizontal), d.Explanation.Reason)
+	blocked := e.events(t, "ResizeBlocked")
+	require.NotEmpty(t, blocked)
+	require.Contains(t, blocked[0].Message, "deferred for 3m0s")
+	require.NotEmpty(t, e.get(t, "deferred").Annotations[controller.ResizeBlockedAnnotation])
+	e.waitReplicas(t, "deferred", d.DesiredReplicas)
+}
+
+// neighbourSetup runs our two spread pods and one big neighbour pod of another
+// Deployment, and measures the neighbour's node as hot; it returns the neighbour
+// pod and its node.
+func (e *env) neighbourSetup(t *testing.T, name string) (corev1.Pod, string) {
+	e.createDeployment(t, name+"-batch", 1, "1", "4", nil)
+	neighbour := e.pods(t, name+"-batch")[0]
+	hot := neighbour.Spec.NodeName
+	e.spreadDeployment(t, name, 2, "500m")
+	spec := migrationSpec()
+	spec["migration"].(map[string]any)["mover"] = "neighbour"
+	e.queueAutoscalerWith(t, name, name, false, spec)
+	e.measureHot(e.pods(t, name), hot)
+	e.metrics.mu.Lock()
+	e.metrics.m.Pods[neighbour.Name] = controller.PodUsage{CPUCores: 4}
+	e.metrics.mu.Unlock()
+	return neighbour, hot
+}
+
+// TestNeighbourMoverEvicts: with mover: neighbour, the biggest other pod on the hot
+// node is evicted (the Eviction API), its owner recreates it elsewhere while the hot
+// node is tainted, and the migration ends with the taint removed.
+func TestNeighbourMoverEvicts(t *testing.T) {
+	e := setup(t)
+	e.removeHotTaint(t)
+	neighbour, hot := e.neighbourSetup(t, "nbr")
+	d, err := e.reconcile(t, e.ctrl, "nbr")
+	require.NoError(t, err)
+	require.True(t, d.Action.Has(decide.ActionMigrate), d.Explanation.Reason)
+	require.Equal(t, decide.MoverNeighbour, d.Migration.Mover)
+	require.Equal(t, e.ns+"/"+neighbour.Name, d.Migration.Pod)
+	require.Equal(t, int32(2), e.replicas(t, "nbr"), "our workload is not surged")
+	e.eventually(t, "the neighbour is recreated off the hot node", func() bool {
+		ps := e.readyPods(t, "nbr-batch")
+		return len(ps) == 1 && ps[0].Name != neighbour.Name && ps[0].Spec.NodeName != hot
+	})
+	e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
+	_, err = e.reconcile(t, e.ctrl, "nbr")
+	require.NoError(t, err)
+	require.False(t, e.nodeTainted(t, hot), "the taint goes when the neighbour is gone")
+	require.Empty(t, e.get(t, "nbr").Annotations[controller.MigrationAnnotation])
+	require.NotEmpty(t, e.events(t, "Migrated"))
+}
+
+// TestNeighbourMoverRespectsDisruptionBudget: a neighbour whose budget allows no
+// disruption is not evicted; the migration is aborted at once and undone.
+func TestNeighbourMoverRespectsDisruptionBudget(t *testing.T) {
+	e := setup(t)
+	e.removeHotTaint(t)
+	neighbour, hot := e.neighbourSetup(t, "guarded")
+	ctx := context.Background()
+	one := intstr.FromInt32(1)
+	pdb, err := e.c.Clientset().PolicyV1().PodDisruptionBudgets(e.ns).Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "batch"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded-batch"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	e.eventually(t, "the disruption controller has processed the budget", func() bool {
+		got, err := e.c.Clientset().PolicyV1().PodDisruptionBudgets(e.ns).Get(ctx, pdb.Name, metav1.GetOptions{})
+		return err == nil && got.Status.ObservedGeneration == got.Generation && got.Status.CurrentHealthy == 1
+	})
+
+	d, err := e.reconcile(t, e.ctrl, "guarded")
+	require.ErrorContains(t, err, "refused by its PodDisruptionBudget")
+	require.True(t, d.Action.Has(decide.ActionMigrate), d.Explanation.Reason)
+	require.NotEmpty(t, e.events(t, "MigrationAborted"))
+	require.False(t, e.nodeTainted(t, hot), "the abort removes the taint")
+	require.Empty(t, e.get(t, "guarded").Annotations[controller.MigrationAnnotation])
+	ps := e.pods(t, "guarded-batch")
+	require.Len(t, ps, 1)
+	require.Equal(t, neighbour.Name, ps[0].Name, "the neighbour was not evicted")
 }

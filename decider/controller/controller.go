@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"go.uber.org/zap"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -72,13 +74,22 @@ type MetricsSource interface {
 
 // DecisionSink stores decisions for dashboards (InfluxDB); it may be nil.
 type DecisionSink interface {
-	RecordDecision(ctx context.Context, namespace, name string, d decide.Decision, dryRun bool) error
+	RecordDecision(ctx context.Context, of DecisionOf, d decide.Decision, dryRun bool) error
 }
 
-// Controller reconciles QueueAutoscalers.
+// DecisionOf names what a decision is about: the QueueAutoscaler and the workload it
+// scales (its scaleTargetRef's name, which is what the collector tags measurements
+// with).
+type DecisionOf struct {
+	Namespace, Name, Workload string
+}
+
+// Controller reconciles QueueAutoscalers. Build it with New and call Start before
+// Reconcile: pods, nodes and storage are read from informer caches.
 type Controller struct {
 	Kube     kubernetes.Interface
 	Dynamic  dynamic.Interface
+	Metadata metadata.Interface
 	Scales   scale.ScalesGetter
 	Mapper   meta.RESTMapper
 	Metrics  MetricsSource
@@ -100,6 +111,15 @@ type Controller struct {
 	// ResizeBackoff is how long vertical scaling stays off after a resize was
 	// Infeasible or Deferred too long; default 10 min.
 	ResizeBackoff time.Duration
+	// EventDelay is how long a reconcile triggered by a pod or target event waits,
+	// so that a burst of events (a rollout's pods turning Ready one after another)
+	// gives one reconcile; default 2 s. Spec changes are reconciled at once.
+	EventDelay time.Duration
+
+	watch *watches
+	// beforeAct and afterAct, when set (by tests), run just before and after a
+	// cycle's action: where a crash would hurt most.
+	beforeAct, afterAct func()
 }
 
 // dryRun reports whether qa's decisions must only be recorded.
@@ -108,10 +128,18 @@ func (c *Controller) dryRun(qa *v1alpha1.QueueAutoscaler) bool { return c.DryRun
 // GVR is the QueueAutoscaler resource.
 var GVR = v1alpha1.GroupVersion.WithResource(v1alpha1.Resource)
 
-// Reconcile runs one decision cycle for the QueueAutoscaler ns/name. A spec the engine
-// cannot use is reported in the status condition and an Event, not retried.
+// Reconcile runs one decision cycle for the QueueAutoscaler ns/name. Every cycle's
+// outcome is recorded (status, log, sink), also when it could not decide: a spec the
+// engine cannot use (reported in the Ready condition and an Event, not retried), a
+// target that cannot be read, or a migration still under way.
 func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Decision, error) {
+	if c.watch == nil || !c.watch.started.Load() {
+		return decide.Decision{}, errors.New("controller not started: call Start first")
+	}
 	obj, err := c.Dynamic.Resource(GVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return decide.Decision{}, c.forget(ctx, ns+"/"+name)
+	}
 	if err != nil {
 		return decide.Decision{}, err
 	}
@@ -123,20 +151,37 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 	spec, err := qa.Spec.DecideSpec()
 	if err != nil {
 		c.Recorder.Event(&qa, corev1.EventTypeWarning, "InvalidSpec", err.Error())
-		return decide.Decision{}, c.writeStatus(ctx, &qa, now, func(st *v1alpha1.QueueAutoscalerStatus) {
+		d := c.hold(ctx, &qa, qa.Status.CurrentReplicas, now, "invalid spec: "+err.Error())
+		return d, c.writeStatus(ctx, &qa, now, func(st *v1alpha1.QueueAutoscalerStatus) {
+			holdStatus(st, d, c.dryRun(&qa), now)
 			setCondition(st, "Ready", metav1.ConditionFalse, "InvalidSpec", err.Error(), qa.Generation, now)
 		})
 	}
 	target, err := c.resolveTarget(ctx, &qa)
 	if err != nil {
 		c.Recorder.Event(&qa, corev1.EventTypeWarning, "FailedGetScale", err.Error())
+		d := c.hold(ctx, &qa, qa.Status.CurrentReplicas, now, "cannot read the target's scale: "+err.Error())
 		_ = c.writeStatus(ctx, &qa, now, func(st *v1alpha1.QueueAutoscalerStatus) {
+			holdStatus(st, d, c.dryRun(&qa), now)
 			setCondition(st, "AbleToScale", metav1.ConditionFalse, "FailedGetScale", err.Error(), qa.Generation, now)
 		})
-		return decide.Decision{}, err
+		return d, err
 	}
-	if busy, err := c.continueMigration(ctx, &qa, &target, now); busy || err != nil {
-		return decide.Decision{}, err
+	c.watch.track(ctx, c, &qa, target)
+	busy, why, migErr := c.continueMigration(ctx, &qa, &target)
+	if busy {
+		d := c.hold(ctx, &qa, target.replicas, now, why)
+		if err := c.writeStatus(ctx, &qa, now, func(st *v1alpha1.QueueAutoscalerStatus) {
+			holdStatus(st, d, c.dryRun(&qa), now)
+			st.CurrentReplicas = target.replicas
+			setCondition(st, "ScalingActive", metav1.ConditionFalse, "Migrating", why, qa.Generation, now)
+		}); err != nil {
+			return d, errors.Join(migErr, err)
+		}
+		return d, migErr
+	}
+	if migErr != nil {
+		return decide.Decision{}, migErr
 	}
 	snap, pods, err := c.snapshot(ctx, &qa, spec, target, now)
 	if err != nil {
@@ -156,31 +201,69 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 	}
 	d, err := engine.Decide(spec, snap)
 	if err != nil {
-		return decide.Decision{}, fmt.Errorf("decide %s/%s: %w", ns, name, err)
+		err = fmt.Errorf("decide %s/%s: %w", ns, name, err)
+		return c.hold(ctx, &qa, target.replicas, now, err.Error()), err
 	}
-	actErr := error(nil)
-	if !c.dryRun(&qa) {
-		actErr = c.act(ctx, &qa, target, d)
+	actErr, saveErr := c.actAndRemember(ctx, &qa, target, d, pods, engine)
+	c.report(ctx, &qa, d, actErr)
+	initTime := decide.InitTime(snap.InitTimes, spec.Predictive.InitPercentile)
+	if err := c.writeStatus(ctx, &qa, now, func(st *v1alpha1.QueueAutoscalerStatus) {
+		fillStatus(st, &qa, d, snap, target, actErr, c.dryRun(&qa), initTime, now)
+	}); err != nil {
+		return d, errors.Join(saveErr, err)
+	}
+	return d, errors.Join(actErr, saveErr)
+}
+
+// actAndRemember carries out d (unless dry run) and persists the engine's memory.
+// The memory, which counts d's replica change against the rate limits, is saved
+// before acting: a decider that crashes after acting and restarts then still knows
+// the change was made and cannot take a second step inside the same rate-limit
+// period. A crash after saving but before acting only delays the action. An action
+// that fails is taken back from the memory. saveErr is a failure to persist
+// memory that does not stop the cycle.
+func (c *Controller) actAndRemember(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t target, d decide.Decision, pods []*corev1.Pod, engine *decide.Engine) (actErr, saveErr error) {
+	if c.dryRun(qa) || d.Action == decide.ActionNone {
+		return nil, c.saveEngine(ctx, qa, engine)
+	}
+	if err := c.saveEngine(ctx, qa, engine); err != nil {
+		actErr = fmt.Errorf("not acted: the engine's memory could not be saved first: %w", err)
+	} else {
+		if c.beforeAct != nil {
+			c.beforeAct()
+		}
+		actErr = c.act(ctx, qa, t, d, pods)
+		if c.afterAct != nil {
+			c.afterAct()
+		}
 		if actErr != nil {
 			engine.Revert(d)
-			c.Recorder.Event(&qa, corev1.EventTypeWarning, "FailedAction", actErr.Error())
+			saveErr = c.saveEngine(ctx, qa, engine)
 		}
 	}
-	if err := c.saveEngine(ctx, &qa, engine); err != nil {
-		return d, err
+	if actErr != nil {
+		c.Recorder.Event(qa, corev1.EventTypeWarning, "FailedAction", actErr.Error())
 	}
-	c.report(ctx, &qa, d, actErr)
-	if err := c.writeStatus(ctx, &qa, now, func(st *v1alpha1.QueueAutoscalerStatus) {
-		fillStatus(st, &qa, d, snap, target, actErr, c.dryRun(&qa), now)
-	}); err != nil {
-		return d, err
+	return actErr, saveErr
+}
+
+// hold records a cycle that did not reach the engine (or the engine refused) as a
+// decision to change nothing, with why, in the log and the sink, and returns it for
+// the status. current is the replica count as last known.
+func (c *Controller) hold(ctx context.Context, qa *v1alpha1.QueueAutoscaler, current int32, now time.Time, why string) decide.Decision {
+	d := decide.Decision{Time: now, DesiredReplicas: current, Explanation: decide.Explanation{
+		CurrentReplicas: current, HeldBecause: why, Reason: "hold: " + why,
+	}}
+	if target, err := time.ParseDuration(qa.Spec.Target.Latency); err == nil {
+		d.Explanation.Target = target.Seconds()
 	}
-	return d, actErr
+	c.report(ctx, qa, d, nil)
+	return d
 }
 
 // target is the scaled workload as seen through its scale subresource.
 type target struct {
-	resource schema.GroupResource
+	resource schema.GroupVersionResource
 	replicas int32
 	selector labels.Selector
 }
@@ -191,12 +274,19 @@ func (c *Controller) resolveTarget(ctx context.Context, qa *v1alpha1.QueueAutosc
 	if err != nil {
 		return target{}, fmt.Errorf("scaleTargetRef.apiVersion %q: %w", ref.APIVersion, err)
 	}
-	mapping, err := c.Mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: ref.Kind}, gv.Version)
+	gk := schema.GroupKind{Group: gv.Group, Kind: ref.Kind}
+	mapping, err := c.Mapper.RESTMapping(gk, gv.Version)
+	if meta.IsNoMatchError(err) {
+		// A kind installed after the decider started (a new CRD): rediscover once.
+		if r, ok := c.Mapper.(meta.ResettableRESTMapper); ok {
+			r.Reset()
+			mapping, err = c.Mapper.RESTMapping(gk, gv.Version)
+		}
+	}
 	if err != nil {
 		return target{}, fmt.Errorf("scaleTargetRef %s %s: %w", ref.APIVersion, ref.Kind, err)
 	}
-	gr := mapping.Resource.GroupResource()
-	sc, err := c.Scales.Scales(qa.Namespace).Get(ctx, gr, ref.Name, metav1.GetOptions{})
+	sc, err := c.Scales.Scales(qa.Namespace).Get(ctx, mapping.Resource.GroupResource(), ref.Name, metav1.GetOptions{})
 	if err != nil {
 		return target{}, fmt.Errorf("get scale of %s %s: %w", ref.Kind, ref.Name, err)
 	}
@@ -204,34 +294,35 @@ func (c *Controller) resolveTarget(ctx context.Context, qa *v1alpha1.QueueAutosc
 	if err != nil || sc.Status.Selector == "" {
 		return target{}, fmt.Errorf("%s %s has no usable pod selector in its scale status (%q)", ref.Kind, ref.Name, sc.Status.Selector)
 	}
-	return target{resource: gr, replicas: sc.Spec.Replicas, selector: sel}, nil
+	return target{resource: mapping.Resource, replicas: sc.Spec.Replicas, selector: sel}, nil
 }
 
-// snapshot builds the engine's input; it also returns the workload's pods.
-func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler, spec decide.Spec, t target, now time.Time) (decide.Snapshot, []corev1.Pod, error) {
-	podList, err := c.Kube.CoreV1().Pods(qa.Namespace).List(ctx, metav1.ListOptions{LabelSelector: t.selector.String()})
+// snapshot builds the engine's input from the informer caches and the metrics
+// source; it also returns the workload's pods.
+func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler, spec decide.Spec, t target, now time.Time) (decide.Snapshot, []*corev1.Pod, error) {
+	w := c.watch
+	pods, err := w.pods.Pods(qa.Namespace).List(t.selector)
 	if err != nil {
 		return decide.Snapshot{}, nil, fmt.Errorf("list pods: %w", err)
 	}
-	nodeList, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	nodes, err := w.nodes.List(labels.Everything())
 	if err != nil {
 		return decide.Snapshot{}, nil, fmt.Errorf("list nodes: %w", err)
 	}
-	var allPods []corev1.Pod
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	var allPods []*corev1.Pod
 	if spec.Migration.Enabled || spec.Vertical.Enabled {
 		// Node room and neighbours matter only to the resize and migration levers.
-		all, err := c.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-		if err != nil {
+		if allPods, err = w.pods.List(labels.Everything()); err != nil {
 			return decide.Snapshot{}, nil, fmt.Errorf("list pods on nodes: %w", err)
 		}
-		allPods = all.Items
 	}
 	q := WorkloadQuery{Namespace: qa.Namespace, Workload: qa.Spec.ScaleTargetRef.Name, Now: now, Percentile: spec.Percentile,
 		NeedNodes: spec.Migration.Enabled || spec.Vertical.Enabled}
 	owned := map[string]bool{}
 	var ready int32
-	for i := range podList.Items {
-		p := &podList.Items[i]
+	for _, p := range pods {
 		owned[p.Namespace+"/"+p.Name] = true
 		q.Pods = append(q.Pods, p.Name)
 		if IsReady(p) {
@@ -239,7 +330,7 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 			q.Ready = append(q.Ready, p.Name)
 		}
 	}
-	for _, n := range nodeList.Items {
+	for _, n := range nodes {
 		q.Nodes = append(q.Nodes, n.Name)
 	}
 	m, err := c.Metrics.Measure(ctx, q)
@@ -252,24 +343,25 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 	if limit == 0 {
 		limit = 20
 	}
+	storage := Storage{Claims: w.claims, Volumes: w.volumes, Nodes: nodes}
 	return decide.Snapshot{
 		Now:          now,
 		ArrivalRates: m.ArrivalRates, ServiceTime: m.ServiceTime, ServiceSCV: m.ServiceSCV, ArrivalSCV: m.ArrivalSCV,
 		MeasuredLatency: m.MeasuredLatency,
 		CurrentReplicas: t.replicas, ReadyReplicas: ready,
-		Pods:      DecidePods(podList.Items, m.Pods),
-		Nodes:     DecideNodes(nodeList.Items, allPods, owned, m.Nodes, m.Pods),
-		InitTimes: InitTimes(podList.Items, limit),
+		Pods:      DecidePods(pods, m.Pods, storage),
+		Nodes:     DecideNodes(nodes, allPods, owned, m.Nodes, m.Pods, storage),
+		InitTimes: InitTimes(pods, w.ready, limit),
 		DataTime:  m.DataTime, Complete: m.Complete,
-	}, podList.Items, nil
+	}, pods, nil
 }
 
 // act carries out a decision. Replica changes set an absolute count through the scale
 // subresource, so repeating an action after a restart changes nothing.
-func (c *Controller) act(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t target, d decide.Decision) error {
+func (c *Controller) act(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t target, d decide.Decision, pods []*corev1.Pod) error {
 	var errs []error
 	if d.Action.Has(decide.ActionVertical) && d.DesiredCPU > 0 {
-		if err := c.resizePods(ctx, qa.Namespace, t, d.DesiredCPU); err != nil {
+		if err := c.resizePods(ctx, pods, d.DesiredCPU); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -290,29 +382,32 @@ func (c *Controller) act(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t ta
 	return errors.Join(errs...)
 }
 
-// resizePods sets every running pod's first container's CPU request to cpu millicores
-// in place (pods/resize), scaling its limit in proportion when it has one.
-func (c *Controller) resizePods(ctx context.Context, ns string, t target, cpu int64) error {
-	pods, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: t.selector.String()})
-	if err != nil {
-		return err
-	}
+// resizePods gives every running pod cpu millicores in total, in place (pods/resize):
+// the app containers take what the qas-proxy sidecar leaves (resizePlan).
+func (c *Controller) resizePods(ctx context.Context, pods []*corev1.Pod, cpu int64) error {
 	var errs []error
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil || p.Spec.NodeName == "" || len(p.Spec.Containers) == 0 {
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil || p.Spec.NodeName == "" {
 			continue
 		}
-		ctr := p.Spec.Containers[0]
-		req := ctr.Resources.Requests.Cpu().MilliValue()
-		if req == cpu {
+		plan, err := resizePlan(p, cpu)
+		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
-		res := map[string]any{"requests": map[string]any{"cpu": fmt.Sprintf("%dm", cpu)}}
-		if lim := ctr.Resources.Limits.Cpu().MilliValue(); lim > 0 && req > 0 {
-			res["limits"] = map[string]any{"cpu": fmt.Sprintf("%dm", lim*cpu/req)}
+		if len(plan) == 0 {
+			continue
 		}
-		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": ctr.Name, "resources": res}}}})
-		if _, err := c.Kube.CoreV1().Pods(ns).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "resize"); err != nil {
+		ctrs := make([]any, 0, len(plan))
+		for _, cc := range plan {
+			res := map[string]any{"requests": map[string]any{"cpu": fmt.Sprintf("%dm", cc.Request)}}
+			if cc.Limit > 0 {
+				res["limits"] = map[string]any{"cpu": fmt.Sprintf("%dm", cc.Limit)}
+			}
+			ctrs = append(ctrs, map[string]any{"name": cc.Name, "resources": res})
+		}
+		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"containers": ctrs}})
+		if _, err := c.Kube.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "resize"); err != nil {
 			errs = append(errs, fmt.Errorf("resize %s to %dm: %w", p.Name, cpu, err))
 		}
 	}
@@ -339,10 +434,22 @@ func (c *Controller) saveEngine(ctx context.Context, qa *v1alpha1.QueueAutoscale
 		return nil
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{StateAnnotation: string(data)}}})
-	_, err = c.Dynamic.Resource(GVR).Namespace(qa.Namespace).Patch(ctx, qa.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if err != nil {
+	if err := c.patchAnnotations(ctx, qa, patch); err != nil {
 		return fmt.Errorf("save engine state: %w", err)
 	}
+	return nil
+}
+
+// patchAnnotations merge-patches qa's annotations and takes the result's annotations
+// and resource version, so that the status written later in the cycle does not
+// conflict with the cycle's own patch.
+func (c *Controller) patchAnnotations(ctx context.Context, qa *v1alpha1.QueueAutoscaler, patch []byte) error {
+	out, err := c.Dynamic.Resource(GVR).Namespace(qa.Namespace).Patch(ctx, qa.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return err
+	}
+	qa.Annotations = out.GetAnnotations()
+	qa.ResourceVersion = out.GetResourceVersion()
 	return nil
 }
 
@@ -366,7 +473,8 @@ func (c *Controller) report(ctx context.Context, qa *v1alpha1.QueueAutoscaler, d
 			d.Action, d.DesiredReplicas, d.DesiredCPU, x.Reason, x.ArrivalRate, x.ServiceTime, seconds(x.Latency), x.Normalized)
 	}
 	if c.Sink != nil {
-		if err := c.Sink.RecordDecision(ctx, qa.Namespace, qa.Name, d, c.dryRun(qa)); err != nil {
+		of := DecisionOf{Namespace: qa.Namespace, Name: qa.Name, Workload: qa.Spec.ScaleTargetRef.Name}
+		if err := c.Sink.RecordDecision(ctx, of, d, c.dryRun(qa)); err != nil {
 			c.Log.Warn("decision not stored", zap.Error(err))
 		}
 	}

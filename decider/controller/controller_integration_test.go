@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"runtime"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
@@ -26,7 +28,15 @@ import (
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
 )
 
-func TestMain(m *testing.M) { kubetest.Main(m, kubetest.Full()) }
+// TestMain shares one cluster: two 16-core kwok nodes with 100 GiB of local storage
+// each (the local-storage guard reads it).
+func TestMain(m *testing.M) {
+	opts := kubetest.Full()
+	for i := range opts.Nodes {
+		opts.Nodes[i].EphemeralStorage = "100Gi"
+	}
+	kubetest.Main(m, opts)
+}
 
 // fakeMetrics stands in for the collector: the tests choose what was "measured".
 type fakeMetrics struct {
@@ -61,21 +71,97 @@ type env struct {
 	clock   *clocktesting.FakePassiveClock
 }
 
-func setup(t *testing.T) *env {
-	c := kubetest.Shared(t)
+func setup(t *testing.T) *env { return setupOn(t, kubetest.Shared(t)) }
+
+// setupOn prepares a test namespace, the CRD and a started controller on cluster c.
+func setupOn(t *testing.T, c *kubetest.Cluster) *env {
 	_, file, _, _ := runtime.Caller(0)
 	require.NoError(t, c.InstallCRD(context.Background(), filepath.Join(filepath.Dir(file), "..", "..", "config", "crd", "qas.dev_queueautoscalers.yaml")))
 	e := &env{c: c, ns: c.Namespace(t), metrics: &fakeMetrics{}, clock: clocktesting.NewFakePassiveClock(time.Now())}
+	t.Cleanup(func() { e.clearPods(t) })
 	e.ctrl = e.newController(t)
 	return e
 }
 
-// newController builds a controller with no memory of its own, as after a restart.
+// newController builds and starts a controller with no memory of its own, as after
+// a restart.
 func (e *env) newController(t *testing.T) *controller.Controller {
-	ctrl, stop, err := controller.New(e.c.Config, e.metrics, nil, zaptest.NewLogger(t), e.clock)
+	return e.startController(t, e.c.Config, nil)
+}
+
+// startController builds a controller on cfg with the given sink, lets configure
+// change it (may be nil), and starts its informers until the test ends.
+func (e *env) startController(t *testing.T, cfg *rest.Config, sink controller.DecisionSink, configure ...func(*controller.Controller)) *controller.Controller {
+	ctrl, stop, err := controller.New(cfg, e.metrics, sink, zaptest.NewLogger(t), e.clock)
 	require.NoError(t, err)
-	t.Cleanup(stop)
+	for _, f := range configure {
+		f(ctrl)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); stop() })
+	require.NoError(t, ctrl.Start(ctx))
 	return ctrl
+}
+
+// reconcile runs one cycle of ctrl for the QueueAutoscaler name once ctrl's pod cache
+// has caught up with the API server (the test just changed pods).
+func (e *env) reconcile(t *testing.T, ctrl *controller.Controller, name string) (decide.Decision, error) {
+	t.Helper()
+	e.synced(t, ctrl)
+	return ctrl.Reconcile(context.Background(), e.ns, name)
+}
+
+// synced waits until ctrl's pod cache holds the test namespace's pods as the API
+// server has them.
+func (e *env) synced(t *testing.T, ctrl *controller.Controller) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := e.c.Clientset().CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		cached, err := controller.CachedPods(ctrl, e.ns)
+		if err != nil || len(cached) != len(list.Items) {
+			return false, err
+		}
+		want := map[string]string{}
+		for _, p := range list.Items {
+			want[p.Name] = p.ResourceVersion
+		}
+		for _, p := range cached {
+			if want[p.Name] != p.ResourceVersion {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	require.NoError(t, err, "the controller's pod cache never caught up")
+}
+
+// clearPods removes the test's workloads and waits until their pods are gone, so
+// that the next test on the shared cluster finds the nodes' CPU and storage free
+// (namespace deletion alone finishes later).
+func (e *env) clearPods(t *testing.T) {
+	ctx := context.Background()
+	cs := e.c.Clientset()
+	all := metav1.ListOptions{}
+	_ = cs.AppsV1().Deployments(e.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all)
+	_ = cs.AppsV1().StatefulSets(e.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all)
+	_ = cs.AppsV1().ReplicaSets(e.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all)
+	zero := int64(0)
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods(e.ns).List(ctx, all)
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			_ = cs.CoreV1().Pods(e.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		}
+		return len(pods.Items) == 0, nil
+	})
+	if err != nil {
+		t.Logf("pods of %s not all gone: %v", e.ns, err)
+	}
 }
 
 func (e *env) deployment(t *testing.T, name string, replicas int32) {
@@ -85,23 +171,34 @@ func (e *env) deployment(t *testing.T, name string, replicas int32) {
 // createDeployment creates a Deployment of kwok pods with one container of the given
 // CPU request and limit, and waits for its replicas to be Ready.
 func (e *env) createDeployment(t *testing.T, name string, replicas int32, request, limit string, spread []corev1.TopologySpreadConstraint) {
+	e.deploymentOf(t, name, replicas, corev1.PodSpec{
+		TopologySpreadConstraints: spread,
+		Containers:                []corev1.Container{appContainer("app", request, limit)},
+	})
+}
+
+// appContainer is a container with the given CPU request and limit ("" for none).
+func appContainer(name, request, limit string) corev1.Container {
+	c := corev1.Container{Name: name, Image: "example/app:1", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(request)},
+	}}
+	if limit != "" {
+		c.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(limit)}
+	}
+	return c
+}
+
+// deploymentOf creates a Deployment of kwok pods with the given pod spec (the kwok
+// toleration is added) and waits for its replicas to be Ready.
+func (e *env) deploymentOf(t *testing.T, name string, replicas int32, spec corev1.PodSpec) {
 	labels := map[string]string{"app": name}
+	spec.Tolerations = append(spec.Tolerations, kubetest.Toleration())
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					Tolerations:               []corev1.Toleration{kubetest.Toleration()},
-					TopologySpreadConstraints: spread,
-					Containers: []corev1.Container{{Name: "app", Image: "example/app:1", Resources: corev1.ResourceRequirements{
-						Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(request)},
-						Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(limit)},
-					}}},
-				},
-			},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
 		},
 	}
 	_, err := e.c.Clientset().AppsV1().Deployments(e.ns).Create(context.Background(), d, metav1.CreateOptions{})
@@ -192,7 +289,7 @@ func TestScalesUpUnderLoadAndExplains(t *testing.T) {
 	// 60 req/s of 50 ms each is 3 Erlangs: 2 pods are unstable.
 	e.metrics.set(60, 0.05, e.clock.Now())
 
-	d, err := e.ctrl.Reconcile(context.Background(), e.ns, "web")
+	d, err := e.reconcile(t, e.ctrl, "web")
 	require.NoError(t, err)
 	require.True(t, d.Action.Has(decide.ActionHorizontal), "reason: %s", d.Explanation.Reason)
 	require.Greater(t, d.DesiredReplicas, int32(3))
@@ -217,7 +314,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 	e.queueAutoscaler(t, "dry", "dry", true)
 	e.metrics.set(60, 0.05, e.clock.Now())
 
-	d, err := e.ctrl.Reconcile(context.Background(), e.ns, "dry")
+	d, err := e.reconcile(t, e.ctrl, "dry")
 	require.NoError(t, err)
 	require.Greater(t, d.DesiredReplicas, int32(2))
 	require.Equal(t, int32(2), e.replicas(t, "dry"), "dry run must not scale")
@@ -233,7 +330,7 @@ func TestHoldsWithoutMeasurements(t *testing.T) {
 	e.queueAutoscaler(t, "blind", "blind", false)
 	e.metrics.err = errors.New("influxdb is down")
 
-	d, err := e.ctrl.Reconcile(context.Background(), e.ns, "blind")
+	d, err := e.reconcile(t, e.ctrl, "blind")
 	require.NoError(t, err)
 	require.Equal(t, decide.ActionNone, d.Action)
 	require.NotEmpty(t, d.Explanation.HeldBecause)
@@ -248,7 +345,7 @@ func TestRestartKeepsStabilisationAndRepeatsNothing(t *testing.T) {
 	e.deployment(t, "restart", 2)
 	e.queueAutoscaler(t, "restart", "restart", false)
 	e.metrics.set(60, 0.05, e.clock.Now())
-	first, err := e.ctrl.Reconcile(context.Background(), e.ns, "restart")
+	first, err := e.reconcile(t, e.ctrl, "restart")
 	require.NoError(t, err)
 	e.waitReplicas(t, "restart", first.DesiredReplicas)
 
@@ -256,7 +353,7 @@ func TestRestartKeepsStabilisationAndRepeatsNothing(t *testing.T) {
 	// not act again.
 	e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
 	e.metrics.set(60, 0.05, e.clock.Now())
-	again, err := e.newController(t).Reconcile(context.Background(), e.ns, "restart")
+	again, err := e.reconcile(t, e.newController(t), "restart")
 	require.NoError(t, err)
 	require.Equal(t, first.DesiredReplicas, again.DesiredReplicas)
 	require.False(t, again.Action.Has(decide.ActionHorizontal), "no duplicate action: %s", again.Explanation.Reason)
@@ -265,15 +362,82 @@ func TestRestartKeepsStabilisationAndRepeatsNothing(t *testing.T) {
 	// recommendation of the 5-minute scale-down window and keeps the pods.
 	e.clock.SetTime(e.clock.Now().Add(time.Minute))
 	e.metrics.set(5, 0.05, e.clock.Now())
-	low, err := e.newController(t).Reconcile(context.Background(), e.ns, "restart")
+	low, err := e.reconcile(t, e.newController(t), "restart")
 	require.NoError(t, err)
 	require.Equal(t, first.DesiredReplicas, e.replicas(t, "restart"), "scale-down waits for the stabilisation window: %s", low.Explanation.Reason)
 
 	// After the window the recommendation falls.
 	e.clock.SetTime(e.clock.Now().Add(6 * time.Minute))
 	e.metrics.set(5, 0.05, e.clock.Now())
-	down, err := e.newController(t).Reconcile(context.Background(), e.ns, "restart")
+	down, err := e.reconcile(t, e.newController(t), "restart")
 	require.NoError(t, err)
 	require.Less(t, down.DesiredReplicas, first.DesiredReplicas)
 	e.waitReplicas(t, "restart", down.DesiredReplicas)
+}
+
+// crash runs one cycle of a fresh controller that dies (runtime.Goexit: nothing
+// after that point runs, as in a killed process) just before or just after acting.
+func (e *env) crash(t *testing.T, name string, afterAct bool) {
+	t.Helper()
+	ctrl := e.newController(t)
+	die := func() { runtime.Goexit() }
+	if afterAct {
+		controller.SetActHooks(ctrl, nil, die)
+	} else {
+		controller.SetActHooks(ctrl, die, nil)
+	}
+	e.synced(t, ctrl)
+	finished := make(chan bool)
+	go func() {
+		completed := false
+		defer func() { finished <- completed }()
+		_, _ = ctrl.Reconcile(context.Background(), e.ns, name)
+		completed = true
+	}()
+	require.False(t, <-finished, "the cycle was cut short at its action")
+}
+
+// TestCrashAroundTheActionTakesNoExtraStep: the engine's memory (which counts scale
+// steps against the rate limits) is saved before the decider acts. A decider killed
+// right after scaling up restarts knowing the step was taken, so it takes no second
+// step inside the same rate-limit period; one killed right before only acts later.
+func TestCrashAroundTheActionTakesNoExtraStep(t *testing.T) {
+	e := setup(t)
+	for _, tt := range []struct {
+		name     string
+		afterAct bool
+		replicas int32 // after the crash
+	}{
+		{"crash-after", true, 6}, // 2 + 4 pods: the default scale-up limit per 15 s
+		{"crash-before", false, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e.deployment(t, tt.name, 2)
+			e.queueAutoscaler(t, tt.name, tt.name, false)
+			// 200 req/s of 50 ms is 10 Erlangs: far more than a few steps' worth of pods.
+			e.metrics.set(200, 0.05, e.clock.Now())
+			e.crash(t, tt.name, tt.afterAct)
+			require.Equal(t, tt.replicas, e.replicas(t, tt.name))
+			var memory decide.State
+			require.NoError(t, json.Unmarshal([]byte(e.get(t, tt.name).Annotations[controller.StateAnnotation]), &memory))
+			require.Len(t, memory.ScaleEvents, 1, "the step was remembered before acting")
+			require.Equal(t, int32(4), memory.ScaleEvents[0].Delta)
+
+			// Restarted inside the same 15 s period: no further step.
+			e.clock.SetTime(e.clock.Now().Add(5 * time.Second))
+			e.metrics.set(200, 0.05, e.clock.Now())
+			d, err := e.reconcile(t, e.newController(t), tt.name)
+			require.NoError(t, err)
+			require.False(t, d.Action.Has(decide.ActionHorizontal), "no extra step: %s", d.Explanation.Reason)
+			require.Equal(t, tt.replicas, e.replicas(t, tt.name))
+
+			// Once the period is over, scaling goes on.
+			e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
+			e.metrics.set(200, 0.05, e.clock.Now())
+			d, err = e.reconcile(t, e.newController(t), tt.name)
+			require.NoError(t, err)
+			require.True(t, d.Action.Has(decide.ActionHorizontal), d.Explanation.Reason)
+			require.Greater(t, e.replicas(t, tt.name), tt.replicas)
+		})
+	}
 }

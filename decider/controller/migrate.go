@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
@@ -87,17 +88,11 @@ func (c *Controller) saveMigration(ctx context.Context, qa *v1alpha1.QueueAutosc
 		value = string(data)
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{MigrationAnnotation: value}}})
-	_, err := c.Dynamic.Resource(GVR).Namespace(qa.Namespace).Patch(ctx, qa.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if err != nil {
+	if err := c.patchAnnotations(ctx, qa, patch); err != nil {
+		if m == nil && apierrors.IsNotFound(err) {
+			return nil // the QueueAutoscaler, and its state, are gone
+		}
 		return fmt.Errorf("save migration state: %w", err)
-	}
-	if qa.Annotations == nil {
-		qa.Annotations = map[string]string{}
-	}
-	if m == nil {
-		delete(qa.Annotations, MigrationAnnotation)
-	} else {
-		qa.Annotations[MigrationAnnotation] = value.(string)
 	}
 	return nil
 }
@@ -120,7 +115,7 @@ func (c *Controller) startMigration(ctx context.Context, qa *v1alpha1.QueueAutos
 			return err
 		}
 		if err := c.evict(ctx, plan.Pod); err != nil {
-			return c.abortMigration(ctx, qa, t, m, err.Error())
+			return c.abortMigration(ctx, qa, &t, m, err.Error())
 		}
 	} else {
 		pods, err := c.Kube.CoreV1().Pods(qa.Namespace).List(ctx, metav1.ListOptions{LabelSelector: t.selector.String()})
@@ -135,7 +130,7 @@ func (c *Controller) startMigration(ctx context.Context, qa *v1alpha1.QueueAutos
 			return err
 		}
 		if err := c.setReplicas(ctx, qa, t, t.replicas+1); err != nil {
-			return c.abortMigration(ctx, qa, t, m, err.Error())
+			return c.abortMigration(ctx, qa, &t, m, err.Error())
 		}
 	}
 	c.Recorder.Eventf(qa, corev1.EventTypeNormal, "MigrationStarted", "moving %s off hot node %s (to %s or another cool node)", plan.Pod, plan.FromNode, plan.ToNode)
@@ -164,14 +159,14 @@ func (c *Controller) advanceMigration(ctx context.Context, qa *v1alpha1.QueueAut
 		}
 		if replacement == "" {
 			if overdue {
-				return false, c.abortMigration(ctx, qa, t, m, fmt.Sprintf("no replacement pod Ready off %s within %s", m.FromNode, c.migrationTimeout()))
+				return false, c.abortMigration(ctx, qa, &t, m, fmt.Sprintf("no replacement pod Ready off %s within %s", m.FromNode, c.migrationTimeout()))
 			}
 			log.Info("migration: waiting for the replacement pod to become Ready")
 			return true, nil
 		}
 		if err := c.pdbAllows(ctx, victim); err != nil {
 			if overdue {
-				return false, c.abortMigration(ctx, qa, t, m, err.Error())
+				return false, c.abortMigration(ctx, qa, &t, m, err.Error())
 			}
 			log.Info("migration: waiting for the disruption budget", zap.Error(err))
 			return true, nil
@@ -213,7 +208,7 @@ func (c *Controller) advanceMigration(ctx context.Context, qa *v1alpha1.QueueAut
 		return false, c.finishMigration(ctx, qa, t, m, err == nil)
 	}
 	// An unknown phase (a newer decider's state?): clean up rather than guess.
-	return false, c.abortMigration(ctx, qa, t, m, fmt.Sprintf("unknown migration phase %q", m.Phase))
+	return false, c.abortMigration(ctx, qa, &t, m, fmt.Sprintf("unknown migration phase %q", m.Phase))
 }
 
 // readyReplacement returns a Ready pod of the workload that did not exist when the
@@ -257,11 +252,23 @@ func (c *Controller) finishMigration(ctx context.Context, qa *v1alpha1.QueueAuto
 
 // abortMigration undoes what the migration did (the surge, the deletion cost, the
 // taint) and reports why; the returned error carries the reason.
-func (c *Controller) abortMigration(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t target, m *migrationState, why string) error {
+func (c *Controller) abortMigration(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t *target, m *migrationState, why string) error {
+	err := c.undoMigration(ctx, qa, t, m)
+	c.Recorder.Eventf(qa, corev1.EventTypeWarning, "MigrationAborted", "moving %s off %s aborted: %s", m.Pod, m.FromNode, why)
+	return errors.Join(fmt.Errorf("migration of %s off %s aborted: %s", m.Pod, m.FromNode, why), err)
+}
+
+// undoMigration takes the migration back: the target back to its replica count
+// before the surge (skipped when t is nil: the target is gone), the deletion cost off
+// the pod that was to move, the hot taint off the node if the migration added it,
+// and the state off the QueueAutoscaler. It returns what could not be undone.
+func (c *Controller) undoMigration(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t *target, m *migrationState) error {
 	var errs []error
 	if m.Phase == phaseSurging || m.Phase == phaseDraining {
-		if err := c.setReplicas(ctx, qa, t, m.Replicas); err != nil {
-			errs = append(errs, err)
+		if t != nil {
+			if err := c.setReplicas(ctx, qa, *t, m.Replicas); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		patch := []byte(`{"metadata":{"annotations":{"` + DeletionCostAnnotation + `":null}}}`)
 		if _, err := c.Kube.CoreV1().Pods(qa.Namespace).Patch(ctx, m.Pod, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
@@ -276,16 +283,63 @@ func (c *Controller) abortMigration(ctx context.Context, qa *v1alpha1.QueueAutos
 	if err := c.saveMigration(ctx, qa, nil); err != nil {
 		errs = append(errs, err)
 	}
+	return errors.Join(errs...)
+}
+
+// AbortMigrations undoes every unfinished migration, for a decider that stops: a
+// migration nobody advances would leave its hot node tainted and its target surged
+// until the next decider takes over, and for ever if QAS is being uninstalled. It
+// runs also in dry run, since it only restores what a migration changed. It returns
+// what could not be undone.
+func (c *Controller) AbortMigrations(ctx context.Context, why string) error {
+	list, err := c.Dynamic.Resource(GVR).Namespace(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list queueautoscalers: %w", err)
+	}
+	var errs []error
+	for _, item := range list.Items {
+		if item.GetAnnotations()[MigrationAnnotation] == "" {
+			continue
+		}
+		var qa v1alpha1.QueueAutoscaler
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, &qa); err != nil {
+			errs = append(errs, fmt.Errorf("decode %s/%s: %w", item.GetNamespace(), item.GetName(), err))
+			continue
+		}
+		if err := c.abortStored(ctx, &qa, why); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// abortStored aborts the migration stored on qa, if any.
+func (c *Controller) abortStored(ctx context.Context, qa *v1alpha1.QueueAutoscaler, why string) error {
+	m, err := migrationFromAnnotation(qa.Annotations[MigrationAnnotation])
+	if err != nil || m == nil {
+		return err
+	}
+	var tp *target
+	if t, err := c.resolveTarget(ctx, qa); err == nil {
+		tp = &t
+	} else {
+		c.Log.Warn("migration aborted without restoring replicas: the target cannot be read", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.Error(err))
+	}
+	err = c.undoMigration(ctx, qa, tp, m)
 	c.Recorder.Eventf(qa, corev1.EventTypeWarning, "MigrationAborted", "moving %s off %s aborted: %s", m.Pod, m.FromNode, why)
-	return errors.Join(append([]error{fmt.Errorf("migration of %s off %s aborted: %s", m.Pod, m.FromNode, why)}, errs...)...)
+	c.Log.Info("migration aborted", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.String("pod", m.Pod), zap.String("why", why), zap.Error(err))
+	if err != nil {
+		return fmt.Errorf("abort the migration of %s off %s: %w", m.Pod, m.FromNode, err)
+	}
+	return nil
 }
 
 // setReplicas sets the target's replica count through the scale subresource.
 func (c *Controller) setReplicas(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t target, n int32) error {
-	sc, err := c.Scales.Scales(qa.Namespace).Get(ctx, t.resource, qa.Spec.ScaleTargetRef.Name, metav1.GetOptions{})
+	sc, err := c.Scales.Scales(qa.Namespace).Get(ctx, t.resource.GroupResource(), qa.Spec.ScaleTargetRef.Name, metav1.GetOptions{})
 	if err == nil && sc.Spec.Replicas != n {
 		sc.Spec.Replicas = n
-		_, err = c.Scales.Scales(qa.Namespace).Update(ctx, t.resource, sc, metav1.UpdateOptions{})
+		_, err = c.Scales.Scales(qa.Namespace).Update(ctx, t.resource.GroupResource(), sc, metav1.UpdateOptions{})
 	}
 	if err != nil {
 		return fmt.Errorf("scale %s to %d: %w", qa.Spec.ScaleTargetRef.Name, n, err)
@@ -374,37 +428,38 @@ func splitPod(pod, def string) (ns, name string) {
 }
 
 // continueMigration advances a migration left on qa by an earlier cycle (or an earlier
-// decider). While it runs, the engine does not decide: busy is true and the status
-// says what the migration waits for. When it ends, t is refreshed.
-func (c *Controller) continueMigration(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t *target, now time.Time) (busy bool, err error) {
+// decider). While it runs, the engine does not decide: busy is true and why says
+// what the migration waits for. In dry run an unfinished migration is frozen: it is
+// reported, neither advanced nor aborted (dry run changes nothing), until dry run is
+// turned off. When the migration ends, t is refreshed.
+func (c *Controller) continueMigration(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t *target) (busy bool, why string, err error) {
 	m, err := migrationFromAnnotation(qa.Annotations[MigrationAnnotation])
 	if err != nil {
 		c.Log.Warn("discarding unreadable migration state", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.Error(err))
-		return false, c.saveMigration(ctx, qa, nil)
+		return false, "", c.saveMigration(ctx, qa, nil)
 	}
 	if m == nil {
-		return false, nil
+		return false, "", nil
+	}
+	what := fmt.Sprintf("moving %s off hot node %s: %s since %s", m.Pod, m.FromNode, m.Phase, m.Started.UTC().Format(time.RFC3339))
+	if c.dryRun(qa) {
+		return true, "migration frozen by dry run (" + what + "); it continues when dry run is off", nil
 	}
 	busy, err = c.advanceMigration(ctx, qa, *t, m)
 	if busy {
-		msg := fmt.Sprintf("moving %s off hot node %s: %s since %s", m.Pod, m.FromNode, m.Phase, m.Started.UTC().Format(time.RFC3339))
+		why = "migration in progress: " + what
 		if err != nil {
-			msg += ": " + err.Error()
+			why += ": " + err.Error()
 		}
-		if serr := c.writeStatus(ctx, qa, now, func(st *v1alpha1.QueueAutoscalerStatus) {
-			setCondition(st, "ScalingActive", metav1.ConditionFalse, "Migrating", msg, qa.Generation, now)
-		}); serr != nil {
-			return true, errors.Join(err, serr)
-		}
-		return true, err
+		return true, why, err
 	}
 	if err != nil {
 		c.Recorder.Event(qa, corev1.EventTypeWarning, "FailedAction", err.Error())
 	}
 	fresh, rerr := c.resolveTarget(ctx, qa)
 	if rerr != nil {
-		return true, errors.Join(err, rerr)
+		return false, "", errors.Join(err, rerr)
 	}
 	*t = fresh
-	return false, nil
+	return false, "", nil
 }

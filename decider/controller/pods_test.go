@@ -8,6 +8,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/decider/inject"
 )
 
 var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -23,11 +29,16 @@ func podAt(name string, created time.Time, ready *time.Time) corev1.Pod {
 func at(d time.Duration) *time.Time { x := t0.Add(d); return &x }
 
 func TestInitTimes(t *testing.T) {
-	pods := []corev1.Pod{
-		podAt("old", t0, at(30*time.Second)),
-		podAt("new", t0.Add(time.Minute), at(time.Minute+10*time.Second)),
-		podAt("never-ready", t0.Add(2*time.Minute), nil),
-		podAt("skewed", t0.Add(3*time.Minute), at(2*time.Minute)),
+	tr := NewReadyTracker()
+	pods := []*corev1.Pod{
+		ptr(podAt("old", t0, at(30*time.Second))),
+		ptr(podAt("new", t0.Add(time.Minute), at(time.Minute+10*time.Second))),
+		ptr(podAt("never-ready", t0.Add(2*time.Minute), nil)),
+		ptr(podAt("skewed", t0.Add(3*time.Minute), at(2*time.Minute))),
+	}
+	for _, p := range pods {
+		p.UID = types.UID(p.Name)
+		tr.Observe(p, false)
 	}
 	tests := []struct {
 		name  string
@@ -39,7 +50,82 @@ func TestInitTimes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, InitTimes(pods, tt.limit))
+			require.Equal(t, tt.want, InitTimes(pods, tr, tt.limit))
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// readyAt sets the pod's Ready condition (and its transition time).
+func readyAt(p *corev1.Pod, ready bool, at time.Time) *corev1.Pod {
+	q := p.DeepCopy()
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	q.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st, LastTransitionTime: metav1.NewTime(at)}}
+	return q
+}
+
+func withRestarts(p *corev1.Pod, n int32) *corev1.Pod {
+	q := p.DeepCopy()
+	q.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", RestartCount: n}}
+	return q
+}
+
+// TestReadyTrackerKeepsTheFirstReady: the start-up time ends at the first Ready
+// transition; a later flap must not stretch it, and a pod whose first Ready was not
+// seen gives a sample only when nothing suggests its Ready is a later one.
+func TestReadyTrackerKeepsTheFirstReady(t *testing.T) {
+	base := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u1", CreationTimestamp: metav1.NewTime(t0)}}
+	type step struct {
+		pod     *corev1.Pod
+		created bool
+	}
+	tests := []struct {
+		name  string
+		steps []step
+		want  time.Duration // 0: no sample
+	}{
+		{"watched from creation, flaps later", []step{
+			{readyAt(base, false, t0), true},
+			{readyAt(base, true, t0.Add(8*time.Second)), false},
+			{readyAt(base, false, t0.Add(time.Minute)), false},
+			{readyAt(base, true, t0.Add(2*time.Minute)), false},
+		}, 8 * time.Second},
+		{"watched from creation, restarts before its first Ready count as start-up", []step{
+			{readyAt(base, false, t0), true},
+			{withRestarts(readyAt(base, true, t0.Add(40*time.Second)), 2), false},
+		}, 40 * time.Second},
+		{"first seen Ready, no restart: trusted", []step{
+			{readyAt(base, true, t0.Add(5*time.Second)), false},
+		}, 5 * time.Second},
+		{"first seen Ready after a restart: may be a flap, ignored", []step{
+			{withRestarts(readyAt(base, true, t0.Add(10*time.Minute)), 1), false},
+		}, 0},
+		{"first seen not Ready in the initial list, Ready after a restart: ignored", []step{
+			{withRestarts(readyAt(base, false, t0.Add(9*time.Minute)), 1), false},
+			{withRestarts(readyAt(base, true, t0.Add(10*time.Minute)), 1), false},
+		}, 0},
+		{"never Ready", []step{{readyAt(base, false, t0), true}}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := NewReadyTracker()
+			var last *corev1.Pod
+			for _, s := range tt.steps {
+				tr.Observe(s.pod, s.created)
+				last = s.pod
+			}
+			got := InitTimes([]*corev1.Pod{last}, tr, 0)
+			if tt.want == 0 {
+				require.Empty(t, got)
+				return
+			}
+			require.Equal(t, []time.Duration{tt.want}, got)
+			tr.Forget(last.UID)
+			require.Empty(t, InitTimes([]*corev1.Pod{last}, tr, 0), "a deleted pod is forgotten")
 		})
 	}
 }
@@ -68,7 +154,7 @@ func TestDecidePodsAndNodes(t *testing.T) {
 	done.Status.Phase = corev1.PodSucceeded
 	done.Spec.Containers = []corev1.Container{container("4", "")}
 
-	pods := DecidePods([]corev1.Pod{mine, pending}, map[string]PodUsage{"web-1": {CPUCores: 0.2, ThrottledFraction: 0.3, ServiceTime: 0.05}})
+	pods := DecidePods([]*corev1.Pod{&mine, &pending}, map[string]PodUsage{"web-1": {CPUCores: 0.2, ThrottledFraction: 0.3, ServiceTime: 0.05}}, Storage{})
 	require.Len(t, pods, 1)
 	require.Equal(t, int64(300), pods[0].CPURequest)
 	require.Equal(t, int64(600), pods[0].CPULimit)
@@ -76,9 +162,11 @@ func TestDecidePodsAndNodes(t *testing.T) {
 	require.Equal(t, 0.3, pods[0].ThrottledFraction)
 
 	node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
-	node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}
-	nodes := DecideNodes([]corev1.Node{node}, []corev1.Pod{mine, other, done}, map[string]bool{"ns/web-1": true},
-		map[string]NodeUsage{"n1": {CPUCores: 3.5}}, map[string]PodUsage{"db-1": {CPUCores: 0.9}})
+	node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceEphemeralStorage: resource.MustParse("10Gi")}
+	other.Spec.Containers[0].Resources.Requests[corev1.ResourceEphemeralStorage] = resource.MustParse("3Gi")
+	done.Spec.Containers[0].Resources.Requests[corev1.ResourceEphemeralStorage] = resource.MustParse("5Gi")
+	nodes := DecideNodes([]*corev1.Node{&node}, []*corev1.Pod{&mine, &other, &done}, map[string]bool{"ns/web-1": true},
+		map[string]NodeUsage{"n1": {CPUCores: 3.5}}, map[string]PodUsage{"db-1": {CPUCores: 0.9}}, Storage{})
 	require.Len(t, nodes, 1)
 	require.Equal(t, int64(4000), nodes[0].AllocatableCPU)
 	require.Equal(t, int64(1300), nodes[0].RequestedCPU, "requests of running pods, finished ones excluded")
@@ -86,23 +174,147 @@ func TestDecidePodsAndNodes(t *testing.T) {
 	require.Len(t, nodes[0].Pods, 1)
 	require.Equal(t, "ns/db-1", nodes[0].Pods[0].Name)
 	require.Equal(t, int64(0), nodes[0].Pods[0].CPULimit, "no limit stays no limit")
+	require.Equal(t, int64(7<<30), nodes[0].FreeLocalStorageBytes, "allocatable ephemeral storage minus the requests of running pods")
+
+	bare := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}}
+	nodes = DecideNodes([]*corev1.Node{&bare}, nil, nil, nil, nil, Storage{})
+	require.Zero(t, nodes[0].FreeLocalStorageBytes, "a node reporting no ephemeral storage has no room")
+}
+
+// storageFixture is a cluster of three nodes in one zone, with PersistentVolumes of
+// each kind bound to claims in namespace ns.
+func storageFixture(t *testing.T) Storage {
+	claims := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	volumes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	var nodes []*corev1.Node
+	for _, n := range []string{"n1", "n2", "n3"} {
+		nodes = append(nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{
+			"kubernetes.io/hostname": n, "topology.kubernetes.io/zone": "z1", "disk-" + n: "true"}}})
+	}
+	affinity := func(key, value string) *corev1.VolumeNodeAffinity {
+		return &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{value}}}}}}}
+	}
+	pvs := []*corev1.PersistentVolume{
+		{ObjectMeta: metav1.ObjectMeta{Name: "pv-local"}, Spec: corev1.PersistentVolumeSpec{
+			PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: "/mnt/disk"}},
+			NodeAffinity:           affinity("kubernetes.io/hostname", "n1")}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "pv-csi-pinned"}, Spec: corev1.PersistentVolumeSpec{
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "lvm", VolumeHandle: "v1"}},
+			NodeAffinity:           affinity("disk-n1", "true")}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "pv-zonal"}, Spec: corev1.PersistentVolumeSpec{
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "ebs", VolumeHandle: "v2"}},
+			NodeAffinity:           affinity("topology.kubernetes.io/zone", "z1")}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "pv-nfs"}, Spec: corev1.PersistentVolumeSpec{
+			PersistentVolumeSource: corev1.PersistentVolumeSource{NFS: &corev1.NFSVolumeSource{Server: "nfs", Path: "/"}}}},
+	}
+	for _, pv := range pvs {
+		pv.Spec.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}
+		require.NoError(t, volumes.Add(pv))
+		claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-" + pv.Name}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: pv.Name}}
+		require.NoError(t, claims.Add(claim))
+	}
+	require.NoError(t, claims.Add(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p-eph"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-local"}}))
+	require.NoError(t, claims.Add(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pending"}}))
+	return Storage{Claims: corelisters.NewPersistentVolumeClaimLister(claims), Volumes: corelisters.NewPersistentVolumeLister(volumes), Nodes: nodes}
 }
 
 func TestLocalVolumes(t *testing.T) {
 	limit := resource.MustParse("1Gi")
-	p := corev1.Pod{Spec: corev1.PodSpec{NodeName: "n1", Volumes: []corev1.Volume{
+	claim := func(name string) corev1.VolumeSource {
+		return corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name}}
+	}
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: corev1.PodSpec{NodeName: "n1", Volumes: []corev1.Volume{
 		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &limit}}},
 		{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		{Name: "tmpfs", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
 		{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/data"}}},
 		{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}},
+		{Name: "local", VolumeSource: claim("c-pv-local")},
+		{Name: "lvm", VolumeSource: claim("c-pv-csi-pinned")},
+		{Name: "zonal", VolumeSource: claim("c-pv-zonal")},
+		{Name: "nfs", VolumeSource: claim("c-pv-nfs")},
+		{Name: "eph", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}},
+		{Name: "unknown", VolumeSource: claim("missing")},
+		{Name: "unbound", VolumeSource: claim("pending")},
 	}}}
-	got := LocalVolumes(&p)
-	require.Len(t, got, 3, "memory-backed emptyDir and ConfigMaps hold no node-local data")
-	require.Equal(t, "scratch", got[0].Name)
-	require.Equal(t, int64(1<<30), got[0].SizeBytes)
-	require.Equal(t, "n1", got[0].Node)
-	require.Equal(t, "host", got[2].Name)
+	got := storageFixture(t).LocalVolumes(&p)
+	gib := int64(1 << 30)
+	require.Equal(t, []decide.Volume{
+		{Name: "scratch", Node: "n1", SizeBytes: gib},
+		{Name: "cache", Node: "n1"},
+		{Name: "host", Node: "n1", Pinned: true},
+		{Name: "local", Node: "n1", SizeBytes: 10 * gib, Pinned: true},
+		{Name: "lvm", Node: "n1", SizeBytes: 10 * gib, Pinned: true},
+		{Name: "eph", Node: "n1", SizeBytes: 10 * gib, Pinned: true},
+		{Name: "unknown", Node: "n1", Pinned: true},
+		{Name: "unbound", Node: "n1", Pinned: true},
+	}, got, "memory-backed emptyDir, ConfigMaps, zonal and network volumes hold no node-local data; unknown claims count as pinned")
+}
+
+func TestResizePlan(t *testing.T) {
+	ctr := func(name, req, lim string) corev1.Container {
+		c := container(req, lim)
+		c.Name = name
+		return c
+	}
+	pod := func(cs ...corev1.Container) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{Containers: cs}}
+	}
+	tests := []struct {
+		name    string
+		pod     *corev1.Pod
+		cpu     int64
+		want    []containerCPU
+		wantErr string
+	}{
+		{"injected pod: the app takes what the sidecar leaves", pod(ctr("app", "400m", "800m"), ctr(SidecarContainer, "100m", "200m")), 900,
+			[]containerCPU{{Name: "app", Request: 800, Limit: 1600}}, ""},
+		{"sidecar listed first", pod(ctr(SidecarContainer, "100m", "100m"), ctr("app", "400m", "400m")), 300,
+			[]containerCPU{{Name: "app", Request: 200, Limit: 200}}, ""},
+		{"already at the decision", pod(ctr("app", "400m", ""), ctr(SidecarContainer, "100m", "")), 500, nil, ""},
+		{"no limit stays no limit", pod(ctr("app", "400m", ""), ctr(SidecarContainer, "100m", "")), 1100,
+			[]containerCPU{{Name: "app", Request: 1000}}, ""},
+		{"several apps share in proportion", pod(ctr("web", "300m", "600m"), ctr("worker", "100m", "100m"), ctr(SidecarContainer, "100m", "")), 900,
+			[]containerCPU{{Name: "web", Request: 600, Limit: 1200}, {Name: "worker", Request: 200, Limit: 200}}, ""},
+		{"rounding goes to the biggest", pod(ctr("a", "200m", ""), ctr("b", "100m", "")), 1000,
+			[]containerCPU{{Name: "a", Request: 667}, {Name: "b", Request: 333}}, ""},
+		{"no requests: equal shares", pod(ctr("a", "", ""), ctr("b", "", "")), 500,
+			[]containerCPU{{Name: "a", Request: 250}, {Name: "b", Request: 250}}, ""},
+		{"without a sidecar the app gets it all", pod(ctr("app", "500m", "1")), 750,
+			[]containerCPU{{Name: "app", Request: 750, Limit: 1500}}, ""},
+		{"nothing left for the app", pod(ctr("app", "400m", ""), ctr(SidecarContainer, "200m", "")), 200, nil, "leaves no CPU for the app"},
+		{"only the sidecar", pod(ctr(SidecarContainer, "100m", "")), 500, nil, "no container besides qas-proxy"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := resizePlan(tt.pod, tt.cpu)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+			// The pod's total request is the decision.
+			total := int64(0)
+			planned := map[string]int64{}
+			for _, c := range got {
+				planned[c.Name] = c.Request
+			}
+			for _, c := range tt.pod.Spec.Containers {
+				if r, ok := planned[c.Name]; ok {
+					total += r
+				} else {
+					total += c.Resources.Requests.Cpu().MilliValue()
+				}
+			}
+			require.Equal(t, tt.cpu, total)
+		})
+	}
+}
+
+func TestSidecarNameMatchesTheWebhook(t *testing.T) {
+	require.Equal(t, inject.ContainerName, SidecarContainer)
 }
 
 func TestResizeProblem(t *testing.T) {

@@ -8,13 +8,11 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap/zaptest"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/decide"
 )
 
@@ -47,14 +45,12 @@ func TestRBACIsEnoughAndNoMore(t *testing.T) {
 
 	saCfg, err := e.c.ServiceAccountConfig(ctx, e.ns, "qas-decider")
 	require.NoError(t, err)
-	ctrl, stop, err := controller.New(saCfg, e.metrics, nil, zaptest.NewLogger(t), e.clock)
-	require.NoError(t, err)
-	t.Cleanup(stop)
+	ctrl := e.startController(t, saCfg, nil)
 
 	e.deployment(t, "rbac", 2)
 	e.queueAutoscaler(t, "rbac", "rbac", false)
 	e.metrics.set(60, 0.05, e.clock.Now())
-	d, err := ctrl.Reconcile(ctx, e.ns, "rbac")
+	d, err := e.reconcile(t, ctrl, "rbac")
 	require.NoError(t, err, "the shipped role must allow a full cycle")
 	require.True(t, d.Action.Has(decide.ActionHorizontal))
 	e.waitReplicas(t, "rbac", d.DesiredReplicas)
@@ -82,6 +78,12 @@ func TestRBACIsEnoughAndNoMore(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Group: "apps", Resource: "deployments", Verb: "delete", Namespace: e.ns}, false},
 		{authorizationv1.ResourceAttributes{Group: "qas.dev", Resource: "queueautoscalers", Verb: "delete", Namespace: e.ns}, false},
 		{authorizationv1.ResourceAttributes{Resource: "nodes", Verb: "update"}, true},
+		{authorizationv1.ResourceAttributes{Resource: "persistentvolumes", Verb: "watch"}, true},
+		{authorizationv1.ResourceAttributes{Resource: "persistentvolumeclaims", Verb: "list"}, true},
+		{authorizationv1.ResourceAttributes{Resource: "persistentvolumes", Verb: "update"}, false},
+		{authorizationv1.ResourceAttributes{Resource: "persistentvolumeclaims", Verb: "delete", Namespace: e.ns}, false},
+		{authorizationv1.ResourceAttributes{Group: "apps", Resource: "statefulsets", Verb: "watch"}, true},
+		{authorizationv1.ResourceAttributes{Group: "apps", Resource: "statefulsets", Verb: "patch", Namespace: e.ns}, false},
 		{authorizationv1.ResourceAttributes{Group: "rbac.authorization.k8s.io", Resource: "clusterroles", Verb: "create"}, false},
 	} {
 		attrs := tt.attrs

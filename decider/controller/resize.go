@@ -45,7 +45,7 @@ func ResizeProblem(p *corev1.Pod, now time.Time, limit time.Duration) string {
 // what the kubelet allocated), turns vertical scaling off for ResizeBackoff (persisted
 // on the QueueAutoscaler), and says so in an Event. It reports whether vertical
 // scaling is off now; the engine then falls back to migration or horizontal scaling.
-func (c *Controller) resizeFollowThrough(ctx context.Context, qa *v1alpha1.QueueAutoscaler, pods []corev1.Pod, now time.Time) (bool, error) {
+func (c *Controller) resizeFollowThrough(ctx context.Context, qa *v1alpha1.QueueAutoscaler, pods []*corev1.Pod, now time.Time) (bool, error) {
 	limit, backoff := c.ResizeDeferredLimit, c.ResizeBackoff
 	if limit <= 0 {
 		limit = 2 * time.Minute
@@ -55,8 +55,7 @@ func (c *Controller) resizeFollowThrough(ctx context.Context, qa *v1alpha1.Queue
 	}
 	var problems []string
 	var errs []error
-	for i := range pods {
-		p := &pods[i]
+	for _, p := range pods {
 		why := ResizeProblem(p, now, limit)
 		if why == "" {
 			continue
@@ -72,7 +71,7 @@ func (c *Controller) resizeFollowThrough(ctx context.Context, qa *v1alpha1.Queue
 	if len(problems) > 0 {
 		until = now.Add(backoff)
 		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{ResizeBlockedAnnotation: until.UTC().Format(time.RFC3339)}}})
-		if _, err := c.Dynamic.Resource(GVR).Namespace(qa.Namespace).Patch(ctx, qa.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if err := c.patchAnnotations(ctx, qa, patch); err != nil {
 			errs = append(errs, fmt.Errorf("save resize backoff: %w", err))
 		}
 		c.Recorder.Eventf(qa, corev1.EventTypeWarning, "ResizeBlocked", "in-place resize off until %s, falling back to migration or horizontal scaling: %s",
@@ -108,4 +107,78 @@ func (c *Controller) revertResize(ctx context.Context, p *corev1.Pod) error {
 		return fmt.Errorf("withdraw the resize of %s: %w", p.Name, err)
 	}
 	return nil
+}
+
+// SidecarContainer is the name of the qas-proxy sidecar the webhook injects
+// (decider/inject.ContainerName). An in-place resize leaves it alone: its CPU serves
+// the proxy, and the decision sizes the app around it.
+const SidecarContainer = "qas-proxy"
+
+// containerCPU is one container's CPU after a resize, in millicores; Limit 0 means
+// none.
+type containerCPU struct {
+	Name           string
+	Request, Limit int64
+}
+
+// resizePlan splits the engine's per-pod CPU decision over p's containers, so that
+// the pod's total request (what the engine sized and compares) becomes cpu: the
+// qas-proxy sidecar keeps its CPU, and the app containers (every other container)
+// share the rest in proportion to their current requests (equal shares when none
+// has one), each limit scaled with its request so that the pod keeps its QoS class.
+// It returns only the containers whose request changes: none when the pod already
+// has cpu in total.
+func resizePlan(p *corev1.Pod, cpu int64) ([]containerCPU, error) {
+	var fixed, weights int64
+	var apps []corev1.Container
+	for _, c := range p.Spec.Containers {
+		if c.Name == SidecarContainer {
+			fixed += c.Resources.Requests.Cpu().MilliValue()
+			continue
+		}
+		apps = append(apps, c)
+		weights += c.Resources.Requests.Cpu().MilliValue()
+	}
+	if len(apps) == 0 {
+		return nil, fmt.Errorf("pod %s has no container besides %s to resize", p.Name, SidecarContainer)
+	}
+	if weights+fixed == cpu {
+		return nil, nil
+	}
+	budget := cpu - fixed
+	if budget < int64(len(apps)) {
+		return nil, fmt.Errorf("%dm per pod leaves no CPU for the app of %s beside the %s sidecar's %dm", cpu, p.Name, SidecarContainer, fixed)
+	}
+	shares := make([]int64, len(apps))
+	largest, given := 0, int64(0)
+	for i, c := range apps {
+		w := c.Resources.Requests.Cpu().MilliValue()
+		if weights > 0 {
+			shares[i] = budget * w / weights
+		} else {
+			shares[i] = budget / int64(len(apps))
+		}
+		shares[i] = max(shares[i], 1)
+		given += shares[i]
+		if shares[i] > shares[largest] {
+			largest = i
+		}
+	}
+	shares[largest] += budget - given // rounding goes to the biggest app container
+	var out []containerCPU
+	for i, c := range apps {
+		req := c.Resources.Requests.Cpu().MilliValue()
+		if shares[i] == req {
+			continue
+		}
+		cc := containerCPU{Name: c.Name, Request: shares[i]}
+		if lim := c.Resources.Limits.Cpu().MilliValue(); lim > 0 {
+			cc.Limit = max(shares[i], lim)
+			if req > 0 {
+				cc.Limit = max(shares[i], lim*shares[i]/req)
+			}
+		}
+		out = append(out, cc)
+	}
+	return out, nil
 }

@@ -3,21 +3,25 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
@@ -31,6 +35,10 @@ func New(cfg *rest.Config, metrics MetricsSource, sink DecisionSink, log *zap.Lo
 		return nil, nil, err
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	meta, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -51,8 +59,15 @@ func New(cfg *rest.Config, metrics MetricsSource, sink DecisionSink, log *zap.Lo
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	recorder := broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "qas-decider"})
 	c := &Controller{
-		Kube: kube, Dynamic: dyn, Scales: scales, Mapper: mapper, Metrics: metrics, Sink: sink,
+		Kube: kube, Dynamic: dyn, Metadata: meta, Scales: scales, Mapper: mapper, Metrics: metrics, Sink: sink,
 		Recorder: recorder, Clock: clk, Log: log,
+		watch: &watches{
+			log: log, delay: 2 * time.Second, ready: NewReadyTracker(),
+			queue:  workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: "queueautoscalers"}),
+			queued: make(chan string),
+			deps:   map[string]dependency{}, orphans: map[string]*v1alpha1.QueueAutoscaler{},
+			watched: map[schema.GroupVersionResource]bool{},
+		},
 	}
 	return c, broadcaster.Shutdown, nil
 }
@@ -73,22 +88,46 @@ func (c *Controller) RunOnce(ctx context.Context) (failed int, err error) {
 	return failed, nil
 }
 
-// Run reconciles every interval until ctx ends. ticks, when not nil, replaces the
-// wall-clock ticker (tests drive cycles through it).
-func (c *Controller) Run(ctx context.Context, interval time.Duration, ticks <-chan time.Time) error {
-	if ticks == nil {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		ticks = t.C
-	}
+// Hooks let Run's caller observe it (the runner's metrics); nil fields are skipped.
+type Hooks struct {
+	// Cycle is called after each full cycle over every QueueAutoscaler that was not
+	// cut short by ctx, with the number of failed reconciles and how long it took.
+	Cycle func(failed int, err error, took time.Duration)
+	// Reconciled is called after each reconcile the watches asked for.
+	Reconciled func(key string, err error)
+}
+
+// Run reconciles every QueueAutoscaler now and at every tick, and in between each one
+// the watches queue (see watches), until ctx ends. Start must have been called.
+func (c *Controller) Run(ctx context.Context, ticks <-chan time.Time, hooks Hooks) {
 	for {
-		if _, err := c.RunOnce(ctx); err != nil {
+		start := time.Now()
+		failed, err := c.RunOnce(ctx)
+		if ctx.Err() != nil {
+			return // leadership lost or shutting down mid-cycle
+		}
+		if err != nil {
 			c.Log.Warn("cycle failed", zap.Error(err))
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticks:
+		if hooks.Cycle != nil {
+			hooks.Cycle(failed, err, time.Since(start))
+		}
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticks:
+				waiting = false
+			case k := <-c.Queued():
+				ns, name, _ := strings.Cut(k, "/")
+				_, err := c.Reconcile(ctx, ns, name)
+				if err != nil && ctx.Err() == nil {
+					c.Log.Warn("reconcile failed", zap.String("queueautoscaler", k), zap.Error(err))
+				}
+				if hooks.Reconciled != nil {
+					hooks.Reconciled(k, err)
+				}
+			}
 		}
 	}
 }

@@ -14,7 +14,9 @@ import (
 )
 
 // fillStatus writes what the cycle observed and decided into the status.
-func fillStatus(st *v1alpha1.QueueAutoscalerStatus, qa *v1alpha1.QueueAutoscaler, d decide.Decision, snap decide.Snapshot, t target, actErr error, dryRun bool, now time.Time) {
+// initTime is the observed pod start time, reported whether or not predictive
+// scaling uses it.
+func fillStatus(st *v1alpha1.QueueAutoscalerStatus, qa *v1alpha1.QueueAutoscaler, d decide.Decision, snap decide.Snapshot, t target, actErr error, dryRun bool, initTime time.Duration, now time.Time) {
 	x := d.Explanation
 	gen := qa.Generation
 	st.Reference = qa.Spec.ScaleTargetRef.Kind + "/" + qa.Spec.ScaleTargetRef.Name
@@ -29,8 +31,8 @@ func fillStatus(st *v1alpha1.QueueAutoscalerStatus, qa *v1alpha1.QueueAutoscaler
 			st.MeasuredLatency = seconds(x.MeasuredLatency)
 		}
 	}
-	if x.Lead > 0 {
-		st.InitTime = x.Lead.Round(time.Millisecond).String()
+	if initTime > 0 {
+		st.InitTime = initTime.Round(time.Millisecond).String()
 	}
 	if len(snap.Pods) > 0 && snap.Pods[0].CPURequest > 0 {
 		st.CurrentCPU = resource.NewMilliQuantity(snap.Pods[0].CPURequest, resource.DecimalSI)
@@ -38,14 +40,10 @@ func fillStatus(st *v1alpha1.QueueAutoscalerStatus, qa *v1alpha1.QueueAutoscaler
 	if d.DesiredCPU > 0 {
 		st.DesiredCPU = resource.NewMilliQuantity(d.DesiredCPU, resource.DecimalSI)
 	}
-	reason := x.Reason
-	if x.HeldBecause != "" {
-		reason = "held: " + x.HeldBecause
-	}
 	st.LastDecision = &v1alpha1.DecisionSummary{
 		Time:   metav1.NewTime(now),
 		Action: d.Action.String(),
-		Reason: reason,
+		Reason: summary(x),
 		Model:  fmt.Sprintf("%s %s", x.Model, x.ServiceModel),
 		DryRun: dryRun,
 	}
@@ -68,6 +66,20 @@ func fillStatus(st *v1alpha1.QueueAutoscalerStatus, qa *v1alpha1.QueueAutoscaler
 	} else {
 		setCondition(st, "ScalingLimited", metav1.ConditionFalse, "DesiredWithinRange", "the recommendation is within the bounds", gen, now)
 	}
+}
+
+// holdStatus records a cycle that did not reach the engine (holding decision d) as
+// the last decision.
+func holdStatus(st *v1alpha1.QueueAutoscalerStatus, d decide.Decision, dryRun bool, now time.Time) {
+	st.LastDecision = &v1alpha1.DecisionSummary{Time: metav1.NewTime(now), Action: d.Action.String(), Reason: summary(d.Explanation), DryRun: dryRun}
+}
+
+// summary is a decision's reason in one line.
+func summary(x decide.Explanation) string {
+	if x.HeldBecause != "" {
+		return "held: " + x.HeldBecause
+	}
+	return x.Reason
 }
 
 // setCondition adds or updates a condition, keeping its transition time unless its

@@ -390,6 +390,9 @@ func TestForecasters(t *testing.T) {
 	require.Equal(t, 9*time.Second, lead(Predictive{InitPercentile: 90}, inits))
 	require.Equal(t, 42*time.Second, lead(Predictive{InitPercentile: 90, LeadOverride: 42 * time.Second}, inits))
 	require.Zero(t, lead(Predictive{InitPercentile: 90}, nil))
+	require.Equal(t, 9*time.Second, InitTime(inits, 0), "p90 by default")
+	require.Equal(t, 5*time.Second, InitTime(inits, 50))
+	require.Zero(t, InitTime(nil, 90))
 }
 
 // ramp is λ rising linearly by slope per second up to now.
@@ -687,6 +690,29 @@ func TestMigration(t *testing.T) {
 		d, err = NewEngine().Decide(sp, s)
 		require.NoError(t, err)
 		require.Nil(t, d.Migration)
+	})
+	t.Run("pinned data never moves", func(t *testing.T) {
+		for _, allow := range []bool{false, true} {
+			sp := spec
+			sp.Migration.AllowLocalStorage = allow
+			s := hotCluster()
+			s.Pods[0].LocalVolumes = []Volume{{Name: "scratch", Node: "hot", SizeBytes: 1e6}, {Name: "db", Node: "hot", SizeBytes: 1e9, Pinned: true}}
+			for i := range s.Nodes {
+				s.Nodes[i].FreeLocalStorageBytes = 100e9
+			}
+			d, err := NewEngine().Decide(sp, s)
+			require.NoError(t, err)
+			require.Nil(t, d.Migration, "allowLocalStorage=%v", allow)
+			var note string
+			for _, c := range d.Explanation.Candidates {
+				note += c.Note
+			}
+			if allow {
+				require.Contains(t, note, "its volume db holds data that stays on node hot")
+			} else {
+				require.Contains(t, note, "allowLocalStorage is off")
+			}
+		}
 	})
 	t.Run("no destination with room", func(t *testing.T) {
 		s := hotCluster()

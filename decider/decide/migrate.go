@@ -134,6 +134,11 @@ func placePod(spec Spec, snap Snapshot, p Pod, from Node) (*MigrationPlan, strin
 	if len(p.LocalVolumes) > 0 && !mig.AllowLocalStorage {
 		return nil, "it is bound to node-local volumes and allowLocalStorage is off"
 	}
+	for _, v := range p.LocalVolumes {
+		if v.Pinned {
+			return nil, fmt.Sprintf("its volume %s holds data that stays on node %s (hostPath or node-local PersistentVolume); a replacement elsewhere would not have it", v.Name, v.Node)
+		}
+	}
 	type dest struct {
 		n     Node
 		after float64

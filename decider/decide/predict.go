@@ -22,6 +22,17 @@ func lead(p Predictive, samples []time.Duration) time.Duration {
 	return percentileDuration(samples, p.InitPercentile)
 }
 
+// InitTime is the pod start time the predictive lead uses: the given percentile
+// (nearest rank; 0 means DefaultInitPercentile) of the positive init-time
+// samples, 0 when there are none. The controller reports it as an observation
+// whether or not predictive scaling is on.
+func InitTime(samples []time.Duration, percentile float64) time.Duration {
+	if percentile == 0 {
+		percentile = DefaultInitPercentile
+	}
+	return percentileDuration(samples, percentile)
+}
+
 func percentileDuration(samples []time.Duration, pct float64) time.Duration {
 	var v []time.Duration
 	for _, s := range samples {

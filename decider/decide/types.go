@@ -143,7 +143,8 @@ type Migration struct {
 	// Mover says which pod moves; default MoverOwn.
 	Mover Mover
 	// AllowLocalStorage allows moving a pod bound to node-local volumes; the
-	// destination must then hold all of its volumes together.
+	// destination must then hold all of its volumes together. Pinned volumes
+	// never move.
 	AllowLocalStorage bool
 	// SlowFactor: a pod whose service time exceeds SlowFactor × the workload's
 	// median is slowed. Default 1.5.
@@ -217,6 +218,13 @@ type Volume struct {
 	Name      string
 	Node      string
 	SizeBytes int64
+	// Pinned is true for data that stays on Node whatever happens to the pod: a
+	// hostPath volume, or a PersistentVolume only Node can mount (a local volume).
+	// A replacement pod elsewhere would not have it, so a pod with a pinned
+	// volume never moves, even with AllowLocalStorage. Unpinned volumes (emptyDir
+	// on disk) are recreated on the destination: SizeBytes of room there, and the
+	// time to rebuild them, are the move's cost.
+	Pinned bool
 }
 
 // Pod is one pod on a node: the workload's own pods, and (in Node.Pods)

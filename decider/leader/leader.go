@@ -6,6 +6,7 @@ package leader
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -24,11 +25,18 @@ type Config struct {
 	// long the leader keeps retrying a renewal; RetryPeriod the pause between tries.
 	// Zero values take client-go's usual 15 s, 10 s and 2 s.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// OnShutdown, when set, runs when Run's ctx ends while this candidate leads:
+	// after lead has returned and before the lease is released, so that no other
+	// candidate acts until it is done. Its context ends after ShutdownTimeout
+	// (default 30 s) or when the lease is lost.
+	OnShutdown      func(ctx context.Context)
+	ShutdownTimeout time.Duration
 }
 
 // Run blocks until ctx ends, running lead(leaderCtx) whenever this candidate holds the
-// lease. leaderCtx is cancelled as soon as leadership is lost, and the lease is released
-// on a clean stop so that a successor need not wait for it to expire.
+// lease. leaderCtx is cancelled as soon as leadership is lost or ctx ends; on a clean
+// stop Run waits for lead to return, runs OnShutdown, and then releases the lease so
+// that a successor need not wait for it to expire.
 func Run(ctx context.Context, kube kubernetes.Interface, cfg Config, log *zap.Logger, lead func(context.Context)) error {
 	if cfg.Namespace == "" || cfg.Name == "" || cfg.Identity == "" {
 		return errors.New("leader: namespace, name and identity are required")
@@ -36,11 +44,19 @@ func Run(ctx context.Context, kube kubernetes.Interface, cfg Config, log *zap.Lo
 	if cfg.LeaseDuration == 0 {
 		cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 15*time.Second, 10*time.Second, 2*time.Second
 	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = 30 * time.Second
+	}
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
 		Client:     kube.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
 	}
+	// The elector runs on a context of its own, ended only once the leader's work
+	// and shutdown are over: the lease stays held (and renewed) meanwhile.
+	electCtx, stopElection := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElection()
+	var leading sync.Mutex // held while lead and OnShutdown run
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   cfg.LeaseDuration,
@@ -50,8 +66,19 @@ func Run(ctx context.Context, kube kubernetes.Interface, cfg Config, log *zap.Lo
 		Name:            cfg.Name,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(leaderCtx context.Context) {
+				leading.Lock()
+				defer leading.Unlock()
 				log.Info("became leader", zap.String("identity", cfg.Identity))
-				lead(leaderCtx)
+				workCtx, cancel := context.WithCancel(leaderCtx)
+				stop := context.AfterFunc(ctx, cancel)
+				lead(workCtx)
+				stop()
+				cancel()
+				if ctx.Err() != nil && leaderCtx.Err() == nil && cfg.OnShutdown != nil {
+					sctx, cancel := context.WithTimeout(leaderCtx, cfg.ShutdownTimeout)
+					cfg.OnShutdown(sctx)
+					cancel()
+				}
 			},
 			OnStoppedLeading: func() { log.Info("stopped leading", zap.String("identity", cfg.Identity)) },
 			OnNewLeader: func(id string) {
@@ -64,10 +91,16 @@ func Run(ctx context.Context, kube kubernetes.Interface, cfg Config, log *zap.Lo
 	if err != nil {
 		return err
 	}
+	go func() {
+		<-ctx.Done()
+		leading.Lock() // wait for a running leader's work and shutdown
+		stopElection()
+		leading.Unlock()
+	}()
 	// A leader that loses its lease (e.g. the apiserver was unreachable past the renew
 	// deadline) stands again rather than exiting.
-	for ctx.Err() == nil {
-		elector.Run(ctx)
+	for electCtx.Err() == nil {
+		elector.Run(electCtx)
 	}
 	return nil
 }

@@ -102,3 +102,75 @@ func TestOnlyOneLeadsAndFailoverWorks(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, follower.id, *lease.Spec.HolderIdentity)
 }
+
+// TestShutdownRunsWhileLeadingThenReleases: on a clean stop the leader's work ends
+// first, then OnShutdown runs while the lease is still its own, then the lease is
+// released. A follower that stops runs no OnShutdown.
+func TestShutdownRunsWhileLeadingThenReleases(t *testing.T) {
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	kube := c.Clientset()
+	type run struct {
+		cancel           context.CancelFunc
+		done             chan struct{}
+		mu               sync.Mutex
+		leading, stopped bool // lead is running; lead has returned
+		shutdowns        int
+		holderAtShutdown string
+		leadEndedFirst   bool
+	}
+	startRun := func(id string) *run {
+		ctx, cancel := context.WithCancel(context.Background())
+		r := &run{cancel: cancel, done: make(chan struct{})}
+		cfg := Config{Namespace: ns, Name: "qas-decider", Identity: id,
+			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond,
+			OnShutdown: func(sctx context.Context) {
+				lease, err := kube.CoordinationV1().Leases(ns).Get(sctx, "qas-decider", metav1.GetOptions{})
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				r.shutdowns++
+				r.leadEndedFirst = r.stopped
+				if err == nil && lease.Spec.HolderIdentity != nil {
+					r.holderAtShutdown = *lease.Spec.HolderIdentity
+				}
+			}}
+		go func() {
+			defer close(r.done)
+			_ = Run(ctx, kube, cfg, zaptest.NewLogger(t), func(leaderCtx context.Context) {
+				r.mu.Lock()
+				r.leading = true
+				r.mu.Unlock()
+				<-leaderCtx.Done()
+				r.mu.Lock()
+				r.stopped = true
+				r.mu.Unlock()
+			})
+		}()
+		t.Cleanup(func() { cancel(); <-r.done })
+		return r
+	}
+	a := startRun("decider-a")
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.leading, nil
+	})
+	require.NoError(t, err)
+	b := startRun("decider-b") // follows
+
+	b.cancel()
+	<-b.done
+	a.cancel()
+	<-a.done
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	require.Equal(t, 1, a.shutdowns)
+	require.True(t, a.leadEndedFirst, "the leader's work stops before the shutdown")
+	require.Equal(t, "decider-a", a.holderAtShutdown, "the shutdown runs while the lease is held")
+	lease, err := kube.CoordinationV1().Leases(ns).Get(context.Background(), "qas-decider", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.True(t, lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "", "released after the shutdown")
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	require.Zero(t, b.shutdowns, "a follower has nothing to shut down")
+}

@@ -12,11 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"github.com/qas-dev/qas/collector/influx"
@@ -54,13 +50,14 @@ type countingSink struct {
 	m    *metrics
 }
 
-func (s countingSink) RecordDecision(ctx context.Context, ns, name string, d decide.Decision, dryRun bool) error {
+func (s countingSink) RecordDecision(ctx context.Context, of controller.DecisionOf, d decide.Decision, dryRun bool) error {
 	s.m.decisions.WithLabelValues(d.Action.String(), fmt.Sprint(dryRun)).Inc()
-	return s.next.RecordDecision(ctx, ns, name, d, dryRun)
+	return s.next.RecordDecision(ctx, of, d, dryRun)
 }
 
-// Runner drives the controller: a cycle over every QueueAutoscaler each interval, and
-// an immediate reconcile of a QueueAutoscaler that is created or whose spec changes.
+// Runner drives the controller: a cycle over every QueueAutoscaler each interval,
+// and in between the reconciles its watches ask for (a QueueAutoscaler created or
+// changed, its pods turning Ready or going, its target changed).
 type Runner struct {
 	Ctrl     *controller.Controller
 	Interval time.Duration
@@ -73,68 +70,28 @@ type Runner struct {
 func (r *Runner) Lead(ctx context.Context) {
 	r.m.leader.Set(1)
 	defer r.m.leader.Set(0)
-	changed := make(chan [2]string, 64)
-	factory := dynamicinformer.NewDynamicSharedInformerFactory(r.Ctrl.Dynamic, 0)
-	inf := factory.ForResource(controller.GVR).Informer()
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, initial bool) {
-			if u, ok := obj.(*unstructured.Unstructured); ok && !initial {
-				enqueue(changed, u)
-			}
+	tick := r.Clock.NewTicker(r.Interval)
+	defer tick.Stop()
+	r.Ctrl.Run(ctx, tick.C(), controller.Hooks{
+		Cycle: func(failed int, _ error, took time.Duration) {
+			r.m.cycles.Inc()
+			r.m.failures.Add(float64(failed))
+			r.m.duration.Observe(took.Seconds())
+			r.m.lastCycle.Set(float64(r.Clock.Now().UnixNano()) / 1e9)
 		},
-		UpdateFunc: func(old, obj any) {
-			o, ok1 := old.(*unstructured.Unstructured)
-			u, ok2 := obj.(*unstructured.Unstructured)
-			if ok1 && ok2 && o.GetGeneration() != u.GetGeneration() {
-				enqueue(changed, u)
+		Reconciled: func(_ string, err error) {
+			if err != nil {
+				r.m.failures.Inc()
 			}
 		},
 	})
-	if err != nil {
-		r.Log.Error("cannot watch QueueAutoscalers; deciding on the interval only", zap.Error(err))
-	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-
-	tick := r.Clock.NewTicker(r.Interval)
-	defer tick.Stop()
-	for {
-		r.cycle(ctx)
-		for waiting := true; waiting; {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C():
-				waiting = false
-			case key := <-changed:
-				if _, err := r.Ctrl.Reconcile(ctx, key[0], key[1]); err != nil {
-					r.m.failures.Inc()
-					r.Log.Warn("reconcile failed", zap.String("queueautoscaler", key[0]+"/"+key[1]), zap.Error(err))
-				}
-			}
-		}
-	}
 }
 
-func enqueue(ch chan [2]string, u *unstructured.Unstructured) {
-	select {
-	case ch <- [2]string{u.GetNamespace(), u.GetName()}:
-	default: // the next cycle covers it
-	}
-}
-
-func (r *Runner) cycle(ctx context.Context) {
-	start := r.Clock.Now()
-	failed, err := r.Ctrl.RunOnce(ctx)
-	if ctx.Err() != nil {
-		return // leadership lost or shutting down mid-cycle
-	}
-	r.m.cycles.Inc()
-	r.m.failures.Add(float64(failed))
-	r.m.duration.Observe(r.Clock.Since(start).Seconds())
-	r.m.lastCycle.Set(float64(r.Clock.Now().UnixNano()) / 1e9)
-	if err != nil {
-		r.Log.Warn("cycle failed", zap.Error(err))
+// Shutdown undoes the migrations in progress: the decider is stopping (a rolling
+// update, or QAS being uninstalled) and must not leave a node tainted.
+func (r *Runner) Shutdown(ctx context.Context) {
+	if err := r.Ctrl.AbortMigrations(ctx, "the decider is stopping"); err != nil {
+		r.Log.Error("migrations not fully undone on shutdown", zap.Error(err))
 	}
 }
 
@@ -158,11 +115,7 @@ func Run(ctx context.Context, o Options, cfg *rest.Config, log *zap.Logger) erro
 	client := influxdb2.NewClient(o.InfluxURL, o.InfluxToken)
 	defer client.Close()
 	src := StoreSource{Store: &store.Flux{Query: client.QueryAPI(o.InfluxOrg), Bucket: o.InfluxBucket}, Window: o.Window, MaxPodAge: o.MaxPodAge}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	sink := InfluxSink{W: w, Targets: NewTargets(ctx, dyn), Log: log}
+	sink := InfluxSink{W: w}
 	ctrl, stopEvents, err := controller.New(cfg, src, countingSink{sink, m}, log, clock.RealClock{})
 	if err != nil {
 		return err
@@ -178,17 +131,26 @@ func Run(ctx context.Context, o Options, cfg *rest.Config, log *zap.Logger) erro
 	go func() { _ = srv.Serve(ln) }()
 	defer func() { _ = srv.Close() }()
 
+	// The caches fill on every replica, so that a standby takes over warm. (The
+	// shutdown below reads the API server directly: it needs no cache.)
+	if err := ctrl.Start(ctx); err != nil {
+		return err
+	}
 	r := &Runner{Ctrl: ctrl, Interval: o.Interval, Log: log, Clock: clock.RealClock{}, m: m}
 	log.Info("deciding", zap.Duration("interval", o.Interval), zap.String("influx", o.InfluxURL),
 		zap.Bool("dryRun", o.DryRun), zap.Bool("leaderElect", o.LeaderElect), zap.String("identity", o.Identity),
 		zap.String("metrics", ln.Addr().String()))
 	if !o.LeaderElect {
 		r.Lead(ctx)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		r.Shutdown(sctx)
 		return nil
 	}
 	return leader.Run(ctx, ctrl.Kube, leader.Config{
 		Namespace: o.LeaseNamespace, Name: o.LeaseName, Identity: o.Identity,
 		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
+		OnShutdown: r.Shutdown,
 	}, log, r.Lead)
 }
 

@@ -145,25 +145,16 @@ type capture struct{ pts []*write.Point }
 
 func (c *capture) Write(p ...*write.Point) { c.pts = append(c.pts, p...) }
 
-// targetMap is a TargetLookup over a fixed map ("ns/name" -> workload).
-type targetMap map[string]string
-
-func (m targetMap) Target(_ context.Context, ns, name string) (string, error) {
-	if w, ok := m[ns+"/"+name]; ok {
-		return w, nil
-	}
-	return "", errors.New("no such QueueAutoscaler")
-}
-
 func TestDecisionPointFollowsTheSchema(t *testing.T) {
 	var c capture
-	sink := InfluxSink{W: &c, Targets: targetMap{"ns/web-qa": "web"}}
+	sink := InfluxSink{W: &c}
+	web := controller.DecisionOf{Namespace: "ns", Name: "web-qa", Workload: "web"}
 	d := decide.Decision{Time: t0, Action: decide.ActionHorizontal, DesiredReplicas: 4, Explanation: decide.Explanation{
 		ArrivalRate: 40, ForecastArrivalRate: 50, ServiceTime: 0.05, Latency: 0.3, MeasuredLatency: 0.28, Target: 0.2,
 		Lead: 30 * time.Second, Normalized: 1.5, CurrentReplicas: 2, Reason: "L > T(1+θ)"}}
-	require.NoError(t, sink.RecordDecision(context.Background(), "ns", "web-qa", d, false))
+	require.NoError(t, sink.RecordDecision(context.Background(), web, d, false))
 	held := decide.Decision{Time: t0, Explanation: decide.Explanation{Latency: mathInf(), HeldBecause: "stale data"}}
-	require.NoError(t, sink.RecordDecision(context.Background(), "ns", "web-qa", held, true))
+	require.NoError(t, sink.RecordDecision(context.Background(), web, held, true))
 	require.Len(t, c.pts, 2)
 
 	schema, ok := influx.Lookup(influx.Decision)
@@ -209,9 +200,8 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 	require.Equal(t, "held: stale data", f["reason"])
 	require.Equal(t, true, f["dry_run"])
 
-	// A QueueAutoscaler deleted before its decision is recorded: the point has no
-	// workload tag rather than a wrong one.
-	require.NoError(t, sink.RecordDecision(context.Background(), "ns", "gone", d, false))
+	// No workload known: the point has no workload tag rather than an empty one.
+	require.NoError(t, sink.RecordDecision(context.Background(), controller.DecisionOf{Namespace: "ns", Name: "other"}, d, false))
 	require.NotContains(t, tags(c.pts[2]), "workload")
 }
 
@@ -223,10 +213,10 @@ func TestDecisionsReachAnEmptyInfluxDB(t *testing.T) {
 	w, err := influx.NewWriter(influx.WriterConfig{URL: srv.URL, Bucket: influxtest.Bucket, FlushInterval: 50 * time.Millisecond,
 		MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, MetricsPrefix: "qas_decider"}, nil, zaptest.NewLogger(t))
 	require.NoError(t, err)
-	sink := InfluxSink{W: w, Targets: targetMap{"shop/checkout": "checkout-v2"}}
+	sink := InfluxSink{W: w}
 	now := time.Now().Truncate(time.Second)
 	d := decide.Decision{Time: now, Action: decide.ActionNone, DesiredReplicas: 3, Explanation: decide.Explanation{HeldBecause: "no arrival-rate data"}}
-	require.NoError(t, sink.RecordDecision(context.Background(), "shop", "checkout", d, false))
+	require.NoError(t, sink.RecordDecision(context.Background(), controller.DecisionOf{Namespace: "shop", Name: "checkout", Workload: "checkout-v2"}, d, false))
 	require.Eventually(t, func() bool { return w.Buffered() == 0 }, time.Minute, 20*time.Millisecond)
 	require.NoError(t, w.Close(context.Background()))
 	written, _, dropped := w.Counts()

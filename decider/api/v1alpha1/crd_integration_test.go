@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -73,6 +74,32 @@ func TestCRDAcceptsValidAndDefaults(t *testing.T) {
 	require.NoError(t, err, "what the apiserver accepts, the decider accepts")
 }
 
+// TestCRDAcceptsValidVariants: the CEL rules that reject bad quantities and API
+// versions accept every form users write.
+func TestCRDAcceptsValidVariants(t *testing.T) {
+	dyn := installCRD(t)
+	ns := kubetest.Shared(t).Namespace(t)
+	for i, mutate := range []func(map[string]any){
+		func(s map[string]any) {
+			s["scaleTargetRef"] = map[string]any{"apiVersion": "v1", "kind": "ReplicationController", "name": "rc"}
+		},
+		func(s map[string]any) {
+			s["scaleTargetRef"] = map[string]any{"apiVersion": "example.qas.dev/v1beta1", "kind": "Widget", "name": "w"}
+		},
+		func(s map[string]any) {
+			s["vertical"] = map[string]any{"enabled": true, "minCPU": "100m", "maxCPU": int64(2), "podOverheadCPU": int64(0)}
+		},
+		func(s map[string]any) {
+			s["vertical"] = map[string]any{"enabled": true, "minCPU": "0.25", "maxCPU": "1500m", "podOverheadCPU": "50m"}
+		},
+	} {
+		spec := validSpec()
+		mutate(spec)
+		_, err := dyn.Resource(qaGVR).Namespace(ns).Create(context.Background(), qa(fmt.Sprintf("ok-%d", i), spec), metav1.CreateOptions{})
+		require.NoError(t, err, "variant %d: %v", i, spec)
+	}
+}
+
 func TestCRDRejectsInvalidWithClearMessages(t *testing.T) {
 	dyn := installCRD(t)
 	ns := kubetest.Shared(t).Namespace(t)
@@ -97,6 +124,27 @@ func TestCRDRejectsInvalidWithClearMessages(t *testing.T) {
 		{"unknown mover", func(s map[string]any) {
 			s["migration"] = map[string]any{"enabled": true, "mover": "anyone"}
 		}, `spec.migration.mover: Unsupported value: "anyone"`},
+		{"negative minCPU", func(s map[string]any) {
+			s["vertical"] = map[string]any{"enabled": true, "minCPU": "-100m", "maxCPU": "2"}
+		}, "vertical.minCPU must be a positive CPU quantity"},
+		{"zero maxCPU", func(s map[string]any) {
+			s["vertical"] = map[string]any{"enabled": true, "maxCPU": int64(0)}
+		}, "vertical.maxCPU must be a positive CPU quantity"},
+		{"negative maxCPU", func(s map[string]any) {
+			s["vertical"] = map[string]any{"enabled": true, "maxCPU": "-2"}
+		}, "vertical.maxCPU must be a positive CPU quantity"},
+		{"negative podOverheadCPU", func(s map[string]any) {
+			s["vertical"] = map[string]any{"enabled": true, "podOverheadCPU": "-1"}
+		}, "vertical.podOverheadCPU must not be negative"},
+		{"malformed apiVersion", func(s map[string]any) {
+			s["scaleTargetRef"].(map[string]any)["apiVersion"] = "apps/v1/extra"
+		}, "scaleTargetRef.apiVersion must be group/version (e.g. apps/v1) or a core version (v1)"},
+		{"apiVersion with spaces", func(s map[string]any) {
+			s["scaleTargetRef"].(map[string]any)["apiVersion"] = "Apps / V1"
+		}, "scaleTargetRef.apiVersion must be group/version (e.g. apps/v1) or a core version (v1)"},
+		{"apiVersion without version", func(s map[string]any) {
+			s["scaleTargetRef"].(map[string]any)["apiVersion"] = "apps/"
+		}, "scaleTargetRef.apiVersion must be group/version (e.g. apps/v1) or a core version (v1)"},
 		{"bad policy", func(s map[string]any) {
 			s["behavior"] = map[string]any{"scaleUp": map[string]any{"policies": []any{map[string]any{"type": "Pods", "value": int64(0), "periodSeconds": int64(15)}}}}
 		}, "spec.behavior.scaleUp.policies[0].value"},

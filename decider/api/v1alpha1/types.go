@@ -111,7 +111,11 @@ type QueueAutoscalerSpec struct {
 
 // CrossVersionObjectReference names the scaled workload.
 type CrossVersionObjectReference struct {
+	// APIVersion is "group/version" (apps/v1, example.com/v1beta1) or a core
+	// version ("v1").
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[a-z]([-a-z0-9]*[a-z0-9])?$')",message="scaleTargetRef.apiVersion must be group/version (e.g. apps/v1) or a core version (v1)"
 	APIVersion string `json:"apiVersion"`
 	// +kubebuilder:validation:MinLength=1
 	Kind string `json:"kind"`
@@ -135,16 +139,19 @@ type LatencyTarget struct {
 
 // VerticalSpec bounds in-place CPU resizing.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.minCPU) || !has(self.maxCPU) || quantity(self.minCPU).compareTo(quantity(self.maxCPU)) <= 0",message="vertical.minCPU must not exceed vertical.maxCPU"
+// +kubebuilder:validation:XValidation:rule="!has(self.minCPU) || !has(self.maxCPU) || quantity(string(self.minCPU)).compareTo(quantity(string(self.maxCPU))) <= 0",message="vertical.minCPU must not exceed vertical.maxCPU"
 type VerticalSpec struct {
 	Enabled bool `json:"enabled"`
 	// MinCPU and MaxCPU bound the CPU request per pod.
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('0')) > 0",message="vertical.minCPU must be a positive CPU quantity"
 	// +optional
 	MinCPU *resource.Quantity `json:"minCPU,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('0')) > 0",message="vertical.maxCPU must be a positive CPU quantity"
 	// +optional
 	MaxCPU *resource.Quantity `json:"maxCPU,omitempty"`
 	// PodOverheadCPU is the per-pod cost added when comparing "more pods" with "bigger
 	// pods" (sidecars, runtime).
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('0')) >= 0",message="vertical.podOverheadCPU must not be negative"
 	// +optional
 	PodOverheadCPU *resource.Quantity `json:"podOverheadCPU,omitempty"`
 }
@@ -249,8 +256,9 @@ type QueueAutoscalerStatus struct {
 	CurrentCPU *resource.Quantity `json:"currentCPU,omitempty"`
 	// +optional
 	DesiredCPU *resource.Quantity `json:"desiredCPU,omitempty"`
-	// InitTime is the measured pod start time (p90 of creation to Ready), the
-	// predictive lead.
+	// InitTime is the measured pod start time (p90 of creation to first Ready over
+	// recent pods): the predictive lead unless predictive.leadOverride replaces it.
+	// It is reported whether or not predictive scaling is on.
 	// +optional
 	InitTime string `json:"initTime,omitempty"`
 	// LastDecision is the most recent decision and why it was taken.

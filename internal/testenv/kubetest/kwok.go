@@ -23,7 +23,10 @@ type NodeSpec struct {
 	Name   string
 	CPU    string // a quantity, e.g. "16"
 	Memory string // a quantity, e.g. "64Gi"
-	Labels map[string]string
+	// EphemeralStorage is the node's local storage for emptyDir volumes and
+	// container writable layers, e.g. "100Gi"; empty reports none.
+	EphemeralStorage string
+	Labels           map[string]string
 }
 
 // kwokStagesDir finds the stage YAMLs shipped in kwok's module: next to the binary
@@ -187,6 +190,13 @@ func (c *Cluster) AddNode(ctx context.Context, spec NodeSpec) error {
 	}
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem, corev1.ResourcePods: resource.MustParse("110"),
+	}
+	if spec.EphemeralStorage != "" {
+		eph, err := resource.ParseQuantity(spec.EphemeralStorage)
+		if err != nil {
+			return fmt.Errorf("kubetest: node %s ephemeral storage: %w", spec.Name, err)
+		}
+		capacity[corev1.ResourceEphemeralStorage] = eph
 	}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{

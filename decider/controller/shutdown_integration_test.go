@@ -1,0 +1,122 @@
+package controller_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/qas-dev/qas/decider/controller"
+	"github.com/qas-dev/qas/decider/leader"
+)
+
+// TestShutdownUndoesMigrationBeforeReleasingTheLease: a leading decider stopped in
+// the middle of a migration (SIGTERM: a rolling update, or QAS being uninstalled)
+// undoes it, untainting the node and restoring the replicas, while it still holds
+// the Lease, and then releases the Lease.
+func TestShutdownUndoesMigrationBeforeReleasingTheLease(t *testing.T) {
+	e := setup(t)
+	e.removeHotTaint(t)
+	ctx := context.Background()
+	e.spreadDeployment(t, "stop", 2, "500m")
+	// A budget that allows no disruption keeps the migration waiting in its surge.
+	zero := intstr.FromInt32(0)
+	_, err := e.c.Clientset().PolicyV1().PodDisruptionBudgets(e.ns).Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "stop"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &zero, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "stop"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	e.queueAutoscalerWith(t, "stop", "stop", false, migrationSpec())
+	pods := e.pods(t, "stop")
+	hot := pods[0].Spec.NodeName
+	e.measureHot(pods, hot)
+
+	ctrl := e.newController(t)
+	var mu sync.Mutex
+	var holderAtShutdown string
+	var abortErr error
+	cfg := leader.Config{
+		Namespace: e.ns, Name: "qas-decider", Identity: "decider-a",
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond,
+		OnShutdown: func(sctx context.Context) {
+			lease, err := e.c.Clientset().CoordinationV1().Leases(e.ns).Get(sctx, "qas-decider", metav1.GetOptions{})
+			mu.Lock()
+			if err == nil && lease.Spec.HolderIdentity != nil {
+				holderAtShutdown = *lease.Spec.HolderIdentity
+			}
+			mu.Unlock()
+			err = ctrl.AbortMigrations(sctx, "the decider is stopping")
+			mu.Lock()
+			abortErr = err
+			mu.Unlock()
+		},
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(done)
+		runErr = leader.Run(runCtx, e.c.Clientset(), cfg, zaptest.NewLogger(t), func(lctx context.Context) {
+			ctrl.Run(lctx, nil, controller.Hooks{})
+		})
+	}()
+	t.Cleanup(func() { stop(); <-done })
+
+	e.eventually(t, "the leader starts a migration", func() bool {
+		return e.get(t, "stop").Annotations[controller.MigrationAnnotation] != "" && e.nodeTainted(t, hot)
+	})
+	e.waitReplicas(t, "stop", 3)
+
+	stop()
+	<-done
+	require.NoError(t, runErr)
+	mu.Lock()
+	require.Equal(t, "decider-a", holderAtShutdown, "the migration is undone while the Lease is held")
+	require.NoError(t, abortErr)
+	mu.Unlock()
+	require.False(t, e.nodeTainted(t, hot), "no taint is left on the node")
+	require.Equal(t, int32(2), e.replicas(t, "stop"), "the surge is undone")
+	require.Empty(t, e.get(t, "stop").Annotations[controller.MigrationAnnotation])
+	require.NotEmpty(t, e.events(t, "MigrationAborted"))
+	lease, err := e.c.Clientset().CoordinationV1().Leases(e.ns).Get(ctx, "qas-decider", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.True(t, lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "", "the Lease is released afterwards")
+}
+
+// TestDeletedQueueAutoscalerUndoesItsMigration: deleting a QueueAutoscaler in the
+// middle of a migration takes its state with it; the controller, which saw the
+// deletion, undoes the migration so that the node does not stay tainted.
+func TestDeletedQueueAutoscalerUndoesItsMigration(t *testing.T) {
+	e := setup(t)
+	e.removeHotTaint(t)
+	ctx := context.Background()
+	e.spreadDeployment(t, "gone", 2, "500m")
+	zero := intstr.FromInt32(0)
+	_, err := e.c.Clientset().PolicyV1().PodDisruptionBudgets(e.ns).Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "gone"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &zero, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "gone"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	e.queueAutoscalerWith(t, "gone", "gone", false, migrationSpec())
+	pods := e.pods(t, "gone")
+	hot := pods[0].Spec.NodeName
+	e.measureHot(pods, hot)
+	d, err := e.reconcile(t, e.ctrl, "gone")
+	require.NoError(t, err)
+	require.NotNil(t, d.Migration, d.Explanation.Reason)
+	require.True(t, e.nodeTainted(t, hot))
+	e.waitReplicas(t, "gone", 3)
+
+	require.NoError(t, e.ctrl.Dynamic.Resource(controller.GVR).Namespace(e.ns).Delete(ctx, "gone", metav1.DeleteOptions{}))
+	e.eventually(t, "the deleted QueueAutoscaler's migration is undone", func() bool {
+		_, err := e.ctrl.Reconcile(ctx, e.ns, "gone") // what Run does with the key the deletion queued
+		return err == nil && !e.nodeTainted(t, hot)
+	})
+	require.Equal(t, int32(2), e.replicas(t, "gone"), "the surge is undone")
+}

@@ -1,0 +1,172 @@
+package controller_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/internal/testenv/kubetest"
+)
+
+// localPV creates a local PersistentVolume on node and a claim bound to it, and
+// returns the claim's name.
+func (e *env) localPV(t *testing.T, name, node string) string {
+	ctx := context.Background()
+	cs := e.c.Clientset()
+	class := "local-" + e.ns
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-" + e.ns},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("5Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName:              class,
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: "/mnt/disks/" + name}},
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+			}}}},
+		},
+	}
+	_, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = cs.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+	})
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: &class,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	_, err = cs.CoreV1().PersistentVolumeClaims(e.ns).Create(ctx, pvc, metav1.CreateOptions{})
+	require.NoError(t, err)
+	e.eventually(t, "the PV controller binds the claim", func() bool {
+		got, err := cs.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && got.Status.Phase == corev1.ClaimBound && got.Spec.VolumeName == pv.Name
+	})
+	return name
+}
+
+// filler takes all but 500 MiB of node's local storage with a pod's ephemeral-storage
+// request, as the scheduler accounts it.
+func (e *env) filler(t *testing.T, node string) {
+	ctx := context.Background()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "filler", Namespace: e.ns},
+		Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"kubernetes.io/hostname": node},
+			Tolerations:  []corev1.Toleration{kubetest.Toleration()},
+			Containers: []corev1.Container{{Name: "fill", Image: "example/fill:1", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("101900Mi")},
+			}}},
+		},
+	}
+	_, err := e.c.Clientset().CoreV1().Pods(e.ns).Create(ctx, p, metav1.CreateOptions{})
+	require.NoError(t, err)
+	e.eventually(t, "the filler pod runs on "+node, func() bool {
+		got, err := e.c.Clientset().CoreV1().Pods(e.ns).Get(ctx, p.Name, metav1.GetOptions{})
+		return err == nil && got.Spec.NodeName == node && isReady(got)
+	})
+	t.Cleanup(func() {
+		zero := int64(0)
+		_ = e.c.Clientset().CoreV1().Pods(e.ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	})
+}
+
+func isReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func migrationNotes(d decide.Decision) string {
+	var notes []string
+	for _, c := range d.Explanation.Candidates {
+		if c.Note != "" {
+			notes = append(notes, c.Note)
+		}
+	}
+	return strings.Join(notes, "; ")
+}
+
+// TestLocalStorageGuard: the guard sees what a user would call node-local data on a
+// real control plane. A sized emptyDir may move when allowed and the destination's
+// allocatable ephemeral storage (minus the requests the scheduler counts) has room;
+// hostPath data and a claim bound to a local PersistentVolume never move. The
+// QueueAutoscalers are dry runs: the decisions are what is tested, and the nodes
+// stay untainted for the next case.
+func TestLocalStorageGuard(t *testing.T) {
+	e := setup(t)
+	gi := resource.MustParse("1Gi")
+	emptyDir := []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &gi}}}}
+	hostPath := []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/app"}}}}
+	tests := []struct {
+		name        string
+		volumes     func(t *testing.T) []corev1.Volume
+		allow       bool
+		fillCool    bool
+		wantMigrate bool
+		wantNote    string
+	}{
+		{name: "emptydir-allowed", volumes: func(*testing.T) []corev1.Volume { return emptyDir }, allow: true, wantMigrate: true},
+		{name: "emptydir-not-allowed", volumes: func(*testing.T) []corev1.Volume { return emptyDir }, wantNote: "bound to node-local volumes and allowLocalStorage is off"},
+		{name: "emptydir-no-room", volumes: func(*testing.T) []corev1.Volume { return emptyDir }, allow: true, fillCool: true,
+			wantNote: "not enough free local storage for all its volumes"},
+		{name: "hostpath", volumes: func(*testing.T) []corev1.Volume { return hostPath }, allow: true,
+			wantNote: "its volume data holds data that stays on node"},
+		{name: "local-pv", volumes: func(t *testing.T) []corev1.Volume {
+			claim := e.localPV(t, "db", "kwok-node-1")
+			return []corev1.Volume{{Name: "db", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}
+		}, allow: true, wantNote: "its volume db holds data that stays on node kwok-node-1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e.deploymentOf(t, tt.name, 2, corev1.PodSpec{
+				Volumes:                   tt.volumes(t),
+				Containers:                []corev1.Container{appContainer("app", "500m", "500m")},
+				TopologySpreadConstraints: spread(tt.name),
+			})
+			spec := migrationSpec()
+			spec["migration"].(map[string]any)["allowLocalStorage"] = tt.allow
+			e.queueAutoscalerWith(t, tt.name, tt.name, true, spec)
+			pods := e.pods(t, tt.name)
+			hot := pods[0].Spec.NodeName
+			if tt.fillCool {
+				cool := "kwok-node-1"
+				if hot == cool {
+					cool = "kwok-node-2"
+				}
+				e.filler(t, cool)
+			}
+			e.measureHot(pods, hot)
+			e.clock.SetTime(e.clock.Now().Add(time.Second))
+			d, err := e.reconcile(t, e.ctrl, tt.name)
+			require.NoError(t, err)
+			require.Equal(t, tt.wantMigrate, d.Action.Has(decide.ActionMigrate), "%s: %s", d.Explanation.Reason, migrationNotes(d))
+			if tt.wantMigrate {
+				require.Equal(t, int64(1<<30), d.Migration.DataBytes, "the emptyDir's size is the data to rebuild")
+				return
+			}
+			require.Contains(t, migrationNotes(d), tt.wantNote)
+		})
+	}
+}
+
+func spread(app string) []corev1.TopologySpreadConstraint {
+	return []corev1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.ScheduleAnyway,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
+	}}
+}
