@@ -37,11 +37,25 @@ var unexercised = map[string]string{
 	// client-go's event recorder creates an Event and patches its count when the same
 	// event repeats within ten minutes; whether one repeats in the run is up to timing.
 	"patch /events": "client-go's EventCorrelator (decider/controller's recorder) aggregating a repeated Event",
-	// The controller's pod and node informers (decider/controller's caches, added on
-	// the ctrl branch) list and watch; until they land, pods and nodes are only listed.
-	"watch /pods":  "the controller's pod informer (decider/controller)",
-	"watch /nodes": "the controller's node informer (decider/controller)",
+	// The controller's informers (decider/controller's caches) start with a streaming
+	// watch-list where the apiserver serves it, as this one does; against one that
+	// does not, client-go's reflector lists first.
+	"list /nodes":                  watchListFallback,
+	"list /persistentvolumeclaims": watchListFallback,
+	"list /persistentvolumes":      watchListFallback,
+	"list apps/deployments":        watchListFallback,
+	// The run's targets are Deployments; the target informer (decider/controller
+	// watch.go, watchTargets) watches StatefulSets and ReplicaSets that are targets.
+	"list apps/statefulsets":  targetInformer,
+	"watch apps/statefulsets": targetInformer,
+	"list apps/replicasets":   targetInformer,
+	"watch apps/replicasets":  targetInformer,
 }
+
+const (
+	watchListFallback = "client-go's reflector listing before it watches, on an apiserver without streaming watch-list"
+	targetInformer    = "the target informer (decider/controller watchTargets) for StatefulSet and ReplicaSet targets"
+)
 
 // workloadFeed is what the synthetic measurements say about one workload: its λ and
 // E[S], and each pod's service time and CPU use given the node that is hot.
