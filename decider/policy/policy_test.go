@@ -278,7 +278,8 @@ func TestCapacity(t *testing.T) {
 }
 
 func TestNew(t *testing.T) {
-	for _, n := range []string{"qas", "qas-reactive", "hpa", "kpa", "oracle", "static:3"} {
+	for _, n := range []string{"qas", "qas-reactive", "hpa", "hpa-nocooldown", "hpa-cooldown", "kpa", "oracle", "static:3",
+		"predictive-hpa", "khpa-a", "alg1", "alg2", "alg3"} {
 		p, err := New(n, params, Future{})
 		require.NoError(t, err)
 		require.Equal(t, n, p.Name())
@@ -287,4 +288,24 @@ func TestNew(t *testing.T) {
 		_, err := New(bad, params, Future{})
 		require.Error(t, err, bad)
 	}
+	_, err := New("nope", params, Future{})
+	require.ErrorContains(t, err, "hpa-cooldown", "the error lists the policies")
+}
+
+// TestHPANoCooldown: without the 5-minute stabilisation the HPA scales down
+// at the next sync, and its scale-up limit is the behavior path's
+// max(2 × current, current + 4).
+func TestHPANoCooldown(t *testing.T) {
+	h := NewHPANoCooldown(params, 0.7)
+	require.Equal(t, "hpa-nocooldown", h.Name())
+	w := newHPAWorld(10)
+	require.Equal(t, 10, w.step(h, 0.7, true), "the first sync has no samples")
+	require.Equal(t, 10, w.step(h, 0.7, true), "on target: 10 recommended")
+	require.Equal(t, 1, w.step(h, 0.06, true), "⌈0.06/0.7 × 10⌉ = 1 at once")
+	require.Equal(t, 5, w.step(h, 7, true), "1 + 4 > 2 × 1")
+	d := NewHPA(params, 0.7)
+	w = newHPAWorld(10)
+	w.step(d, 0.7, true)
+	w.step(d, 0.7, true)
+	require.Equal(t, 10, w.step(d, 0.06, true), "the default HPA keeps the 5-minute maximum")
 }
