@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -246,4 +247,106 @@ func FuzzParseDist(f *testing.F) {
 		require.Positive(t, d.Mean)
 		require.False(t, math.IsNaN(d.SCV()))
 	})
+}
+
+// scripted requests a replica count that changes at given times.
+type scripted struct {
+	at    []float64
+	count []int
+}
+
+func (scripted) Name() string { return "scripted" }
+
+func (scripted) Period() float64 { return 1 }
+
+func (s scripted) Decide(o *policy.Observation) policy.Decision {
+	n := len(o.Pods)
+	for i, t := range s.at {
+		if o.Now >= t {
+			n = s.count[i]
+		}
+	}
+	return policy.Decision{Replicas: n}
+}
+
+// TestFrontQueueDrainsInOrder: requests that wait in front while no pod is
+// Ready all go to the pods once one is Ready, ahead of later arrivals.
+func TestFrontQueueDrainsInOrder(t *testing.T) {
+	svc, err := ParseDist("const:100ms")
+	require.NoError(t, err)
+	init, err := ParseDist("10s")
+	require.NoError(t, err)
+	// 2 req/s for 60 s, then nothing for a minute to finish; the only pod
+	// goes at 20 s and a new one is asked for at 21 s (Ready at 31 s).
+	rates := append(constRates(2, 60), constRates(0, 60)...)
+	cfg := Config{Rates: rates, Service: svc, Init: init, Concurrency: 1, CPU: 1, Target: 1, Percentile: 95, InitialReplicas: 1, Seed: 2}
+	r := Run(cfg, scripted{at: []float64{20, 21}, count: []int{0, 1}})
+	arrived := 0
+	for _, a := range r.Arrivals {
+		arrived += a
+	}
+	require.Equal(t, arrived, r.Requests, "every request that waited in front is served")
+	// The requests of the outage wait about 11 s at most (they arrive from
+	// 20 s, the pod is Ready at 31 s, and a 100 ms request per 0.5 s leaves
+	// the pod mostly idle); none waits for the end of the run.
+	require.Less(t, r.Latency.Quantile(100), 13.0)
+
+	// White box: a pod that becomes Ready takes the waiting requests in
+	// arrival order, and a later arrival queues behind them.
+	s := &sim{cfg: cfg, rngArr: newRand(1, 1), rngSvc: newRand(1, 2), rngRoute: newRand(1, 3), initSeq: NewInitTimes(init, 1), curCPU: 1}
+	s.res = newResult("white box", cfg)
+	id := s.addPod()
+	for i := range 5 {
+		s.now = float64(i)
+		s.arrive()
+	}
+	require.Equal(t, 5, s.front.size)
+	s.now = 5
+	s.makeReady(id)
+	require.Zero(t, s.front.size)
+	s.now = 6
+	s.arrive()
+	p := &s.pods[id]
+	require.Equal(t, 1, p.inService)
+	var order []float64
+	for p.queue.size > 0 {
+		order = append(order, p.queue.pop().arr)
+	}
+	require.Equal(t, []float64{1, 2, 3, 4, 6}, order, "the first request is in service, the rest queue in arrival order")
+}
+
+// TestInitTimesAreTheOraclesToKnow: pod start number j takes InitTimes.At(j)
+// seconds, whatever the policy, so the oracle's copy of the sequence is the
+// run's.
+func TestInitTimesAreTheOraclesToKnow(t *testing.T) {
+	svc, err := ParseDist("exp:50ms")
+	require.NoError(t, err)
+	init, err := ParseDist("exp:20s")
+	require.NoError(t, err)
+	cfg := Config{Rates: constRates(5, 400), Service: svc, Init: init, Concurrency: 1, CPU: 1, Target: 1, Percentile: 95,
+		InitialReplicas: 1, Seed: 9}
+	rec := &recorder{scripted: scripted{at: []float64{10, 100, 200}, count: []int{4, 1, 6}}}
+	Run(cfg, rec)
+	require.Equal(t, 3+5, rec.last.PodStarts, "3 pods started at 10 s, 5 at 200 s")
+	want := NewInitTimes(init, 9)
+	var expect []float64
+	for j := range rec.last.PodStarts {
+		expect = append(expect, want.At(j))
+	}
+	got := append([]float64(nil), rec.last.InitTimes...)
+	require.Len(t, got, 8)
+	sort.Float64s(got)
+	sort.Float64s(expect)
+	require.InDeltaSlice(t, expect, got, 1e-9, "creation→Ready times are the sequence's")
+}
+
+type recorder struct {
+	scripted
+	last policy.Observation
+}
+
+func (r *recorder) Decide(o *policy.Observation) policy.Decision {
+	r.last = *o
+	r.last.InitTimes = append([]float64(nil), o.InitTimes...)
+	return r.scripted.Decide(o)
 }
