@@ -21,11 +21,11 @@ type Summary struct {
 	Migrations            int      `json:"migrations"`
 	Latency               Quantile `json:"latency_seconds"`
 	MeanLatency           float64  `json:"mean_latency_seconds"`
-	// Spec compares Ready pods (supply) with the oracle's demand.
+	// Spec compares Ready pods (supply) with the demand curve.
 	Spec Spec `json:"spec"`
-	// SpecRequested is seed 004's variant: the requested replicas against the
-	// running (Ready) ones.
-	SpecRequested Spec `json:"spec_requested_vs_running"`
+	// SpecRequested is seed 004's variant: the replicas requested at each
+	// decision against the ones running.
+	SpecRequested RequestedVsRunning `json:"spec_requested_vs_running"`
 }
 
 // Quantile holds latency percentiles in seconds.
@@ -119,7 +119,7 @@ func Summarize(r *Result, demand []int) Summary {
 		CPUCoreSeconds: r.CPUCoreSeconds(), CPUUsedCoreSeconds: r.CPUUsedSeconds(), Actions: r.Actions, Resizes: r.Resizes, Migrations: r.Migrations,
 		Latency:     Quantile{P50: r.Latency.Quantile(50), P95: r.Latency.Quantile(95), P99: r.Latency.Quantile(99)},
 		MeanLatency: r.MeanLatency,
-		Spec:        Elasticity(demand, r.Ready), SpecRequested: Elasticity(r.Desired, r.Ready),
+		Spec:        Elasticity(demand, r.Ready), SpecRequested: SeedRequestedVsRunning(r.Decisions),
 	}
 }
 
