@@ -39,8 +39,13 @@ type Quantile struct {
 type Comparison struct {
 	Results   []*Result
 	Summaries []Summary
-	Demand    []int
-	Capacity  *policy.Capacity
+	// Demand is the SPEC RG demand curve (policy.Demand): for each simulated
+	// second, the fewest pods the oracle's sizing rule says meet the target at
+	// that second's true arrival rate.
+	Demand   []int
+	Capacity *policy.Capacity
+	// Oracle tells how the oracle's schedule was found, when it ran.
+	Oracle *OracleSearch
 }
 
 // NewCapacity is the oracle's sizing rule for cfg (it knows the true
@@ -73,17 +78,17 @@ func SharingPlaces(cfg Config) int {
 	return min(max(1, int(math.Floor(cfg.CPU/psUnitOf(cfg)+1e-9))), max(cfg.Concurrency, 1))
 }
 
-// Compare runs each named policy on cfg with the same seed.
+// Compare runs each named policy on cfg with the same seed. The oracle is
+// the cheapest schedule found by searchOracle.
 func Compare(cfg Config, names []string, p policy.Params, progress func(policy string, second, total int)) (*Comparison, error) {
 	capa := NewCapacity(cfg, max(p.MaxReplicas, 1))
-	fut := policy.Future{Rates: cfg.Rates, Capacity: capa, Init: cfg.Init.Max()}
 	pols := make([]policy.Policy, 0, len(names))
 	for _, n := range names {
 		pp := p
 		if cfg.Sharing && (n == "qas" || n == "qas-reactive") {
 			pp.Concurrency = SharingPlaces(cfg)
 		}
-		pol, err := policy.New(n, pp, fut)
+		pol, err := policy.New(n, pp, policy.Future{})
 		if err != nil {
 			return nil, err
 		}
@@ -92,19 +97,32 @@ func Compare(cfg Config, names []string, p policy.Params, progress func(policy s
 	c := &Comparison{Demand: policy.Demand(cfg.Rates, capa), Capacity: capa}
 	if cfg.InitialReplicas == 0 {
 		// Start every policy where the oracle would: enough pods for the
-		// first init time, so that no run begins with a backlog it could not
-		// have prevented.
-		for s := 0; s < len(c.Demand) && float64(s) <= fut.Init; s++ {
+		// first pod start's init time, so that no run begins with a backlog
+		// it could not have prevented.
+		first := NewInitTimes(cfg.Init, cfg.Seed).At(0)
+		for s := 0; s < len(c.Demand) && float64(s) <= first; s++ {
 			cfg.InitialReplicas = max(cfg.InitialReplicas, c.Demand[s])
 		}
 	}
 	for _, pol := range pols {
 		run := cfg
+		name := pol.Name()
 		if progress != nil {
-			name := pol.Name()
 			run.Progress = func(s, t int) { progress(name, s, t) }
 		}
-		r := Run(run, pol)
+		var r *Result
+		if _, ok := pol.(*policy.Oracle); ok {
+			var search OracleSearch
+			var prog func(int, int)
+			if progress != nil {
+				prog = func(d, t int) { progress("oracle search", d, t) }
+			}
+			run.Progress = nil
+			r, search = searchOracle(run, p, capa, prog)
+			c.Oracle = &search
+		} else {
+			r = Run(run, pol)
+		}
 		c.Results = append(c.Results, r)
 		c.Summaries = append(c.Summaries, Summarize(r, c.Demand))
 	}

@@ -154,83 +154,84 @@ func TestDeterministicPerSeed(t *testing.T) {
 	}
 }
 
-func TestOracleMeetsTargetOnStepLoad(t *testing.T) {
-	svc, err := ParseDist("const:50ms")
-	require.NoError(t, err)
-	init, err := ParseDist("const:20s")
-	require.NoError(t, err)
-	rates := append(constRates(10, 300), constRates(80, 300)...)
-	rates = append(rates, constRates(10, 300)...)
-	cfg := Config{Rates: rates, Service: svc, Init: init, Concurrency: 1, CPU: 0.5, Target: 0.2, Percentile: 95, Seed: 3}
-	p := policy.Params{Target: 0.2, Percentile: 95, Concurrency: 1, CPU: 0.5, MinReplicas: 1, MaxReplicas: 100}
-	c, err := Compare(cfg, []string{"oracle", "static:1"}, p, nil)
-	require.NoError(t, err)
-	oracle, static := c.Summaries[0], c.Summaries[1]
-	require.Zero(t, oracle.MinutesOverTargetPct, "the oracle has its pods Ready before the step")
-	require.Less(t, oracle.Spec.ThetaU, 1.0)
-	require.Positive(t, static.MinutesOverTargetPct, "one pod cannot serve 80 req/s of 50 ms requests")
-	require.Greater(t, oracle.Actions, 1)
-}
-
-func TestParseDist(t *testing.T) {
+func TestElasticity(t *testing.T) {
 	for _, tc := range []struct {
-		in        string
-		mean, scv float64
-		wantErr   string
+		name           string
+		demand, supply []int
+		want           Spec
 	}{
-		{in: "50ms", mean: 0.05},
-		{in: "exp:50ms", mean: 0.05, scv: 1},
-		{in: "lognormal:50ms,cv=1.5", mean: 0.05, scv: 2.25},
-		{in: "bimodal:10ms,110ms,p=0.5", mean: 0.06, scv: (0.5*0.0001+0.5*0.0121)/0.0036 - 1},
-		{in: "lognormal:50ms", wantErr: "missing cv"},
-		{in: "lognormal:50ms,cv=0", wantErr: "cv must be positive"},
-		{in: "exp:-1s", wantErr: "positive duration"},
-		{in: "weird:1s", wantErr: "unknown kind"},
-		{in: "exp:1s,cv=2", wantErr: "fields"},
-		{in: "bimodal:1s,2s,p=2", wantErr: "p must be"},
+		{name: "exact", demand: []int{2, 2, 2, 2}, supply: []int{2, 2, 2, 2}, want: Spec{}},
+		{name: "half under all the time", demand: []int{4, 4}, supply: []int{2, 2}, want: Spec{ThetaU: 50, TauU: 100}},
+		// θ and τ are per second; one minute is one sample for instability
+		// and jitter, so neither has a step here.
+		{name: "double over half the time", demand: []int{2, 2}, supply: []int{2, 4}, want: Spec{ThetaO: 50, TauO: 50}},
 	} {
-		t.Run(tc.in, func(t *testing.T) {
-			d, err := ParseDist(tc.in)
-			if tc.wantErr != "" {
-				require.ErrorContains(t, err, tc.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			require.InDelta(t, tc.mean, d.Mean, 1e-12)
-			require.InDelta(t, tc.scv, d.SCV(), 1e-9)
-			back, err := ParseDist(d.String())
-			require.NoError(t, err)
-			require.InDelta(t, d.Mean, back.Mean, 1e-12)
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, Elasticity(tc.demand, tc.supply))
 		})
 	}
 }
 
-func TestDistSampleMean(t *testing.T) {
-	d, err := ParseDist("lognormal:50ms,cv=1.5")
-	require.NoError(t, err)
-	r := newRand(5, 1)
-	const n = 400000
-	s := 0.0
-	for i := 0; i < n; i++ {
-		s += d.Sample(r)
+// perSecond spreads one value per minute over its 60 seconds.
+func perSecond(minutes ...int) []int {
+	var out []int
+	for _, v := range minutes {
+		for range SpecSample {
+			out = append(out, v)
+		}
 	}
-	// Standard error of the mean: cv·mean/√n; allow 5 of them.
-	require.InDelta(t, 0.05, s/n, 5*1.5*0.05/math.Sqrt(n))
-	require.InDelta(t, d.Quantile(50), 0.05/math.Sqrt(1+2.25), 1e-9, "the lognormal median is mean/√(1+cv²)")
+	return out
 }
 
-func FuzzParseDist(f *testing.F) {
-	for _, s := range []string{"50ms", "exp:1s", "lognormal:50ms,cv=1.5", "bimodal:1ms,2ms,p=0.1", "x:", ":", "bimodal:,,"} {
-		f.Add(s)
+func TestInstabilityAndJitterPerMinute(t *testing.T) {
+	// Demand 2, 4, 4, 2 pods by minute; supply follows one minute late on the
+	// way up and on time on the way down. Steps: demand up while supply stays
+	// (unstable), supply up while demand stays (unstable), both down (stable):
+	// υ = 2/3. Both change twice in 4 minutes: jitter 0.
+	demand, supply := perSecond(2, 4, 4, 2), perSecond(2, 2, 4, 2)
+	m := Elasticity(demand, supply)
+	require.InDelta(t, 200.0/3, m.Instability, 1e-9)
+	require.Zero(t, m.Jitter)
+	require.InDelta(t, 100.0/8, m.ThetaU, 1e-9, "under by half for one minute of four")
+	require.InDelta(t, 25, m.TauU, 1e-9)
+
+	// Demand that flips between 4 and 5 every second has a per-minute mean of
+	// 4.5 (rounded to 5) each minute: it does not move, and a supply held at 5
+	// is stable, not unstable 100 % of the time.
+	var noisy []int
+	for i := range 4 * SpecSample {
+		noisy = append(noisy, 4+i%2)
 	}
-	f.Fuzz(func(t *testing.T, s string) {
-		d, err := ParseDist(s)
-		if err != nil {
-			return
-		}
-		require.Positive(t, d.Mean)
-		require.False(t, math.IsNaN(d.SCV()))
-	})
+	m = Elasticity(noisy, perSecond(5, 5, 5, 5))
+	require.Zero(t, m.Instability)
+	require.Zero(t, m.Jitter)
+
+	// A supply that changes every minute against a constant demand: every step
+	// unstable, 3 adaptations and no demand change in 4 minutes: jitter 0.75.
+	m = Elasticity(perSecond(3, 3, 3, 3), perSecond(3, 4, 3, 4))
+	require.InDelta(t, 100, m.Instability, 1e-9)
+	require.InDelta(t, 0.75, m.Jitter, 1e-9)
+
+	// A supply that lags demand changes by a minute adapts as often as demand
+	// changes (jitter 0) but is unstable at every step.
+	m = Elasticity(perSecond(1, 2, 3, 4, 5), perSecond(1, 1, 2, 3, 4))
+	require.InDelta(t, 25, m.Instability, 1e-9, "only the first step (demand up, supply still) is unstable; then both rise together")
+	require.InDelta(t, -1.0/5, m.Jitter, 1e-9, "3 adaptations against 4 changes in 5 minutes")
+}
+
+func TestResample(t *testing.T) {
+	require.Equal(t, []int{2, 4, 5}, Resample([]int{1, 2, 3, 4, 4, 4, 5}, 3), "means 2, 4 and 5 (a short last group)")
+	require.Equal(t, []int{3}, Resample([]int{2, 3}, 60), "2.5 rounds half away from zero")
+	require.Empty(t, Resample(nil, 60))
+}
+
+func TestSeedRequestedVsRunning(t *testing.T) {
+	// N(k) running, N(k+1) requested: 1→2 (under by 1/2), 2→2, 2→1 (over by
+	// 1/1), 1→4 (under by 3/4).
+	m := SeedRequestedVsRunning([]DecisionSample{{At: 60, Running: 1, Requested: 2}, {At: 120, Running: 2, Requested: 2},
+		{At: 180, Running: 2, Requested: 1}, {At: 240, Running: 1, Requested: 4}})
+	require.Equal(t, RequestedVsRunning{ThetaU: 100 * (0.5 + 0.75) / 4, ThetaO: 100 * 1.0 / 4, TauU: 50, TauO: 25, Intervals: 4}, m)
+	require.Equal(t, RequestedVsRunning{}, SeedRequestedVsRunning(nil))
 }
 
 // scripted requests a replica count that changes at given times.
@@ -239,10 +240,8 @@ type scripted struct {
 	count []int
 }
 
-func (scripted) Name() string { return "scripted" }
-
+func (scripted) Name() string    { return "scripted" }
 func (scripted) Period() float64 { return 1 }
-
 func (s scripted) Decide(o *policy.Observation) policy.Decision {
 	n := len(o.Pods)
 	for i, t := range s.at {
@@ -251,6 +250,25 @@ func (s scripted) Decide(o *policy.Observation) policy.Decision {
 		}
 	}
 	return policy.Decision{Replicas: n}
+}
+
+// TestRequestedVsRunningSeesScaleDowns: a scale-down removes Ready pods at
+// once, so comparing requested with Ready pods after the decision (as the
+// per-second curves do) never sees it; the seed's variant compares the
+// request with what was running when it was made.
+func TestRequestedVsRunningSeesScaleDowns(t *testing.T) {
+	svc, err := ParseDist("exp:50ms")
+	require.NoError(t, err)
+	init, err := ParseDist("5s")
+	require.NoError(t, err)
+	cfg := Config{Rates: constRates(10, 120), Service: svc, Init: init, Concurrency: 1, CPU: 1, Target: 1, Percentile: 95,
+		InitialReplicas: 4, Seed: 1}
+	r := Run(cfg, scripted{at: []float64{60}, count: []int{2}})
+	m := SeedRequestedVsRunning(r.Decisions)
+	require.Len(t, r.Decisions, 120)
+	require.InDelta(t, 100*(4.0-2)/2/120, m.ThetaO, 1e-9, "one interval over by (4 − 2)/2")
+	require.InDelta(t, 100.0/120, m.TauO, 1e-9)
+	require.Zero(t, m.ThetaU)
 }
 
 // TestFrontQueueDrainsInOrder: requests that wait in front while no pod is
@@ -335,101 +353,63 @@ func (r *recorder) Decide(o *policy.Observation) policy.Decision {
 	return r.scripted.Decide(o)
 }
 
-func TestElasticity(t *testing.T) {
+func TestParseDist(t *testing.T) {
 	for _, tc := range []struct {
-		name           string
-		demand, supply []int
-		want           Spec
+		in        string
+		mean, scv float64
+		wantErr   string
 	}{
-		{name: "exact", demand: []int{2, 2, 2, 2}, supply: []int{2, 2, 2, 2}, want: Spec{}},
-		{name: "half under all the time", demand: []int{4, 4}, supply: []int{2, 2}, want: Spec{ThetaU: 50, TauU: 100}},
-		// θ and τ are per second; one minute is one sample for instability
-		// and jitter, so neither has a step here.
-		{name: "double over half the time", demand: []int{2, 2}, supply: []int{2, 4}, want: Spec{ThetaO: 50, TauO: 50}},
+		{in: "50ms", mean: 0.05},
+		{in: "exp:50ms", mean: 0.05, scv: 1},
+		{in: "lognormal:50ms,cv=1.5", mean: 0.05, scv: 2.25},
+		{in: "bimodal:10ms,110ms,p=0.5", mean: 0.06, scv: (0.5*0.0001+0.5*0.0121)/0.0036 - 1},
+		{in: "lognormal:50ms", wantErr: "missing cv"},
+		{in: "lognormal:50ms,cv=0", wantErr: "cv must be positive"},
+		{in: "exp:-1s", wantErr: "positive duration"},
+		{in: "weird:1s", wantErr: "unknown kind"},
+		{in: "exp:1s,cv=2", wantErr: "fields"},
+		{in: "bimodal:1s,2s,p=2", wantErr: "p must be"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, Elasticity(tc.demand, tc.supply))
+		t.Run(tc.in, func(t *testing.T) {
+			d, err := ParseDist(tc.in)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.InDelta(t, tc.mean, d.Mean, 1e-12)
+			require.InDelta(t, tc.scv, d.SCV(), 1e-9)
+			back, err := ParseDist(d.String())
+			require.NoError(t, err)
+			require.InDelta(t, d.Mean, back.Mean, 1e-12)
 		})
 	}
 }
 
-// perSecond spreads one value per minute over its 60 seconds.
-func perSecond(minutes ...int) []int {
-	var out []int
-	for _, v := range minutes {
-		for range SpecSample {
-			out = append(out, v)
+func TestDistSampleMean(t *testing.T) {
+	d, err := ParseDist("lognormal:50ms,cv=1.5")
+	require.NoError(t, err)
+	r := newRand(5, 1)
+	const n = 400000
+	s := 0.0
+	for i := 0; i < n; i++ {
+		s += d.Sample(r)
+	}
+	// Standard error of the mean: cv·mean/√n; allow 5 of them.
+	require.InDelta(t, 0.05, s/n, 5*1.5*0.05/math.Sqrt(n))
+	require.InDelta(t, d.Quantile(50), 0.05/math.Sqrt(1+2.25), 1e-9, "the lognormal median is mean/√(1+cv²)")
+}
+
+func FuzzParseDist(f *testing.F) {
+	for _, s := range []string{"50ms", "exp:1s", "lognormal:50ms,cv=1.5", "bimodal:1ms,2ms,p=0.1", "x:", ":", "bimodal:,,"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseDist(s)
+		if err != nil {
+			return
 		}
-	}
-	return out
-}
-
-func TestInstabilityAndJitterPerMinute(t *testing.T) {
-	// Demand 2, 4, 4, 2 pods by minute; supply follows one minute late on the
-	// way up and on time on the way down. Steps: demand up while supply stays
-	// (unstable), supply up while demand stays (unstable), both down (stable):
-	// υ = 2/3. Both change twice in 4 minutes: jitter 0.
-	demand, supply := perSecond(2, 4, 4, 2), perSecond(2, 2, 4, 2)
-	m := Elasticity(demand, supply)
-	require.InDelta(t, 200.0/3, m.Instability, 1e-9)
-	require.Zero(t, m.Jitter)
-	require.InDelta(t, 100.0/8, m.ThetaU, 1e-9, "under by half for one minute of four")
-	require.InDelta(t, 25, m.TauU, 1e-9)
-
-	// Demand that flips between 4 and 5 every second has a per-minute mean of
-	// 4.5 (rounded to 5) each minute: it does not move, and a supply held at 5
-	// is stable, not unstable 100 % of the time.
-	var noisy []int
-	for i := range 4 * SpecSample {
-		noisy = append(noisy, 4+i%2)
-	}
-	m = Elasticity(noisy, perSecond(5, 5, 5, 5))
-	require.Zero(t, m.Instability)
-	require.Zero(t, m.Jitter)
-
-	// A supply that changes every minute against a constant demand: every step
-	// unstable, 3 adaptations and no demand change in 4 minutes: jitter 0.75.
-	m = Elasticity(perSecond(3, 3, 3, 3), perSecond(3, 4, 3, 4))
-	require.InDelta(t, 100, m.Instability, 1e-9)
-	require.InDelta(t, 0.75, m.Jitter, 1e-9)
-
-	// A supply that lags demand changes by a minute adapts as often as demand
-	// changes (jitter 0) but is unstable at every step.
-	m = Elasticity(perSecond(1, 2, 3, 4, 5), perSecond(1, 1, 2, 3, 4))
-	require.InDelta(t, 25, m.Instability, 1e-9, "only the first step (demand up, supply still) is unstable; then both rise together")
-	require.InDelta(t, -1.0/5, m.Jitter, 1e-9, "3 adaptations against 4 changes in 5 minutes")
-}
-
-func TestResample(t *testing.T) {
-	require.Equal(t, []int{2, 4, 5}, Resample([]int{1, 2, 3, 4, 4, 4, 5}, 3), "means 2, 4 and 5 (a short last group)")
-	require.Equal(t, []int{3}, Resample([]int{2, 3}, 60), "2.5 rounds half away from zero")
-	require.Empty(t, Resample(nil, 60))
-}
-
-func TestSeedRequestedVsRunning(t *testing.T) {
-	// N(k) running, N(k+1) requested: 1→2 (under by 1/2), 2→2, 2→1 (over by
-	// 1/1), 1→4 (under by 3/4).
-	m := SeedRequestedVsRunning([]DecisionSample{{At: 60, Running: 1, Requested: 2}, {At: 120, Running: 2, Requested: 2},
-		{At: 180, Running: 2, Requested: 1}, {At: 240, Running: 1, Requested: 4}})
-	require.Equal(t, RequestedVsRunning{ThetaU: 100 * (0.5 + 0.75) / 4, ThetaO: 100 * 1.0 / 4, TauU: 50, TauO: 25, Intervals: 4}, m)
-	require.Equal(t, RequestedVsRunning{}, SeedRequestedVsRunning(nil))
-}
-
-// TestRequestedVsRunningSeesScaleDowns: a scale-down removes Ready pods at
-// once, so comparing requested with Ready pods after the decision (as the
-// per-second curves do) never sees it; the seed's variant compares the
-// request with what was running when it was made.
-func TestRequestedVsRunningSeesScaleDowns(t *testing.T) {
-	svc, err := ParseDist("exp:50ms")
-	require.NoError(t, err)
-	init, err := ParseDist("5s")
-	require.NoError(t, err)
-	cfg := Config{Rates: constRates(10, 120), Service: svc, Init: init, Concurrency: 1, CPU: 1, Target: 1, Percentile: 95,
-		InitialReplicas: 4, Seed: 1}
-	r := Run(cfg, scripted{at: []float64{60}, count: []int{2}})
-	m := SeedRequestedVsRunning(r.Decisions)
-	require.Len(t, r.Decisions, 120)
-	require.InDelta(t, 100*(4.0-2)/2/120, m.ThetaO, 1e-9, "one interval over by (4 − 2)/2")
-	require.InDelta(t, 100.0/120, m.TauO, 1e-9)
-	require.Zero(t, m.ThetaU)
+		require.Positive(t, d.Mean)
+		require.False(t, math.IsNaN(d.SCV()))
+	})
 }
