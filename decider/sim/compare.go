@@ -46,6 +46,9 @@ type Comparison struct {
 	Capacity *policy.Capacity
 	// Oracle tells how the oracle's schedule was found, when it ran.
 	Oracle *OracleSearch
+	// Seed000 is seed 000's statistic of predictive-hpa against
+	// hpa-cooldown, when both ran.
+	Seed000 *Seed000Stat
 }
 
 // NewCapacity is the oracle's sizing rule for cfg (it knows the true
@@ -125,6 +128,19 @@ func Compare(cfg Config, names []string, p policy.Params, progress func(policy s
 		}
 		c.Results = append(c.Results, r)
 		c.Summaries = append(c.Summaries, Summarize(r, c.Demand))
+	}
+	var pred, react *Result
+	for _, r := range c.Results {
+		switch r.Policy {
+		case "predictive-hpa":
+			pred = r
+		case "hpa-cooldown":
+			react = r
+		}
+	}
+	if pred != nil && react != nil {
+		st := Seed000Compare(pred, react)
+		c.Seed000 = &st
 	}
 	return c, nil
 }
