@@ -55,6 +55,43 @@ func TestSimulateJSONShape(t *testing.T) {
 	h, err := os.ReadFile(html)
 	require.NoError(t, err)
 	require.Equal(t, 5, strings.Count(string(h), "<svg"))
+	oracle := doc["oracle"].(map[string]any)
+	for _, k := range []string{"routing", "window_seconds", "headroom", "budget_pct", "met", "runs", "candidates"} {
+		require.Contains(t, oracle, k)
+	}
+	require.Contains(t, out, "oracle: the cheapest of")
+	require.NotContains(t, doc, "seed000", "only with predictive-hpa and hpa-cooldown")
+}
+
+// TestSimulatePolicyList: spaces around names are ignored; a name given twice
+// or an empty one is an error naming the flag.
+func TestSimulatePolicyList(t *testing.T) {
+	js := filepath.Join(t.TempDir(), "o.json")
+	code, out, stderr := runSim(t, "--trace", "pattern:flash-crowd", "--compress", "8", "--slo", "1s", "--service", "exp:250ms",
+		"--init", "135s", "--policies", " predictive-hpa , hpa-cooldown,static:3 ", "--json", js)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "seed 000 statistic (predictive-hpa − hpa-cooldown")
+	b, err := os.ReadFile(js)
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(b, &doc))
+	require.Contains(t, doc, "seed000")
+	require.NotContains(t, doc, "oracle")
+	names := []string{}
+	for _, p := range doc["policies"].([]any) {
+		names = append(names, p.(map[string]any)["name"].(string))
+	}
+	require.Equal(t, []string{"predictive-hpa", "hpa-cooldown", "static:3"}, names)
+	for _, tc := range []struct{ policies, contains string }{
+		{policies: "qas, qas", contains: `"qas" is listed twice`},
+		{policies: "qas,,hpa", contains: "empty name"},
+		{policies: "qas,magic", contains: "unknown policy"},
+	} {
+		code, _, stderr := runSim(t, "--trace", "pattern:flash-crowd", "--slo", "200ms", "--policies", tc.policies)
+		require.Equal(t, 2, code, tc.policies)
+		require.Contains(t, stderr, "--policies")
+		require.Contains(t, stderr, tc.contains)
+	}
 }
 
 func TestSimulateBadFlags(t *testing.T) {
@@ -82,6 +119,7 @@ func TestSimulateBadFlags(t *testing.T) {
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--nodes", "2", "--background", "-1"}, code: 2, contains: "--background"},
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--migration"}, code: 2, contains: "--migration"},
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--sharing"}, code: 2, contains: "--concurrency"},
+		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--alg1-period", "0s"}, code: 2, contains: "--alg1-period"},
 		{args: []string{"--trace", bad, "--slo", "200ms"}, code: 1, contains: "line 3"},
 		{args: []string{"--trace", filepath.Join(t.TempDir(), "missing"), "--slo", "200ms"}, code: 1, contains: "no such file"},
 	} {
