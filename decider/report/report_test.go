@@ -48,6 +48,30 @@ func TestWriteIsSelfContained(t *testing.T) {
 	require.Error(t, Write(&b, Input{}), "no results")
 }
 
+// TestActionsChartAgreesWithTable: the actions chart ends at the table's
+// count for every policy, the first change from the initial replicas
+// included.
+func TestActionsChartAgreesWithTable(t *testing.T) {
+	in := comparison(t)
+	series := actionSeries(in.Comparison)
+	first := 0
+	for i, s := range series {
+		r := in.Comparison.Results[i]
+		require.Equal(t, float64(in.Comparison.Summaries[i].Actions), s.Y[len(s.Y)-1], s.Name)
+		if r.Desired[0] != r.Initial {
+			first++
+			require.Equal(t, 1.0, s.Y[0], "%s changed its count in the first second", s.Name)
+		}
+	}
+	// A hand-built run that changes its count in its first second: the old
+	// chart, which compared each second with the previous one only, started
+	// at 0 and ended at 1.
+	r := &sim.Result{Policy: "scripted", Initial: 3, Desired: []int{5, 5, 4, 4}, Actions: 2}
+	y := actionSeries(&sim.Comparison{Results: []*sim.Result{r}})[0].Y
+	require.Equal(t, []float64{1, 1, 2, 2}, y)
+	t.Logf("%d policies changed their count in the first second", first)
+}
+
 // probe measures every chart and line in the real browser and writes the
 // results into the DOM, which --dump-dom then prints.
 const probe = `<script>
