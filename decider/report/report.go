@@ -146,7 +146,7 @@ var page = template.Must(template.New("r").Parse(`<!DOCTYPE html>
 <style>body{font-family:sans-serif;margin:20px;max-width:960px}table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th:first-child,td:first-child{text-align:left}</style>
 </head><body>
 <h1>{{.Title}}</h1>
-<p>{{.Description}}. Latency target {{.Target}} s at p{{.Percentile}}. Demand (the SPEC RG demand curve) is, for each second, the fewest pods the oracle's sizing rule says meet the target at that second's true arrival rate; supply is Ready pods.{{with .Comparison.Oracle}} The oracle is the cheapest of {{.Runs}} simulated schedules that {{if .Met}}meet{{else}}come closest to{{end}} the SLO (at most {{printf "%.2f" .BudgetPct}} % of requests over the target): {{printf "%.3f" .Headroom}} × the true rate's {{.Window}} s centred mean.{{end}}</p>
+<p>{{.Description}}. Latency target {{.Target}} s at p{{.Percentile}}. Demand (the SPEC RG demand curve) is, for each second, the fewest pods the oracle's sizing rule says meet the target at that second's true arrival rate; supply is Ready pods.{{with .Comparison.Oracle}} The oracle is the cheapest of {{.Runs}} simulated schedules that {{if .Met}}meet{{else}}come closest to{{end}} the SLO (at most {{printf "%.2f" .BudgetPct}} % of requests over the target): requests through the {{.Routing}}, {{printf "%.3f" .Headroom}} × the true rate's {{.Window}} s centred mean.{{end}}</p>
 {{range .Charts}}<div>{{.}}</div>
 {{end}}
 <h2>Metrics</h2>

@@ -45,6 +45,7 @@ func TestWriteIsSelfContained(t *testing.T) {
 	for _, p := range []string{"qas", "hpa", "oracle"} {
 		require.Contains(t, html, `<td>`+p+`</td>`)
 	}
+	require.Contains(t, html, "The oracle is the cheapest of 72 simulated schedules", "how the oracle was found")
 	require.Error(t, Write(&b, Input{}), "no results")
 }
 
