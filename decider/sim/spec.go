@@ -4,7 +4,7 @@ import "math"
 
 // Spec holds the SPEC Research Group elasticity metrics (N. Herbst et al.,
 // "Ready for Rain? A View from SPEC Research on the Future of Cloud Metrics",
-// SPEC-RG-2016-01, section 3.1; the same definitions in Herbst et al.,
+// SPEC-RG-2016-01, its elasticity metrics; the same definitions in Herbst et al.,
 // "Quantifying Cloud Performance and Dependability: Taxonomy, Metric Design,
 // and Emerging Challenges", ACM TOMPECS 3(4), 2018). Demand d is the pods the
 // oracle's sizing rule needs (policy.Demand), supply s the Ready pods.
