@@ -15,9 +15,17 @@ import "math"
 // again within ⌈I⌉ costs less kept than removed and started again.
 //
 // The cheapest need curve that still meets the SLO is found by simulation
-// (sim.Compare searches a headroom, a smoothing window and the routing);
-// without a Need the oracle follows the demand curve (Demand).
+// (sim.Compare searches a headroom and a smoothing window); without a Need
+// the oracle follows the demand curve (Demand).
+//
+// There are two oracles. OracleName's requests reach its pods at random
+// through a Service, the data plane qas and the HPA have, so that comparing
+// them with it compares scaling only. PooledOracleName's routing is free:
+// through the Service or through a capacity-aware proxy in front
+// (Future.Activator, as Knative's activator, which pools the pods' queues),
+// for comparisons with the KPA, whose activator does the same.
 type Oracle struct {
+	name      string
 	p         Params
 	activator bool
 	need      []int
@@ -31,8 +39,27 @@ type Oracle struct {
 	pending []float64
 }
 
-// NewOracle returns the oracle for the future f.
+// The oracles' policy names.
+const (
+	OracleName       = "oracle"
+	PooledOracleName = "oracle-pooled"
+)
+
+// NewOracle returns the Service-routed oracle (OracleName) for the future f.
+// Its requests always go through the Service: f.Activator is for
+// NewPooledOracle (New rejects it for OracleName).
 func NewOracle(p Params, f Future) *Oracle {
+	f.Activator = false
+	return newOracle(OracleName, p, f)
+}
+
+// NewPooledOracle returns the oracle whose routing is free (PooledOracleName):
+// through the activator when f.Activator, else through the Service.
+func NewPooledOracle(p Params, f Future) *Oracle {
+	return newOracle(PooledOracleName, p, f)
+}
+
+func newOracle(name string, p Params, f Future) *Oracle {
 	need, rate := f.Need, f.Sizing
 	if need == nil && f.Capacity != nil {
 		need, rate = Demand(f.Rates, f.Capacity), f.Rates
@@ -45,7 +72,7 @@ func NewOracle(p Params, f Future) *Oracle {
 		c := f.Init
 		init = func(int) float64 { return c }
 	}
-	o := &Oracle{p: p, activator: f.Activator, need: make([]int, len(need)), rate: rate, init: init}
+	o := &Oracle{name: name, p: p, activator: f.Activator, need: make([]int, len(need)), rate: rate, init: init}
 	for i, n := range need {
 		o.need[i] = clamp(n, p)
 	}
@@ -56,8 +83,12 @@ func NewOracle(p Params, f Future) *Oracle {
 	return o
 }
 
-// Name is "oracle".
-func (*Oracle) Name() string { return "oracle" }
+// Name is OracleName or PooledOracleName.
+func (o *Oracle) Name() string { return o.name }
+
+// Pooled tells whether this is the oracle whose routing is free
+// (PooledOracleName).
+func (o *Oracle) Pooled() bool { return o.name == PooledOracleName }
 
 // Period is one second.
 func (*Oracle) Period() float64 { return 1 }

@@ -74,7 +74,21 @@ func TestOracleStartsPodsJustInTime(t *testing.T) {
 	}
 }
 
+// TestOracleRouting: the oracle is Service-routed; oracle-pooled goes
+// through the activator when its future says so.
 func TestOracleRouting(t *testing.T) {
-	require.False(t, NewOracle(params, Future{}).ActivatorRouting())
-	require.True(t, NewOracle(params, Future{Activator: true}).ActivatorRouting())
+	for _, tc := range []struct {
+		name      string
+		o         *Oracle
+		pooled    bool
+		activator bool
+	}{
+		{name: "oracle", o: NewOracle(params, Future{})},
+		{name: "oracle-pooled", o: NewPooledOracle(params, Future{}), pooled: true},
+		{name: "oracle-pooled", o: NewPooledOracle(params, Future{Activator: true}), pooled: true, activator: true},
+	} {
+		require.Equal(t, tc.name, tc.o.Name())
+		require.Equal(t, tc.pooled, tc.o.Pooled())
+		require.Equal(t, tc.activator, tc.o.ActivatorRouting())
+	}
 }

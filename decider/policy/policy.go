@@ -1,8 +1,8 @@
 // Package policy holds the autoscaling policies the simulator compares: QAS
 // (driving the same decide.Engine as the controller), Kubernetes' HPA,
-// Knative's KPA, the seeds' algorithms, static replica counts and an oracle.
+// Knative's KPA, the seeds' algorithms, static replica counts and two oracles.
 // Each policy sees only what a real autoscaler would observe (Observation);
-// only the oracle is given the future.
+// only the oracles are given the future.
 package policy
 
 import (
@@ -184,14 +184,16 @@ type Future struct {
 	// for; without it the oracle follows Demand(Rates, Capacity).
 	Need   []int
 	Sizing []float64
-	// Activator routes the oracle's requests through a capacity-aware proxy
-	// that holds them until a pod has a free place (as Knative's activator),
-	// instead of at random through a Service.
+	// Activator routes oracle-pooled's requests through a capacity-aware
+	// proxy that holds them until a pod has a free place (as Knative's
+	// activator), instead of at random through a Service. The oracle policy
+	// is always routed through the Service.
 	Activator bool
 }
 
 // New builds a policy by name: qas, qas-reactive, hpa, hpa-nocooldown, kpa,
-// hpa-cooldown, predictive-hpa, khpa-a, alg1, alg2, alg3, static:N, oracle.
+// hpa-cooldown, predictive-hpa, khpa-a, alg1, alg2, alg3, static:N, oracle,
+// oracle-pooled.
 func New(name string, p Params, f Future) (Policy, error) {
 	switch {
 	case name == "qas":
@@ -204,8 +206,13 @@ func New(name string, p Params, f Future) (Policy, error) {
 		return NewHPANoCooldown(p, p.cpuTarget()), nil
 	case name == "kpa":
 		return NewKPA(p), nil
-	case name == "oracle":
+	case name == OracleName:
+		if f.Activator {
+			return nil, fmt.Errorf("policy %s is routed through the Service: %s may use the activator", OracleName, PooledOracleName)
+		}
 		return NewOracle(p, f), nil
+	case name == PooledOracleName:
+		return NewPooledOracle(p, f), nil
 	case strings.HasPrefix(name, "static:"):
 		n, err := strconv.Atoi(strings.TrimPrefix(name, "static:"))
 		if err != nil || n < 1 {
@@ -224,7 +231,7 @@ var extra = map[string]func(Params, Future) Policy{}
 
 // Names lists the policies New knows (static:N stands for any N ≥ 1).
 func Names() []string {
-	names := []string{"qas", "qas-reactive", "hpa", "hpa-nocooldown", "kpa", "oracle", "static:N"}
+	names := []string{"qas", "qas-reactive", "hpa", "hpa-nocooldown", "kpa", OracleName, PooledOracleName, "static:N"}
 	for _, n := range []string{"hpa-cooldown", "predictive-hpa", "khpa-a", "alg1", "alg2", "alg3"} {
 		if _, ok := extra[n]; ok {
 			names = append(names, n)

@@ -333,7 +333,7 @@ func TestCapacityInfeasibleTarget(t *testing.T) {
 }
 
 func TestNew(t *testing.T) {
-	for _, n := range []string{"qas", "qas-reactive", "hpa", "hpa-nocooldown", "hpa-cooldown", "kpa", "oracle", "static:3",
+	for _, n := range []string{"qas", "qas-reactive", "hpa", "hpa-nocooldown", "hpa-cooldown", "kpa", "oracle", "oracle-pooled", "static:3",
 		"predictive-hpa", "khpa-a", "alg1", "alg2", "alg3"} {
 		p, err := New(n, params, Future{})
 		require.NoError(t, err)
@@ -345,6 +345,9 @@ func TestNew(t *testing.T) {
 	}
 	_, err := New("nope", params, Future{})
 	require.ErrorContains(t, err, "hpa-cooldown", "the error lists the policies")
+	require.ErrorContains(t, err, "oracle-pooled", "the error lists the policies")
+	_, err = New("oracle", params, Future{Activator: true})
+	require.ErrorContains(t, err, "oracle-pooled", "the oracle is Service-routed; the error names the one that is not")
 }
 
 // TestHPANoCooldown: without the 5-minute stabilisation the HPA scales down
