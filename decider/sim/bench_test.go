@@ -61,8 +61,8 @@ func BenchmarkOracleSearch(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		runs += c.Oracle.Runs
-		requests += c.Oracle.Runs * c.Results[0].Requests
+		runs += c.Oracles[0].Runs
+		requests += c.Oracles[0].Runs * c.Results[0].Requests
 	}
 	b.ReportMetric(float64(requests)/time.Since(start).Seconds(), "requests/s")
 	b.ReportMetric(float64(runs)/float64(b.N), "runs/search")

@@ -21,6 +21,9 @@ type Summary struct {
 	Migrations            int      `json:"migrations"`
 	Latency               Quantile `json:"latency_seconds"`
 	MeanLatency           float64  `json:"mean_latency_seconds"`
+	// Routing is, for an oracle, how its requests reached the pods:
+	// "service" (at random) or "activator" (OracleSearch.Routing).
+	Routing string `json:"routing,omitempty"`
 	// Spec compares Ready pods (supply) with the demand curve.
 	Spec Spec `json:"spec"`
 	// SpecRequested is seed 004's variant: the replicas requested at each
@@ -44,8 +47,9 @@ type Comparison struct {
 	// that second's true arrival rate.
 	Demand   []int
 	Capacity *policy.Capacity
-	// Oracle tells how the oracle's schedule was found, when it ran.
-	Oracle *OracleSearch
+	// Oracles tell how each oracle's schedule was found (oracle,
+	// oracle-pooled), in the order they ran.
+	Oracles []OracleSearch
 	// Seed000 is seed 000's statistic of predictive-hpa against
 	// hpa-cooldown, when both ran.
 	Seed000 *Seed000Stat
@@ -81,8 +85,9 @@ func SharingPlaces(cfg Config) int {
 	return min(max(1, int(math.Floor(cfg.CPU/psUnitOf(cfg)+1e-9))), max(cfg.Concurrency, 1))
 }
 
-// Compare runs each named policy on cfg with the same seed. The oracle is
-// the cheapest schedule found by searchOracle.
+// Compare runs each named policy on cfg with the same seed. The oracles are
+// the cheapest schedules found by one search (searchOracles): through the
+// Service for oracle, with the routing free for oracle-pooled.
 func Compare(cfg Config, names []string, p policy.Params, progress func(policy string, second, total int)) (*Comparison, error) {
 	capa := NewCapacity(cfg, max(p.MaxReplicas, 1))
 	pols := make([]policy.Policy, 0, len(names))
@@ -107,6 +112,13 @@ func Compare(cfg Config, names []string, p policy.Params, progress func(policy s
 			cfg.InitialReplicas = max(cfg.InitialReplicas, c.Demand[s])
 		}
 	}
+	pooled := false
+	for _, pol := range pols {
+		if o, ok := pol.(*policy.Oracle); ok && o.Pooled() {
+			pooled = true
+		}
+	}
+	var search *oracleRuns
 	for _, pol := range pols {
 		run := cfg
 		name := pol.Name()
@@ -114,20 +126,27 @@ func Compare(cfg Config, names []string, p policy.Params, progress func(policy s
 			run.Progress = func(s, t int) { progress(name, s, t) }
 		}
 		var r *Result
-		if _, ok := pol.(*policy.Oracle); ok {
-			var search OracleSearch
-			var prog func(int, int)
-			if progress != nil {
-				prog = func(d, t int) { progress("oracle search", d, t) }
+		routing := ""
+		if o, ok := pol.(*policy.Oracle); ok {
+			if search == nil {
+				var prog func(int, int)
+				if progress != nil {
+					prog = func(d, t int) { progress("oracle search", d, t) }
+				}
+				run.Progress = nil
+				search = searchOracles(run, p, capa, pooled, prog)
 			}
-			run.Progress = nil
-			r, search = searchOracle(run, p, capa, prog)
-			c.Oracle = &search
+			var found OracleSearch
+			r, found = search.pick(name, o.Pooled())
+			c.Oracles = append(c.Oracles, found)
+			routing = found.Routing
 		} else {
 			r = Run(run, pol)
 		}
 		c.Results = append(c.Results, r)
-		c.Summaries = append(c.Summaries, Summarize(r, c.Demand))
+		sum := Summarize(r, c.Demand)
+		sum.Routing = routing
+		c.Summaries = append(c.Summaries, sum)
 	}
 	var pred, react *Result
 	for _, r := range c.Results {

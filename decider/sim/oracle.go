@@ -8,29 +8,38 @@ import (
 	"github.com/qas-dev/qas/decider/policy"
 )
 
-// OracleSearch records how the oracle's schedule was chosen: the cheapest
+// OracleSearch records how an oracle's schedule was chosen: the cheapest
 // that meets the SLO among the schedules the search simulated.
 //
 // Each candidate sizes second s for h × the mean true arrival rate over the
 // w seconds centred on it, [s − ⌊w/2⌋, s − ⌊w/2⌋ + w) cut to the run: its
 // need is Capacity.Pods(h · λ̄_w(s)) (with the pooled model when requests go
-// through the activator, below),
-// and policy.Oracle turns the need into starts and removals with the run's
-// realised init times. A window longer than a second lets the queues absorb
-// second-scale noise instead of buying pods for every noisy second; h below 1
-// spends the SLO's budget of late requests where pods are dearest. Requests
-// reach the oracle's pods either at random through a Service, as for most
-// policies, or through a capacity-aware proxy in front (as Knative's
-// activator: a request goes only to a pod with a free place), which pools the
-// pods' queues and can need fewer pods; the search tries both. For each
-// routing and each window in OracleWindows the search bisects h (geometrically, between
-// 1/8 and 8, OracleSteps times) for the smallest h whose run meets the SLO:
-// at most Budget of the requests over the target (1 − p, or the relaxed
-// budget when the target is infeasible: policy.Capacity.Budget). The oracle
-// is the candidate that met it with the fewest CPU-core-seconds requested; if
-// none did, the one with the fewest requests over the target.
+// through the activator, below), and policy.Oracle turns the need into
+// starts and removals with the run's realised init times. A window longer
+// than a second lets the queues absorb second-scale noise instead of buying
+// pods for every noisy second; h below 1 spends the SLO's budget of late
+// requests where pods are dearest.
+//
+// Requests reach the pods either at random through a Service, the data plane
+// of qas and the HPA, or through a capacity-aware proxy in front (as
+// Knative's activator: a request goes only to a pod with a free place),
+// which pools the pods' queues and can need fewer pods. The oracle policy
+// (policy.OracleName) searches Service routing only, so that it differs
+// from qas and the HPA in its scaling alone; oracle-pooled
+// (policy.PooledOracleName) searches both, for comparisons with the KPA.
+//
+// For each routing and each window in OracleWindows the search bisects h
+// (geometrically, between 1/8 and 8, OracleSteps times) for the smallest h
+// whose run meets the SLO: at most Budget of the requests over the target
+// (1 − p, or the relaxed budget when the target is infeasible:
+// policy.Capacity.Budget). The oracle is the candidate that met it with the
+// fewest CPU-core-seconds requested; if none did, the one with the fewest
+// requests over the target.
 type OracleSearch struct {
-	// Routing is "service" (at random) or "activator".
+	// Policy is the oracle's name: oracle or oracle-pooled.
+	Policy string `json:"policy"`
+	// Routing is how the chosen schedule's requests reach the pods:
+	// "service" (at random) or "activator".
 	Routing string `json:"routing"`
 	// Window is w, seconds.
 	Window int `json:"window_seconds"`
@@ -40,9 +49,10 @@ type OracleSearch struct {
 	BudgetPct float64 `json:"budget_pct"`
 	// Met tells whether the chosen schedule meets the SLO.
 	Met bool `json:"met"`
-	// Runs counts the simulations of the search.
+	// Runs counts the simulations of the candidates this oracle chose from.
 	Runs int `json:"runs"`
-	// Candidates are the best schedule of each routing and window.
+	// Candidates are the best schedule of each routing and window this
+	// oracle chose from.
 	Candidates []OracleCandidate `json:"candidates"`
 }
 
@@ -90,8 +100,17 @@ type oracleCandidate struct {
 	activator bool
 }
 
-// searchOracle finds the oracle's schedule for cfg and returns its run.
-func searchOracle(cfg Config, p policy.Params, capa *policy.Capacity, progress func(done, total int)) (*Result, OracleSearch) {
+// oracleRuns are a search's best runs, one per routing and window.
+type oracleRuns struct {
+	best   []oracleRun
+	runs   []int
+	budget float64
+}
+
+// searchOracles simulates the candidates of every window through the Service
+// and, when activator is set, through the activator too: enough for both
+// oracles, which then pick among them (oracleRuns.pick).
+func searchOracles(cfg Config, p policy.Params, capa *policy.Capacity, activator bool, progress func(done, total int)) *oracleRuns {
 	budget := capa.Budget()
 	prefix := make([]float64, len(cfg.Rates)+1)
 	for i, r := range cfg.Rates {
@@ -108,10 +127,15 @@ func searchOracle(cfg Config, p policy.Params, capa *policy.Capacity, progress f
 		}
 		fut := policy.Future{Rates: cfg.Rates, Capacity: c, InitTime: NewInitTimes(cfg.Init, cfg.Seed).At, Need: need, Sizing: sizing,
 			Activator: activator}
-		return Run(cfg, policy.NewOracle(p, fut))
+		// Named by pick, which may give one run to both oracles.
+		return Run(cfg, policy.NewPooledOracle(p, fut))
+	}
+	routings := []bool{false}
+	if activator {
+		routings = append(routings, true)
 	}
 	var cands []oracleCandidate
-	for _, activator := range []bool{false, true} {
+	for _, activator := range routings {
 		for _, w := range OracleWindows {
 			cands = append(cands, oracleCandidate{w: w, activator: activator})
 		}
@@ -165,23 +189,34 @@ func searchOracle(cfg Config, p policy.Params, capa *policy.Capacity, progress f
 		}()
 	}
 	wg.Wait()
-	pick := best[0]
-	for _, b := range best[1:] {
+	return &oracleRuns{best: best, runs: runs, budget: budget}
+}
+
+// pick returns the run of the oracle named name and how it was found: the
+// cheapest candidate that met the SLO among those it may use (Service routing
+// only unless pooled), or the one that missed least if none did.
+func (o *oracleRuns) pick(name string, pooled bool) (*Result, OracleSearch) {
+	var pick *oracleRun
+	n := 0
+	var all []OracleCandidate
+	for i := range o.best {
+		b := &o.best[i]
+		if b.activator && !pooled {
+			continue
+		}
+		n += o.runs[i]
+		all = append(all, OracleCandidate{Routing: routingName(b.activator), Window: b.w, Headroom: b.h, Met: b.met,
+			RequestsOverTargetPct: b.r.OverTargetPct(), PodSeconds: b.r.PodSeconds, CPUCoreSeconds: b.r.CPUCoreSeconds()})
 		switch {
-		case b.met && !pick.met,
+		case pick == nil,
+			b.met && !pick.met,
 			b.met && pick.met && b.r.CPURequested < pick.r.CPURequested,
 			!b.met && !pick.met && b.r.OverTarget < pick.r.OverTarget:
 			pick = b
 		}
 	}
-	n := 0
-	for _, k := range runs {
-		n += k
-	}
-	var all []OracleCandidate
-	for _, b := range best {
-		all = append(all, OracleCandidate{Routing: routingName(b.activator), Window: b.w, Headroom: b.h, Met: b.met,
-			RequestsOverTargetPct: b.r.OverTargetPct(), PodSeconds: b.r.PodSeconds, CPUCoreSeconds: b.r.CPUCoreSeconds()})
-	}
-	return pick.r, OracleSearch{Routing: routingName(pick.activator), Window: pick.w, Candidates: all, Headroom: pick.h, BudgetPct: 100 * budget, Met: pick.met, Runs: n}
+	r := *pick.r
+	r.Policy = name
+	return &r, OracleSearch{Policy: name, Routing: routingName(pick.activator), Window: pick.w, Candidates: all, Headroom: pick.h,
+		BudgetPct: 100 * o.budget, Met: pick.met, Runs: n}
 }
