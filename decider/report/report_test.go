@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -30,22 +31,34 @@ func comparison(t *testing.T) Input {
 		rates[i] = 30 + 25*math.Sin(float64(i)/120)
 	}
 	cfg := sim.Config{Rates: rates, Service: svc, Init: init, Concurrency: 1, CPU: 0.5, Target: 0.2, Percentile: 95, Seed: 1}
-	c, err := sim.Compare(cfg, []string{"qas", "hpa", "oracle"}, policy.Params{Target: 0.2, Percentile: 95, Concurrency: 1, CPU: 0.5, MinReplicas: 1, MaxReplicas: 100}, nil)
+	c, err := sim.Compare(cfg, []string{"qas", "hpa", "oracle", "oracle-pooled"}, policy.Params{Target: 0.2, Percentile: 95, Concurrency: 1, CPU: 0.5, MinReplicas: 1, MaxReplicas: 100}, nil)
 	require.NoError(t, err)
 	return Input{Title: "test <report>", Description: "sine", Rates: rates, Target: 0.2, Percentile: 95, Comparison: c}
 }
 
 func TestWriteIsSelfContained(t *testing.T) {
 	var b bytes.Buffer
-	require.NoError(t, Write(&b, comparison(t)))
+	in := comparison(t)
+	require.NoError(t, Write(&b, in))
 	html := b.String()
 	require.Equal(t, 5, strings.Count(html, "<svg"))
 	require.Contains(t, html, "test &lt;report&gt;", "the title is escaped")
 	require.NotRegexp(t, `(src|href)="(https?:)?//`, html, "nothing is loaded from elsewhere")
-	for _, p := range []string{"qas", "hpa", "oracle"} {
-		require.Contains(t, html, `<td>`+p+`</td>`)
+	for _, p := range []string{"qas", "hpa"} {
+		require.Regexp(t, fmt.Sprintf(`<tr><td>%s</td>(<td>[^<]*</td>){11}<td></td>`, p), html, "no oracle routing for %s", p)
 	}
-	require.Contains(t, html, "The oracle is the cheapest of 72 simulated schedules", "how the oracle was found")
+	require.Len(t, in.Comparison.Oracles, 2)
+	for i, o := range in.Comparison.Oracles {
+		// Each oracle's row shows its routing, and its paragraph says how it
+		// was found.
+		require.Equal(t, o.Policy, in.Comparison.Summaries[2+i].Name)
+		require.Regexp(t, fmt.Sprintf(`<tr><td>%s</td>(<td>[^<]*</td>){11}<td>%s</td>`, o.Policy, o.Routing), html)
+		require.Contains(t, html, fmt.Sprintf("%s is the cheapest of %d simulated schedules", o.Policy, o.Runs))
+		require.Contains(t, html, "requests through the "+o.Routing+", ")
+	}
+	require.Equal(t, "service", in.Comparison.Oracles[0].Routing, "the oracle is routed through the Service")
+	require.Contains(t, html, "oracle is the cheapest of 36 simulated schedules with requests routed at random through a Service")
+	require.Contains(t, html, "oracle-pooled is the cheapest of 72 simulated schedules with requests through a Service or a capacity-aware activator")
 	require.Error(t, Write(&b, Input{}), "no results")
 }
 
