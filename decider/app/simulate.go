@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"strconv"
@@ -39,14 +40,16 @@ type simulateOutput struct {
 	Discipline  string        `json:"discipline"`
 	Seconds     int           `json:"simulated_seconds"`
 	Policies    []sim.Summary `json:"policies"`
-	// Oracle tells how the oracle's schedule was found (when it ran).
-	Oracle *sim.OracleSearch `json:"oracle,omitempty"`
+	// Oracles tell how each oracle's schedule was found and which routing
+	// it used (when oracle or oracle-pooled ran).
+	Oracles []sim.OracleSearch `json:"oracles,omitempty"`
 	// Seed000 is seed 000's statistic, when predictive-hpa and hpa-cooldown ran.
 	Seed000 *sim.Seed000Stat `json:"seed000,omitempty"`
 }
 
 func runSimulate(args []string, env Env) error {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	fs.SetOutput(env.Stdout) // --help, as for model and run
 	src := fs.String("trace", "", "trace file (.gz or plain) or pattern:flash-crowd | pattern:increase-decrease (required)")
 	win := fs.String("window", "", "part of the trace, in trace time, e.g. 2h:8h")
 	scale := fs.Float64("scale", 1, "multiply the trace's rates")
@@ -55,7 +58,9 @@ func runSimulate(args []string, env Env) error {
 	pct := fs.Float64("percentile", 95, "latency percentile the target applies to, in (0,100)")
 	svc := fs.String("service", "lognormal:50ms,cv=1.5", "service-time distribution: exp:D, lognormal:D,cv=X, bimodal:D1,D2,p=X, const:D")
 	initD := fs.String("init", "30s", "pod init-time distribution (same syntax)")
-	pols := fs.String("policies", "qas,hpa,kpa,oracle", "comma-separated policies: "+strings.Join(policy.Names(), ", "))
+	pols := fs.String("policies", "qas,hpa,kpa,oracle", "comma-separated policies: "+strings.Join(policy.Names(), ", ")+
+		"; oracle is the cheapest schedule that meets the SLO with requests routed at random through a Service (as qas and hpa are), "+
+		"oracle-pooled the cheapest with the routing free (a Service, or a capacity-aware activator in front of the pods as kpa may use)")
 	seed := fs.Uint64("seed", 1, "random seed")
 	conc := fs.Int("concurrency", 1, "requests one pod serves at once, k")
 	sharing := fs.Bool("sharing", false, "processor sharing: a pod's up to --concurrency requests share its CPU request at once (a request alone runs at full speed on --busy-cpu cores, default min(1, --cpu)), instead of k slots served first come first served")
@@ -191,26 +196,7 @@ func runSimulate(args []string, env Env) error {
 		fmt.Fprintf(env.Stderr, "\r%s\r", strings.Repeat(" ", 70))
 	}
 	fmt.Fprint(env.Stdout, sim.Table(cmp.Summaries))
-	if o := cmp.Oracle; o != nil {
-		verdict := "meets"
-		if !o.Met {
-			verdict = "cannot meet (no schedule tried did; this one misses least)"
-		}
-		fmt.Fprintf(env.Stdout, "oracle: the cheapest of %d simulated schedules that %s the SLO (at most %.2f %% of requests over the target): through the %s, %.3f × the true rate's %d s centred mean\n",
-			o.Runs, verdict, o.BudgetPct, o.Routing, o.Headroom, o.Window)
-		if o.Routing != "service" {
-			var svc *sim.OracleCandidate
-			for i, c := range o.Candidates {
-				if c.Routing == "service" && c.Met && (svc == nil || c.CPUCoreSeconds < svc.CPUCoreSeconds) {
-					svc = &o.Candidates[i]
-				}
-			}
-			if svc != nil {
-				fmt.Fprintf(env.Stdout, "oracle: through a Service (at random, as qas and the HPA are routed) it needs %.0f pod-s (%.2f %% over the target)\n",
-					svc.PodSeconds, svc.RequestsOverTargetPct)
-			}
-		}
-	}
+	printOracles(env.Stdout, cmp.Oracles)
 	if st := cmp.Seed000; st != nil {
 		fmt.Fprintf(env.Stdout, "seed 000 statistic (%s − %s, %d minutes): mean %.3f, std_dev %.3f, z %.3f, one-sided p %.3f\n",
 			st.Predictive, st.Reactive, st.Minutes, st.Mean, st.StdDev, st.Z, st.P)
@@ -223,7 +209,7 @@ func runSimulate(args []string, env Env) error {
 	out := simulateOutput{Trace: *src, Window: *win, Scale: *scale, Compression: *compress, Seed: *seed,
 		Description: prof.Description, SLOSeconds: slo.Seconds(), Percentile: *pct, Service: service.String(),
 		Init: initDist.String(), Discipline: discipline(*sharing), Seconds: len(prof.Rates), Policies: cmp.Summaries,
-		Oracle: cmp.Oracle, Seed000: cmp.Seed000}
+		Oracles: cmp.Oracles, Seed000: cmp.Seed000}
 	if *jsonOut != "" {
 		b, err := json.MarshalIndent(out, "", "  ")
 		if err != nil {
@@ -248,6 +234,41 @@ func runSimulate(args []string, env Env) error {
 		}
 	}
 	return nil
+}
+
+// printOracles says, under the table, how each oracle's schedule was found
+// and through which routing; for oracle-pooled through the activator, without
+// oracle beside it, also its best schedule through a Service.
+func printOracles(w io.Writer, oracles []sim.OracleSearch) {
+	service := false
+	for _, o := range oracles {
+		service = service || o.Policy == policy.OracleName
+	}
+	for _, o := range oracles {
+		verdict := "meets"
+		if !o.Met {
+			verdict = "cannot meet (no schedule tried did; this one misses least)"
+		}
+		through := "routed at random through a Service, as qas and the HPA are"
+		if o.Policy == policy.PooledOracleName {
+			through = "through a Service or a capacity-aware activator"
+		}
+		fmt.Fprintf(w, "%s: the cheapest of %d simulated schedules %s that %s the SLO (at most %.2f %% of requests over the target): through the %s, %.3f × the true rate's %d s centred mean\n",
+			o.Policy, o.Runs, through, verdict, o.BudgetPct, o.Routing, o.Headroom, o.Window)
+		if o.Routing == "service" || service {
+			continue
+		}
+		var svc *sim.OracleCandidate
+		for i, c := range o.Candidates {
+			if c.Routing == "service" && c.Met && (svc == nil || c.CPUCoreSeconds < svc.CPUCoreSeconds) {
+				svc = &o.Candidates[i]
+			}
+		}
+		if svc != nil {
+			fmt.Fprintf(w, "%s: through a Service (at random, as qas and the HPA are routed) it needs %.0f pod-s (%.2f %% over the target)\n",
+				o.Policy, svc.PodSeconds, svc.RequestsOverTargetPct)
+		}
+	}
 }
 
 // parsePolicies reads --policies: comma-separated names, spaces around them
