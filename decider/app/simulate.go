@@ -249,9 +249,9 @@ func printOracles(w io.Writer, oracles []sim.OracleSearch) {
 		if !o.Met {
 			verdict = "cannot meet (no schedule tried did; this one misses least)"
 		}
-		routing := "routed at random through a Service, as for qas and the HPA"
+		routing := "routed at random through a Service (as for qas and the HPA)"
 		if o.Policy == policy.PooledOracleName {
-			routing = "the routing free: a Service or a capacity-aware activator"
+			routing = "the routing free (a Service or a capacity-aware activator)"
 		}
 		fmt.Fprintf(w, "%s: the cheapest of %d simulated schedules that %s the SLO (at most %.2f %% of requests over the target), %s: through the %s, %.3f × the true rate's %d s centred mean\n",
 			o.Policy, o.Runs, verdict, o.BudgetPct, routing, o.Routing, o.Headroom, o.Window)

@@ -76,7 +76,7 @@ func TestSimulateJSONShape(t *testing.T) {
 		}
 	}
 	require.Contains(t, out, "oracle: the cheapest of 36 simulated schedules that meets the SLO")
-	require.Contains(t, out, "routed at random through a Service, as for qas and the HPA: through the service, ")
+	require.Contains(t, out, "routed at random through a Service (as for qas and the HPA): through the service, ")
 	require.NotContains(t, doc, "seed000", "only with predictive-hpa and hpa-cooldown")
 }
 
