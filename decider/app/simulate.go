@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"strconv"
@@ -39,10 +40,16 @@ type simulateOutput struct {
 	Discipline  string        `json:"discipline"`
 	Seconds     int           `json:"simulated_seconds"`
 	Policies    []sim.Summary `json:"policies"`
+	// Oracles tell how each oracle's schedule was found and which routing
+	// it used (when oracle or oracle-pooled ran).
+	Oracles []sim.OracleSearch `json:"oracles,omitempty"`
+	// Seed000 is seed 000's statistic, when predictive-hpa and hpa-cooldown ran.
+	Seed000 *sim.Seed000Stat `json:"seed000,omitempty"`
 }
 
 func runSimulate(args []string, env Env) error {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	fs.SetOutput(env.Stdout) // --help, as for model and run
 	src := fs.String("trace", "", "trace file (.gz or plain) or pattern:flash-crowd | pattern:increase-decrease (required)")
 	win := fs.String("window", "", "part of the trace, in trace time, e.g. 2h:8h")
 	scale := fs.Float64("scale", 1, "multiply the trace's rates")
@@ -51,7 +58,9 @@ func runSimulate(args []string, env Env) error {
 	pct := fs.Float64("percentile", 95, "latency percentile the target applies to, in (0,100)")
 	svc := fs.String("service", "lognormal:50ms,cv=1.5", "service-time distribution: exp:D, lognormal:D,cv=X, bimodal:D1,D2,p=X, const:D")
 	initD := fs.String("init", "30s", "pod init-time distribution (same syntax)")
-	pols := fs.String("policies", "qas,hpa,kpa,oracle", "comma-separated policies: qas, qas-reactive, hpa, kpa, oracle, static:N, predictive-hpa, khpa-a, alg1, alg2, alg3")
+	pols := fs.String("policies", "qas,hpa,kpa,oracle", "comma-separated policies: "+strings.Join(policy.Names(), ", ")+
+		"; oracle is the cheapest schedule that meets the SLO with requests routed at random through a Service (as qas and hpa are), "+
+		"oracle-pooled the cheapest with the routing free (a Service, or a capacity-aware activator in front of the pods as kpa may use)")
 	seed := fs.Uint64("seed", 1, "random seed")
 	conc := fs.Int("concurrency", 1, "requests one pod serves at once, k")
 	sharing := fs.Bool("sharing", false, "processor sharing: a pod's up to --concurrency requests share its CPU request at once (a request alone runs at full speed on --busy-cpu cores, default min(1, --cpu)), instead of k slots served first come first served")
@@ -64,7 +73,8 @@ func runSimulate(args []string, env Env) error {
 	maxCPU := fs.Float64("max-cpu", 2, "largest CPU request qas may set, cores (with --vertical)")
 	cpuBound := fs.Float64("cpu-bound", 0, "share of the service time that scales with the CPU request, in [0,1]")
 	theta := fs.Float64("theta", 0.1, "QAS tolerance θ: no horizontal change while latency/target is within [1−θ, 1+θ]")
-	cpuTarget := fs.Float64("cpu-target", 0.7, "CPU utilisation target of hpa and predictive-hpa, in (0,1]")
+	cpuTarget := fs.Float64("cpu-target", 0.7, "CPU utilisation target of hpa, hpa-nocooldown, hpa-cooldown and predictive-hpa, in (0,1]")
+	alg1Period := fs.Duration("alg1-period", time.Duration(policy.Alg1Period)*time.Second, "scaling period of seed 004's alg1 (its Table 4.1: 2m; Table 4.6 tries 1m to 5m)")
 	nodes := fs.Int("nodes", 0, "nodes to place pods on (0: unlimited capacity, no contention)")
 	nodeCPU := fs.Float64("node-cpu", 4, "cores per node (with --nodes)")
 	background := fs.String("background", "0", "cores of other work wanting to run on each node (with --nodes): one value for all, or one per node, comma-separated; above --node-cpu a node is oversubscribed (hot)")
@@ -150,13 +160,15 @@ func runSimulate(args []string, env Env) error {
 	if err != nil {
 		return cli.Usagef("init", "%v", err)
 	}
-	names := strings.Split(*pols, ",")
+	if *alg1Period < time.Second {
+		return cli.Usagef("alg1-period", "must be at least 1s, got %v", *alg1Period)
+	}
 	params := policy.Params{Target: slo.Seconds(), Percentile: *pct, Concurrency: *conc, CPU: *cpu, MinReplicas: 1, MaxReplicas: *maxR,
-		Tolerance: *theta, CPUTarget: *cpuTarget, Vertical: *vertical, Migration: *migration, MinCPU: *minCPU, MaxCPU: *maxCPU, CPUBound: *cpuBound}
-	for _, n := range names {
-		if _, err := policy.New(n, params, policy.Future{}); err != nil {
-			return cli.Usagef("policies", "%v", err)
-		}
+		Tolerance: *theta, CPUTarget: *cpuTarget, Vertical: *vertical, Migration: *migration, MinCPU: *minCPU, MaxCPU: *maxCPU,
+		CPUBound: *cpuBound, Alg1Period: alg1Period.Seconds()}
+	names, err := parsePolicies(*pols, params)
+	if err != nil {
+		return cli.Usagef("policies", "%v", err)
 	}
 	prof, err := trace.Load(trace.Options{Source: *src, Window: w, Scale: *scale, Compress: *compress})
 	if err != nil {
@@ -184,6 +196,11 @@ func runSimulate(args []string, env Env) error {
 		fmt.Fprintf(env.Stderr, "\r%s\r", strings.Repeat(" ", 70))
 	}
 	fmt.Fprint(env.Stdout, sim.Table(cmp.Summaries))
+	printOracles(env.Stdout, cmp.Oracles)
+	if st := cmp.Seed000; st != nil {
+		fmt.Fprintf(env.Stdout, "seed 000 statistic (%s − %s, %d minutes): mean %.3f, std_dev %.3f, z %.3f, one-sided p %.3f\n",
+			st.Predictive, st.Reactive, st.Minutes, st.Mean, st.StdDev, st.Z, st.P)
+	}
 	total := 0
 	for _, s := range cmp.Summaries {
 		total += s.Requests
@@ -191,7 +208,8 @@ func runSimulate(args []string, env Env) error {
 	fmt.Fprintf(env.Stdout, "simulated %d requests in %s\n", total, time.Since(start).Round(time.Millisecond))
 	out := simulateOutput{Trace: *src, Window: *win, Scale: *scale, Compression: *compress, Seed: *seed,
 		Description: prof.Description, SLOSeconds: slo.Seconds(), Percentile: *pct, Service: service.String(),
-		Init: initDist.String(), Discipline: discipline(*sharing), Seconds: len(prof.Rates), Policies: cmp.Summaries}
+		Init: initDist.String(), Discipline: discipline(*sharing), Seconds: len(prof.Rates), Policies: cmp.Summaries,
+		Oracles: cmp.Oracles, Seed000: cmp.Seed000}
 	if *jsonOut != "" {
 		b, err := json.MarshalIndent(out, "", "  ")
 		if err != nil {
@@ -216,6 +234,63 @@ func runSimulate(args []string, env Env) error {
 		}
 	}
 	return nil
+}
+
+// printOracles says, under the table, how each oracle's schedule was found
+// and through which routing; for oracle-pooled through the activator, without
+// oracle beside it, also its best schedule through a Service.
+func printOracles(w io.Writer, oracles []sim.OracleSearch) {
+	service := false
+	for _, o := range oracles {
+		service = service || o.Policy == policy.OracleName
+	}
+	for _, o := range oracles {
+		verdict := "meets"
+		if !o.Met {
+			verdict = "cannot meet (no schedule tried did; this one misses least)"
+		}
+		routing := "routed at random through a Service (as for qas and the HPA)"
+		if o.Policy == policy.PooledOracleName {
+			routing = "the routing free (a Service or a capacity-aware activator)"
+		}
+		fmt.Fprintf(w, "%s: the cheapest of %d simulated schedules that %s the SLO (at most %.2f %% of requests over the target), %s: through the %s, %.3f × the true rate's %d s centred mean\n",
+			o.Policy, o.Runs, verdict, o.BudgetPct, routing, o.Routing, o.Headroom, o.Window)
+		if o.Routing == "service" || service {
+			continue
+		}
+		var svc *sim.OracleCandidate
+		for i, c := range o.Candidates {
+			if c.Routing == "service" && c.Met && (svc == nil || c.CPUCoreSeconds < svc.CPUCoreSeconds) {
+				svc = &o.Candidates[i]
+			}
+		}
+		if svc != nil {
+			fmt.Fprintf(w, "%s: through a Service (at random, as qas and the HPA are routed) it needs %.0f pod-s (%.2f %% over the target)\n",
+				o.Policy, svc.PodSeconds, svc.RequestsOverTargetPct)
+		}
+	}
+}
+
+// parsePolicies reads --policies: comma-separated names, spaces around them
+// ignored, each known to policy.New and given once.
+func parsePolicies(v string, params policy.Params) ([]string, error) {
+	var names []string
+	seen := map[string]bool{}
+	for _, n := range strings.Split(v, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			return nil, fmt.Errorf("%q has an empty name: want names separated by single commas", v)
+		}
+		if seen[n] {
+			return nil, fmt.Errorf("%q is listed twice: each policy runs once", n)
+		}
+		seen[n] = true
+		if _, err := policy.New(n, params, policy.Future{}); err != nil {
+			return nil, err
+		}
+		names = append(names, n)
+	}
+	return names, nil
 }
 
 func discipline(sharing bool) string {

@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,6 +56,128 @@ func TestSimulateJSONShape(t *testing.T) {
 	h, err := os.ReadFile(html)
 	require.NoError(t, err)
 	require.Equal(t, 5, strings.Count(string(h), "<svg"))
+	oracles := doc["oracles"].([]any)
+	require.Len(t, oracles, 1)
+	oracle := oracles[0].(map[string]any)
+	for _, k := range []string{"policy", "routing", "window_seconds", "headroom", "budget_pct", "met", "runs", "candidates"} {
+		require.Contains(t, oracle, k)
+	}
+	require.Equal(t, "oracle", oracle["policy"])
+	require.Equal(t, "service", oracle["routing"], "the oracle is routed as qas and the HPA are")
+	for _, c := range oracle["candidates"].([]any) {
+		require.Equal(t, "service", c.(map[string]any)["routing"], "the oracle searches Service routing only")
+	}
+	for _, p := range pols {
+		m := p.(map[string]any)
+		if m["name"] == "oracle" {
+			require.Equal(t, "service", m["routing"])
+		} else {
+			require.NotContains(t, m, "routing", "%s is not an oracle", m["name"])
+		}
+	}
+	require.Contains(t, out, "oracle: the cheapest of 36 simulated schedules that meets the SLO")
+	require.Contains(t, out, "routed at random through a Service (as for qas and the HPA): through the service, ")
+	require.NotContains(t, doc, "seed000", "only with predictive-hpa and hpa-cooldown")
+}
+
+// TestSimulatePolicyList: spaces around names are ignored; a name given twice
+// or an empty one is an error naming the flag.
+func TestSimulatePolicyList(t *testing.T) {
+	js := filepath.Join(t.TempDir(), "o.json")
+	code, out, stderr := runSim(t, "--trace", "pattern:flash-crowd", "--compress", "8", "--slo", "1s", "--service", "exp:250ms",
+		"--init", "135s", "--policies", " predictive-hpa , hpa-cooldown,static:3 ", "--json", js)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "seed 000 statistic (predictive-hpa − hpa-cooldown")
+	b, err := os.ReadFile(js)
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(b, &doc))
+	require.Contains(t, doc, "seed000")
+	require.NotContains(t, doc, "oracles")
+	names := []string{}
+	for _, p := range doc["policies"].([]any) {
+		names = append(names, p.(map[string]any)["name"].(string))
+	}
+	require.Equal(t, []string{"predictive-hpa", "hpa-cooldown", "static:3"}, names)
+	for _, tc := range []struct{ policies, contains string }{
+		{policies: "qas, qas", contains: `"qas" is listed twice`},
+		{policies: "qas,,hpa", contains: "empty name"},
+		{policies: "qas,magic", contains: "unknown policy"},
+	} {
+		code, _, stderr := runSim(t, "--trace", "pattern:flash-crowd", "--slo", "200ms", "--policies", tc.policies)
+		require.Equal(t, 2, code, tc.policies)
+		require.Contains(t, stderr, "--policies")
+		require.Contains(t, stderr, tc.contains)
+	}
+}
+
+// TestSimulateBothOracles: oracle-pooled is selectable beside oracle; the
+// JSON and the output say which routing each used, and oracle-pooled, which
+// may also use the activator, costs no more than oracle.
+func TestSimulateBothOracles(t *testing.T) {
+	js := filepath.Join(t.TempDir(), "o.json")
+	code, out, stderr := runSim(t, "--trace", "pattern:flash-crowd", "--compress", "4", "--slo", "200ms",
+		"--service", "exp:50ms", "--init", "20s", "--policies", "oracle-pooled,oracle", "--json", js)
+	require.Equal(t, 0, code, stderr)
+	b, err := os.ReadFile(js)
+	require.NoError(t, err)
+	var doc struct {
+		Policies []struct {
+			Name           string  `json:"name"`
+			Routing        string  `json:"routing"`
+			CPUCoreSeconds float64 `json:"cpu_core_seconds"`
+		} `json:"policies"`
+		Oracles []struct {
+			Policy     string `json:"policy"`
+			Routing    string `json:"routing"`
+			Met        bool   `json:"met"`
+			Runs       int    `json:"runs"`
+			Candidates []struct {
+				Routing string `json:"routing"`
+			} `json:"candidates"`
+		} `json:"oracles"`
+	}
+	require.NoError(t, json.Unmarshal(b, &doc))
+	require.Len(t, doc.Policies, 2)
+	require.Len(t, doc.Oracles, 2)
+	for i, want := range []struct {
+		name     string
+		runs     int
+		routings []string
+	}{
+		{name: "oracle-pooled", runs: 72, routings: []string{"service", "activator"}},
+		{name: "oracle", runs: 36, routings: []string{"service"}},
+	} {
+		o, p := doc.Oracles[i], doc.Policies[i]
+		require.Equal(t, want.name, o.Policy)
+		require.Equal(t, want.name, p.Name)
+		require.Equal(t, o.Routing, p.Routing, "the policy's row says the routing its search chose")
+		require.True(t, o.Met)
+		require.Equal(t, want.runs, o.Runs)
+		seen := map[string]bool{}
+		for _, c := range o.Candidates {
+			seen[c.Routing] = true
+		}
+		require.Len(t, seen, len(want.routings))
+		for _, r := range want.routings {
+			require.True(t, seen[r], "%s searched %s routing", o.Policy, r)
+		}
+		require.Contains(t, out, fmt.Sprintf("%s: the cheapest of %d simulated schedules", o.Policy, o.Runs))
+		require.Contains(t, out, "through the "+o.Routing+", ")
+	}
+	require.Equal(t, "service", doc.Oracles[1].Routing)
+	require.LessOrEqual(t, doc.Policies[0].CPUCoreSeconds, doc.Policies[1].CPUCoreSeconds)
+	require.NotContains(t, out, "oracle-pooled: through a Service (at random", "oracle ran beside it: no need to repeat its Service schedule")
+}
+
+// TestSimulateHelpNamesTheOracles: --help lists oracle-pooled and says how
+// the two oracles are routed.
+func TestSimulateHelpNamesTheOracles(t *testing.T) {
+	code, out, _ := runSim(t, "--help")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "oracle, oracle-pooled")
+	require.Contains(t, out, "oracle is the cheapest schedule that meets the SLO with requests routed at random through a Service")
+	require.Contains(t, out, "oracle-pooled the cheapest with the routing free")
 }
 
 func TestSimulateBadFlags(t *testing.T) {
@@ -82,6 +205,7 @@ func TestSimulateBadFlags(t *testing.T) {
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--nodes", "2", "--background", "-1"}, code: 2, contains: "--background"},
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--migration"}, code: 2, contains: "--migration"},
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--sharing"}, code: 2, contains: "--concurrency"},
+		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--alg1-period", "0s"}, code: 2, contains: "--alg1-period"},
 		{args: []string{"--trace", bad, "--slo", "200ms"}, code: 1, contains: "line 3"},
 		{args: []string{"--trace", filepath.Join(t.TempDir(), "missing"), "--slo", "200ms"}, code: 1, contains: "no such file"},
 	} {

@@ -10,7 +10,13 @@ import "math"
 // probability 1−C and otherwise exponential with rate (kμ−λ/n)·2/(1+cs²): the
 // M/M/k waiting time (Erlang C probability C) with its mean scaled by the
 // Allen–Cunneen factor (1+cs²)/2. A pod count meets the target when
-// P(R > T) ≤ 1 − p.
+// P(R > T) ≤ Budget(): 1 − p, or, when the service time alone already misses
+// the target for more than that share (no pod count can meet it), the share of
+// requests whose service time misses it plus 1 − p of the others (see Budget).
+//
+// Pooled is the same rule for requests that wait in one queue in front of all
+// the pods and go to a free place (Knative's activator): one M/G/(n·k) queue
+// fed λ, Erlang C for n·k servers.
 type Capacity struct {
 	MeanService float64 // E[S] seconds
 	ServiceSCV  float64 // cs²
@@ -22,23 +28,31 @@ type Capacity struct {
 	// then R = S × (1 + C/(K − a)) (C the Erlang C probability, a the
 	// offered load), the mean response time of a request of size S in
 	// M/G/1-PS (S/(1−ρ)) extended to K places, its spread given S ignored.
-	Sharing    bool
+	Sharing bool
+	// Pooled sizes for one queue in front of all pods (not with Sharing).
+	Pooled     bool
 	Target     float64 // seconds
 	Percentile float64 // (0,100)
 	Max        int
-	cache      map[float64]int
+	budget     float64   // Budget, once computed (it is never 0)
+	perPod     float64   // PerPodRate, once computed
+	limits     []float64 // Pooled: limits[n−1] is the largest rate n pods meet the target at
 }
 
 // Tail is P(R > t) with n pods at rate lambda; 1 when unstable.
 func (c *Capacity) Tail(lambda float64, n int, t float64) float64 {
-	k := float64(c.K)
+	servers := c.K
 	a := lambda / float64(n) * c.MeanService // offered load per pod, Erlangs
+	if c.Pooled && !c.Sharing {
+		servers, a = n*c.K, lambda*c.MeanService
+	}
+	k := float64(servers)
 	if a >= k {
 		return 1
 	}
 	pw := 0.0
 	if a > 0 {
-		pw = erlangC(c.K, a)
+		pw = erlangC(servers, a)
 	}
 	if c.Sharing {
 		slow := 1 + pw/(k-a)
@@ -62,33 +76,126 @@ func (c *Capacity) Tail(lambda float64, n int, t float64) float64 {
 	return sum / float64(len(c.ServiceQuantiles))
 }
 
-// Meets reports whether n pods meet the target at rate lambda.
+// ServiceTail is P(S > t) for the service time alone (at full speed): the
+// share of requests over t however many pods run.
+func (c *Capacity) ServiceTail(t float64) float64 {
+	over := 0
+	for _, s := range c.ServiceQuantiles {
+		if s > t {
+			over++
+		}
+	}
+	if len(c.ServiceQuantiles) == 0 {
+		return 0
+	}
+	return float64(over) / float64(len(c.ServiceQuantiles))
+}
+
+// Feasible reports whether enough pods can meet the target: the service time
+// alone exceeds it for less than 1 − p of requests.
+func (c *Capacity) Feasible() bool {
+	return c.ServiceTail(c.Target) < 1-c.Percentile/100
+}
+
+// Budget is the largest share of requests over the target that counts as
+// meeting the SLO: 1 − p. When the target is infeasible (Feasible is false) no
+// pod count gets there, and the budget becomes s + (1 − p)(1 − s), s =
+// P(S > T): the requests that cannot make it, plus 1 − p of those that can
+// (P(R > T | S ≤ T) ≤ 1 − p). Without it the pods needed would be unbounded and
+// the demand curve would sit at the replica cap.
+func (c *Capacity) Budget() float64 {
+	if c.budget > 0 {
+		return c.budget
+	}
+	q := 1 - c.Percentile/100
+	c.budget = q
+	if !c.Feasible() {
+		s := c.ServiceTail(c.Target)
+		c.budget = s + q*(1-s)
+	}
+	return c.budget
+}
+
+// Meets reports whether n pods meet the target at rate lambda: P(R > T) is
+// within Budget.
 func (c *Capacity) Meets(lambda float64, n int) bool {
-	return c.Tail(lambda, n, c.Target) <= 1-c.Percentile/100
+	return c.Tail(lambda, n, c.Target) <= c.Budget()
 }
 
-// Pods is the fewest pods (≥ 1, ≤ Max) that meet the target at rate lambda,
-// memoised per rate (a Capacity is not safe for concurrent use).
+// Clone returns a copy that is safe to use on another goroutine.
+func (c *Capacity) Clone() *Capacity {
+	c.PerPodRate()
+	d := *c
+	d.limits = append([]float64(nil), c.limits...)
+	return &d
+}
+
+// PerPodRate is the largest arrival rate per pod at which the target is met.
+// Tail depends on λ and n only through the load per pod λ/n, and more load
+// per pod is never faster, so n pods meet the target at λ exactly when
+// λ/n ≤ PerPodRate. Found once, by bisection below the stability limit
+// K/E[S] (a Capacity is not safe for concurrent use: Clone it).
+func (c *Capacity) PerPodRate() float64 {
+	if c.perPod > 0 {
+		return c.perPod
+	}
+	lo, hi := 0.0, float64(c.K)/c.MeanService
+	for range 100 {
+		mid := (lo + hi) / 2
+		if c.Tail(mid, 1, c.Target) <= c.Budget() && mid*c.MeanService < float64(c.K) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	c.perPod = lo
+	return lo
+}
+
+// Pods is the fewest pods (≥ 1, ≤ Max) that meet the target at rate lambda:
+// ⌈λ / PerPodRate⌉, or when Pooled the fewest n whose limit (the largest
+// rate n pods meet the target at, found by bisection once per n) is at least
+// λ.
 func (c *Capacity) Pods(lambda float64) int {
-	if n, ok := c.cache[lambda]; ok {
-		return n
+	if c.Pooled && !c.Sharing {
+		return c.pooledPods(lambda)
 	}
-	if c.cache == nil {
-		c.cache = map[float64]int{}
+	r := c.PerPodRate()
+	if lambda <= 0 {
+		return max(1, min(1, c.Max))
 	}
-	n := c.pods(lambda)
-	c.cache[lambda] = n
-	return n
+	if r <= 0 {
+		return max(c.Max, 1)
+	}
+	return int(max(1, min(float64(max(c.Max, 1)), math.Ceil(lambda/r))))
 }
 
-func (c *Capacity) pods(lambda float64) int {
-	lo := max(1, int(math.Ceil(lambda*c.MeanService/float64(c.K))))
-	for n := lo; n < c.Max; n++ {
-		if c.Meets(lambda, n) {
+func (c *Capacity) pooledPods(lambda float64) int {
+	top := max(c.Max, 1)
+	for n := 1; n < top; n++ {
+		if lambda <= c.limit(n) {
 			return n
 		}
 	}
-	return c.Max
+	return top
+}
+
+// limit is the largest rate n pooled pods meet the target at.
+func (c *Capacity) limit(n int) float64 {
+	for len(c.limits) < n {
+		m := len(c.limits) + 1
+		lo, hi := 0.0, float64(m*c.K)/c.MeanService
+		for range 60 {
+			mid := (lo + hi) / 2
+			if c.Tail(mid, m, c.Target) <= c.Budget() && mid*c.MeanService < float64(m*c.K) {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		c.limits = append(c.limits, lo)
+	}
+	return c.limits[n-1]
 }
 
 // erlangC is the probability of waiting in M/M/k with offered load a (< k),

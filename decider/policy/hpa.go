@@ -59,11 +59,13 @@ const (
 //     then convertDesiredReplicasWithRules bounds it to [min, min(max,
 //     max(2 × current, 4))]. There is no scale-down rate limit on this path.
 type HPA struct {
-	p         Params
-	targetPct int64
-	last      map[int]float64 // pod → BusyCum at the previous sync
-	lastT     float64
-	recs      []rec
+	p          Params
+	name       string
+	downWindow float64 // scale-down stabilisation, seconds
+	targetPct  int64
+	last       map[int]float64 // pod → BusyCum at the previous sync
+	lastT      float64
+	recs       []rec
 }
 
 type rec struct {
@@ -73,11 +75,26 @@ type rec struct {
 
 // NewHPA returns an HPA with the CPU utilisation target (e.g. 0.7).
 func NewHPA(p Params, target float64) *HPA {
-	return &HPA{p: p, targetPct: int64(math.Round(target * 100)), last: map[int]float64{}, lastT: math.Inf(-1)}
+	return &HPA{p: p, name: "hpa", downWindow: HPADownWindow, targetPct: int64(math.Round(target * 100)),
+		last: map[int]float64{}, lastT: math.Inf(-1)}
 }
 
-// Name is "hpa".
-func (*HPA) Name() string { return "hpa" }
+// NewHPANoCooldown is seed 004's "HPA without cooling down" (its Listing
+// 4.15): an HPA object with spec.behavior.scaleDown.stabilizationWindowSeconds
+// = 0. Setting behavior makes the controller take
+// normalizeDesiredReplicasWithBehaviors with the defaults for the rest
+// (scale-up: no stabilisation, at most max(100 %, 4 pods) more per 15 s;
+// scale-down: at most 100 % fewer per 15 s). With a 15 s sync those limits are
+// max(2 × current, 4) up and none down, so it is the HPA without the 5-minute
+// scale-down stabilisation.
+func NewHPANoCooldown(p Params, target float64) *HPA {
+	h := NewHPA(p, target)
+	h.name, h.downWindow = "hpa-nocooldown", 0
+	return h
+}
+
+// Name is "hpa" or "hpa-nocooldown".
+func (h *HPA) Name() string { return h.name }
 
 // Period is the 15 s sync period.
 func (*HPA) Period() float64 { return HPASync }
@@ -199,12 +216,16 @@ func (*HPA) within(r float64) bool { return 1-HPATolerance <= r && r <= 1+HPATol
 
 // normalize is normalizeDesiredReplicas: 5-minute stabilisation (the highest
 // recommendation within the window, this one included), then the bounds of
-// convertDesiredReplicasWithRules.
+// convertDesiredReplicasWithRules. For hpa-nocooldown it is
+// normalizeDesiredReplicasWithBehaviors with scale-down stabilisation 0 and the
+// default rules: calculateScaleUpLimitWithScalingRules takes the larger of
+// the Percent (100 %: 2 × the replicas at the start of the 15 s period) and
+// Pods (4: those replicas + 4) policies; a sync every 15 s starts a new period.
 func (h *HPA) normalize(now float64, recommendation, current int) int {
 	stable := recommendation
 	keep := h.recs[:0]
 	for _, r := range h.recs {
-		if r.t < now-HPADownWindow {
+		if r.t < now-h.downWindow || h.downWindow == 0 {
 			continue
 		}
 		keep = append(keep, r)
@@ -212,6 +233,9 @@ func (h *HPA) normalize(now float64, recommendation, current int) int {
 	}
 	h.recs = append(keep, rec{now, recommendation})
 	upLimit := max(HPAScaleUpFactor*current, HPAScaleUpMinimum)
+	if h.downWindow == 0 {
+		upLimit = max(2*current, current+HPAScaleUpMinimum)
+	}
 	maxAllowed := min(max(h.p.MaxReplicas, 1), upLimit)
 	switch {
 	case stable < max(h.p.MinReplicas, 1):

@@ -1,8 +1,8 @@
 // Package policy holds the autoscaling policies the simulator compares: QAS
 // (driving the same decide.Engine as the controller), Kubernetes' HPA,
-// Knative's KPA, the seeds' algorithms, static replica counts and an oracle.
+// Knative's KPA, the seeds' algorithms, static replica counts and two oracles.
 // Each policy sees only what a real autoscaler would observe (Observation);
-// only the oracle is given the future.
+// only the oracles are given the future.
 package policy
 
 import (
@@ -68,6 +68,11 @@ type Observation struct {
 	Nodes []Node
 	// InitTimes are the creation→Ready durations (seconds) of pods started so far.
 	InitTimes []float64
+	// PodStarts counts the pods that have started so far (got a node and
+	// started their containers); the next pod to start is start number
+	// PodStarts. Only the oracle uses it, to look up the init time that
+	// start will take (Future.InitTime).
+	PodStarts int
 	// Concurrency is the per-pod concurrency limit k.
 	Concurrency int
 }
@@ -107,6 +112,11 @@ type Decision struct {
 	// Migrate, when set, moves one pod to another node: a replacement is
 	// surged there and the pod is removed once the replacement is Ready.
 	Migrate *Move
+	// MeasureOnly marks a call in which the policy only took a measurement
+	// and did not decide (Replicas is the current count): seed 004's
+	// Algorithm 3 measures every minute and decides every fifth. Seed 004's
+	// metrics sample decisions only.
+	MeasureOnly bool
 }
 
 // Move is one migration: pod ID to node index ToNode.
@@ -146,6 +156,9 @@ type Params struct {
 	// CPUTarget is the CPU utilisation target of the HPA and predictive-hpa;
 	// zero means DefaultHPATarget.
 	CPUTarget float64
+	// Alg1Period is seed 004's Algorithm 1 scaling period in seconds; zero
+	// means Alg1Period (its 2 minutes, Table 4.1).
+	Alg1Period float64
 }
 
 func (p Params) cpuTarget() float64 {
@@ -161,12 +174,26 @@ type Future struct {
 	Rates []float64
 	// Capacity tells how many pods a rate needs.
 	Capacity *Capacity
-	// Init is the pods' (maximum) init time in seconds.
+	// InitTime is the init time, in seconds, that pod start number j (from 0)
+	// will take in this run: the realised values, drawn per start.
+	InitTime func(j int) float64
+	// Init is a constant init time, used when InitTime is nil.
 	Init float64
+	// Need, when set, is the Ready pods the oracle wants each second (a
+	// schedule found by search), and Sizing the rate each second was sized
+	// for; without it the oracle follows Demand(Rates, Capacity).
+	Need   []int
+	Sizing []float64
+	// Activator routes oracle-pooled's requests through a capacity-aware
+	// proxy that holds them until a pod has a free place (as Knative's
+	// activator), instead of at random through a Service. The oracle policy
+	// is always routed through the Service.
+	Activator bool
 }
 
-// New builds a policy by name: qas, qas-reactive, hpa, kpa, predictive-hpa,
-// khpa-a, alg1, alg2, alg3, static:N, oracle.
+// New builds a policy by name: qas, qas-reactive, hpa, hpa-nocooldown, kpa,
+// hpa-cooldown, predictive-hpa, khpa-a, alg1, alg2, alg3, static:N, oracle,
+// oracle-pooled.
 func New(name string, p Params, f Future) (Policy, error) {
 	switch {
 	case name == "qas":
@@ -175,10 +202,17 @@ func New(name string, p Params, f Future) (Policy, error) {
 		return NewQAS(name, p, false), nil
 	case name == "hpa":
 		return NewHPA(p, p.cpuTarget()), nil
+	case name == "hpa-nocooldown":
+		return NewHPANoCooldown(p, p.cpuTarget()), nil
 	case name == "kpa":
 		return NewKPA(p), nil
-	case name == "oracle":
+	case name == OracleName:
+		if f.Activator {
+			return nil, fmt.Errorf("policy %s is routed through the Service: %s may use the activator", OracleName, PooledOracleName)
+		}
 		return NewOracle(p, f), nil
+	case name == PooledOracleName:
+		return NewPooledOracle(p, f), nil
 	case strings.HasPrefix(name, "static:"):
 		n, err := strconv.Atoi(strings.TrimPrefix(name, "static:"))
 		if err != nil || n < 1 {
@@ -189,20 +223,21 @@ func New(name string, p Params, f Future) (Policy, error) {
 	if c, ok := extra[name]; ok {
 		return c(p, f), nil
 	}
-	return nil, fmt.Errorf("unknown policy %q: want qas, qas-reactive, hpa, kpa, oracle, static:N%s", name, extraNames())
+	return nil, fmt.Errorf("unknown policy %q: want %s", name, strings.Join(Names(), ", "))
 }
 
 // extra holds the further baselines, registered from their own files.
 var extra = map[string]func(Params, Future) Policy{}
 
-func extraNames() string {
-	s := ""
-	for _, n := range []string{"predictive-hpa", "khpa-a", "alg1", "alg2", "alg3"} {
+// Names lists the policies New knows (static:N stands for any N ≥ 1).
+func Names() []string {
+	names := []string{"qas", "qas-reactive", "hpa", "hpa-nocooldown", "kpa", OracleName, PooledOracleName, "static:N"}
+	for _, n := range []string{"hpa-cooldown", "predictive-hpa", "khpa-a", "alg1", "alg2", "alg3"} {
 		if _, ok := extra[n]; ok {
-			s += ", " + n
+			names = append(names, n)
 		}
 	}
-	return s
+	return names
 }
 
 // Static keeps N replicas.

@@ -277,8 +277,64 @@ func TestCapacity(t *testing.T) {
 	}
 }
 
+// TestCapacityPodsIsTheFewestThatMeet: Pods (by the per-pod rate, or by
+// the pooled limits) agrees with a search over pod counts with Meets.
+func TestCapacityPodsIsTheFewestThatMeet(t *testing.T) {
+	const n = 1000
+	q := make([]float64, n)
+	for i := range q {
+		q[i] = -0.05 * math.Log(1-(float64(i)+0.5)/n)
+	}
+	for _, pooled := range []bool{false, true} {
+		c := &Capacity{MeanService: 0.05, ServiceSCV: 1, ServiceQuantiles: q, K: 2, Target: 0.15, Percentile: 95, Max: 500, Pooled: pooled}
+		for _, lambda := range []float64{0, 0.5, 3, 17, 40, 99.5, 250, 1234} {
+			want := 1
+			for want < c.Max && !c.Meets(lambda, want) {
+				want++
+			}
+			require.Equal(t, want, c.Pods(lambda), "pooled %v, λ = %v", pooled, lambda)
+		}
+	}
+}
+
+// TestCapacityPooledNeedsFewerPods: one queue in front of all pods (the
+// activator) needs no more pods than random routing, and fewer at scale.
+func TestCapacityPooledNeedsFewerPods(t *testing.T) {
+	q := make([]float64, 1000)
+	for i := range q {
+		q[i] = -0.05 * math.Log(1-(float64(i)+0.5)/1000)
+	}
+	random := &Capacity{MeanService: 0.05, ServiceSCV: 1, ServiceQuantiles: q, K: 1, Target: 0.2, Percentile: 95, Max: 1000}
+	pooled := *random
+	pooled.Pooled = true
+	for _, lambda := range []float64{1, 10, 100, 1000} {
+		require.LessOrEqual(t, pooled.Pods(lambda), random.Pods(lambda), "λ = %v", lambda)
+	}
+	require.Less(t, pooled.Pods(1000), random.Pods(1000)*3/4)
+}
+
+// TestCapacityInfeasibleTarget: when the service time alone misses the
+// target for more than 1 − p of requests, the budget becomes those requests
+// plus 1 − p of the others, and the pods needed stay finite.
+func TestCapacityInfeasibleTarget(t *testing.T) {
+	// Half the requests take 100 ms, half 300 ms; target 200 ms at p95.
+	q := append(repeat(0.1, 500), repeat(0.3, 500)...)
+	c := &Capacity{MeanService: 0.2, ServiceSCV: 0.25, ServiceQuantiles: q, K: 1, Target: 0.2, Percentile: 95, Max: 1000}
+	require.False(t, c.Feasible())
+	require.InDelta(t, 0.5+0.05*0.5, c.Budget(), 1e-12)
+	n := c.Pods(50)
+	require.Less(t, n, 1000, "not the replica cap")
+	require.True(t, c.Meets(50, n))
+	require.False(t, c.Meets(50, n-1))
+	feasible := *c
+	feasible.Target, feasible.budget, feasible.perPod = 0.4, 0, 0
+	require.True(t, feasible.Feasible())
+	require.InDelta(t, 0.05, feasible.Budget(), 1e-12)
+}
+
 func TestNew(t *testing.T) {
-	for _, n := range []string{"qas", "qas-reactive", "hpa", "kpa", "oracle", "static:3"} {
+	for _, n := range []string{"qas", "qas-reactive", "hpa", "hpa-nocooldown", "hpa-cooldown", "kpa", "oracle", "oracle-pooled", "static:3",
+		"predictive-hpa", "khpa-a", "alg1", "alg2", "alg3"} {
 		p, err := New(n, params, Future{})
 		require.NoError(t, err)
 		require.Equal(t, n, p.Name())
@@ -287,4 +343,27 @@ func TestNew(t *testing.T) {
 		_, err := New(bad, params, Future{})
 		require.Error(t, err, bad)
 	}
+	_, err := New("nope", params, Future{})
+	require.ErrorContains(t, err, "hpa-cooldown", "the error lists the policies")
+	require.ErrorContains(t, err, "oracle-pooled", "the error lists the policies")
+	_, err = New("oracle", params, Future{Activator: true})
+	require.ErrorContains(t, err, "oracle-pooled", "the oracle is Service-routed; the error names the one that is not")
+}
+
+// TestHPANoCooldown: without the 5-minute stabilisation the HPA scales down
+// at the next sync, and its scale-up limit is the behavior path's
+// max(2 × current, current + 4).
+func TestHPANoCooldown(t *testing.T) {
+	h := NewHPANoCooldown(params, 0.7)
+	require.Equal(t, "hpa-nocooldown", h.Name())
+	w := newHPAWorld(10)
+	require.Equal(t, 10, w.step(h, 0.7, true), "the first sync has no samples")
+	require.Equal(t, 10, w.step(h, 0.7, true), "on target: 10 recommended")
+	require.Equal(t, 1, w.step(h, 0.06, true), "⌈0.06/0.7 × 10⌉ = 1 at once")
+	require.Equal(t, 5, w.step(h, 7, true), "1 + 4 > 2 × 1")
+	d := NewHPA(params, 0.7)
+	w = newHPAWorld(10)
+	w.step(d, 0.7, true)
+	w.step(d, 0.7, true)
+	require.Equal(t, 10, w.step(d, 0.06, true), "the default HPA keeps the 5-minute maximum")
 }

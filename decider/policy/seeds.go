@@ -3,6 +3,7 @@ package policy
 import "math"
 
 func init() {
+	extra["hpa-cooldown"] = func(p Params, _ Future) Policy { return NewCooldownHPA(p, p.cpuTarget()) }
 	extra["predictive-hpa"] = func(p Params, _ Future) Policy { return NewPredictiveHPA(p, p.cpuTarget()) }
 	extra["alg1"] = func(p Params, _ Future) Policy { return NewOneStep(p, Alg4Target) }
 	extra["alg2"] = func(p Params, _ Future) Policy { return NewWindowed(p, Alg4Target, false) }
@@ -37,35 +38,66 @@ func (m *usageMeter) measure(o *Observation) (used, requested float64, pods int)
 	return used, requested, pods
 }
 
-// Seed 000 (predictive horizontal pod autoscaling, section 3.5 and the
-// implementation chapter): the HPA of its time (30 s sync, tolerance 0.1, no
-// rescale within 3 min of the last one for scale-up or 5 min for scale-down)
-// with the utilisation replaced, for scale-up, by a least-squares line through
-// every previous utilisation measurement evaluated at now + the average pod
-// initialisation time; when the line's slope is negative the current
-// utilisation is used (reactive).
+// Seed 000 (predictive horizontal pod autoscaling, sections 3.4–3.5 and the
+// implementation chapter 4.2) and the HPA of its time, which it compares
+// against. The era's HPA (Kubernetes 1.2–1.5: pkg/controller/podautoscaler
+// horizontal.go and cmd/kube-controller-manager options.go) syncs every 30 s,
+// holds while the utilisation is within 10 % of the target, sets
+// TargetNumOfPods = ⌈utilisation / target × current replicas⌉ (the seed's
+// §3.4.2), and rescales only if the last rescale was more than 3 minutes ago
+// for a scale-up (upscaleForbiddenWindow) or 5 minutes ago for a scale-down
+// (downscaleForbiddenWindow). The utilisation is usage / request over the
+// Ready pods with a sample since the last sync (the seed does not say which
+// pods; Kubernetes 1.5's metrics client counts running and Ready ones). The
+// era's max(2 × current, 4) scale-up limit is not in the seed's description
+// and is not applied.
+//
+// The predictive variant replaces the utilisation, for scale-up, by a
+// least-squares line through the utilisations of the last p·c seconds (p the
+// mean pod initialisation time measured so far, c = 20, at most 3 minutes:
+// §4.2.2 and its footnote 4), evaluated at now + p; when the line's slope is
+// negative the current utilisation is used (reactive), as before any pod has
+// initialised (p = 0 leaves one point).
 const (
 	PredictiveHPASync     = 30.0
 	PredictiveHPAUpCool   = 180.0
 	PredictiveHPADownCool = 300.0
+	// PredictiveHPAHistoryFactor is c, and PredictiveHPAHistoryMax the cap
+	// on p·c, seconds.
+	PredictiveHPAHistoryFactor = 20.0
+	PredictiveHPAHistoryMax    = 180.0
 )
 
-// PredictiveHPA is seed 000's predictive HPA.
+// PredictiveHPA is seed 000's predictive HPA, or with predictive false the
+// reactive HPA of its time (hpa-cooldown).
 type PredictiveHPA struct {
-	p        Params
-	target   float64
-	meter    usageMeter
-	ts, us   []float64
-	lastScal float64
+	p          Params
+	predictive bool
+	target     float64
+	meter      usageMeter
+	ts, us     []float64
+	lastScal   float64
 }
 
 // NewPredictiveHPA returns seed 000's autoscaler with a CPU utilisation target.
 func NewPredictiveHPA(p Params, target float64) *PredictiveHPA {
-	return &PredictiveHPA{p: p, target: target, meter: newUsageMeter(), lastScal: math.Inf(-1)}
+	return &PredictiveHPA{p: p, predictive: true, target: target, meter: newUsageMeter(), lastScal: math.Inf(-1)}
 }
 
-// Name is "predictive-hpa".
-func (*PredictiveHPA) Name() string { return "predictive-hpa" }
+// NewCooldownHPA returns the reactive HPA of seed 000's time (hpa-cooldown).
+func NewCooldownHPA(p Params, target float64) *PredictiveHPA {
+	h := NewPredictiveHPA(p, target)
+	h.predictive = false
+	return h
+}
+
+// Name is "predictive-hpa" or "hpa-cooldown".
+func (h *PredictiveHPA) Name() string {
+	if h.predictive {
+		return "predictive-hpa"
+	}
+	return "hpa-cooldown"
+}
 
 // Period is its 30 s sync.
 func (*PredictiveHPA) Period() float64 { return PredictiveHPASync }
@@ -78,18 +110,26 @@ func (h *PredictiveHPA) Decide(o *Observation) Decision {
 		return Decision{Replicas: current}
 	}
 	util := used / req
-	h.ts = append(h.ts, o.Now)
-	h.us = append(h.us, util)
-	init := 0.0
-	for _, d := range o.InitTimes {
-		init += d
-	}
-	if len(o.InitTimes) > 0 {
-		init /= float64(len(o.InitTimes))
-	}
 	predicted := util
-	if a, b, ok := lineOfBestFit(h.ts, h.us); ok && b > 0 {
-		predicted = a + b*(o.Now+init)
+	if h.predictive {
+		init := 0.0
+		for _, d := range o.InitTimes {
+			init += d
+		}
+		if len(o.InitTimes) > 0 {
+			init /= float64(len(o.InitTimes))
+		}
+		h.ts = append(h.ts, o.Now)
+		h.us = append(h.us, util)
+		from := o.Now - min(init*PredictiveHPAHistoryFactor, PredictiveHPAHistoryMax)
+		drop := 0
+		for drop < len(h.ts) && h.ts[drop] <= from && drop < len(h.ts)-1 {
+			drop++
+		}
+		h.ts, h.us = h.ts[drop:], h.us[drop:]
+		if a, b, ok := lineOfBestFit(h.ts, h.us); ok && b > 0 {
+			predicted = a + b*(o.Now+init)
+		}
 	}
 	ratio := predicted / h.target
 	if math.Abs(1-ratio) <= HPATolerance {
@@ -97,14 +137,14 @@ func (h *PredictiveHPA) Decide(o *Observation) Decision {
 	}
 	desired := clamp(int(math.Ceil(ratio*float64(current))), h.p)
 	switch {
-	case desired > current && o.Now-h.lastScal < PredictiveHPAUpCool,
-		desired < current && o.Now-h.lastScal < PredictiveHPADownCool:
+	case desired > current && o.Now-h.lastScal <= PredictiveHPAUpCool,
+		desired < current && o.Now-h.lastScal <= PredictiveHPADownCool:
 		return Decision{Replicas: current}
 	}
 	if desired != current {
 		h.lastScal = o.Now
 	}
-	return Decision{Replicas: desired, Forecast: 0}
+	return Decision{Replicas: desired}
 }
 
 // lineOfBestFit is the least-squares line y = a + b·x (seed 000: b from the
@@ -135,19 +175,24 @@ func lineOfBestFit(x, y []float64) (a, b float64, ok bool) {
 
 // Seed 004 (chapter 3.4): three variations of the HPA equation
 // n_k = ⌈n_{k−1} · U(k)/U⌉ on CPU utilisation with a 50 % goal (its
-// experiments' setting), measurements every minute.
+// experiments' setting). Scaling periods from its Table 4.1: Algorithm 1
+// every 2 minutes (Table 4.6 also tries 1, 3, 4 and 5), Algorithm 2 every
+// minute, Algorithm 3 every 5 minutes on one-minute measurements.
 const (
 	Alg4Target  = 0.5
 	Alg4Measure = 60.0
 	Alg4Window  = 5
+	Alg1Period  = 120.0
 )
 
 // OneStep is seed 004's Algorithm 1 (one-step history): scale by the HPA
 // equation when the direction repeats the previous decision, by one pod when it
 // reverses it. Initial values n = 1, D = Up as in the seed. It decides every
-// minute, on the utilisation of that minute.
+// scaling period (Params.Alg1Period, default 2 minutes), on the utilisation
+// over that period.
 type OneStep struct {
 	p      Params
+	period float64
 	target float64
 	meter  usageMeter
 	n      int
@@ -156,14 +201,18 @@ type OneStep struct {
 
 // NewOneStep returns Algorithm 1.
 func NewOneStep(p Params, target float64) *OneStep {
-	return &OneStep{p: p, target: target, meter: newUsageMeter(), n: 1, up: true}
+	period := p.Alg1Period
+	if period <= 0 {
+		period = Alg1Period
+	}
+	return &OneStep{p: p, period: period, target: target, meter: newUsageMeter(), n: 1, up: true}
 }
 
 // Name is "alg1".
 func (*OneStep) Name() string { return "alg1" }
 
-// Period is one minute.
-func (*OneStep) Period() float64 { return Alg4Measure }
+// Period is the scaling period.
+func (a *OneStep) Period() float64 { return a.period }
 
 // Decide runs Algorithm 1.
 func (a *OneStep) Decide(o *Observation) Decision {
@@ -232,8 +281,14 @@ func (w *Windowed) Decide(o *Observation) Decision {
 		}
 		w.tick++
 	}
-	if len(w.cores) == 0 || (w.moving && (len(w.cores) < Alg4Window || w.tick%Alg4Window != 0 || n == 0)) {
+	// Without a measurement this minute (no Ready pod with a sample) there is
+	// no request per pod to relate the window to: hold, as the seed's loop
+	// does when the metrics server returns nothing.
+	if n == 0 || len(w.cores) == 0 {
 		return Decision{Replicas: len(o.Pods)}
+	}
+	if w.moving && (len(w.cores) < Alg4Window || w.tick%Alg4Window != 0) {
+		return Decision{Replicas: len(o.Pods), MeasureOnly: true}
 	}
 	var c, p float64
 	for i := range w.cores {

@@ -61,6 +61,15 @@ func TestAlg2AndAlg3Windows(t *testing.T) {
 	require.Greater(t, got2[5], got2[0])
 	// Moving window: waits for five measurements, then acts once per five minutes.
 	require.Equal(t, []int{1, 1, 1, 1, 2, 2}, got3)
+	// Only every fifth call is a decision (seed 004's metrics sample those).
+	f3.now += Alg4Measure
+	for i := 0; i < 3; i++ {
+		f3.now += Alg4Measure
+		for j := range f3.pods {
+			f3.pods[j].BusyCum += 2 * Alg4Measure
+		}
+		require.True(t, a3.Decide(&Observation{Now: f3.now, Pods: f3.pods}).MeasureOnly)
+	}
 }
 
 func TestPredictiveHPAUsesTheTrendAndCooldowns(t *testing.T) {
@@ -81,4 +90,78 @@ func TestPredictiveHPAUsesTheTrendAndCooldowns(t *testing.T) {
 		f.pods[i].BusyCum += 2 * 30
 	}
 	require.Equal(t, len(f.pods), h.Decide(&Observation{Now: f.now + 60, Pods: f.pods}).Replicas)
+}
+
+// TestCooldownHPA: the HPA of seed 000's time rescales only when the last
+// rescale is more than 3 minutes old (up) or 5 minutes old (down).
+func TestCooldownHPA(t *testing.T) {
+	h := NewCooldownHPA(params, 0.5)
+	require.Equal(t, "hpa-cooldown", h.Name())
+	require.Equal(t, 30.0, h.Period())
+	f := newFeeder(2)
+	f.step(h, 0) // no previous sample
+	var got []int
+	// Sync k is at 30·k s after the first rescale. Up at once (no rescale
+	// yet: 2 × 1.0/0.5 = 4), held while 30·k ≤ 180, up again at k = 7
+	// (210 s); down (⌈0.1/0.5 × 8⌉ = 2) is held while 30·k − 210 ≤ 300, so
+	// until k = 18.
+	for range 8 {
+		got = append(got, f.step(h, 1.0))
+	}
+	for range 11 {
+		got = append(got, f.step(h, 0.1))
+	}
+	require.Equal(t, []int{4, 4, 4, 4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 2}, got)
+}
+
+// TestPredictiveHPAHistoryWindow: the line is fitted through the
+// utilisations of the last p·c seconds only (p the mean init time, c = 20,
+// at most 3 minutes).
+func TestPredictiveHPAHistoryWindow(t *testing.T) {
+	for _, tc := range []struct {
+		init float64
+		want int
+	}{
+		{init: 5, want: 4},   // p·c = 100 s: now and 30, 60, 90 s before
+		{init: 120, want: 6}, // capped at 180 s: now and up to 150 s before
+		{init: 0, want: 1},   // no pod has initialised: the current value only
+	} {
+		h := NewPredictiveHPA(params, 0.5)
+		f := newFeeder(4)
+		f.step(h, 0)
+		var inits []float64
+		if tc.init > 0 {
+			inits = []float64{tc.init}
+		}
+		for range 12 {
+			f.now += PredictiveHPASync
+			for i := range f.pods {
+				f.pods[i].BusyCum += 0.5 * PredictiveHPASync
+			}
+			require.Equal(t, 4, h.Decide(&Observation{Now: f.now, Pods: f.pods, InitTimes: inits}).Replicas, "on target")
+		}
+		require.Len(t, h.ts, tc.want, "init %v s", tc.init)
+		require.Equal(t, f.now, h.ts[len(h.ts)-1])
+	}
+	require.Empty(t, NewCooldownHPA(params, 0.5).ts, "the reactive HPA keeps no history")
+}
+
+func TestAlg1Period(t *testing.T) {
+	require.Equal(t, 120.0, NewOneStep(params, 0.5).Period(), "seed 004's Table 4.1: 2 minutes")
+	p := params
+	p.Alg1Period = 300
+	require.Equal(t, 300.0, NewOneStep(p, 0.5).Period())
+}
+
+// TestAlg2HoldsWithoutAMeasurement: a minute in which no Ready pod has a
+// sample (all replaced) holds the count instead of dividing 0 by 0.
+func TestAlg2HoldsWithoutAMeasurement(t *testing.T) {
+	a := NewWindowed(params, 0.5, false)
+	f := newFeeder(2)
+	f.step(a, 0)
+	require.Equal(t, 2, f.step(a, 1.0), "n = ⌈1 × 1.0/0.5⌉")
+	// New pods only: none has a previous sample. (Before the guard the
+	// utilisation was 0/0 and the count fell to the minimum.)
+	obs := &Observation{Now: f.now + 60, Pods: []Pod{{ID: 900, Ready: true, CPU: 1}, {ID: 901, Ready: true, CPU: 1}, {ID: 902, CPU: 1}}}
+	require.Equal(t, 3, a.Decide(obs).Replicas)
 }

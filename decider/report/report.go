@@ -146,12 +146,14 @@ var page = template.Must(template.New("r").Parse(`<!DOCTYPE html>
 <style>body{font-family:sans-serif;margin:20px;max-width:960px}table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th:first-child,td:first-child{text-align:left}</style>
 </head><body>
 <h1>{{.Title}}</h1>
-<p>{{.Description}}. Latency target {{.Target}} at p{{.Percentile}}. Demand is the oracle's required pods; supply is Ready pods.</p>
+<p>{{.Description}}. Latency target {{.Target}} s at p{{.Percentile}}. Demand (the SPEC RG demand curve) is, for each second, the fewest pods the oracle's sizing rule says meet the target at that second's true arrival rate; supply is Ready pods.</p>
+{{range .Comparison.Oracles}}<p class="oracle">{{.Policy}} is the cheapest of {{.Runs}} simulated schedules {{if eq .Policy "oracle-pooled"}}with requests through a Service or a capacity-aware activator in front of the pods (as Knative's){{else}}with requests routed at random through a Service, as for qas and the HPA,{{end}} that {{if .Met}}meet{{else}}come closest to{{end}} the SLO (at most {{printf "%.2f" .BudgetPct}} % of requests over the target): requests through the {{.Routing}}, {{printf "%.3f" .Headroom}} × the true rate's {{.Window}} s centred mean.</p>
+{{end}}
 {{range .Charts}}<div>{{.}}</div>
 {{end}}
 <h2>Metrics</h2>
-<table id="metrics"><tr><th>policy</th><th>requests</th><th>&gt;T %</th><th>minutes &gt;T %</th><th>p50 s</th><th>p95 s</th><th>p99 s</th><th>pod-s</th><th>CPU core-s</th><th>actions</th><th>resizes</th><th>migrations</th><th>θU %</th><th>θO %</th><th>τU %</th><th>τO %</th><th>instability %</th><th>jitter /min</th></tr>
-{{range .Rows}}<tr><td>{{.Name}}</td><td>{{.Requests}}</td><td>{{printf "%.2f" .RequestsOverTargetPct}}</td><td>{{printf "%.1f" .MinutesOverTargetPct}}</td><td>{{printf "%.3f" .Latency.P50}}</td><td>{{printf "%.3f" .Latency.P95}}</td><td>{{printf "%.3f" .Latency.P99}}</td><td>{{printf "%.0f" .PodSeconds}}</td><td>{{printf "%.0f" .CPUCoreSeconds}}</td><td>{{.Actions}}</td><td>{{.Resizes}}</td><td>{{.Migrations}}</td><td>{{printf "%.1f" .Spec.ThetaU}}</td><td>{{printf "%.1f" .Spec.ThetaO}}</td><td>{{printf "%.1f" .Spec.TauU}}</td><td>{{printf "%.1f" .Spec.TauO}}</td><td>{{printf "%.1f" .Spec.Instability}}</td><td>{{printf "%.2f" .Spec.Jitter}}</td></tr>
+<table id="metrics"><tr><th>policy</th><th>requests</th><th>&gt;T %</th><th>minutes &gt;T %</th><th>p50 s</th><th>p95 s</th><th>p99 s</th><th>pod-s</th><th>CPU core-s</th><th>actions</th><th>resizes</th><th>migrations</th><th>oracle routing</th><th>θU %</th><th>θO %</th><th>τU %</th><th>τO %</th><th>instability %</th><th>jitter /min</th></tr>
+{{range .Rows}}<tr><td>{{.Name}}</td><td>{{.Requests}}</td><td>{{printf "%.2f" .RequestsOverTargetPct}}</td><td>{{printf "%.1f" .MinutesOverTargetPct}}</td><td>{{printf "%.3f" .Latency.P50}}</td><td>{{printf "%.3f" .Latency.P95}}</td><td>{{printf "%.3f" .Latency.P99}}</td><td>{{printf "%.0f" .PodSeconds}}</td><td>{{printf "%.0f" .CPUCoreSeconds}}</td><td>{{.Actions}}</td><td>{{.Resizes}}</td><td>{{.Migrations}}</td><td>{{.Routing}}</td><td>{{printf "%.1f" .Spec.ThetaU}}</td><td>{{printf "%.1f" .Spec.ThetaO}}</td><td>{{printf "%.1f" .Spec.TauU}}</td><td>{{printf "%.1f" .Spec.TauO}}</td><td>{{printf "%.1f" .Spec.Instability}}</td><td>{{printf "%.2f" .Spec.Jitter}}</td></tr>
 {{end}}</table>
 </body></html>
 `))
@@ -175,7 +177,8 @@ func Write(w io.Writer, in Input) error {
 				break
 			}
 		}
-		if hasForecast && r.Policy != "oracle" {
+		// An oracle's sizing rate is its schedule's, not a forecast.
+		if hasForecast && c.Summaries[i].Routing == "" {
 			rate = append(rate, series{Name: r.Policy + " sizing λ", Color: col, Y: r.Forecast, Dash: true})
 		}
 		reps = append(reps, series{Name: r.Policy, Color: col, Y: ints(r.Ready)})
@@ -206,11 +209,14 @@ func Write(w io.Writer, in Input) error {
 func actionSeries(c *sim.Comparison) []series {
 	var out []series
 	for i, r := range c.Results {
+		// Count as the table does: every change of the desired count,
+		// the first one from the initial replicas included.
 		y := make([]float64, len(r.Desired))
-		n := 0
-		for j := 1; j < len(r.Desired); j++ {
-			if r.Desired[j] != r.Desired[j-1] {
+		n, prev := 0, r.Initial
+		for j, d := range r.Desired {
+			if d != prev {
 				n++
+				prev = d
 			}
 			y[j] = float64(n)
 		}

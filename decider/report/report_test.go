@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -30,22 +31,59 @@ func comparison(t *testing.T) Input {
 		rates[i] = 30 + 25*math.Sin(float64(i)/120)
 	}
 	cfg := sim.Config{Rates: rates, Service: svc, Init: init, Concurrency: 1, CPU: 0.5, Target: 0.2, Percentile: 95, Seed: 1}
-	c, err := sim.Compare(cfg, []string{"qas", "hpa", "oracle"}, policy.Params{Target: 0.2, Percentile: 95, Concurrency: 1, CPU: 0.5, MinReplicas: 1, MaxReplicas: 100}, nil)
+	c, err := sim.Compare(cfg, []string{"qas", "hpa", "oracle", "oracle-pooled"}, policy.Params{Target: 0.2, Percentile: 95, Concurrency: 1, CPU: 0.5, MinReplicas: 1, MaxReplicas: 100}, nil)
 	require.NoError(t, err)
 	return Input{Title: "test <report>", Description: "sine", Rates: rates, Target: 0.2, Percentile: 95, Comparison: c}
 }
 
 func TestWriteIsSelfContained(t *testing.T) {
 	var b bytes.Buffer
-	require.NoError(t, Write(&b, comparison(t)))
+	in := comparison(t)
+	require.NoError(t, Write(&b, in))
 	html := b.String()
 	require.Equal(t, 5, strings.Count(html, "<svg"))
 	require.Contains(t, html, "test &lt;report&gt;", "the title is escaped")
 	require.NotRegexp(t, `(src|href)="(https?:)?//`, html, "nothing is loaded from elsewhere")
-	for _, p := range []string{"qas", "hpa", "oracle"} {
-		require.Contains(t, html, `<td>`+p+`</td>`)
+	for _, p := range []string{"qas", "hpa"} {
+		require.Regexp(t, fmt.Sprintf(`<tr><td>%s</td>(<td>[^<]*</td>){11}<td></td>`, p), html, "no oracle routing for %s", p)
 	}
+	require.Len(t, in.Comparison.Oracles, 2)
+	for i, o := range in.Comparison.Oracles {
+		// Each oracle's row shows its routing, and its paragraph says how it
+		// was found.
+		require.Equal(t, o.Policy, in.Comparison.Summaries[2+i].Name)
+		require.Regexp(t, fmt.Sprintf(`<tr><td>%s</td>(<td>[^<]*</td>){11}<td>%s</td>`, o.Policy, o.Routing), html)
+		require.Contains(t, html, fmt.Sprintf("%s is the cheapest of %d simulated schedules", o.Policy, o.Runs))
+		require.Contains(t, html, "requests through the "+o.Routing+", ")
+	}
+	require.Equal(t, "service", in.Comparison.Oracles[0].Routing, "the oracle is routed through the Service")
+	require.Contains(t, html, "oracle is the cheapest of 36 simulated schedules with requests routed at random through a Service")
+	require.Contains(t, html, "oracle-pooled is the cheapest of 72 simulated schedules with requests through a Service or a capacity-aware activator")
 	require.Error(t, Write(&b, Input{}), "no results")
+}
+
+// TestActionsChartAgreesWithTable: the actions chart ends at the table's
+// count for every policy, the first change from the initial replicas
+// included.
+func TestActionsChartAgreesWithTable(t *testing.T) {
+	in := comparison(t)
+	series := actionSeries(in.Comparison)
+	first := 0
+	for i, s := range series {
+		r := in.Comparison.Results[i]
+		require.Equal(t, float64(in.Comparison.Summaries[i].Actions), s.Y[len(s.Y)-1], s.Name)
+		if r.Desired[0] != r.Initial {
+			first++
+			require.Equal(t, 1.0, s.Y[0], "%s changed its count in the first second", s.Name)
+		}
+	}
+	// A hand-built run that changes its count in its first second: the old
+	// chart, which compared each second with the previous one only, started
+	// at 0 and ended at 1.
+	r := &sim.Result{Policy: "scripted", Initial: 3, Desired: []int{5, 5, 4, 4}, Actions: 2}
+	y := actionSeries(&sim.Comparison{Results: []*sim.Result{r}})[0].Y
+	require.Equal(t, []float64{1, 1, 2, 2}, y)
+	t.Logf("%d policies changed their count in the first second", first)
 }
 
 // probe measures every chart and line in the real browser and writes the

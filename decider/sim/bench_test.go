@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,6 +39,40 @@ func BenchmarkSimulate(b *testing.B) {
 				requests += Run(cfg, pol).Requests
 			}
 			b.ReportMetric(float64(requests)/time.Since(start).Seconds(), "requests/s")
+		})
+	}
+}
+
+// BenchmarkOracleSearch reports the oracle search's cost: the simulated
+// requests of all its runs per second of wall time, and the runs per search,
+// on 600 simulated seconds of a sine load around 200 requests per second;
+// for the oracle alone (Service routing) and with oracle-pooled too (the
+// activator's runs added).
+func BenchmarkOracleSearch(b *testing.B) {
+	svc, _ := ParseDist("lognormal:20ms,cv=1.5")
+	init, _ := ParseDist("30s")
+	rates := make([]float64, 600)
+	for i := range rates {
+		rates[i] = 200 + 100*math.Sin(float64(i)/60)
+	}
+	cfg := Config{Rates: rates, Service: svc, Init: init, Concurrency: 4, CPU: 1, Target: 0.1, Percentile: 95, Seed: 1}
+	p := policy.Params{Target: 0.1, Percentile: 95, Concurrency: 4, CPU: 1, MinReplicas: 1, MaxReplicas: 500}
+	for _, names := range [][]string{{"oracle"}, {"oracle", "oracle-pooled"}} {
+		b.Run(strings.Join(names, ","), func(b *testing.B) {
+			requests, runs := 0, 0
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				c, err := Compare(cfg, names, p, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				// The last oracle's candidates cover the whole search.
+				o := c.Oracles[len(c.Oracles)-1]
+				runs += o.Runs
+				requests += o.Runs * c.Results[0].Requests
+			}
+			b.ReportMetric(float64(requests)/time.Since(start).Seconds(), "requests/s")
+			b.ReportMetric(float64(runs)/float64(b.N), "runs/search")
 		})
 	}
 }

@@ -21,11 +21,14 @@ type Summary struct {
 	Migrations            int      `json:"migrations"`
 	Latency               Quantile `json:"latency_seconds"`
 	MeanLatency           float64  `json:"mean_latency_seconds"`
-	// Spec compares Ready pods (supply) with the oracle's demand.
+	// Routing is, for an oracle, how its requests reached the pods:
+	// "service" (at random) or "activator" (OracleSearch.Routing).
+	Routing string `json:"routing,omitempty"`
+	// Spec compares Ready pods (supply) with the demand curve.
 	Spec Spec `json:"spec"`
-	// SpecRequested is seed 004's variant: the requested replicas against the
-	// running (Ready) ones.
-	SpecRequested Spec `json:"spec_requested_vs_running"`
+	// SpecRequested is seed 004's variant: the replicas requested at each
+	// decision against the ones running.
+	SpecRequested RequestedVsRunning `json:"spec_requested_vs_running"`
 }
 
 // Quantile holds latency percentiles in seconds.
@@ -39,8 +42,17 @@ type Quantile struct {
 type Comparison struct {
 	Results   []*Result
 	Summaries []Summary
-	Demand    []int
-	Capacity  *policy.Capacity
+	// Demand is the SPEC RG demand curve (policy.Demand): for each simulated
+	// second, the fewest pods the oracle's sizing rule says meet the target at
+	// that second's true arrival rate.
+	Demand   []int
+	Capacity *policy.Capacity
+	// Oracles tell how each oracle's schedule was found (oracle,
+	// oracle-pooled), in the order they ran.
+	Oracles []OracleSearch
+	// Seed000 is seed 000's statistic of predictive-hpa against
+	// hpa-cooldown, when both ran.
+	Seed000 *Seed000Stat
 }
 
 // NewCapacity is the oracle's sizing rule for cfg (it knows the true
@@ -73,17 +85,18 @@ func SharingPlaces(cfg Config) int {
 	return min(max(1, int(math.Floor(cfg.CPU/psUnitOf(cfg)+1e-9))), max(cfg.Concurrency, 1))
 }
 
-// Compare runs each named policy on cfg with the same seed.
+// Compare runs each named policy on cfg with the same seed. The oracles are
+// the cheapest schedules found by one search (searchOracles): through the
+// Service for oracle, with the routing free for oracle-pooled.
 func Compare(cfg Config, names []string, p policy.Params, progress func(policy string, second, total int)) (*Comparison, error) {
 	capa := NewCapacity(cfg, max(p.MaxReplicas, 1))
-	fut := policy.Future{Rates: cfg.Rates, Capacity: capa, Init: cfg.Init.Max()}
 	pols := make([]policy.Policy, 0, len(names))
 	for _, n := range names {
 		pp := p
 		if cfg.Sharing && (n == "qas" || n == "qas-reactive") {
 			pp.Concurrency = SharingPlaces(cfg)
 		}
-		pol, err := policy.New(n, pp, fut)
+		pol, err := policy.New(n, pp, policy.Future{})
 		if err != nil {
 			return nil, err
 		}
@@ -92,21 +105,61 @@ func Compare(cfg Config, names []string, p policy.Params, progress func(policy s
 	c := &Comparison{Demand: policy.Demand(cfg.Rates, capa), Capacity: capa}
 	if cfg.InitialReplicas == 0 {
 		// Start every policy where the oracle would: enough pods for the
-		// first init time, so that no run begins with a backlog it could not
-		// have prevented.
-		for s := 0; s < len(c.Demand) && float64(s) <= fut.Init; s++ {
+		// first pod start's init time, so that no run begins with a backlog
+		// it could not have prevented.
+		first := NewInitTimes(cfg.Init, cfg.Seed).At(0)
+		for s := 0; s < len(c.Demand) && float64(s) <= first; s++ {
 			cfg.InitialReplicas = max(cfg.InitialReplicas, c.Demand[s])
 		}
 	}
+	pooled := false
+	for _, pol := range pols {
+		if o, ok := pol.(*policy.Oracle); ok && o.Pooled() {
+			pooled = true
+		}
+	}
+	var search *oracleRuns
 	for _, pol := range pols {
 		run := cfg
+		name := pol.Name()
 		if progress != nil {
-			name := pol.Name()
 			run.Progress = func(s, t int) { progress(name, s, t) }
 		}
-		r := Run(run, pol)
+		var r *Result
+		routing := ""
+		if o, ok := pol.(*policy.Oracle); ok {
+			if search == nil {
+				var prog func(int, int)
+				if progress != nil {
+					prog = func(d, t int) { progress("oracle search", d, t) }
+				}
+				run.Progress = nil
+				search = searchOracles(run, p, capa, pooled, prog)
+			}
+			var found OracleSearch
+			r, found = search.pick(name, o.Pooled())
+			c.Oracles = append(c.Oracles, found)
+			routing = found.Routing
+		} else {
+			r = Run(run, pol)
+		}
 		c.Results = append(c.Results, r)
-		c.Summaries = append(c.Summaries, Summarize(r, c.Demand))
+		sum := Summarize(r, c.Demand)
+		sum.Routing = routing
+		c.Summaries = append(c.Summaries, sum)
+	}
+	var pred, react *Result
+	for _, r := range c.Results {
+		switch r.Policy {
+		case "predictive-hpa":
+			pred = r
+		case "hpa-cooldown":
+			react = r
+		}
+	}
+	if pred != nil && react != nil {
+		st := Seed000Compare(pred, react)
+		c.Seed000 = &st
 	}
 	return c, nil
 }
@@ -119,7 +172,7 @@ func Summarize(r *Result, demand []int) Summary {
 		CPUCoreSeconds: r.CPUCoreSeconds(), CPUUsedCoreSeconds: r.CPUUsedSeconds(), Actions: r.Actions, Resizes: r.Resizes, Migrations: r.Migrations,
 		Latency:     Quantile{P50: r.Latency.Quantile(50), P95: r.Latency.Quantile(95), P99: r.Latency.Quantile(99)},
 		MeanLatency: r.MeanLatency,
-		Spec:        Elasticity(demand, r.Ready), SpecRequested: Elasticity(r.Desired, r.Ready),
+		Spec:        Elasticity(demand, r.Ready), SpecRequested: SeedRequestedVsRunning(r.Decisions),
 	}
 }
 

@@ -134,10 +134,6 @@ func (d *Dist) SCV() float64 {
 	return 0
 }
 
-// Max is an upper bound used for the oracle's lead: the value itself, or the
-// 99.9th percentile.
-func (d *Dist) Max() float64 { return d.Quantile(99.9) }
-
 // Quantile is the value at percentile p in (0,100).
 func (d *Dist) Quantile(p float64) float64 {
 	q := p / 100

@@ -50,9 +50,22 @@ func (h *Histogram) Quantile(p float64) float64 {
 	return bucketUpper(histSize - 1)
 }
 
+// DecisionSample is one decision of a policy: at time At (simulated
+// seconds), Running pods were Ready and it requested Requested replicas for
+// the next interval.
+type DecisionSample struct {
+	At                 float64
+	Running, Requested int
+}
+
 // Result is one policy's run.
 type Result struct {
 	Policy string
+	// Initial is the replicas Ready at the start.
+	Initial int
+	// Decisions holds every decision, in order (seed 004's metrics sample
+	// them).
+	Decisions []DecisionSample
 	// Per simulated second.
 	Arrivals []int
 	Desired  []int     // replicas the policy asked for
@@ -63,13 +76,14 @@ type Result struct {
 	// second, core-seconds (the cost's time series).
 	CPURequestedPerSecond []float64
 	Forecast              []float64 // the rate the policy sized for (0 if none)
-	// MinuteLatency is the latency at the percentile of each simulated minute (0 if no request).
-	MinuteLatency []float64
-	Requests      int
-	OverTarget    int
-	MeanLatency   float64
-	Latency       Histogram
-	PodSeconds    float64
+	// MinuteLatency is the latency at the percentile of each simulated minute
+	// (0 if no request), and MinuteMeanLatency the mean, by completion time.
+	MinuteLatency, MinuteMeanLatency []float64
+	Requests                         int
+	OverTarget                       int
+	MeanLatency                      float64
+	Latency                          Histogram
+	PodSeconds                       float64
 	// CPURequested is the CPU requested by existing pods integrated over time, core-seconds.
 	CPURequested float64
 	// Resizes counts vertical resizes.
@@ -82,6 +96,7 @@ type Result struct {
 	CPU         float64 // request per pod, cores
 	target, pct float64
 	minutes     []Histogram
+	minuteSum   []float64
 	latSum      float64
 	seconds     []policy.Second
 }
@@ -91,7 +106,7 @@ func newResult(name string, cfg Config) *Result {
 	return &Result{
 		Policy: name, Arrivals: make([]int, n), Desired: make([]int, n), Ready: make([]int, n),
 		Existing: make([]int, n), CPUUsed: make([]float64, n), CPURequestedPerSecond: make([]float64, n), Forecast: make([]float64, n),
-		minutes: make([]Histogram, (n+59)/60), CPU: cfg.CPU, target: cfg.Target, pct: cfg.Percentile,
+		minutes: make([]Histogram, (n+59)/60), minuteSum: make([]float64, (n+59)/60), CPU: cfg.CPU, Initial: cfg.InitialReplicas, target: cfg.Target, pct: cfg.Percentile,
 		seconds: make([]policy.Second, 0, n), NodeServed: make([]int, cfg.Nodes),
 	}
 }
@@ -105,15 +120,20 @@ func (r *Result) record(lat, now float64) {
 	r.Latency.add(lat)
 	if m := int(now / 60); m < len(r.minutes) {
 		r.minutes[m].add(lat)
+		r.minuteSum[m] += lat
 	}
 }
 
 func (r *Result) finish() {
 	r.MinuteLatency = make([]float64, len(r.minutes))
+	r.MinuteMeanLatency = make([]float64, len(r.minutes))
 	for i := range r.minutes {
 		r.MinuteLatency[i] = r.minutes[i].Quantile(r.pct)
+		if r.minutes[i].N > 0 {
+			r.MinuteMeanLatency[i] = r.minuteSum[i] / float64(r.minutes[i].N)
+		}
 	}
-	r.minutes = nil
+	r.minutes, r.minuteSum = nil, nil
 	if r.Requests > 0 {
 		r.MeanLatency = r.latSum / float64(r.Requests)
 	}

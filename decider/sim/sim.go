@@ -6,9 +6,9 @@
 // chosen uniformly at random, as kube-proxy's iptables mode does for a Service;
 // with no Ready pod it waits in a front queue (as Knative's activator holds
 // requests) until one is Ready. Each pod serves at most k requests at once and
-// queues the rest FIFO. Pods take an init time (a distribution) to become
-// Ready; removed Ready pods stop receiving requests and finish the ones they
-// hold. Each busy slot uses CPU/k cores, so a pod's CPU utilisation is its
+// queues the rest FIFO. Pods take an init time (a distribution, drawn per
+// pod start from the seed's own stream: InitTimes) to become Ready; removed
+// Ready pods stop receiving requests and finish the ones they hold. Each busy slot uses CPU/k cores, so a pod's CPU utilisation is its
 // busy-slot share. The simulation is deterministic for a seed.
 package sim
 
@@ -179,28 +179,31 @@ type sim struct {
 	cfg Config
 	// Separate streams for arrivals, service times, routing and init times
 	// (common random numbers): every policy run on a seed sees the same
-	// arrivals with the same service times, whatever its pods do.
-	rngArr, rngSvc, rngRoute, rngInit *rand.Rand
-	now                               float64
-	heap                              eventHeap
-	pods                              []pod
-	active                            []int // not draining, not gone (includes starting pods)
-	ready                             []int // Ready and not draining
-	front                             fifo
-	existing                          int // pods not gone (starting, ready, draining)
-	lastPodT                          float64
-	inflight                          int
-	lastInT                           float64
-	curCPU                            float64 // CPU request of new pods (changed by vertical resizes)
-	reqCores                          float64 // CPU requested by existing pods
-	res                               *Result
-	sec                               policy.Second
-	inits                             []float64
-	cpuTotal                          float64
-	cpuMark                           float64
-	reqMark                           float64 // CPURequested at the end of the last second
-	nodes                             []node
-	surges                            int // replacement pods still starting
+	// arrivals with the same service times, whatever its pods do, and the
+	// j-th pod start takes the same init time.
+	rngArr, rngSvc, rngRoute *rand.Rand
+	initSeq                  *InitTimes
+	starts                   int // pods started so far (the next start's index)
+	now                      float64
+	heap                     eventHeap
+	pods                     []pod
+	active                   []int // not draining, not gone (includes starting pods)
+	ready                    []int // Ready and not draining
+	front                    fifo
+	existing                 int // pods not gone (starting, ready, draining)
+	lastPodT                 float64
+	inflight                 int
+	lastInT                  float64
+	curCPU                   float64 // CPU request of new pods (changed by vertical resizes)
+	reqCores                 float64 // CPU requested by existing pods
+	res                      *Result
+	sec                      policy.Second
+	inits                    []float64
+	cpuTotal                 float64
+	cpuMark                  float64
+	reqMark                  float64 // CPURequested at the end of the last second
+	nodes                    []node
+	surges                   int // replacement pods still starting
 	// activator: requests wait in the front queue and go only to a Ready pod
 	// with a free service place (Knative's activator in the request path).
 	activator bool
@@ -260,7 +263,14 @@ func (s *sim) startPod(id int, ready bool) {
 		s.makeReady(id)
 		return
 	}
-	s.heap.push(event{t: s.now + s.cfg.Init.Sample(s.rngInit), pod: int32(id), k: evReady})
+	s.heap.push(event{t: s.now + s.nextInit(), pod: int32(id), k: evReady})
+}
+
+// nextInit is the init time of the pod starting now.
+func (s *sim) nextInit() float64 {
+	d := s.initSeq.At(s.starts)
+	s.starts++
+	return d
 }
 
 func (s *sim) release(id int) {
@@ -280,7 +290,7 @@ func Run(cfg Config, p policy.Policy) *Result {
 		cfg.InitialReplicas = 1
 	}
 	s := &sim{cfg: cfg, rngArr: newRand(cfg.Seed, 1), rngSvc: newRand(cfg.Seed, 2), rngRoute: newRand(cfg.Seed, 3),
-		rngInit: newRand(cfg.Seed, 4), curCPU: cfg.CPU}
+		initSeq: NewInitTimes(cfg.Init, cfg.Seed), curCPU: cfg.CPU}
 	s.res = newResult(p.Name(), cfg)
 	router, _ := p.(ActivatorRouter)
 	if router != nil {
@@ -331,7 +341,11 @@ func Run(cfg Config, p policy.Policy) *Result {
 		if end >= nextDecision {
 			nextDecision = end + p.Period()
 			s.observe(obs)
+			running := len(s.ready)
 			d := p.Decide(obs)
+			if !d.MeasureOnly {
+				s.res.Decisions = append(s.res.Decisions, DecisionSample{At: end, Running: running, Requested: d.Replicas})
+			}
 			s.res.Forecast[second] = d.Forecast
 			if d.Replicas != lastDesired {
 				s.res.Actions++
@@ -432,7 +446,8 @@ func (s *sim) arrive() {
 	s.inTick()
 	s.inflight++
 	req := request{arr: s.now, svc: s.cfg.Service.Sample(s.rngSvc)}
-	if len(s.ready) == 0 {
+	if len(s.ready) == 0 || s.front.size > 0 {
+		// Requests already waiting in front go first (FIFO).
 		s.front.push(req)
 		return
 	}
@@ -583,11 +598,23 @@ func (s *sim) makeReady(id int) {
 			}
 		}
 	}
-	for s.front.size > 0 && p.inService < s.cfg.Concurrency {
-		if s.activator {
+	s.drainFront(id)
+}
+
+// drainFront hands the requests waiting in front, oldest first, to the Ready
+// pods once pod id is Ready. Behind the activator they go only to free
+// places, the new pod's (every other Ready pod is full, or the requests would
+// not be waiting); the rest wait for the next free place. Without it they go
+// at random, all of them, as a Service does once it has endpoints: the pods
+// queue them, ahead of any later arrival.
+func (s *sim) drainFront(id int) {
+	if s.activator {
+		for s.front.size > 0 && s.pods[id].inService < s.cfg.Concurrency {
 			s.route(id, s.front.pop())
-			continue
 		}
+		return
+	}
+	for s.front.size > 0 {
 		s.route(s.ready[s.rngRoute.IntN(len(s.ready))], s.front.pop())
 	}
 }
@@ -689,7 +716,7 @@ func (s *sim) migrate(m policy.Move) {
 	p.surgeFor = m.Pod
 	s.pods[m.Pod].surge = id
 	s.surges++
-	s.heap.push(event{t: s.now + s.cfg.Init.Sample(s.rngInit), pod: int32(id), k: evReady})
+	s.heap.push(event{t: s.now + s.nextInit(), pod: int32(id), k: evReady})
 }
 
 func (s *sim) background(n int) float64 {
@@ -745,6 +772,7 @@ func (s *sim) observe(o *policy.Observation) {
 		o.Nodes = append(o.Nodes, policy.Node{CPU: s.cfg.NodeCPU, Requested: n.requested, UsedCum: n.usedCum})
 	}
 	o.InitTimes = s.inits
+	o.PodStarts = s.starts
 }
 
 func newRand(seed, stream uint64) *rand.Rand {

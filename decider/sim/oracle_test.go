@@ -1,0 +1,112 @@
+package sim
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/qas-dev/qas/decider/policy"
+	"github.com/qas-dev/qas/decider/trace"
+)
+
+// TestOracleIsTheCheapestThatMeetsTheSLO: on several workloads the oracle
+// (routed at random through a Service, as qas and the HPA are) meets the SLO
+// (at most 1 − p of requests over the target) and costs no more
+// CPU-core-seconds than qas, qas-reactive or hpa whenever they meet it too;
+// oracle-pooled (the routing free, so the activator too) meets it and costs
+// no more than the oracle, nor than kpa (whose activator also pools requests)
+// when kpa meets it.
+func TestOracleIsTheCheapestThatMeetsTheSLO(t *testing.T) {
+	dist := func(s string) Dist {
+		d, err := ParseDist(s)
+		require.NoError(t, err)
+		return d
+	}
+	sine := make([]float64, 1200)
+	for i := range sine {
+		sine[i] = 30 + 25*math.Sin(float64(i)/120)
+	}
+	step := append(constRates(10, 300), constRates(80, 300)...)
+	step = append(step, constRates(10, 300)...)
+	incdec, err := trace.Load(trace.Options{Source: "pattern:increase-decrease", Scale: 1, Compress: 1})
+	require.NoError(t, err)
+	compared := map[string]int{}
+	names := []string{"oracle", "oracle-pooled", "qas", "qas-reactive", "hpa", "kpa"}
+	// Whom each oracle is held to, when they meet the SLO.
+	against := map[string][]string{
+		"oracle":        {"qas", "qas-reactive", "hpa"},
+		"oracle-pooled": {"oracle", "kpa"},
+	}
+	for _, tc := range []struct {
+		name          string
+		rates         []float64
+		service, init string
+		target        float64
+		initial       int
+	}{
+		{name: "sine, exp service, 20 s init", rates: sine, service: "exp:50ms", init: "20s", target: 0.2},
+		{name: "step, constant service", rates: step, service: "const:50ms", init: "20s", target: 0.2},
+		{name: "seed 000 increase-decrease, 135 s init", rates: incdec.Rates, service: "exp:250ms", init: "135s", target: 1, initial: 1},
+		{name: "sine, lognormal service, exponential init", rates: sine, service: "lognormal:50ms,cv=1.5", init: "exp:30s", target: 0.25},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Rates: tc.rates, Service: dist(tc.service), Init: dist(tc.init), Concurrency: 1, CPU: 0.5,
+				Target: tc.target, Percentile: 95, InitialReplicas: tc.initial, Seed: 1}
+			p := policy.Params{Target: tc.target, Percentile: 95, Concurrency: 1, CPU: 0.5, MinReplicas: 1, MaxReplicas: 100}
+			c, err := Compare(cfg, names, p, nil)
+			require.NoError(t, err)
+			require.Len(t, c.Oracles, 2)
+			byName := map[string]*Result{}
+			for i, r := range c.Results {
+				require.Equal(t, names[i], r.Policy)
+				byName[r.Policy] = r
+				s := c.Summaries[i]
+				t.Logf("%s: %.2f %% over, %.0f core-s, routing %q", s.Name, s.RequestsOverTargetPct, s.CPUCoreSeconds, s.Routing)
+			}
+			meets := func(r *Result) bool { return float64(r.OverTarget) <= 0.05*float64(r.Requests) }
+			for i, o := range c.Oracles {
+				require.Equal(t, names[i], o.Policy)
+				require.True(t, o.Met, o.Policy)
+				require.Equal(t, o.Routing, c.Summaries[i].Routing)
+				r := byName[o.Policy]
+				require.True(t, meets(r), "%s meets p95 ≤ target", o.Policy)
+				for _, other := range against[o.Policy] {
+					if q := byName[other]; meets(q) {
+						compared[o.Policy]++
+						require.LessOrEqual(t, r.CPURequested, q.CPURequested, "%s meets the SLO for less than %s", other, o.Policy)
+					}
+				}
+			}
+			require.Equal(t, "service", c.Oracles[0].Routing, "the oracle is routed as qas and the HPA are")
+			for _, cand := range c.Oracles[0].Candidates {
+				require.Equal(t, "service", cand.Routing, "the oracle searches Service routing only")
+			}
+		})
+	}
+	require.Positive(t, compared["oracle"], "qas, qas-reactive or hpa met the SLO somewhere, so the oracle's cost was compared")
+	require.Positive(t, compared["oracle-pooled"], "the pooled oracle's cost was compared")
+}
+
+// TestOracleDemandWhenTheTargetIsInfeasible: a target below the service
+// time's own p95 cannot be met by any pod count; the demand stays a finite
+// function of the rate instead of jumping to the replica cap.
+func TestOracleDemandWhenTheTargetIsInfeasible(t *testing.T) {
+	svc, err := ParseDist("exp:100ms")
+	require.NoError(t, err)
+	init, err := ParseDist("10s")
+	require.NoError(t, err)
+	rates := append(constRates(10, 300), constRates(40, 300)...)
+	cfg := Config{Rates: rates, Service: svc, Init: init, Concurrency: 1, CPU: 1, Target: 0.25, Percentile: 95, Seed: 1}
+	capa := NewCapacity(cfg, 200)
+	require.False(t, capa.Feasible(), "P(S > 250 ms) = e^−2.5 ≈ 8 % > 5 %")
+	d := policy.Demand(rates, capa)
+	require.Less(t, d[0], d[599], "more load needs more pods")
+	require.Less(t, d[599], 200, "not the replica cap")
+	c, err := Compare(cfg, []string{"oracle", "static:200"}, policy.Params{Target: 0.25, Percentile: 95, Concurrency: 1, CPU: 1,
+		MinReplicas: 1, MaxReplicas: 200}, nil)
+	require.NoError(t, err)
+	require.InDelta(t, 100*(math.Exp(-2.5)+0.05*(1-math.Exp(-2.5))), c.Oracles[0].BudgetPct, 0.2)
+	require.True(t, c.Oracles[0].Met, "the relaxed budget is met")
+	require.Less(t, c.Summaries[0].CPUCoreSeconds, c.Summaries[1].CPUCoreSeconds/4)
+}
