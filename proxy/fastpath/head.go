@@ -183,38 +183,40 @@ func connTokens(v []byte, f func(tok []byte) bool) bool {
 	return true
 }
 
-// connNames collects the header names that Connection fields list, which are
-// hop-by-hop and dropped with them.
-type connNames struct {
-	n     int
-	names [maxConnTokens][2]int
+// connHeader collects what Connection fields say: the connection options close,
+// keep-alive and upgrade, and the header names they list, which are hop-by-hop and
+// dropped with them.
+type connHeader struct {
+	close, keepAlive, upgrade bool
+	n                         int
+	names                     [maxConnTokens][2]int
 }
 
-// add marks f, a Connection field with value value, as hop-by-hop and records the
-// names it lists. option is asked first about each token: handled says it is a
-// connection option (close, keep-alive) rather than a name, and !ok refuses the head.
-// add reports false if the head is refused or lists too many names.
-func (cn *connNames) add(f *field, value []byte, option func(tok []byte) (handled, ok bool)) bool {
+// add marks f, a Connection field with value value, as hop-by-hop and notes its
+// options and names. It reports false if the field lists too many names.
+func (cn *connHeader) add(f *field, value []byte) bool {
 	f.drop = true
 	return connTokens(value, func(tok []byte) bool {
-		handled, ok := option(tok)
 		switch {
-		case !ok:
-			return false
-		case handled:
-			return true
+		case bytes.EqualFold(tok, tClose):
+			cn.close = true
+		case bytes.EqualFold(tok, tKeepAlive):
+			cn.keepAlive = true
+		case bytes.EqualFold(tok, tUpgrade):
+			cn.upgrade = true
 		case cn.n == maxConnTokens:
 			return false
+		default:
+			off := f.value[0] + bytes.Index(value, tok)
+			cn.names[cn.n] = [2]int{off, off + len(tok)}
+			cn.n++
 		}
-		off := f.value[0] + bytes.Index(value, tok)
-		cn.names[cn.n] = [2]int{off, off + len(tok)}
-		cn.n++
 		return true
 	})
 }
 
 // drop marks the fields named by Connection tokens as hop-by-hop.
-func (cn *connNames) drop(head []byte, fs []field) {
+func (cn *connHeader) drop(head []byte, fs []field) {
 	for _, n := range cn.names[:cn.n] {
 		name := head[n[0]:n[1]]
 		for i := range fs {
@@ -335,7 +337,7 @@ func parseRequest(head []byte, h *requestHead) bool {
 	if h.fields, ok = parseFields(head, h.lineEnd, h.fields); !ok {
 		return false
 	}
-	var conn connNames
+	var conn connHeader
 	hosts := 0
 	for i := range h.fields {
 		f := &h.fields[i]
@@ -360,17 +362,7 @@ func parseRequest(head []byte, h *requestHead) bool {
 			}
 			h.contentLength = n
 		case hdrConnection:
-			ok := conn.add(f, value, func(tok []byte) (handled, ok bool) {
-				switch {
-				case bytes.EqualFold(tok, tClose):
-					h.close = true
-					return true, true
-				case bytes.EqualFold(tok, tKeepAlive):
-					return true, true
-				}
-				return false, !bytes.EqualFold(tok, tUpgrade)
-			})
-			if !ok {
+			if !conn.add(f, value) {
 				return false
 			}
 		case hdrTransferEncoding, hdrUpgrade, hdrExpect, hdrTE, hdrHTTP2Settings:
@@ -380,9 +372,10 @@ func parseRequest(head []byte, h *requestHead) bool {
 			f.drop = true
 		}
 	}
-	if hosts != 1 {
+	if hosts != 1 || conn.upgrade {
 		return false
 	}
+	h.close = conn.close
 	conn.drop(head, h.fields)
 	return true
 }
@@ -406,7 +399,7 @@ func parseResponse(head []byte, h *responseHead) error {
 	switch {
 	case bytes.HasPrefix(line, []byte("HTTP/1.1 ")):
 	case bytes.HasPrefix(line, []byte("HTTP/1.0 ")):
-		http10, h.close = true, true
+		http10 = true
 	default:
 		return errHead("status line")
 	}
@@ -434,7 +427,7 @@ func parseResponse(head []byte, h *responseHead) error {
 	if h.fields, ok = parseFields(head, nl+1, h.fields); !ok {
 		return errHead("header line")
 	}
-	var conn connNames
+	var conn connHeader
 	for i := range h.fields {
 		f := &h.fields[i]
 		name := head[f.name[0]:f.name[1]]
@@ -459,26 +452,16 @@ func parseResponse(head []byte, h *responseHead) error {
 			h.chunked = true
 			f.drop = true
 		case hdrConnection:
-			ok := conn.add(f, value, func(tok []byte) (handled, ok bool) {
-				switch {
-				case bytes.EqualFold(tok, tClose):
-					h.close = true
-					return true, true
-				case bytes.EqualFold(tok, tKeepAlive):
-					if http10 {
-						h.close = false
-					}
-					return true, true
-				}
-				return false, true
-			})
-			if !ok {
+			if !conn.add(f, value) {
 				return errHead("Connection")
 			}
 		case hdrKeepAlive, hdrProxyConnection, hdrProxyAuthn, hdrProxyAuthz, hdrTE, hdrUpgrade:
 			f.drop = true
 		}
 	}
+	// As net/http's shouldClose: HTTP/1.1 closes on "close"; HTTP/1.0 also unless
+	// it asks for keep-alive.
+	h.close = conn.close || http10 && !conn.keepAlive
 	if h.chunked {
 		// A chunked message's Content-Length is meaningless (RFC 9112 §6.3) and is
 		// not forwarded.

@@ -31,6 +31,7 @@ func TestParseRequest(t *testing.T) {
 			dropped: []string{"Forwarded"}, gone: []string{"6.6.6.6", "https"}},
 		{name: "HTTP/1.0", head: "GET / HTTP/1.0\r\n\r\n"},
 		{name: "h2c preface", head: "PRI * HTTP/2.0\r\n\r\n"},
+		{name: "Connection: upgrade without Upgrade", head: "GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, upgrade\r\n\r\n"},
 		{name: "WebSocket", head: "GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"},
 		{name: "h2c upgrade", head: "GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAA\r\n\r\n"},
 		{name: "chunked body", head: "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"},
@@ -100,6 +101,8 @@ func TestParseResponse(t *testing.T) {
 			dropped: []string{"Transfer-Encoding", "Content-Length"}},
 		{name: "close", head: "HTTP/1.1 200 OK\r\nConnection: close, X-Hop\r\nX-Hop: 1\r\n\r\n", code: 200, len: -1, close: true, dropped: []string{"Connection", "X-Hop"}},
 		{name: "HTTP/1.0 closes", head: "HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", code: 200, len: 1, close: true},
+		{name: "HTTP/1.0 close wins over keep-alive", head: "HTTP/1.0 200 OK\r\nConnection: close, keep-alive\r\nContent-Length: 1\r\n\r\n", code: 200, len: 1, close: true, dropped: []string{"Connection"}},
+		{name: "HTTP/1.1 close in a second Connection field", head: "HTTP/1.1 200 OK\r\nConnection: X-A\r\nConnection: close\r\nX-A: 1\r\nContent-Length: 1\r\n\r\n", code: 200, len: 1, close: true, dropped: []string{"Connection", "X-A"}},
 		{name: "HTTP/1.0 keep-alive", head: "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\n", code: 200, len: 1, dropped: []string{"Connection"}},
 		{name: "HTTP/1.0 ignores transfer codings", head: "HTTP/1.0 200 OK\r\nTransfer-Encoding: Chunked\r\nContent-Length: 3\r\n\r\n", code: 200, len: 3, close: true,
 			dropped: []string{"Transfer-Encoding"}},
@@ -251,6 +254,12 @@ func FuzzParseResponse(f *testing.F) {
 		}
 		if resp.StatusCode != h.code {
 			t.Fatalf("code %d, net/http %d", h.code, resp.StatusCode)
+		}
+		// net/http also closes after a body that runs to the end of the connection,
+		// which relay never reuses either.
+		toEOF := h.code >= 200 && h.code != 204 && h.code != 304 && !h.chunked && h.contentLength < 0
+		if resp.Close != (h.close || toEOF) {
+			t.Fatalf("close %v (to EOF %v), net/http %v: %q", h.close, toEOF, resp.Close, head)
 		}
 		chunked := len(resp.TransferEncoding) == 1 && resp.TransferEncoding[0] == "chunked"
 		if h.code >= 200 && h.code != 204 && h.code != 304 {
