@@ -175,21 +175,25 @@ func TestCopyChunked(t *testing.T) {
 
 // FuzzParseRequest checks that every head the fast path accepts is one net/http reads
 // the same way, and that what it forwards is a valid request without hop-by-hop fields.
+// fuzzHeads seeds f and runs check on the complete head at the start of each input.
+func fuzzHeads(f *testing.F, seeds []string, check func(t *testing.T, head []byte)) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if e := headEnd(b, 0); e >= 0 {
+			check(t, b[:e])
+		}
+	})
+}
+
 func FuzzParseRequest(f *testing.F) {
-	for _, s := range []string{
+	fuzzHeads(f, []string{
 		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
 		"POST /x?y=%20 HTTP/1.1\r\nHost: a:80\r\nContent-Length: 3\r\nConnection: close, X\r\nX: 1\r\n\r\n",
 		"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
 		"GET / HTTP/1.1\r\nHost: [::1]:8080\r\nX-Forwarded-For: 1.2.3.4\r\n\r\n",
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		e := headEnd(b, 0)
-		if e < 0 {
-			return
-		}
-		head := b[:e]
+	}, func(t *testing.T, head []byte) {
 		var h requestHead
 		if !parseRequest(head, &h) {
 			return
@@ -230,20 +234,12 @@ func FuzzParseRequest(f *testing.F) {
 // FuzzParseResponse checks that the fast path reads the framing of every response head
 // it accepts as net/http does.
 func FuzzParseResponse(f *testing.F) {
-	for _, s := range []string{
+	fuzzHeads(f, []string{
 		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n",
 		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
 		"HTTP/1.0 404 Not Found\r\nConnection: keep-alive\r\n\r\n",
 		"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n",
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		e := headEnd(b, 0)
-		if e < 0 {
-			return
-		}
-		head := b[:e]
+	}, func(t *testing.T, head []byte) {
 		var h responseHead
 		if parseResponse(head, &h) != nil {
 			return

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -253,12 +252,7 @@ func TestAppClosesIdleConnections(t *testing.T) {
 // taken out of the queue, counted as rejected, and never reaches the app.
 func TestQueuedClientLeaves(t *testing.T) {
 	bothPaths(t, func(t *testing.T, fast bool) {
-		release := make(chan struct{})
-		var inApp atomic.Int32
-		up := app(t, func(w http.ResponseWriter, r *http.Request) {
-			inApp.Add(1)
-			<-release
-		})
+		up, inApp, release := gatedApp(t)
 		p := start(t, up, Config{ConcurrencyLimit: 1, QueueLimit: 1}, Options{FastPath: fast})
 		first := make(chan error, 1)
 		go func() {

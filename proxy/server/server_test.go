@@ -81,6 +81,17 @@ func app(t *testing.T, h http.HandlerFunc) string {
 	return s.Listener.Addr().String()
 }
 
+// gatedApp is an app whose requests wait until release is closed; inApp counts the
+// requests that have reached it.
+func gatedApp(t *testing.T) (addr string, inApp *atomic.Int32, release chan struct{}) {
+	inApp, release = new(atomic.Int32), make(chan struct{})
+	addr = app(t, func(w http.ResponseWriter, r *http.Request) {
+		inApp.Add(1)
+		<-release
+	})
+	return addr, inApp, release
+}
+
 func snapshot(t *testing.T, r *running) stats.Snapshot {
 	resp, err := http.Get(r.admin + "/stats")
 	require.NoError(t, err)
@@ -361,12 +372,7 @@ func TestAdminIsNotOnServingPort(t *testing.T) {
 
 func TestConcurrencyLimitQueuesThenRejects(t *testing.T) {
 	bothPaths(t, func(t *testing.T, fast bool) {
-		release := make(chan struct{})
-		var inApp atomic.Int32
-		up := app(t, func(w http.ResponseWriter, r *http.Request) {
-			inApp.Add(1)
-			<-release
-		})
+		up, inApp, release := gatedApp(t)
 		p := start(t, up, Config{ConcurrencyLimit: 1, QueueLimit: 1}, Options{FastPath: fast})
 		codes := make(chan int, 3)
 		get := func() {
