@@ -153,6 +153,7 @@ func TestMigratesPodOffHotNode(t *testing.T) {
 	require.Empty(t, e.get(t, "mig").Annotations[controller.MigrationAnnotation])
 	require.NotEmpty(t, e.events(t, "Migrated"))
 	require.Equal(t, int32(2), e.replicas(t, "mig"))
+	require.True(t, e.memory(t, "mig").MigrationEnded.Equal(e.clock.Now()), "the end is remembered for the cooldown")
 }
 
 // TestMigrationRespectsDisruptionBudget: a budget that allows no disruption holds the
@@ -451,4 +452,12 @@ func TestNeighbourMoverRespectsDisruptionBudget(t *testing.T) {
 	ps := e.pods(t, "guarded-batch")
 	require.Len(t, ps, 1)
 	require.Equal(t, neighbour.Name, ps[0].Name, "the neighbour was not evicted")
+
+	// The abort starts the cooldown: the next cycles do not try again at once.
+	e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
+	d, err = e.reconcile(t, e.ctrl, "guarded")
+	require.NoError(t, err)
+	require.False(t, d.Action.Has(decide.ActionMigrate), d.Explanation.Reason)
+	require.Contains(t, d.Explanation.Reason, "cooling down")
+	require.False(t, e.nodeTainted(t, hot))
 }

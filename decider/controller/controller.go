@@ -206,6 +206,7 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 	}
 	actErr, saveErr := c.actAndRemember(ctx, &qa, target, d, pods, engine)
 	c.report(ctx, &qa, d, actErr)
+	c.reportNoMigration(&qa, d)
 	initTime := decide.InitTime(snap.InitTimes, spec.Predictive.InitPercentile)
 	if err := c.writeStatus(ctx, &qa, now, func(st *v1alpha1.QueueAutoscalerStatus) {
 		fillStatus(st, &qa, d, snap, target, actErr, c.dryRun(&qa), initTime, now)
@@ -237,6 +238,12 @@ func (c *Controller) actAndRemember(ctx context.Context, qa *v1alpha1.QueueAutos
 			c.afterAct()
 		}
 		if actErr != nil {
+			// A migration that failed to start has recorded its end (the cooldown) in
+			// the stored memory, which is the memory saved above plus that: revert
+			// the replica change on what is stored.
+			if stored, err := engineFromAnnotation(qa.Annotations[StateAnnotation]); err == nil {
+				engine = stored
+			}
 			engine.Revert(d)
 			saveErr = c.saveEngine(ctx, qa, engine)
 		}
@@ -349,7 +356,7 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 		ArrivalRates: m.ArrivalRates, ServiceTime: m.ServiceTime, ServiceSCV: m.ServiceSCV, ArrivalSCV: m.ArrivalSCV,
 		MeasuredLatency: m.MeasuredLatency,
 		CurrentReplicas: t.replicas, ReadyReplicas: ready,
-		Pods:      DecidePods(pods, m.Pods, storage),
+		Pods:      DecidePods(pods, qa.Spec.ScaleTargetRef, m.Pods, storage),
 		Nodes:     DecideNodes(nodes, allPods, owned, m.Nodes, m.Pods, storage),
 		InitTimes: InitTimes(pods, w.ready, limit),
 		DataTime:  m.DataTime, Complete: m.Complete,
@@ -476,6 +483,21 @@ func (c *Controller) report(ctx context.Context, qa *v1alpha1.QueueAutoscaler, d
 		of := DecisionOf{Namespace: qa.Namespace, Name: qa.Name, Workload: qa.Spec.ScaleTargetRef.Name}
 		if err := c.Sink.RecordDecision(ctx, of, d, c.dryRun(qa)); err != nil {
 			c.Log.Warn("decision not stored", zap.Error(err))
+		}
+	}
+}
+
+// reportNoMigration announces, as a Warning Event, a decision that found a pod
+// slowed on a hot node but planned no move (the pod cannot be moved, no node can
+// take it, the cooldown or the node's back-off): the engine then sizes the
+// workload for the slowed pods as they are, scaling horizontally when that is what
+// the target needs. The same reason is in the decision's reason (status, log,
+// decision point).
+func (c *Controller) reportNoMigration(qa *v1alpha1.QueueAutoscaler, d decide.Decision) {
+	for _, cand := range d.Explanation.Candidates {
+		if cand.Kind == decide.CandidateMigrate && !cand.Feasible && cand.Note != "" {
+			c.Recorder.Eventf(qa, corev1.EventTypeWarning, "MigrationBlocked", "%s; the workload is sized for the slowed pods as they are (scaling instead of moving)", cand.Note)
+			return
 		}
 	}
 }

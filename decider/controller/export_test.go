@@ -1,8 +1,14 @@
 package controller
 
 import (
+	"encoding/json"
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/qas-dev/qas/decider/decide"
 )
 
 // CachedPods returns the pods of namespace ns in c's informer cache, so that
@@ -15,4 +21,16 @@ func CachedPods(c *Controller, ns string) ([]*corev1.Pod, error) {
 // tests that simulate a crash there.
 func SetActHooks(c *Controller, before, after func()) {
 	c.beforeAct, c.afterAct = before, after
+}
+
+// AwaitingEvictionState is the migration state a decider saves just before it evicts
+// our pod p off its node (which it tainted) to move it, with before the workload's
+// pods then: what a decider that stopped between the eviction and saving its outcome
+// leaves behind.
+func AwaitingEvictionState(p *corev1.Pod, before []types.UID, started time.Time) string {
+	data, _ := json.Marshal(migrationState{
+		Pod: p.Name, FromNode: p.Spec.NodeName, Mover: decide.MoverOwn, Method: decide.MoveEvict,
+		Phase: phaseAwaitingEviction, Started: started, UID: p.UID, BeforeUIDs: before, Tainted: true,
+	})
+	return string(data)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,11 +35,15 @@ const HotTaint = "qas.dev/hot"
 // first on scale-down (lowest cost first).
 const DeletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost"
 
-// Migration phases.
+// Migration phases. Our own pod moves by surge (a ReplicaSet's: surging, then
+// draining) or by eviction (a StatefulSet's: awaiting-eviction while its
+// PodDisruptionBudgets refuse, then replacing); a neighbour is evicted (evicting).
 const (
-	phaseSurging  = "surging"  // a replacement pod is starting elsewhere
-	phaseDraining = "draining" // the victim is marked and the target scaled back down
-	phaseEvicting = "evicting" // a neighbour pod was evicted; its owner recreates it elsewhere
+	phaseSurging          = "surging"           // a replacement pod is starting elsewhere
+	phaseDraining         = "draining"          // the victim is marked and the target scaled back down
+	phaseEvicting         = "evicting"          // a neighbour pod was evicted; its owner recreates it elsewhere
+	phaseAwaitingEviction = "awaiting-eviction" // our pod's eviction is refused by a disruption budget so far; retried each cycle
+	phaseReplacing        = "replacing"         // our pod was evicted; its controller recreates it elsewhere
 )
 
 // migrationState is a migration in progress.
@@ -47,12 +52,19 @@ type migrationState struct {
 	FromNode string       `json:"fromNode"`
 	ToNode   string       `json:"toNode"`
 	Mover    decide.Mover `json:"mover"`
-	Phase    string       `json:"phase"`
-	Started  time.Time    `json:"started"`
+	// Method is how the pod moves: surge or evict (empty in a state written before
+	// there was a choice: surge for our own pod, evict for a neighbour).
+	Method  decide.MoveMethod `json:"method,omitempty"`
+	Phase   string            `json:"phase"`
+	Started time.Time         `json:"started"`
 	// Replicas is the target's replica count before the surge.
 	Replicas int32 `json:"replicas"`
 	// Before are the workload's pods at the start: the replacement is a pod not in it.
-	Before []string `json:"before,omitempty"`
+	// A StatefulSet's replacement has the evicted pod's name, so eviction compares
+	// UIDs: UID is the evicted pod's, BeforeUIDs the workload's pods at the start.
+	Before     []string    `json:"before,omitempty"`
+	UID        types.UID   `json:"uid,omitempty"`
+	BeforeUIDs []types.UID `json:"beforeUIDs,omitempty"`
 	// Tainted is true when this migration added the hot taint (and must remove it).
 	Tainted bool `json:"tainted"`
 }
@@ -74,50 +86,77 @@ func migrationFromAnnotation(v string) (*migrationState, error) {
 	if err := json.Unmarshal([]byte(v), &m); err != nil {
 		return nil, err
 	}
+	if m.Method == decide.MoveAny {
+		m.Method = decide.MoveSurge
+		if m.Mover == decide.MoverNeighbour {
+			m.Method = decide.MoveEvict
+		}
+	}
 	return &m, nil
 }
 
-// saveMigration stores m on the QueueAutoscaler (nil removes it).
+// saveMigration stores m on the QueueAutoscaler.
 func (c *Controller) saveMigration(ctx context.Context, qa *v1alpha1.QueueAutoscaler, m *migrationState) error {
-	var value any // JSON null deletes the annotation in a merge patch
-	if m != nil {
-		data, err := json.Marshal(m)
-		if err != nil {
-			return err
-		}
-		value = string(data)
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
 	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{MigrationAnnotation: value}}})
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{MigrationAnnotation: string(data)}}})
 	if err := c.patchAnnotations(ctx, qa, patch); err != nil {
-		if m == nil && apierrors.IsNotFound(err) {
-			return nil // the QueueAutoscaler, and its state, are gone
-		}
 		return fmt.Errorf("save migration state: %w", err)
 	}
 	return nil
 }
 
-// startMigration carries out the first step of plan: taint the hot node, then either
-// surge the target by one (our own pod moves) or evict the neighbour (the neighbour
-// moves; the Eviction API enforces its PodDisruptionBudgets).
-func (c *Controller) startMigration(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t target, plan *decide.MigrationPlan) error {
-	now := c.Clock.Now()
-	m := &migrationState{Pod: plan.Pod, FromNode: plan.FromNode, ToNode: plan.ToNode, Mover: plan.Mover, Started: now, Replicas: t.replicas}
-	tainted, err := c.setHotTaint(ctx, plan.FromNode, true)
-	if err != nil {
-		return err
-	}
-	m.Tainted = tainted
-	if plan.Mover == decide.MoverNeighbour {
-		m.Phase = phaseEvicting
-		// Saved before acting, so that a crash after the action still cleans up.
-		if err := c.saveMigration(ctx, qa, m); err != nil {
+// endMigration removes m's state from the QueueAutoscaler. With record set it also
+// tells the engine's memory that the migration ended now (moved: the pod left the
+// node), which starts the cooldown and counts towards the node's back-off; both go in
+// one patch, so that a restarted decider sees the migration either running or ended
+// and remembered.
+func (c *Controller) endMigration(ctx context.Context, qa *v1alpha1.QueueAutoscaler, m *migrationState, record, moved bool) error {
+	annotations := map[string]any{MigrationAnnotation: nil} // JSON null deletes it in a merge patch
+	if record {
+		engine, err := engineFromAnnotation(qa.Annotations[StateAnnotation])
+		if err != nil {
+			c.Log.Warn("discarding unreadable engine state", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.Error(err))
+			engine = decide.NewEngine()
+		}
+		engine.MigrationEnded(m.FromNode, c.Clock.Now(), moved)
+		data, err := json.Marshal(engine.State())
+		if err != nil {
 			return err
 		}
-		if err := c.evict(ctx, plan.Pod); err != nil {
-			return c.abortMigration(ctx, qa, &t, m, err.Error())
+		annotations[StateAnnotation] = string(data)
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+	if err := c.patchAnnotations(ctx, qa, patch); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // the QueueAutoscaler, and its state, are gone
 		}
-	} else {
+		return fmt.Errorf("save the end of the migration: %w", err)
+	}
+	return nil
+}
+
+// startMigration carries out the first step of plan: taint the hot node, then surge
+// the target by one (our own pod, surge), evict our pod (our own pod, evict: the
+// Eviction API enforces its PodDisruptionBudgets, and a refusal is retried in later
+// cycles) or evict the neighbour (a refusal aborts). The state is saved before each
+// action, so that a decider that crashes after it still cleans up.
+func (c *Controller) startMigration(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t target, plan *decide.MigrationPlan) error {
+	now := c.Clock.Now()
+	m := &migrationState{Pod: plan.Pod, FromNode: plan.FromNode, ToNode: plan.ToNode, Mover: plan.Mover, Method: plan.Method, Started: now, Replicas: t.replicas}
+	switch {
+	case plan.Mover == decide.MoverNeighbour:
+		m.Method, m.Phase = decide.MoveEvict, phaseEvicting
+		ns, name := splitPod(plan.Pod, qa.Namespace)
+		p, err := c.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("migration: neighbour %s: %w", plan.Pod, err)
+		}
+		m.UID = p.UID
+	case plan.Method == decide.MoveSurge:
+		m.Phase = phaseSurging
 		pods, err := c.Kube.CoreV1().Pods(qa.Namespace).List(ctx, metav1.ListOptions{LabelSelector: t.selector.String()})
 		if err != nil {
 			return err
@@ -125,16 +164,88 @@ func (c *Controller) startMigration(ctx context.Context, qa *v1alpha1.QueueAutos
 		for _, p := range pods.Items {
 			m.Before = append(m.Before, p.Name)
 		}
-		m.Phase = phaseSurging
-		if err := c.saveMigration(ctx, qa, m); err != nil {
+	case plan.Method == decide.MoveEvict:
+		m.Phase = phaseAwaitingEviction
+		pods, err := c.Kube.CoreV1().Pods(qa.Namespace).List(ctx, metav1.ListOptions{LabelSelector: t.selector.String()})
+		if err != nil {
 			return err
 		}
+		for _, p := range pods.Items {
+			m.BeforeUIDs = append(m.BeforeUIDs, p.UID)
+			if p.Name == plan.Pod {
+				m.UID = p.UID
+			}
+		}
+		if m.UID == "" {
+			return fmt.Errorf("migration: pod %s is gone", plan.Pod)
+		}
+	default:
+		return fmt.Errorf("migration: %s cannot be moved (move method %q)", plan.Pod, plan.Method)
+	}
+	tainted, err := c.setHotTaint(ctx, plan.FromNode, true)
+	if err != nil {
+		return err
+	}
+	m.Tainted = tainted
+	if err := c.saveMigration(ctx, qa, m); err != nil {
+		if tainted {
+			if _, uerr := c.setHotTaint(ctx, plan.FromNode, false); uerr != nil {
+				err = errors.Join(err, uerr)
+			}
+		}
+		return err
+	}
+	switch m.Phase {
+	case phaseEvicting:
+		refused, err := c.evict(ctx, plan.Pod, qa.Namespace, m.UID)
+		if err != nil {
+			refused = err.Error()
+		}
+		if refused != "" {
+			return c.abortMigration(ctx, qa, &t, m, refused)
+		}
+	case phaseSurging:
 		if err := c.setReplicas(ctx, qa, t, t.replicas+1); err != nil {
 			return c.abortMigration(ctx, qa, &t, m, err.Error())
 		}
+	case phaseAwaitingEviction:
+		if _, err := c.evictOwn(ctx, qa, m, false); err != nil {
+			return c.abortMigration(ctx, qa, &t, m, err.Error())
+		}
 	}
-	c.Recorder.Eventf(qa, corev1.EventTypeNormal, "MigrationStarted", "moving %s off hot node %s (to %s or another cool node)", plan.Pod, plan.FromNode, plan.ToNode)
+	c.Recorder.Eventf(qa, corev1.EventTypeNormal, "MigrationStarted", "moving %s off hot node %s (to %s or another cool node) by %s", plan.Pod, plan.FromNode, plan.ToNode, describeMethod(m))
 	return nil
+}
+
+// describeMethod says how m moves its pod, for Events.
+func describeMethod(m *migrationState) string {
+	switch {
+	case m.Mover == decide.MoverNeighbour:
+		return "evicting the neighbour"
+	case m.Method == decide.MoveEvict:
+		return "eviction (its controller recreates it elsewhere)"
+	}
+	return "surge (a replacement first, then scale back)"
+}
+
+// evictOwn asks for the eviction of our pod m.Pod (the pod with m.UID) and moves m
+// to phaseReplacing once it is evicted, or gone already. A PodDisruptionBudget that
+// refuses is no error: m stays awaiting the eviction, which is retried next cycle,
+// and refused says why; overdue turns the refusal into an abort (an error).
+func (c *Controller) evictOwn(ctx context.Context, qa *v1alpha1.QueueAutoscaler, m *migrationState, overdue bool) (refused string, err error) {
+	refused, err = c.evict(ctx, m.Pod, qa.Namespace, m.UID)
+	if err != nil {
+		return "", err
+	}
+	if refused != "" {
+		if overdue {
+			return "", fmt.Errorf("%s, for %s", refused, c.migrationTimeout())
+		}
+		c.Log.Info("migration: waiting for the disruption budget to allow the eviction", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.String("pod", m.Pod), zap.String("refused", refused))
+		return refused, nil
+	}
+	m.Phase = phaseReplacing
+	return "", c.saveMigration(ctx, qa, m)
 }
 
 // advanceMigration moves an unfinished migration one step on; it returns true while
@@ -196,64 +307,110 @@ func (c *Controller) advanceMigration(ctx context.Context, qa *v1alpha1.QueueAut
 			return true, nil
 		}
 		return false, c.finishMigration(ctx, qa, t, m, err == nil && victim.DeletionTimestamp == nil)
-	case phaseEvicting:
-		ns, name := splitPod(m.Pod, qa.Namespace)
-		_, err := c.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	case phaseAwaitingEviction:
+		victim, err := c.Kube.CoreV1().Pods(qa.Namespace).Get(ctx, m.Pod, metav1.GetOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return true, err
 		}
-		if err == nil && !overdue {
+		if err != nil || victim.UID != m.UID || victim.DeletionTimestamp != nil {
+			// Evicted already (by a decider that stopped before saving so), or gone:
+			// look for its replacement.
+			m.Phase = phaseReplacing
+			if err := c.saveMigration(ctx, qa, m); err != nil {
+				return true, err
+			}
+			return c.advanceMigration(ctx, qa, t, m)
+		}
+		refused, err := c.evictOwn(ctx, qa, m, overdue)
+		if err != nil {
+			if overdue {
+				return false, c.abortMigration(ctx, qa, &t, m, err.Error())
+			}
+			return true, err
+		}
+		if refused == "" {
+			log.Info("migration: evicted; waiting for the replacement pod to become Ready")
+		}
+		return true, nil
+	case phaseReplacing:
+		replacement, err := c.readyReplacement(ctx, qa.Namespace, t.selector, m)
+		if err != nil {
+			return true, err
+		}
+		if replacement == "" && !overdue {
+			log.Info("migration: waiting for the evicted pod's replacement to become Ready")
 			return true, nil
 		}
-		return false, c.finishMigration(ctx, qa, t, m, err == nil)
+		return false, c.finishMigration(ctx, qa, t, m, replacement == "")
+	case phaseEvicting:
+		ns, name := splitPod(m.Pod, qa.Namespace)
+		p, err := c.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return true, err
+		}
+		// A StatefulSet's neighbour comes back under its name: another UID is another pod.
+		there := err == nil && (m.UID == "" || p.UID == m.UID)
+		if there && !overdue {
+			return true, nil
+		}
+		return false, c.finishMigration(ctx, qa, t, m, there)
 	}
 	// An unknown phase (a newer decider's state?): clean up rather than guess.
 	return false, c.abortMigration(ctx, qa, &t, m, fmt.Sprintf("unknown migration phase %q", m.Phase))
 }
 
 // readyReplacement returns a Ready pod of the workload that did not exist when the
-// migration started and runs off the hot node.
+// migration started (by name for a surge, by UID for an eviction) and runs off the
+// hot node.
 func (c *Controller) readyReplacement(ctx context.Context, ns string, sel labels.Selector, m *migrationState) (string, error) {
 	pods, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
 		return "", err
 	}
-	before := map[string]bool{}
-	for _, p := range m.Before {
-		before[p] = true
-	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if !before[p.Name] && p.Spec.NodeName != "" && p.Spec.NodeName != m.FromNode && IsReady(p) {
+		existed := slices.Contains(m.Before, p.Name)
+		if m.Method == decide.MoveEvict {
+			existed = slices.Contains(m.BeforeUIDs, p.UID)
+		}
+		if !existed && p.Spec.NodeName != "" && p.Spec.NodeName != m.FromNode && IsReady(p) {
 			return p.Name, nil
 		}
 	}
 	return "", nil
 }
 
-func (c *Controller) finishMigration(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t target, m *migrationState, timedOut bool) error {
+// finishMigration ends m: the taint goes, the state goes, and the engine's memory
+// starts the cooldown. incomplete is true when the pod did not (or not
+// verifiably) leave the node in time.
+func (c *Controller) finishMigration(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t target, m *migrationState, incomplete bool) error {
 	if m.Tainted {
 		if _, err := c.setHotTaint(ctx, m.FromNode, false); err != nil {
 			return err
 		}
 	}
-	if err := c.saveMigration(ctx, qa, nil); err != nil {
+	if err := c.endMigration(ctx, qa, m, true, !incomplete); err != nil {
 		return err
 	}
 	took := c.Clock.Now().Sub(m.Started).Round(time.Second)
-	if timedOut {
+	switch {
+	case incomplete && m.Phase == phaseReplacing:
+		c.Recorder.Eventf(qa, corev1.EventTypeWarning, "MigrationIncomplete", "%s was evicted but no replacement is Ready off %s after %s; the node is no longer held", m.Pod, m.FromNode, took)
+	case incomplete:
 		c.Recorder.Eventf(qa, corev1.EventTypeWarning, "MigrationIncomplete", "%s is still on %s after %s; the node is no longer held", m.Pod, m.FromNode, took)
-	} else {
-		c.Recorder.Eventf(qa, corev1.EventTypeNormal, "Migrated", "moved %s off hot node %s in %s", m.Pod, m.FromNode, took)
+	default:
+		c.Recorder.Eventf(qa, corev1.EventTypeNormal, "Migrated", "moved %s off hot node %s in %s by %s", m.Pod, m.FromNode, took, describeMethod(m))
 	}
-	c.Log.Info("migration finished", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.String("pod", m.Pod), zap.Duration("took", took), zap.Bool("incomplete", timedOut))
+	c.Log.Info("migration finished", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.String("pod", m.Pod), zap.String("method", string(m.Method)),
+		zap.Duration("took", took), zap.Bool("incomplete", incomplete))
 	return nil
 }
 
 // abortMigration undoes what the migration did (the surge, the deletion cost, the
-// taint) and reports why; the returned error carries the reason.
+// taint), starts the cooldown and reports why; the returned error carries the
+// reason.
 func (c *Controller) abortMigration(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t *target, m *migrationState, why string) error {
-	err := c.undoMigration(ctx, qa, t, m)
+	err := c.undoMigration(ctx, qa, t, m, true)
 	c.Recorder.Eventf(qa, corev1.EventTypeWarning, "MigrationAborted", "moving %s off %s aborted: %s", m.Pod, m.FromNode, why)
 	return errors.Join(fmt.Errorf("migration of %s off %s aborted: %s", m.Pod, m.FromNode, why), err)
 }
@@ -261,8 +418,10 @@ func (c *Controller) abortMigration(ctx context.Context, qa *v1alpha1.QueueAutos
 // undoMigration takes the migration back: the target back to its replica count
 // before the surge (skipped when t is nil: the target is gone), the deletion cost off
 // the pod that was to move, the hot taint off the node if the migration added it,
-// and the state off the QueueAutoscaler. It returns what could not be undone.
-func (c *Controller) undoMigration(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t *target, m *migrationState) error {
+// and the state off the QueueAutoscaler (with record, the engine's memory starts the
+// cooldown). An eviction cannot be taken back: its pod is being recreated. It returns
+// what could not be undone.
+func (c *Controller) undoMigration(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t *target, m *migrationState, record bool) error {
 	var errs []error
 	if m.Phase == phaseSurging || m.Phase == phaseDraining {
 		if t != nil {
@@ -280,7 +439,7 @@ func (c *Controller) undoMigration(ctx context.Context, qa *v1alpha1.QueueAutosc
 			errs = append(errs, err)
 		}
 	}
-	if err := c.saveMigration(ctx, qa, nil); err != nil {
+	if err := c.endMigration(ctx, qa, m, record, false); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -325,7 +484,7 @@ func (c *Controller) abortStored(ctx context.Context, qa *v1alpha1.QueueAutoscal
 	} else {
 		c.Log.Warn("migration aborted without restoring replicas: the target cannot be read", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.Error(err))
 	}
-	err = c.undoMigration(ctx, qa, tp, m)
+	err = c.undoMigration(ctx, qa, tp, m, false)
 	c.Recorder.Eventf(qa, corev1.EventTypeWarning, "MigrationAborted", "moving %s off %s aborted: %s", m.Pod, m.FromNode, why)
 	c.Log.Info("migration aborted", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.String("pod", m.Pod), zap.String("why", why), zap.Error(err))
 	if err != nil {
@@ -404,18 +563,31 @@ func (c *Controller) pdbAllows(ctx context.Context, pod *corev1.Pod) error {
 	return nil
 }
 
-// evict asks the Eviction API to remove a neighbour pod ("namespace/name"); it
-// enforces the pod's PodDisruptionBudgets.
-func (c *Controller) evict(ctx context.Context, pod string) error {
-	ns, name := splitPod(pod, "")
-	err := c.Kube.CoreV1().Pods(ns).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
-	if apierrors.IsTooManyRequests(err) {
-		return fmt.Errorf("eviction of %s refused by its PodDisruptionBudget: %v", pod, err)
+// evict asks the Eviction API to remove pod ("namespace/name", or a bare name in
+// namespace def), provided it is still the pod with uid (a StatefulSet's replacement
+// has the same name). The Eviction API enforces the pod's PodDisruptionBudgets: when
+// one refuses (429), refused says so and err is nil. A pod that is gone, or replaced
+// already, counts as evicted.
+func (c *Controller) evict(ctx context.Context, pod, def string, uid types.UID) (refused string, err error) {
+	ns, name := splitPod(pod, def)
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if uid != "" {
+		ev.DeleteOptions = &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
 	}
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("evict %s: %w", pod, err)
+	err = c.Kube.CoreV1().Pods(ns).EvictV1(ctx, ev)
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return "", nil
+	case apierrors.IsTooManyRequests(err):
+		return fmt.Sprintf("eviction of %s refused by its PodDisruptionBudget: %v", pod, err), nil
+	case apierrors.IsConflict(err) && uid != "":
+		// The precondition failed: is the pod with that name another one now?
+		p, gerr := c.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(gerr) || (gerr == nil && p.UID != uid) {
+			return "", nil
+		}
 	}
-	return nil
+	return "", fmt.Errorf("evict %s: %w", pod, err)
 }
 
 // splitPod splits "namespace/name" (how the engine names neighbour pods); a bare name
@@ -436,7 +608,7 @@ func (c *Controller) continueMigration(ctx context.Context, qa *v1alpha1.QueueAu
 	m, err := migrationFromAnnotation(qa.Annotations[MigrationAnnotation])
 	if err != nil {
 		c.Log.Warn("discarding unreadable migration state", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.Error(err))
-		return false, "", c.saveMigration(ctx, qa, nil)
+		return false, "", c.endMigration(ctx, qa, &migrationState{}, false, false)
 	}
 	if m == nil {
 		return false, "", nil

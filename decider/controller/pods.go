@@ -3,6 +3,7 @@ package controller
 import (
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/qas-dev/qas/decider/api/v1alpha1"
 	"github.com/qas-dev/qas/decider/decide"
 )
 
@@ -50,8 +51,9 @@ func cpuMillis(p *corev1.Pod) (request, limit int64) {
 }
 
 // DecidePods converts the workload's pods into the engine's view, joining the
-// collector's usage by pod name. Pods not on a node, or finished, are left out.
-func DecidePods(own []*corev1.Pod, usage map[string]PodUsage, storage Storage) []decide.Pod {
+// collector's usage by pod name, and says how each can be moved (OwnMove; target
+// is the workload). Pods not on a node, or finished, are left out.
+func DecidePods(own []*corev1.Pod, target v1alpha1.CrossVersionObjectReference, usage map[string]PodUsage, storage Storage) []decide.Pod {
 	out := make([]decide.Pod, 0, len(own))
 	for _, p := range own {
 		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
@@ -59,11 +61,12 @@ func DecidePods(own []*corev1.Pod, usage map[string]PodUsage, storage Storage) [
 		}
 		req, lim := cpuMillis(p)
 		u := usage[p.Name]
+		move, noMove := OwnMove(p, target)
 		out = append(out, decide.Pod{
 			Name: p.Name, Node: p.Spec.NodeName, Owned: true, Ready: IsReady(p),
 			CPURequest: req, CPULimit: lim,
 			CPUUsage: u.CPUCores, ThrottledFraction: u.ThrottledFraction, ServiceTime: u.ServiceTime,
-			LocalVolumes: storage.LocalVolumes(p),
+			LocalVolumes: storage.LocalVolumes(p), Move: move, NoMove: noMove,
 		})
 	}
 	return out
@@ -71,7 +74,8 @@ func DecidePods(own []*corev1.Pod, usage map[string]PodUsage, storage Storage) [
 
 // DecideNodes converts nodes into the engine's view: allocatable CPU, the requests of
 // every pod bound to them, their absolute usage, their free local storage, and the
-// neighbours of the workload's pods (all pods on the node not in owned).
+// neighbours of the workload's pods (all pods on the node not in owned) and whether
+// evicting them moves them (NeighbourMove).
 func DecideNodes(nodes []*corev1.Node, allPods []*corev1.Pod, owned map[string]bool, usage map[string]NodeUsage, podUsage map[string]PodUsage, storage Storage) []decide.Node {
 	byNode := map[string][]*corev1.Pod{}
 	for _, p := range allPods {
@@ -95,9 +99,11 @@ func DecideNodes(nodes []*corev1.Node, allPods []*corev1.Pod, owned map[string]b
 				continue
 			}
 			u := podUsage[p.Name]
+			move, noMove := NeighbourMove(p)
 			dn.Pods = append(dn.Pods, decide.Pod{
 				Name: p.Namespace + "/" + p.Name, Node: n.Name, Ready: IsReady(p),
 				CPURequest: req, CPULimit: lim, CPUUsage: u.CPUCores, LocalVolumes: storage.LocalVolumes(p),
+				Move: move, NoMove: noMove,
 			})
 		}
 		out = append(out, dn)

@@ -12,6 +12,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/qas-dev/qas/decider/api/v1alpha1"
 	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/inject"
 )
@@ -154,8 +155,11 @@ func TestDecidePodsAndNodes(t *testing.T) {
 	done.Status.Phase = corev1.PodSucceeded
 	done.Spec.Containers = []corev1.Container{container("4", "")}
 
-	pods := DecidePods([]*corev1.Pod{&mine, &pending}, map[string]PodUsage{"web-1": {CPUCores: 0.2, ThrottledFraction: 0.3, ServiceTime: 0.05}}, Storage{})
+	mine.OwnerReferences = []metav1.OwnerReference{controllerRef("apps/v1", "ReplicaSet", "web-5d8f")}
+	ref := v1alpha1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}
+	pods := DecidePods([]*corev1.Pod{&mine, &pending}, ref, map[string]PodUsage{"web-1": {CPUCores: 0.2, ThrottledFraction: 0.3, ServiceTime: 0.05}}, Storage{})
 	require.Len(t, pods, 1)
+	require.Equal(t, decide.MoveSurge, pods[0].Move)
 	require.Equal(t, int64(300), pods[0].CPURequest)
 	require.Equal(t, int64(600), pods[0].CPULimit)
 	require.True(t, pods[0].Ready)
@@ -174,6 +178,8 @@ func TestDecidePodsAndNodes(t *testing.T) {
 	require.Len(t, nodes[0].Pods, 1)
 	require.Equal(t, "ns/db-1", nodes[0].Pods[0].Name)
 	require.Equal(t, int64(0), nodes[0].Pods[0].CPULimit, "no limit stays no limit")
+	require.Equal(t, decide.MoveNone, nodes[0].Pods[0].Move, "a neighbour without a controller is not evicted")
+	require.Contains(t, nodes[0].Pods[0].NoMove, "no controller")
 	require.Equal(t, int64(7<<30), nodes[0].FreeLocalStorageBytes, "allocatable ephemeral storage minus the requests of running pods")
 
 	bare := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}}
@@ -340,6 +346,57 @@ func TestResizeProblem(t *testing.T) {
 				require.Empty(t, got)
 			} else {
 				require.Contains(t, got, tc.want)
+			}
+		})
+	}
+}
+
+func controllerRef(apiVersion, kind, name string) metav1.OwnerReference {
+	yes := true
+	return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, UID: types.UID(name), Controller: &yes}
+}
+
+// TestMoveMethodByOwner: the way a pod moves follows its controller.
+func TestMoveMethodByOwner(t *testing.T) {
+	widget := v1alpha1.CrossVersionObjectReference{APIVersion: "example.qas.dev/v1", Kind: "Widget", Name: "gadget"}
+	notController := controllerRef("apps/v1", "ReplicaSet", "web-5d8f")
+	notController.Controller = nil
+	tests := []struct {
+		name      string
+		owners    []metav1.OwnerReference
+		target    v1alpha1.CrossVersionObjectReference
+		own       decide.MoveMethod
+		neighbour decide.MoveMethod
+		why       string
+	}{
+		{"Deployment's ReplicaSet", []metav1.OwnerReference{controllerRef("apps/v1", "ReplicaSet", "web-5d8f")}, widget, decide.MoveSurge, decide.MoveEvict, ""},
+		{"ReplicationController", []metav1.OwnerReference{controllerRef("v1", "ReplicationController", "rc")}, widget, decide.MoveSurge, decide.MoveEvict, ""},
+		{"StatefulSet", []metav1.OwnerReference{controllerRef("apps/v1", "StatefulSet", "db")}, widget, decide.MoveEvict, decide.MoveEvict, ""},
+		{"the scale target itself", []metav1.OwnerReference{controllerRef("example.qas.dev/v1", "Widget", "gadget")}, widget, decide.MoveEvict, decide.MoveNone, "Widget gadget"},
+		{"the target's kind under another version", []metav1.OwnerReference{controllerRef("example.qas.dev/v2", "Widget", "gadget")}, widget, decide.MoveEvict, decide.MoveNone, "Widget gadget"},
+		{"another Widget", []metav1.OwnerReference{controllerRef("example.qas.dev/v1", "Widget", "other")}, widget, decide.MoveNone, decide.MoveNone, "Widget other"},
+		{"a ReplicaSet of another group", []metav1.OwnerReference{controllerRef("example.qas.dev/v1", "ReplicaSet", "rs")}, widget, decide.MoveNone, decide.MoveNone, "ReplicaSet rs"},
+		{"DaemonSet", []metav1.OwnerReference{controllerRef("apps/v1", "DaemonSet", "agent")}, widget, decide.MoveNone, decide.MoveNone, "DaemonSet agent"},
+		{"Job", []metav1.OwnerReference{controllerRef("batch/v1", "Job", "once")}, widget, decide.MoveNone, decide.MoveNone, "Job once"},
+		{"no controller", nil, widget, decide.MoveNone, decide.MoveNone, "no controller"},
+		{"an owner that is not the controller", []metav1.OwnerReference{notController}, widget, decide.MoveNone, decide.MoveNone, "no controller"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", OwnerReferences: tt.owners}}
+			own, why := OwnMove(p, tt.target)
+			require.Equal(t, tt.own, own)
+			nb, nbWhy := NeighbourMove(p)
+			require.Equal(t, tt.neighbour, nb)
+			if own == decide.MoveNone {
+				require.Contains(t, why, tt.why)
+			} else {
+				require.Empty(t, why)
+			}
+			if nb == decide.MoveNone {
+				require.Contains(t, nbWhy, tt.why)
+			} else {
+				require.Empty(t, nbWhy)
 			}
 		})
 	}

@@ -27,12 +27,16 @@ const (
 )
 
 // Engine decides for one workload and keeps what must persist across its
-// cycles: the recommendation history for stabilisation and the recent scale
-// events for rate limits. Use one Engine per workload. An Engine is not safe for
+// cycles: the recommendation history for stabilisation, the recent scale
+// events for rate limits, and the migration pacing (cooldown.go). Use one
+// Engine per workload. An Engine is not safe for
 // concurrent use; different Engines are independent.
 type Engine struct {
 	recs   []recommendation
 	events []scaleEvent
+	// migrationEnded is when the last migration ended (unix nanoseconds; 0 none).
+	migrationEnded int64
+	movedOff       []movedOff
 }
 
 type recommendation struct {
@@ -50,10 +54,16 @@ func NewEngine() *Engine { return &Engine{} }
 
 // State is an Engine's memory, exported so that a decider can persist it and
 // resume after a restart or leader change without forgetting its stabilisation
-// window or rate-limit budget.
+// window, rate-limit budget or migration pacing.
 type State struct {
 	Recommendations []StateRecommendation
 	ScaleEvents     []StateScaleEvent
+	// MigrationEnded is when the workload's last migration ended (zero: none
+	// remembered); the cooldown counts from it.
+	MigrationEnded time.Time `json:",omitzero"`
+	// MovedOff are the nodes moved off that have not been seen cool since (the
+	// per-node back-off).
+	MovedOff []StateMovedOff `json:",omitempty"`
 }
 
 // StateRecommendation is one past recommendation.
@@ -77,6 +87,12 @@ func (e *Engine) State() State {
 	for _, ev := range e.events {
 		s.ScaleEvents = append(s.ScaleEvents, StateScaleEvent{Time: time.Unix(0, ev.at).UTC(), Delta: ev.delta})
 	}
+	if e.migrationEnded != 0 {
+		s.MigrationEnded = time.Unix(0, e.migrationEnded).UTC()
+	}
+	for _, m := range e.movedOff {
+		s.MovedOff = append(s.MovedOff, StateMovedOff{Node: m.node, Last: time.Unix(0, m.last).UTC(), Moves: m.moves})
+	}
 	return s
 }
 
@@ -88,6 +104,14 @@ func NewEngineFromState(s State) *Engine {
 	}
 	for _, ev := range s.ScaleEvents {
 		e.events = append(e.events, scaleEvent{at: ev.Time.UnixNano(), delta: ev.Delta})
+	}
+	if !s.MigrationEnded.IsZero() {
+		e.migrationEnded = s.MigrationEnded.UnixNano()
+	}
+	for _, m := range s.MovedOff {
+		if m.Node != "" && m.Moves > 0 {
+			e.movedOff = append(e.movedOff, movedOff{node: m.Node, last: m.Last.UnixNano(), moves: m.Moves})
+		}
 	}
 	return e
 }
@@ -120,6 +144,9 @@ func withDefaults(s Spec) Spec {
 	}
 	if s.Migration.DataMoveBytesPerSecond == 0 {
 		s.Migration.DataMoveBytesPerSecond = DefaultDataMoveRate
+	}
+	if s.Migration.Cooldown == 0 {
+		s.Migration.Cooldown = DefaultMigrationCooldown
 	}
 	if s.Predictive.InitPercentile == 0 {
 		s.Predictive.InitPercentile = DefaultInitPercentile
@@ -268,10 +295,25 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	}
 
 	// Migration first: a pod slowed on a hot node inflates E[S]; moving it is
-	// cheaper than sizing for the inflated value.
+	// cheaper than sizing for the inflated value. When no move is possible (or
+	// allowed yet), the horizontal rule below sizes for the inflated E[S]: the
+	// fallback, which the reason says.
 	es := snap.ServiceTime
+	var noMigration string
 	if spec.Migration.Enabled {
-		if plan, esAfter, note := planMigration(spec, snap); plan != nil {
+		e.forgetCooledNodes(spec.Migration.NodeThreshold, snap)
+		var plan *MigrationPlan
+		var esAfter float64
+		var note string
+		if why := e.migrationCooldown(spec.Migration.Cooldown, now); why != "" {
+			// The workload's cooldown comes first; the node's back-off may also hold.
+			if plan, _, note = planMigration(spec, snap, nil); plan != nil {
+				plan, note = nil, fmt.Sprintf("no migration: %s (otherwise: %s)", why, note)
+			}
+		} else {
+			plan, esAfter, note = planMigration(spec, snap, e.nodeHold(spec.Migration.Cooldown, now))
+		}
+		if plan != nil {
 			d.Migration = plan
 			d.Action |= ActionMigrate
 			x.Candidates = append(x.Candidates, Candidate{Kind: CandidateMigrate, Replicas: current, Feasible: true, Note: note})
@@ -279,6 +321,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 				es = esAfter
 			}
 		} else if note != "" {
+			noMigration = note
 			x.Candidates = append(x.Candidates, Candidate{Kind: CandidateMigrate, Replicas: current, Note: note})
 		}
 	}
@@ -360,6 +403,9 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		desired = current
 		x.HeldBecause = "incomplete data: never scale down on missing data"
 		notes = append(notes, x.HeldBecause)
+	}
+	if noMigration != "" {
+		notes = append(notes, noMigration)
 	}
 	d.DesiredReplicas = desired
 	if desired != current {

@@ -249,6 +249,7 @@ func TestInvalidInput(t *testing.T) {
 		{"spec.migration.nodeThreshold", func(s *Spec) { s.Migration.NodeThreshold = 1.5 }},
 		{"spec.migration.mover", func(s *Spec) { s.Migration.Mover = "both" }},
 		{"spec.migration.slowFactor", func(s *Spec) { s.Migration.SlowFactor = 0.5 }},
+		{"spec.migration.cooldown", func(s *Spec) { s.Migration.Cooldown = -time.Minute }},
 		{"spec.predictive.leadOverride", func(s *Spec) { s.Predictive.LeadOverride = -time.Second }},
 		{"spec.predictive.initPercentile", func(s *Spec) { s.Predictive.InitPercentile = 101 }},
 		{"spec.predictive.method", func(s *Spec) { s.Predictive.Method = "arima" }},

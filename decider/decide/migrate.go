@@ -12,10 +12,12 @@ import (
 // SlowFactor × the workload's median), and plans one move off it: the
 // workload's own pod (MoverOwn) or the biggest neighbour (MoverNeighbour), to the
 // coolest node that has room for its CPU request and, for node-local data, for
-// all its volumes together. It returns the plan, the expected E[S] once the
-// slowed pods run normally (the mean over the pods that are not slowed; 0 when
-// unknown), and a note explaining the outcome.
-func planMigration(spec Spec, snap Snapshot) (*MigrationPlan, float64, string) {
+// all its volumes together. Only pods that can be moved (Pod.Move) are
+// planned, and a hot node for which hold returns a reason (the per-node
+// back-off) is left alone; hold may be nil. It returns the plan, the expected
+// E[S] once the slowed pods run normally (the mean over the pods that are not
+// slowed; 0 when unknown), and a note explaining the outcome.
+func planMigration(spec Spec, snap Snapshot, hold func(node string) string) (*MigrationPlan, float64, string) {
 	mig := spec.Migration
 	nodes := map[string]Node{}
 	for _, n := range snap.Nodes {
@@ -65,8 +67,18 @@ func planMigration(spec Spec, snap Snapshot) (*MigrationPlan, float64, string) {
 	sort.SliceStable(victims, func(i, j int) bool { return victims[i].util > victims[j].util })
 
 	var notes []string
+	held := map[string]bool{}
 	for _, v := range victims {
 		hot := nodes[v.pod.Node]
+		if hold != nil {
+			if why := hold(hot.Name); why != "" {
+				if !held[hot.Name] {
+					notes = append(notes, why)
+				}
+				held[hot.Name] = true
+				continue
+			}
+		}
 		var movers []Pod
 		if mig.Mover == MoverNeighbour {
 			movers = neighboursBySize(hot)
@@ -127,6 +139,12 @@ func neighboursBySize(n Node) []Pod {
 // local storage for all its node-local volumes together. Coolest wins.
 func placePod(spec Spec, snap Snapshot, p Pod, from Node) (*MigrationPlan, string) {
 	mig := spec.Migration
+	if p.Move == MoveNone {
+		if p.NoMove != "" {
+			return nil, p.NoMove
+		}
+		return nil, "its owner cannot move it"
+	}
 	var data int64
 	for _, v := range p.LocalVolumes {
 		data += v.SizeBytes
@@ -180,7 +198,7 @@ func placePod(spec Spec, snap Snapshot, p Pod, from Node) (*MigrationPlan, strin
 		return nil, "no destination: every other node is " + joinNotes(rs)
 	}
 	sort.SliceStable(ok, func(i, j int) bool { return ok[i].after < ok[j].after })
-	plan := &MigrationPlan{Pod: p.Name, FromNode: from.Name, ToNode: ok[0].n.Name, DataBytes: data}
+	plan := &MigrationPlan{Pod: p.Name, FromNode: from.Name, ToNode: ok[0].n.Name, Method: p.Move, DataBytes: data}
 	if data > 0 {
 		plan.MoveTime = time.Duration(float64(data) / mig.DataMoveBytesPerSecond * float64(time.Second))
 	}
@@ -202,7 +220,8 @@ func medianOf(v []float64) float64 {
 // PlanMigration runs only the migration check, for a controller that runs it
 // on its own shorter cycle τ (seed 003) between full decisions. It returns the
 // plan (nil when none), the expected E[S] once the slowed pods run normally (0
-// when unknown) and a note explaining the outcome. It keeps no state.
+// when unknown) and a note explaining the outcome. It keeps no state: the
+// cooldown after a migration and the per-node back-off are the Engine's.
 func PlanMigration(spec Spec, snap Snapshot) (*MigrationPlan, float64, string, error) {
 	if err := Validate(spec); err != nil {
 		return nil, 0, "", err
@@ -214,7 +233,7 @@ func PlanMigration(spec Spec, snap Snapshot) (*MigrationPlan, float64, string, e
 	if !spec.Migration.Enabled {
 		return nil, 0, "migration is disabled", nil
 	}
-	plan, es, note := planMigration(spec, snap)
+	plan, es, note := planMigration(spec, snap, nil)
 	if plan != nil {
 		plan.Mover = spec.Migration.Mover
 	}

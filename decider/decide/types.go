@@ -50,6 +50,27 @@ const (
 	MoverNeighbour Mover = "neighbour"
 )
 
+// MoveMethod says how a pod can be moved to another node. The controller sets it
+// from the pod's owner; the engine plans a move only for a pod that can be moved,
+// and the plan carries the method.
+type MoveMethod string
+
+const (
+	// MoveAny leaves the method to the caller (the zero value): the simulator
+	// moves any pod.
+	MoveAny MoveMethod = ""
+	// MoveSurge starts a replacement first (the workload scaled up by one), then
+	// removes this pod by scaling back: a ReplicaSet's scale-down removes the pod
+	// with the lowest pod-deletion-cost first.
+	MoveSurge MoveMethod = "surge"
+	// MoveEvict evicts the pod, and its controller recreates it on another node
+	// (a StatefulSet, whose scale-down would remove its highest ordinal instead).
+	MoveEvict MoveMethod = "evict"
+	// MoveNone: the pod cannot be moved, because nothing would recreate it on
+	// another node or a scale-down would remove another pod. Pod.NoMove says why.
+	MoveNone MoveMethod = "none"
+)
+
 // PolicyType is the unit of a scaling rate-limit policy.
 type PolicyType string
 
@@ -155,6 +176,10 @@ type Migration struct {
 	// DataMoveBytesPerSecond estimates how fast local data moves; it turns
 	// volume sizes into migration time. Default 100 MB/s.
 	DataMoveBytesPerSecond float64
+	// Cooldown is how long the workload waits after a migration ended (see
+	// Engine.MigrationEnded) before it migrates again; it is also the first step
+	// of the per-node back-off. Default 5 min.
+	Cooldown time.Duration
 }
 
 // Predictive configures the predictive lead.
@@ -245,6 +270,10 @@ type Pod struct {
 	ServiceTime float64
 	// LocalVolumes are node-local volumes the pod is bound to.
 	LocalVolumes []Volume
+	// Move is how the pod can be moved to another node (MoveAny when the caller
+	// does not say); NoMove says why a MoveNone pod cannot.
+	Move   MoveMethod
+	NoMove string
 }
 
 // Node is one node's capacity and absolute usage.
@@ -340,6 +369,9 @@ type MigrationPlan struct {
 	FromNode string `json:"fromNode"`
 	ToNode   string `json:"toNode"`
 	Mover    Mover  `json:"mover"`
+	// Method is how the pod moves: the pod's Move (MoveAny when the caller did
+	// not say).
+	Method MoveMethod `json:"method,omitempty"`
 	// DataBytes is the node-local data that moves with the pod.
 	DataBytes int64 `json:"dataBytes"`
 	// MoveTime estimates the data-move time (the migration's cost).

@@ -91,6 +91,9 @@ func Validate(spec Spec) error {
 	if badFloat(m.DataMoveBytesPerSecond) || m.DataMoveBytesPerSecond < 0 {
 		add("spec.migration.dataMoveBytesPerSecond", "must not be negative, got %v", m.DataMoveBytesPerSecond)
 	}
+	if m.Cooldown < 0 {
+		add("spec.migration.cooldown", "must not be negative (0 means 5m), got %s", m.Cooldown)
+	}
 	p := spec.Predictive
 	if p.LeadOverride < 0 {
 		add("spec.predictive.leadOverride", "must not be negative, got %s", p.LeadOverride)

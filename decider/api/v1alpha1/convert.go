@@ -63,6 +63,12 @@ func (s QueueAutoscalerSpec) DecideSpec() (decide.Spec, error) {
 		if out.Migration.Mover == "" {
 			out.Migration.Mover = decide.MoverOwn
 		}
+		out.Migration.Cooldown = decide.DefaultMigrationCooldown
+		if m.Cooldown != "" {
+			if out.Migration.Cooldown, err = parseDuration("spec.migration.cooldown", m.Cooldown); err != nil {
+				return decide.Spec{}, err
+			}
+		}
 	}
 	if p := s.Predictive; p != nil {
 		out.Predictive.Enabled = p.Enabled

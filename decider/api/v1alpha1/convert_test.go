@@ -58,6 +58,7 @@ func TestDecideSpec(t *testing.T) {
 				require.Equal(t, int64(2000), s.Vertical.MaxCPU)
 				require.Equal(t, 0.85, s.Migration.NodeThreshold)
 				require.Equal(t, decide.MoverOwn, s.Migration.Mover)
+				require.Equal(t, 5*time.Minute, s.Migration.Cooldown)
 				require.Equal(t, 45*time.Second, s.Predictive.LeadOverride)
 			},
 		},
@@ -74,6 +75,12 @@ func TestDecideSpec(t *testing.T) {
 		},
 		{name: "bad latency", mutate: func(s *QueueAutoscalerSpec) { s.Target.Latency = "fast" }, wantErr: `spec.target.latency: "fast" is not a duration`},
 		{name: "zero latency", mutate: func(s *QueueAutoscalerSpec) { s.Target.Latency = "0s" }, wantErr: "must be positive"},
+		{
+			name:   "migration cooldown",
+			mutate: func(s *QueueAutoscalerSpec) { s.Migration = &MigrationSpec{Enabled: true, Cooldown: "90s"} },
+			check:  func(t *testing.T, s decide.Spec) { require.Equal(t, 90*time.Second, s.Migration.Cooldown) },
+		},
+		{name: "bad cooldown", mutate: func(s *QueueAutoscalerSpec) { s.Migration = &MigrationSpec{Cooldown: "a while"} }, wantErr: `spec.migration.cooldown: "a while" is not a duration`},
 		{name: "bad lead", mutate: func(s *QueueAutoscalerSpec) { s.Predictive = &PredictiveSpec{LeadOverride: "soon"} }, wantErr: "spec.predictive.leadOverride"},
 		{name: "min above max", mutate: func(s *QueueAutoscalerSpec) { s.MinReplicas = 11 }, wantErr: "invalid QueueAutoscaler spec"},
 	}

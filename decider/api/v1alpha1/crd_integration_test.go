@@ -62,6 +62,7 @@ func TestCRDAcceptsValidAndDefaults(t *testing.T) {
 	ns := kubetest.Shared(t).Namespace(t)
 	spec := validSpec()
 	delete(spec, "minReplicas")
+	spec["migration"] = map[string]any{"enabled": true}
 	got, err := dyn.Resource(qaGVR).Namespace(ns).Create(context.Background(), qa("ok", spec), metav1.CreateOptions{})
 	require.NoError(t, err)
 	var typed v1alpha1.QueueAutoscaler
@@ -70,6 +71,7 @@ func TestCRDAcceptsValidAndDefaults(t *testing.T) {
 	require.Equal(t, int32(1), typed.Spec.MinReplicas, "minReplicas defaults to 1")
 	require.Equal(t, 0.1, typed.Spec.Tolerance)
 	require.Equal(t, "per-pod", typed.Spec.Model)
+	require.Equal(t, &v1alpha1.MigrationSpec{Enabled: true, NodeThreshold: 0.85, Mover: "own", Cooldown: "5m"}, typed.Spec.Migration)
 	_, err = typed.Spec.DecideSpec()
 	require.NoError(t, err, "what the apiserver accepts, the decider accepts")
 }
@@ -88,6 +90,9 @@ func TestCRDAcceptsValidVariants(t *testing.T) {
 		},
 		func(s map[string]any) {
 			s["vertical"] = map[string]any{"enabled": true, "minCPU": "100m", "maxCPU": int64(2), "podOverheadCPU": int64(0)}
+		},
+		func(s map[string]any) {
+			s["migration"] = map[string]any{"enabled": true, "cooldown": "1h30m"}
 		},
 		func(s map[string]any) {
 			s["vertical"] = map[string]any{"enabled": true, "minCPU": "0.25", "maxCPU": "1500m", "podOverheadCPU": "50m"}
@@ -124,6 +129,15 @@ func TestCRDRejectsInvalidWithClearMessages(t *testing.T) {
 		{"unknown mover", func(s map[string]any) {
 			s["migration"] = map[string]any{"enabled": true, "mover": "anyone"}
 		}, `spec.migration.mover: Unsupported value: "anyone"`},
+		{"cooldown too short", func(s map[string]any) {
+			s["migration"] = map[string]any{"enabled": true, "cooldown": "10s"}
+		}, "migration.cooldown must be between 1m and 24h"},
+		{"cooldown too long", func(s map[string]any) {
+			s["migration"] = map[string]any{"enabled": true, "cooldown": "25h"}
+		}, "migration.cooldown must be between 1m and 24h"},
+		{"cooldown not a duration", func(s map[string]any) {
+			s["migration"] = map[string]any{"enabled": true, "cooldown": "soon"}
+		}, `spec.migration.cooldown: Invalid value: "soon"`},
 		{"negative minCPU", func(s map[string]any) {
 			s["vertical"] = map[string]any{"enabled": true, "minCPU": "-100m", "maxCPU": "2"}
 		}, "vertical.minCPU must be a positive CPU quantity"},
