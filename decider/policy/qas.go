@@ -192,6 +192,12 @@ func (q *QAS) Decide(o *Observation) Decision {
 	return out
 }
 
+// MigrationEnded tells the engine that a move off fromNode is done, for its
+// cooldown and per-node back-off, as the controller does.
+func (q *QAS) MigrationEnded(fromNode int, now float64) {
+	q.engine.MigrationEnded(nodeName(fromNode), simEpoch.Add(time.Duration(now*float64(time.Second))), true)
+}
+
 func podName(id int) string { return "pod-" + strconv.Itoa(id) }
 
 func nodeName(i int) string { return "node-" + strconv.Itoa(i) }

@@ -132,4 +132,9 @@ func TestMigrationOffHotNode(t *testing.T) {
 	} {
 		require.True(t, tc.ok, tc.name)
 	}
+	// The engine hears of each move's end, as from the controller, and keeps its
+	// cooldown (the default 5 min) before planning the next.
+	for i := 1; i < len(on.MigrationEnds); i++ {
+		require.GreaterOrEqual(t, on.MigrationEnds[i]-on.MigrationEnds[i-1], 300.0, "moves %d and %d: %v", i-1, i, on.MigrationEnds)
+	}
 }

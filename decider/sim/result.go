@@ -88,8 +88,10 @@ type Result struct {
 	CPURequested float64
 	// Resizes counts vertical resizes.
 	Resizes int
-	// Migrations counts moves carried out (replacement Ready, old pod removed).
-	Migrations int
+	// Migrations counts moves carried out (replacement Ready, old pod removed),
+	// and MigrationEnds says when each ended, simulated seconds.
+	Migrations    int
+	MigrationEnds []float64
 	// NodeServed counts the requests finished on each node.
 	NodeServed  []int
 	Actions     int

@@ -207,6 +207,15 @@ type sim struct {
 	// activator: requests wait in the front queue and go only to a Ready pod
 	// with a free service place (Knative's activator in the request path).
 	activator bool
+	// moves is told when a migration ends, as the controller tells the engine.
+	moves MigrationObserver
+}
+
+// MigrationObserver is implemented by a policy that wants to know when a
+// migration it asked for ends (the replacement is Ready and the moved pod gone),
+// as the controller tells QAS's engine for its cooldown and per-node back-off.
+type MigrationObserver interface {
+	MigrationEnded(fromNode int, now float64)
 }
 
 // ActivatorRouter is implemented by a policy whose autoscaler may put a
@@ -296,6 +305,7 @@ func Run(cfg Config, p policy.Policy) *Result {
 	if router != nil {
 		s.activator = router.ActivatorRouting()
 	}
+	s.moves, _ = p.(MigrationObserver)
 	if cfg.Nodes > 0 {
 		s.nodes = make([]node, cfg.Nodes)
 	}
@@ -591,11 +601,15 @@ func (s *sim) makeReady(id int) {
 		s.pods[old].surge = -1
 		s.surges--
 		s.res.Migrations++
+		s.res.MigrationEnds = append(s.res.MigrationEnds, s.now)
 		for i, a := range s.active {
 			if a == old {
 				s.remove(i)
 				break
 			}
+		}
+		if s.moves != nil {
+			s.moves.MigrationEnded(s.pods[old].node, s.now)
 		}
 	}
 	s.drainFront(id)
@@ -695,10 +709,11 @@ func (s *sim) remove(i int) {
 
 // migrate carries out a move as the controller does, surge first: a
 // replacement pod is created on the target node and, once Ready (after an init
-// time), the moved pod is removed. A move of a pod that is gone, already being
-// moved, or to a node without room for its request is not carried out.
+// time), the moved pod is removed. As in the controller, one move is under way
+// at a time; a move while another is, of a pod that is gone, or to a node
+// without room for its request is not carried out.
 func (s *sim) migrate(m policy.Move) {
-	if len(s.nodes) == 0 || m.ToNode < 0 || m.ToNode >= len(s.nodes) || m.Pod < 0 || m.Pod >= len(s.pods) {
+	if len(s.nodes) == 0 || m.ToNode < 0 || m.ToNode >= len(s.nodes) || m.Pod < 0 || m.Pod >= len(s.pods) || s.surges > 0 {
 		return
 	}
 	old := &s.pods[m.Pod]
