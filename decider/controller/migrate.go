@@ -67,6 +67,10 @@ type migrationState struct {
 	BeforeUIDs []types.UID `json:"beforeUIDs,omitempty"`
 	// Tainted is true when this migration added the hot taint (and must remove it).
 	Tainted bool `json:"tainted"`
+	// PodsOnNode is the workload's pods on FromNode when the move was planned, handed
+	// back to the engine when the migration ends (its own-mover pacing compares it
+	// with the count afterwards); 0 in a state written before it was kept.
+	PodsOnNode int `json:"podsOnNode,omitempty"`
 }
 
 // MigrationTimeout bounds a migration: a replacement that is not Ready by then (or a
@@ -110,9 +114,10 @@ func (c *Controller) saveMigration(ctx context.Context, qa *v1alpha1.QueueAutosc
 
 // endMigration removes m's state from the QueueAutoscaler. With record set it also
 // tells the engine's memory that the migration ended now (moved: the pod left the
-// node), which starts the cooldown and counts towards the node's back-off; both go in
-// one patch, so that a restarted decider sees the migration either running or ended
-// and remembered.
+// node), for its pacing: the cooldown, the node's back-off and, for our own pods,
+// whether the move reduced the workload's pods on the node; both go in one patch, so
+// that a restarted decider sees the migration either running or ended and
+// remembered.
 func (c *Controller) endMigration(ctx context.Context, qa *v1alpha1.QueueAutoscaler, m *migrationState, record, moved bool) error {
 	annotations := map[string]any{MigrationAnnotation: nil} // JSON null deletes it in a merge patch
 	if record {
@@ -121,7 +126,8 @@ func (c *Controller) endMigration(ctx context.Context, qa *v1alpha1.QueueAutosca
 			c.Log.Warn("discarding unreadable engine state", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.Error(err))
 			engine = decide.NewEngine()
 		}
-		engine.MigrationEnded(m.FromNode, c.Clock.Now(), moved)
+		engine.MigrationEnded(decide.MigrationPlan{Pod: m.Pod, FromNode: m.FromNode, ToNode: m.ToNode, Mover: m.Mover, Method: m.Method, PodsOnNode: m.PodsOnNode},
+			c.Clock.Now(), moved)
 		data, err := json.Marshal(engine.State())
 		if err != nil {
 			return err
@@ -145,7 +151,8 @@ func (c *Controller) endMigration(ctx context.Context, qa *v1alpha1.QueueAutosca
 // action, so that a decider that crashes after it still cleans up.
 func (c *Controller) startMigration(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t target, plan *decide.MigrationPlan) error {
 	now := c.Clock.Now()
-	m := &migrationState{Pod: plan.Pod, FromNode: plan.FromNode, ToNode: plan.ToNode, Mover: plan.Mover, Method: plan.Method, Started: now, Replicas: t.replicas}
+	m := &migrationState{Pod: plan.Pod, FromNode: plan.FromNode, ToNode: plan.ToNode, Mover: plan.Mover, Method: plan.Method, Started: now, Replicas: t.replicas,
+		PodsOnNode: plan.PodsOnNode}
 	switch {
 	case plan.Mover == decide.MoverNeighbour:
 		m.Method, m.Phase = decide.MoveEvict, phaseEvicting

@@ -391,14 +391,120 @@ func TestNeighbourMovesCoolDownAndBackOff(t *testing.T) {
 	end = move(end.Add(10 * time.Minute))
 	held(end.Add(10*time.Minute), "node "+hot+" is still hot after 3 move(s) off it")
 	mem := e.memory(t, "pinned")
-	require.Equal(t, []decide.StateMovedOff{{Node: hot, Last: end.UTC().Truncate(0), Moves: 3}}, normalise(mem.MovedOff))
+	require.Equal(t, []decide.StateMovedOff{{Node: hot, Last: end.UTC().Truncate(0), Moves: 3, Pods: 1, Stalled: 2}}, normalise(mem.MovedOff))
 }
 
 // normalise drops monotonic clock readings and locations, for comparing times.
 func normalise(in []decide.StateMovedOff) []decide.StateMovedOff {
 	out := make([]decide.StateMovedOff, len(in))
 	for i, m := range in {
-		out[i] = decide.StateMovedOff{Node: m.Node, Last: m.Last.UTC().Truncate(0), Moves: m.Moves}
+		out[i] = m
+		out[i].Last = m.Last.UTC().Truncate(0)
 	}
 	return out
+}
+
+// cordon marks node unschedulable (or schedulable again), and makes sure it is
+// schedulable when the test ends.
+func (e *env) cordon(t *testing.T, node string, on bool) {
+	t.Helper()
+	set := func(on bool) error {
+		ctx := context.Background()
+		n, err := e.c.Clientset().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Spec.Unschedulable = on
+		_, err = e.c.Clientset().CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	}
+	require.NoError(t, set(on))
+	if on {
+		t.Cleanup(func() { _ = set(false) })
+	}
+}
+
+// TestOwnMovesFollowWhileTheyMakeProgress: two of the workload's pods are slowed on a
+// node that other work keeps hot, which is no reason to wait between moves. The first
+// move takes one of them off; in the cycle it ends the next starts (the workload's
+// pods there fell, 2 → 1), each cycle by a fresh decider whose memory is the
+// annotation's. Then a scale-up lands on the hot node again: the last move made no
+// progress there (1 of the workload's pods, as when it was planned), so the workload
+// cools down, and the reason and a MigrationBlocked Event say why; after the cooldown
+// the pod is moved.
+func TestOwnMovesFollowWhileTheyMakeProgress(t *testing.T) {
+	e := setup(t)
+	e.removeHotTaint(t)
+	hot, cool := "kwok-node-1", "kwok-node-2"
+	e.cordon(t, cool, true) // the scheduler puts both pods on the hot node
+	e.createDeployment(t, "crowd", 2, "500m", "1", nil)
+	e.cordon(t, cool, false)
+	for _, p := range e.pods(t, "crowd") {
+		require.Equal(t, hot, p.Spec.NodeName)
+	}
+	e.queueAutoscalerWith(t, "crowd", "crowd", false, migrationSpec())
+	cycle := func() decide.Decision {
+		t.Helper()
+		e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
+		e.measureHot(e.pods(t, "crowd"), hot)
+		d, err := e.reconcile(t, e.newController(t), "crowd")
+		require.NoError(t, err)
+		return d
+	}
+	// finish carries the surge that d started to its end and returns the decision of
+	// the cycle in which it ended.
+	finish := func(d decide.Decision) decide.Decision {
+		t.Helper()
+		require.True(t, d.Action.Has(decide.ActionMigrate), d.Explanation.Reason)
+		require.Equal(t, "surge/surging", e.migrationPhase(t, "crowd"))
+		e.waitReplicas(t, "crowd", 3)
+		cycle()
+		require.Equal(t, "surge/draining", e.migrationPhase(t, "crowd"))
+		e.eventually(t, "the moved pod goes", func() bool { return e.pod(t, d.Migration.Pod) == nil })
+		return cycle()
+	}
+
+	first := cycle()
+	require.Equal(t, 2, first.Migration.PodsOnNode)
+	second := finish(first)
+	require.True(t, second.Action.Has(decide.ActionMigrate), "the move made progress: the next at once; %s", second.Explanation.Reason)
+	require.Equal(t, hot, second.Migration.FromNode)
+	require.NotEqual(t, first.Migration.Pod, second.Migration.Pod)
+	require.Equal(t, 1, second.Migration.PodsOnNode)
+	require.Contains(t, e.get(t, "crowd").Annotations[controller.MigrationAnnotation], `"podsOnNode":1`, "kept with the migration, across restarts")
+	after := finish(second)
+	require.False(t, after.Action.Has(decide.ActionMigrate), "nothing slowed is left on the hot node: %s", after.Explanation.Reason)
+	for _, p := range e.pods(t, "crowd") {
+		require.Equal(t, cool, p.Spec.NodeName)
+	}
+	mem := e.memory(t, "crowd")
+	require.Equal(t, hot, mem.MigrationFrom)
+	require.True(t, mem.MigrationMoved)
+	require.Equal(t, []decide.StateMovedOff{{Node: hot, Last: e.clock.Now().UTC().Truncate(0), Moves: 2, Pods: 1}}, normalise(mem.MovedOff))
+
+	// A scale-up the scheduler places on the hot node.
+	e.cordon(t, cool, true)
+	scale, err := e.c.Clientset().AppsV1().Deployments(e.ns).GetScale(context.Background(), "crowd", metav1.GetOptions{})
+	require.NoError(t, err)
+	scale.Spec.Replicas++
+	_, err = e.c.Clientset().AppsV1().Deployments(e.ns).UpdateScale(context.Background(), "crowd", scale, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	e.waitReplicas(t, "crowd", scale.Spec.Replicas)
+	e.cordon(t, cool, false)
+	ended := e.clock.Now()
+	why := "cooling down after the migration that ended at " + ended.UTC().Format(time.RFC3339) +
+		", which did not reduce the workload's pods on " + hot + " (1 there now, 1 when the move was planned)"
+	held := cycle()
+	require.False(t, held.Action.Has(decide.ActionMigrate), held.Explanation.Reason)
+	require.Contains(t, held.Explanation.Reason, why)
+	var blocked bool
+	for _, ev := range e.events(t, "MigrationBlocked") {
+		blocked = blocked || strings.Contains(ev.Message, why)
+	}
+	require.True(t, blocked, "a MigrationBlocked Event says why")
+
+	e.clock.SetTime(ended.Add(5*time.Minute - 15*time.Second))
+	d := cycle()
+	require.True(t, d.Action.Has(decide.ActionMigrate), "the cooldown is over: %s", d.Explanation.Reason)
+	require.Equal(t, hot, d.Migration.FromNode)
 }

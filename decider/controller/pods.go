@@ -52,7 +52,8 @@ func cpuMillis(p *corev1.Pod) (request, limit int64) {
 
 // DecidePods converts the workload's pods into the engine's view, joining the
 // collector's usage by pod name, and says how each can be moved (OwnMove; target
-// is the workload). Pods not on a node, or finished, are left out.
+// is the workload). Pods not on a node, or finished, are left out; pods being deleted
+// are marked Terminating (the engine neither moves nor counts them).
 func DecidePods(own []*corev1.Pod, target v1alpha1.CrossVersionObjectReference, usage map[string]PodUsage, storage Storage) []decide.Pod {
 	out := make([]decide.Pod, 0, len(own))
 	for _, p := range own {
@@ -63,7 +64,7 @@ func DecidePods(own []*corev1.Pod, target v1alpha1.CrossVersionObjectReference, 
 		u := usage[p.Name]
 		move, noMove := OwnMove(p, target)
 		out = append(out, decide.Pod{
-			Name: p.Name, Node: p.Spec.NodeName, Owned: true, Ready: IsReady(p),
+			Name: p.Name, Node: p.Spec.NodeName, Owned: true, Ready: IsReady(p), Terminating: p.DeletionTimestamp != nil,
 			CPURequest: req, CPULimit: lim,
 			CPUUsage: u.CPUCores, ThrottledFraction: u.ThrottledFraction, ServiceTime: u.ServiceTime,
 			LocalVolumes: storage.LocalVolumes(p), Move: move, NoMove: noMove,
@@ -101,7 +102,7 @@ func DecideNodes(nodes []*corev1.Node, allPods []*corev1.Pod, owned map[string]b
 			u := podUsage[p.Name]
 			move, noMove := NeighbourMove(p)
 			dn.Pods = append(dn.Pods, decide.Pod{
-				Name: p.Namespace + "/" + p.Name, Node: n.Name, Ready: IsReady(p),
+				Name: p.Namespace + "/" + p.Name, Node: n.Name, Ready: IsReady(p), Terminating: p.DeletionTimestamp != nil,
 				CPURequest: req, CPULimit: lim, CPUUsage: u.CPUCores, LocalVolumes: storage.LocalVolumes(p),
 				Move: move, NoMove: noMove,
 			})

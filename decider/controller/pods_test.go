@@ -163,7 +163,14 @@ func TestDecidePodsAndNodes(t *testing.T) {
 	require.Equal(t, int64(300), pods[0].CPURequest)
 	require.Equal(t, int64(600), pods[0].CPULimit)
 	require.True(t, pods[0].Ready)
+	require.False(t, pods[0].Terminating)
 	require.Equal(t, 0.3, pods[0].ThrottledFraction)
+	leaving := mine.DeepCopy()
+	leaving.DeletionTimestamp = &metav1.Time{Time: t0}
+	pods = DecidePods([]*corev1.Pod{leaving}, ref, nil, Storage{})
+	require.Len(t, pods, 1, "a pod being deleted still runs where it runs")
+	require.True(t, pods[0].Terminating, "but the engine neither moves nor counts it")
+	require.False(t, pods[0].Ready)
 
 	node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
 	node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceEphemeralStorage: resource.MustParse("10Gi")}
@@ -181,6 +188,10 @@ func TestDecidePodsAndNodes(t *testing.T) {
 	require.Equal(t, decide.MoveNone, nodes[0].Pods[0].Move, "a neighbour without a controller is not evicted")
 	require.Contains(t, nodes[0].Pods[0].NoMove, "no controller")
 	require.Equal(t, int64(7<<30), nodes[0].FreeLocalStorageBytes, "allocatable ephemeral storage minus the requests of running pods")
+	require.False(t, nodes[0].Pods[0].Terminating)
+	other.DeletionTimestamp = &metav1.Time{Time: t0}
+	nodes = DecideNodes([]*corev1.Node{&node}, []*corev1.Pod{&other}, nil, nil, nil, Storage{})
+	require.True(t, nodes[0].Pods[0].Terminating, "a neighbour being deleted is marked, and never evicted")
 
 	bare := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}}
 	nodes = DecideNodes([]*corev1.Node{&bare}, nil, nil, nil, nil, Storage{})

@@ -36,7 +36,11 @@ type Engine struct {
 	events []scaleEvent
 	// migrationEnded is when the last migration ended (unix nanoseconds; 0 none).
 	migrationEnded int64
-	movedOff       []movedOff
+	// lastFrom is the node the last migration was off, lastMoved whether its
+	// pod left it ("" and false: not known).
+	lastFrom  string
+	lastMoved bool
+	movedOff  []movedOff
 }
 
 type recommendation struct {
@@ -61,6 +65,12 @@ type State struct {
 	// MigrationEnded is when the workload's last migration ended (zero: none
 	// remembered); the cooldown counts from it.
 	MigrationEnded time.Time `json:",omitzero"`
+	// MigrationFrom is the node the last migration was off, and MigrationMoved
+	// whether its pod left it: the own mover waives the cooldown after a
+	// completed move that reduced the workload's pods there (empty: not known,
+	// as in a state written before they were kept).
+	MigrationFrom  string `json:",omitempty"`
+	MigrationMoved bool   `json:",omitempty"`
 	// MovedOff are the nodes moved off that have not been seen cool since (the
 	// per-node back-off).
 	MovedOff []StateMovedOff `json:",omitempty"`
@@ -90,8 +100,10 @@ func (e *Engine) State() State {
 	if e.migrationEnded != 0 {
 		s.MigrationEnded = time.Unix(0, e.migrationEnded).UTC()
 	}
+	s.MigrationFrom, s.MigrationMoved = e.lastFrom, e.lastMoved
 	for _, m := range e.movedOff {
-		s.MovedOff = append(s.MovedOff, StateMovedOff{Node: m.node, Last: time.Unix(0, m.last).UTC(), Moves: m.moves})
+		s.MovedOff = append(s.MovedOff, StateMovedOff{Node: m.node, Last: time.Unix(0, m.last).UTC(), Moves: m.moves,
+			Pods: m.pods, Stalled: m.stalled})
 	}
 	return s
 }
@@ -108,9 +120,11 @@ func NewEngineFromState(s State) *Engine {
 	if !s.MigrationEnded.IsZero() {
 		e.migrationEnded = s.MigrationEnded.UnixNano()
 	}
+	e.lastFrom, e.lastMoved = s.MigrationFrom, s.MigrationMoved
 	for _, m := range s.MovedOff {
 		if m.Node != "" && m.Moves > 0 {
-			e.movedOff = append(e.movedOff, movedOff{node: m.Node, last: m.Last.UnixNano(), moves: m.Moves})
+			e.movedOff = append(e.movedOff, movedOff{node: m.Node, last: m.Last.UnixNano(), moves: m.Moves,
+				pods: max(m.Pods, 0), stalled: max(m.Stalled, 0)})
 		}
 	}
 	return e
@@ -302,16 +316,17 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	var noMigration string
 	if spec.Migration.Enabled {
 		e.forgetCooledNodes(spec.Migration.NodeThreshold, snap)
+		pods := ownPodsOn(snap)
 		var plan *MigrationPlan
 		var esAfter float64
 		var note string
-		if why := e.migrationCooldown(spec.Migration.Cooldown, now); why != "" {
+		if why := e.migrationCooldown(spec.Migration, pods, now); why != "" {
 			// The workload's cooldown comes first; the node's back-off may also hold.
 			if plan, _, note = planMigration(spec, snap, nil); plan != nil {
 				plan, note = nil, fmt.Sprintf("no migration: %s (otherwise: %s)", why, note)
 			}
 		} else {
-			plan, esAfter, note = planMigration(spec, snap, e.nodeHold(spec.Migration.Cooldown, now))
+			plan, esAfter, note = planMigration(spec, snap, e.nodeHold(spec.Migration, pods, now))
 		}
 		if plan != nil {
 			d.Migration = plan

@@ -615,7 +615,7 @@ func TestMigration(t *testing.T) {
 		d, err := NewEngine().Decide(spec, hotCluster())
 		require.NoError(t, err)
 		require.True(t, d.Action.Has(ActionMigrate))
-		require.Equal(t, &MigrationPlan{Pod: "web-a", FromNode: "hot", ToNode: "cooler", Mover: MoverOwn}, d.Migration)
+		require.Equal(t, &MigrationPlan{Pod: "web-a", FromNode: "hot", ToNode: "cooler", Mover: MoverOwn, PodsOnNode: 1}, d.Migration)
 		// Sizing uses E[S] of the healthy pods, expected once web-a runs normally.
 		require.InDelta(t, 0.1, d.Explanation.ServiceTime, 1e-12)
 		var hot NodeLoad
@@ -909,7 +909,7 @@ func TestPlanMigrationOnItsOwnCycle(t *testing.T) {
 	spec.Migration = Migration{Enabled: true, NodeThreshold: 0.8}
 	plan, es, note, err := PlanMigration(spec, hotCluster())
 	require.NoError(t, err)
-	require.Equal(t, &MigrationPlan{Pod: "web-a", FromNode: "hot", ToNode: "cooler", Mover: MoverOwn}, plan)
+	require.Equal(t, &MigrationPlan{Pod: "web-a", FromNode: "hot", ToNode: "cooler", Mover: MoverOwn, PodsOnNode: 1}, plan)
 	require.InDelta(t, 0.1, es, 1e-12)
 	require.Contains(t, note, "move web-a to cooler")
 	spec.Migration.Enabled = false

@@ -8,7 +8,7 @@ import (
 )
 
 // planMigration looks for a hot node (absolute utilisation above φ) where one
-// of the workload's pods is slowed (throttled, or its service time above
+// of the workload's pods (not being deleted) is slowed (throttled, or its service time above
 // SlowFactor × the workload's median), and plans one move off it: the
 // workload's own pod (MoverOwn) or the biggest neighbour (MoverNeighbour), to the
 // coolest node that has room for its CPU request and, for node-local data, for
@@ -54,7 +54,7 @@ func planMigration(spec Spec, snap Snapshot, hold func(node string) string) (*Mi
 	var victims []victim
 	for _, p := range snap.Pods {
 		n, ok := nodes[p.Node]
-		if !ok || !slowed(p) {
+		if !ok || p.Terminating || !slowed(p) {
 			continue
 		}
 		if u := nodeUtil(n); u > mig.NodeThreshold {
@@ -89,6 +89,7 @@ func planMigration(spec Spec, snap Snapshot, hold func(node string) string) (*Mi
 			plan, why := placePod(spec, snap, p, hot)
 			if plan != nil {
 				plan.Mover = mig.Mover
+				plan.PodsOnNode = ownPodsOn(snap)[hot.Name]
 				note := fmt.Sprintf("node %s at %.0f%% CPU (> φ = %.0f%%) slows pod %s; move %s to %s",
 					hot.Name, v.util*100, mig.NodeThreshold*100, v.pod.Name, plan.Pod, plan.ToNode)
 				if plan.DataBytes > 0 {
@@ -116,12 +117,12 @@ func joinNotes(n []string) string {
 	return out
 }
 
-// neighboursBySize returns the hot node's other pods, biggest CPU user first
+// neighboursBySize returns the hot node's other pods (not being deleted), biggest CPU user first
 // (ties by request), as the thesis' Algorithm 2 picks the pod with most resources.
 func neighboursBySize(n Node) []Pod {
 	var out []Pod
 	for _, p := range n.Pods {
-		if !p.Owned {
+		if !p.Owned && !p.Terminating {
 			out = append(out, p)
 		}
 	}

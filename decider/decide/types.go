@@ -178,7 +178,8 @@ type Migration struct {
 	DataMoveBytesPerSecond float64
 	// Cooldown is how long the workload waits after a migration ended (see
 	// Engine.MigrationEnded) before it migrates again; it is also the first step
-	// of the per-node back-off. Default 5 min.
+	// of the per-node back-off. The own mover waits only after moves that made
+	// no progress (cooldown.go). Default 5 min.
 	Cooldown time.Duration
 }
 
@@ -260,6 +261,9 @@ type Pod struct {
 	// Owned is true for the workload's own pods.
 	Owned bool
 	Ready bool
+	// Terminating is true for a pod being deleted: it leaves its node anyway,
+	// so it is never moved and does not count among the workload's pods there.
+	Terminating bool
 	// CPURequest and CPULimit in millicores; zero limit means none.
 	CPURequest, CPULimit int64
 	// CPUUsage in cores, absolute (not relative to the request; seed 001).
@@ -376,6 +380,11 @@ type MigrationPlan struct {
 	DataBytes int64 `json:"dataBytes"`
 	// MoveTime estimates the data-move time (the migration's cost).
 	MoveTime time.Duration `json:"-"`
+	// PodsOnNode is the number of the workload's pods on FromNode when the
+	// move was planned (those being deleted left out). The caller hands it back
+	// with Engine.MigrationEnded: the own mover's pacing compares it with the
+	// count after the move.
+	PodsOnNode int `json:"podsOnNode,omitempty"`
 }
 
 // CandidateKind names one option the engine weighed.

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/qas-dev/qas/decider/decide"
 )
 
 // Second is what was measured in one simulated second, summed over pods.
@@ -119,9 +121,13 @@ type Decision struct {
 	MeasureOnly bool
 }
 
-// Move is one migration: pod ID to node index ToNode.
+// Move is one migration: pod ID to node index ToNode. The simulator hands the
+// Move it carried out back to a MigrationObserver when the move ends.
 type Move struct {
 	Pod, ToNode int
+	// plan is the engine's plan behind a QAS move (what the controller keeps
+	// while a migration runs, and hands back to the engine when it ends).
+	plan decide.MigrationPlan
 }
 
 // Policy is one autoscaler.

@@ -187,15 +187,17 @@ func (q *QAS) Decide(o *Observation) Decision {
 		if err1 != nil || err2 != nil {
 			panic("qas: migration plan names an unknown pod or node: " + m.Pod + " → " + m.ToNode)
 		}
-		out.Migrate = &Move{Pod: pod, ToNode: to}
+		out.Migrate = &Move{Pod: pod, ToNode: to, plan: *m}
 	}
 	return out
 }
 
-// MigrationEnded tells the engine that a move off fromNode is done, for its
-// cooldown and per-node back-off, as the controller does.
-func (q *QAS) MigrationEnded(fromNode int, now float64) {
-	q.engine.MigrationEnded(nodeName(fromNode), simEpoch.Add(time.Duration(now*float64(time.Second))), true)
+// MigrationEnded tells the engine that move m off fromNode ended (moved: the
+// pod left the node), for its pacing, as the controller does.
+func (q *QAS) MigrationEnded(m Move, fromNode int, now float64, moved bool) {
+	plan := m.plan
+	plan.FromNode = nodeName(fromNode)
+	q.engine.MigrationEnded(plan, simEpoch.Add(time.Duration(now*float64(time.Second))), moved)
 }
 
 func podName(id int) string { return "pod-" + strconv.Itoa(id) }

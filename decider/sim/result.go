@@ -58,6 +58,21 @@ type DecisionSample struct {
 	Running, Requested int
 }
 
+// MoveRecord is one migration the simulator started.
+type MoveRecord struct {
+	// Start is when the replacement was created, End when the move ended
+	// (0 while it runs), simulated seconds.
+	Start, End float64
+	// From and To are the node indexes.
+	From, To int
+	// Moved is true when the replacement took over; false when a scale-down
+	// removed the pod being moved first (or the move still runs).
+	Moved bool
+	// PodsOnNodes are the workload's pods on each node as the policy saw them
+	// when it asked for the move (replacements still starting left out).
+	PodsOnNodes []int
+}
+
 // Result is one policy's run.
 type Result struct {
 	Policy string
@@ -88,10 +103,10 @@ type Result struct {
 	CPURequested float64
 	// Resizes counts vertical resizes.
 	Resizes int
-	// Migrations counts moves carried out (replacement Ready, old pod removed),
-	// and MigrationEnds says when each ended, simulated seconds.
-	Migrations    int
-	MigrationEnds []float64
+	// Migrations counts moves carried out (replacement Ready, old pod removed);
+	// Moves are the moves started, in order.
+	Migrations int
+	Moves      []MoveRecord
 	// NodeServed counts the requests finished on each node.
 	NodeServed  []int
 	Actions     int

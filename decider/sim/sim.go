@@ -172,7 +172,11 @@ type pod struct {
 	// surgeFor is the pod this one replaces in a migration (−1: none);
 	// surge is this pod's replacement while it starts (−1: none).
 	surgeFor, surge int
-	started         float64 // when the pod got a node and its containers started
+	// move is the migration a replacement carries out, and moveRec its index in
+	// Result.Moves.
+	move    policy.Move
+	moveRec int
+	started float64 // when the pod got a node and its containers started
 }
 
 type sim struct {
@@ -212,10 +216,12 @@ type sim struct {
 }
 
 // MigrationObserver is implemented by a policy that wants to know when a
-// migration it asked for ends (the replacement is Ready and the moved pod gone),
-// as the controller tells QAS's engine for its cooldown and per-node back-off.
+// migration it asked for ends, as the controller tells QAS's engine for its
+// pacing: m is the Move carried out, moved is true when the replacement is Ready
+// and the moved pod gone, false when a scale-down removed the pod being moved
+// (and its replacement) first.
 type MigrationObserver interface {
-	MigrationEnded(fromNode int, now float64)
+	MigrationEnded(m policy.Move, fromNode int, now float64, moved bool)
 }
 
 // ActivatorRouter is implemented by a policy whose autoscaler may put a
@@ -366,7 +372,7 @@ func Run(cfg Config, p policy.Policy) *Result {
 			}
 			s.scale(d.Replicas)
 			if d.Migrate != nil {
-				s.migrate(*d.Migrate)
+				s.migrate(*d.Migrate, obs)
 			}
 			if router != nil {
 				s.setActivator(router.ActivatorRouting())
@@ -601,16 +607,14 @@ func (s *sim) makeReady(id int) {
 		s.pods[old].surge = -1
 		s.surges--
 		s.res.Migrations++
-		s.res.MigrationEnds = append(s.res.MigrationEnds, s.now)
+		from := s.pods[old].node // read first: removing a pod that holds no request releases its node
 		for i, a := range s.active {
 			if a == old {
 				s.remove(i)
 				break
 			}
 		}
-		if s.moves != nil {
-			s.moves.MigrationEnded(s.pods[old].node, s.now)
-		}
+		s.moveEnded(id, from, true)
 	}
 	s.drainFront(id)
 }
@@ -674,6 +678,7 @@ func (s *sim) scale(desired int) {
 			}
 		}
 		id := s.active[victim]
+		from := s.pods[id].node
 		s.remove(victim)
 		if r := s.pods[id].surge; r >= 0 {
 			s.pods[id].surge = -1
@@ -685,6 +690,7 @@ func (s *sim) scale(desired int) {
 					break
 				}
 			}
+			s.moveEnded(r, from, false)
 		}
 	}
 }
@@ -707,12 +713,23 @@ func (s *sim) remove(i int) {
 	}
 }
 
+// moveEnded records the end of the move replacement r carried out off node
+// from, and tells the policy.
+func (s *sim) moveEnded(r, from int, moved bool) {
+	rec := &s.res.Moves[s.pods[r].moveRec]
+	rec.End, rec.Moved = s.now, moved
+	if s.moves != nil {
+		s.moves.MigrationEnded(s.pods[r].move, from, s.now, moved)
+	}
+}
+
 // migrate carries out a move as the controller does, surge first: a
 // replacement pod is created on the target node and, once Ready (after an init
 // time), the moved pod is removed. As in the controller, one move is under way
 // at a time; a move while another is, of a pod that is gone, or to a node
-// without room for its request is not carried out.
-func (s *sim) migrate(m policy.Move) {
+// without room for its request is not carried out. o is what the policy saw
+// when it asked for the move.
+func (s *sim) migrate(m policy.Move, o *policy.Observation) {
 	if len(s.nodes) == 0 || m.ToNode < 0 || m.ToNode >= len(s.nodes) || m.Pod < 0 || m.Pod >= len(s.pods) || s.surges > 0 {
 		return
 	}
@@ -731,6 +748,14 @@ func (s *sim) migrate(m policy.Move) {
 	p.surgeFor = m.Pod
 	s.pods[m.Pod].surge = id
 	s.surges++
+	rec := MoveRecord{Start: s.now, From: s.pods[m.Pod].node, To: m.ToNode, PodsOnNodes: make([]int, len(s.nodes))}
+	for _, op := range o.Pods {
+		if op.Node >= 0 && op.Node < len(s.nodes) {
+			rec.PodsOnNodes[op.Node]++
+		}
+	}
+	p.move, p.moveRec = m, len(s.res.Moves)
+	s.res.Moves = append(s.res.Moves, rec)
 	s.heap.push(event{t: s.now + s.nextInit(), pod: int32(id), k: evReady})
 }
 
