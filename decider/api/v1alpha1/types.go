@@ -174,10 +174,14 @@ type MigrationSpec struct {
 	// AllowLocalStorage lets QAS move pods bound to node-local volumes.
 	// +optional
 	AllowLocalStorage bool `json:"allowLocalStorage,omitempty"`
-	// Cooldown is how long QAS waits after a migration of this workload ended (moved,
-	// timed out or aborted) before it starts another, e.g. "5m". A node still hot after
-	// a move off it waits longer after each further move: the cooldown, then twice,
-	// four times and so on, at most an hour (or the cooldown, if longer).
+	// Cooldown paces migrations, e.g. "5m". With the neighbour mover, QAS waits this
+	// long after a migration ended before it starts another, and a node still hot
+	// after a move off it waits longer after each further move: the cooldown, then
+	// twice, four times and so on, at most an hour (or the cooldown, if longer). With
+	// the own mover, moves that take the workload's pods off a hot node follow one
+	// another at once; the cooldown and the doubling apply only after a move that
+	// did not reduce the workload's pods on that node, or that timed out or was
+	// aborted.
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('24h')",message="migration.cooldown must be between 1m and 24h"
 	// +kubebuilder:default="5m"
