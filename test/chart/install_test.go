@@ -9,13 +9,9 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -38,6 +34,7 @@ import (
 	"github.com/qas-dev/qas/collector/influx"
 	"github.com/qas-dev/qas/collector/pipeline"
 	"github.com/qas-dev/qas/collector/scrape"
+	"github.com/qas-dev/qas/internal/testenv"
 	"github.com/qas-dev/qas/internal/testenv/influxtest"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
 )
@@ -135,7 +132,7 @@ func installDecideUninstall(t *testing.T, keep bool) {
 	const podName = "rel-qas-decider-5d8c7b9f4-chart"
 	bin, args, env := renderedCommand(ctx, t, c, created, "rel-qas-decider", "decider",
 		outsideCluster{Kubeconfig: writeKubeconfig(t, sa, c.CACert), InfluxURL: influx.URL, PodName: podName})
-	stop := startProcess(t, bin, args, env)
+	decider := startProcess(t, bin, args, env)
 	var status map[string]any
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		got, err := dyn.Resource(qaGVR).Namespace(appNS).Get(ctx, "demo", metav1.GetOptions{})
@@ -157,7 +154,7 @@ func installDecideUninstall(t *testing.T, keep bool) {
 	}
 	t.Logf("status from the decider: %v", status)
 	checkDashboardsOnRealData(ctx, t, influx.URL, appNS)
-	stop()
+	decider.Stop(stopGrace)
 	collectorRunsAsItsServiceAccount(ctx, t, c, created, ns, influx.URL)
 	upgradeKeepsRuntimeState(ctx, t, c, h, ns, keep)
 
@@ -191,50 +188,17 @@ func collectorRunsAsItsServiceAccount(ctx context.Context, t *testing.T, c *kube
 	}
 	bin, args, env := renderedCommand(ctx, t, c, manifest, "rel-qas-collector", "collector",
 		outsideCluster{Kubeconfig: writeKubeconfig(t, sa, c.CACert), InfluxURL: influxURL, PodName: "rel-qas-collector-6f7d8c-chart"})
-	logs := &syncBuffer{}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		<-exited
-		exited <- nil
-	}()
+	p := startProcess(t, bin, args, env)
+	defer p.Stop(stopGrace)
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		select {
-		case err := <-exited:
-			exited <- err
+		if exited, err := p.Exited(); exited {
 			return false, fmt.Errorf("qas-collector exited: %v", err)
-		default:
 		}
-		return strings.Contains(logs.String(), `"msg":"collecting"`), nil
+		return strings.Contains(p.Output(), `"msg":"collecting"`), nil
 	})
-	if err != nil || strings.Contains(logs.String(), "forbidden") {
-		t.Fatalf("qas-collector %s as rel-qas-collector: %v\n%s", strings.Join(args, " "), err, tail(logs.String(), 40))
+	if err != nil || strings.Contains(p.Output(), "forbidden") {
+		t.Fatalf("qas-collector as rel-qas-collector: %v (its output follows)", err)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // upgradeKeepsRuntimeState: what the webhook and the decider write into objects the
@@ -346,39 +310,25 @@ func writeKubeconfig(t *testing.T, cfg *rest.Config, ca []byte) string {
 	return path
 }
 
-// startProcess runs bin with args and env (added to this process's) and returns a
-// function that stops it with SIGTERM and waits; its output is logged if the test fails.
-func startProcess(t *testing.T, bin string, args, env []string) (stop func()) {
+// stopGrace is how long a QAS binary may take to exit after SIGTERM before it is
+// killed.
+const stopGrace = 30 * time.Second
+
+// startProcess runs bin with args and env (added to this process's) until the test
+// ends, or until the caller stops it; its output is logged if the test fails.
+func startProcess(t *testing.T, bin string, args, env []string) *testenv.Process {
 	t.Helper()
-	logs := &syncBuffer{}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	p, err := testenv.StartProcess(filepath.Base(bin), bin, args, env)
+	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
+	t.Cleanup(func() {
+		p.Stop(stopGrace)
 		if t.Failed() {
-			t.Logf("%s %s output:\n%s", filepath.Base(bin), strings.Join(args, " "), tail(logs.String(), 60))
+			t.Logf("%s %s output:\n%s", p.Name, strings.Join(args, " "), tail(p.Output(), 60))
 		}
-	}
-	t.Cleanup(stop)
-	return stop
+	})
+	return p
 }
 
 func tail(s string, n int) string {
