@@ -177,24 +177,11 @@ func TestMutatingWebhookOnLoopback(t *testing.T) {
 	caPEM := certPEMOf(srv)
 
 	fail := admissionregistrationv1.Fail
-	none := admissionregistrationv1.SideEffectClassNone
 	url := srv.URL + "/mutate"
-	hook := &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "kubetest-" + ns},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name:                    "mutate.kubetest.qas.dev",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM},
-			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-			FailurePolicy:           &fail,
-			SideEffects:             &none,
-			AdmissionReviewVersions: []string{"v1"},
-		}},
-	}
-	_, err := c.Clientset().AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, hook, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = c.Clientset().AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), hook.Name, metav1.DeleteOptions{})
+	c.RegisterPodWebhook(t, ns, "kubetest-"+ns, admissionregistrationv1.MutatingWebhook{
+		Name:          "mutate.kubetest.qas.dev",
+		ClientConfig:  admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM},
+		FailurePolicy: &fail,
 	})
 
 	pod := &corev1.Pod{
@@ -203,7 +190,7 @@ func TestMutatingWebhookOnLoopback(t *testing.T) {
 	}
 	// Webhook configuration reaches the apiserver's admission chain asynchronously.
 	var created *corev1.Pod
-	err = poll(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+	err := poll(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
 		p, err := c.Clientset().CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 		if err != nil {
 			return false, err
