@@ -18,7 +18,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -33,27 +32,9 @@ func ctxT(t *testing.T) context.Context {
 }
 
 func deployment(ns, name string, replicas int32) *appsv1.Deployment {
-	labels := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					Tolerations: []corev1.Toleration{Toleration()},
-					Containers: []corev1.Container{{
-						Name: "app", Image: "example/app:1",
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")},
-							Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")},
-						},
-					}},
-				},
-			},
-		},
-	}
+	return Deployment(ns, name, replicas, corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "app", Image: "example/app:1", Resources: CPU("250m", "500m")}},
+	})
 }
 
 func waitReady(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, name string, want int32) {
@@ -217,6 +198,30 @@ func TestServiceAccountIsBoundByRBAC(t *testing.T) {
 	_, err = sa.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
 	require.True(t, apierrors.IsForbidden(err), "want Forbidden, got %v", err)
 	require.Contains(t, err.Error(), "system:serviceaccount:"+ns+":limited")
+}
+
+// TestRemoveTaintAfter: a taint a test leaves on a node is gone once the test ends;
+// the node's other taints (kwok's) stay.
+func TestRemoveTaintAfter(t *testing.T) {
+	c := Shared(t)
+	ctx := ctxT(t)
+	nodes := c.Clientset().CoreV1().Nodes()
+	const key = "kubetest.qas.dev/left-behind"
+	t.Run("taints", func(t *testing.T) {
+		c.RemoveTaintAfter(t, key)
+		n, err := nodes.Get(ctx, "kwok-node-1", metav1.GetOptions{})
+		require.NoError(t, err)
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectPreferNoSchedule})
+		_, err = nodes.Update(ctx, n, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	})
+	n, err := nodes.Get(ctx, "kwok-node-1", metav1.GetOptions{})
+	require.NoError(t, err)
+	var keys []string
+	for _, tn := range n.Spec.Taints {
+		keys = append(keys, tn.Key)
+	}
+	require.Equal(t, []string{"kwok.x-k8s.io/node"}, keys)
 }
 
 func TestStopLeavesNoProcesses(t *testing.T) {
