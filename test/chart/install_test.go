@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -271,25 +270,11 @@ func persistentVolume(ctx context.Context, t *testing.T, c *kubetest.Cluster) {
 
 func createWorkload(ctx context.Context, t *testing.T, c *kubetest.Cluster, ns string) {
 	t.Helper()
-	labels := map[string]string{"app": "demo"}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: ns},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{
-						Name: "app", Image: "qas-example-app",
-						Ports:     []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}},
-					}},
-					Tolerations: []corev1.Toleration{kubetest.Toleration()},
-				},
-			},
-		},
-	}
+	d := kubetest.Deployment(ns, "demo", 1, corev1.PodSpec{Containers: []corev1.Container{{
+		Name: "app", Image: "qas-example-app",
+		Ports:     []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+		Resources: kubetest.CPU("250m", ""),
+	}}})
 	if _, err := c.Clientset().AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
