@@ -70,19 +70,8 @@ func installDecideUninstall(t *testing.T, keep bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	persistentVolume(ctx, t, c)
-	sw := newSweep(ctx, t, c, "rel", ns)
-	before, err := sw.snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	h := newHelm(t)
-	h.kubeconfig = c.Kubeconfig
-	if out, err := h.run("install", "rel", chartDir(t), "--namespace", ns, "--wait", "--timeout", "3m",
-		"-f", valuesFile(t, fmt.Sprintf(installValues, keep))); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	manifest, err := h.run("get", "manifest", "rel", "--namespace", ns)
+	rel := installRelease(ctx, t, c, ns, fmt.Sprintf(installValues, keep))
+	manifest, err := rel.h.run("get", "manifest", "rel", "--namespace", ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,13 +144,10 @@ func installDecideUninstall(t *testing.T, keep bool) {
 	checkDashboardsOnRealData(ctx, t, influx.URL, appNS)
 	decider.Stop(stopGrace)
 	collectorRunsAsItsServiceAccount(ctx, t, c, created, ns, influx.URL)
-	upgradeKeepsRuntimeState(ctx, t, c, h, ns, keep)
+	upgradeKeepsRuntimeState(ctx, t, c, rel)
 
 	// Uninstall: nothing new remains but the CRD and what the user asked to keep.
-	if out, err := h.run("uninstall", "rel", "--namespace", ns, "--wait", "--timeout", "2m"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	sw.leftovers(ctx, t, before, func(ref objectRef) bool {
+	rel.uninstall(ctx, t, func(ref objectRef) bool {
 		return keptCRD(ref) || // Helm never deletes crds/
 			keep && ref == objectRef{Resource: "v1/persistentvolumeclaims", Namespace: ns, Name: pvcName} // influxdb.internal.persistence.keep
 	})
@@ -203,8 +189,9 @@ func collectorRunsAsItsServiceAccount(ctx context.Context, t *testing.T, c *kube
 // upgradeKeepsRuntimeState: what the webhook and the decider write into objects the
 // chart created (the certificate Secret's data, the caBundle, the Lease's holder) must
 // survive `helm upgrade`, since the chart never renders those fields.
-func upgradeKeepsRuntimeState(ctx context.Context, t *testing.T, c *kubetest.Cluster, h *helmCmd, ns string, keep bool) {
+func upgradeKeepsRuntimeState(ctx context.Context, t *testing.T, c *kubetest.Cluster, rel *release) {
 	t.Helper()
+	ns := rel.ns
 	cs := c.Clientset()
 	// What the webhook's certificate manager does (decider/certs), with the admin client.
 	sec, err := cs.CoreV1().Secrets(ns).Get(ctx, "rel-qas-webhook-tls", metav1.GetOptions{})
@@ -223,10 +210,7 @@ func upgradeKeepsRuntimeState(ctx context.Context, t *testing.T, c *kubetest.Clu
 	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, mwc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := h.run("upgrade", "rel", chartDir(t), "--namespace", ns, "--wait", "--timeout", "2m",
-		"-f", valuesFile(t, fmt.Sprintf(installValues, keep)), "--set", "decider.interval=20s"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	rel.upgrade(t, "--set", "decider.interval=20s")
 	d, err := cs.AppsV1().Deployments(ns).Get(ctx, "rel-qas-decider", metav1.GetOptions{})
 	if err != nil || !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--interval=20s") {
 		t.Fatalf("upgrade did not apply: %v", err)
