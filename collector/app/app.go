@@ -5,7 +5,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,7 +17,6 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	"github.com/qas-dev/qas/collector/cpu"
@@ -27,6 +25,7 @@ import (
 	"github.com/qas-dev/qas/collector/pipeline"
 	"github.com/qas-dev/qas/collector/scrape"
 	"github.com/qas-dev/qas/internal/cli"
+	"github.com/qas-dev/qas/internal/kubeconfig"
 )
 
 // Flags are qas-collector's settings.
@@ -206,14 +205,9 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 		return cli.ExitTo(stderr, "qas-collector", err)
 	}
 	defer func() { _ = log.Sync() }()
-	var cfg *rest.Config
-	if f.Kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", f.Kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
+	cfg, err := kubeconfig.Load(f.Kubeconfig)
 	if err != nil {
-		return cli.ExitTo(stderr, "qas-collector", errors.Join(errors.New("kubernetes config (set --kubeconfig outside a cluster)"), err))
+		return cli.ExitTo(stderr, "qas-collector", err)
 	}
 	return cli.ExitTo(stderr, "qas-collector", Run(ctx, f, cfg, log))
 }
