@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -65,6 +66,25 @@ func TestProcessExitStatus(t *testing.T) {
 	require.ErrorAs(t, err, &ee)
 	require.Equal(t, 3, ee.ExitCode())
 	require.Equal(t, "bye\n", p.Output())
+}
+
+func TestProcessLog(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "server.log")
+	for i, word := range []string{"first", "second"} { // a restarted server appends
+		p, err := StartProcessLog("server", "/bin/sh", []string{"-c", `echo "$WORD"; echo err >&2`}, []string{"WORD=" + word}, log)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { exited, _ := p.Exited(); return exited }, time.Minute, 10*time.Millisecond, "run %d", i)
+	}
+	data, err := os.ReadFile(log)
+	require.NoError(t, err)
+	require.Equal(t, "first\nerr\nsecond\nerr\n", string(data))
+	p, err := StartProcessLog("server", "/bin/sh", []string{"-c", "exit 0"}, nil, log)
+	require.NoError(t, err)
+	p.Stop(time.Minute)
+	require.Equal(t, string(data), p.Output(), "Output reads the log")
+
+	_, err = StartProcessLog("server", "/bin/true", nil, nil, filepath.Join(t.TempDir(), "no-such-dir", "x.log"))
+	require.ErrorIs(t, err, os.ErrNotExist)
 }
 
 func TestStartProcessMissingBinary(t *testing.T) {
