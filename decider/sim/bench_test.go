@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -51,10 +50,7 @@ func BenchmarkSimulate(b *testing.B) {
 func BenchmarkOracleSearch(b *testing.B) {
 	svc := mustDist(b, "lognormal:20ms,cv=1.5")
 	init := mustDist(b, "30s")
-	rates := make([]float64, 600)
-	for i := range rates {
-		rates[i] = 200 + 100*math.Sin(float64(i)/60)
-	}
+	rates := sineRates(200, 100, 60, 600)
 	cfg := Config{Rates: rates, Service: svc, Init: init, Concurrency: 4, CPU: 1, Target: 0.1, Percentile: 95, Seed: 1}
 	p := policy.Params{Target: 0.1, Percentile: 95, Concurrency: 4, CPU: 1, MinReplicas: 1, MaxReplicas: 500}
 	for _, names := range [][]string{{"oracle"}, {"oracle", "oracle-pooled"}} {

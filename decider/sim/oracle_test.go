@@ -18,10 +18,7 @@ import (
 // no more than the oracle, nor than kpa (whose activator also pools requests)
 // when kpa meets it.
 func TestOracleIsTheCheapestThatMeetsTheSLO(t *testing.T) {
-	sine := make([]float64, 1200)
-	for i := range sine {
-		sine[i] = 30 + 25*math.Sin(float64(i)/120)
-	}
+	sine := sineRates(30, 25, 120, 1200)
 	step := append(constRates(10, 300), constRates(80, 300)...)
 	step = append(step, constRates(10, 300)...)
 	incdec, err := trace.Load(trace.Options{Source: "pattern:increase-decrease", Scale: 1, Compress: 1})

@@ -27,6 +27,16 @@ func erlangCWait(c int, lambda, mu float64) float64 {
 	return pw / (float64(c)*mu - lambda)
 }
 
+// sineRates is a load of mean + amplitude·sin(t/scale) requests per second at second t
+// (a period of 2π·scale seconds), for seconds seconds.
+func sineRates(mean, amplitude, scale float64, seconds int) []float64 {
+	r := make([]float64, seconds)
+	for i := range r {
+		r[i] = mean + amplitude*math.Sin(float64(i)/scale)
+	}
+	return r
+}
+
 func constRates(rate float64, seconds int) []float64 {
 	r := make([]float64, seconds)
 	for i := range r {
@@ -124,10 +134,7 @@ func TestQueueingTheory(t *testing.T) {
 func TestDeterministicPerSeed(t *testing.T) {
 	svc := mustDist(t, "lognormal:50ms,cv=1.5")
 	init := mustDist(t, "exp:20s")
-	rates := make([]float64, 900)
-	for i := range rates {
-		rates[i] = 20 + 15*math.Sin(float64(i)/60)
-	}
+	rates := sineRates(20, 15, 60, 900)
 	cfg := Config{Rates: rates, Service: svc, Init: init, Concurrency: 1, CPU: 0.5, Target: 0.2, Percentile: 95}
 	p := policy.Params{Target: 0.2, Percentile: 95, Concurrency: 1, CPU: 0.5, MinReplicas: 1, MaxReplicas: 100}
 	names := []string{"qas", "hpa", "kpa", "oracle"}
