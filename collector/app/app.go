@@ -5,13 +5,11 @@ package app
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,7 +17,6 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	"github.com/qas-dev/qas/collector/cpu"
@@ -28,26 +25,24 @@ import (
 	"github.com/qas-dev/qas/collector/pipeline"
 	"github.com/qas-dev/qas/collector/scrape"
 	"github.com/qas-dev/qas/internal/cli"
+	"github.com/qas-dev/qas/internal/kubeconfig"
 )
 
 // Flags are qas-collector's settings.
 type Flags struct {
-	InfluxURL, InfluxToken, InfluxOrg, InfluxBucket string
-	Interval, ScrapeTimeout                         time.Duration
-	Concurrency, BufferPoints                       int
-	Namespace, Kubeconfig, MetricsListen            string
-	CPU                                             bool
-	Log                                             cli.LogOptions
+	Influx                               influx.Options
+	Interval, ScrapeTimeout              time.Duration
+	Concurrency, BufferPoints            int
+	Namespace, Kubeconfig, MetricsListen string
+	CPU                                  bool
+	Log                                  cli.LogOptions
 }
 
 // Parse reads args and the environment into Flags and validates them.
 func Parse(args []string, getenv func(string) string) (Flags, error) {
 	var f Flags
 	fs := flag.NewFlagSet("qas-collector", flag.ContinueOnError)
-	fs.StringVar(&f.InfluxURL, "influx-url", "http://127.0.0.1:8086", "InfluxDB base URL")
-	fs.StringVar(&f.InfluxToken, "influx-token", "", `InfluxDB token ("user:password" on 1.8 with auth; empty without)`)
-	fs.StringVar(&f.InfluxOrg, "influx-org", "", "InfluxDB organisation (empty on 1.8)")
-	fs.StringVar(&f.InfluxBucket, "influx-bucket", "qas/autogen", `bucket ("database/retention-policy" on 1.8)`)
+	f.Influx.Register(fs, "InfluxDB base URL")
 	fs.DurationVar(&f.Interval, "interval", 5*time.Second, "scrape interval")
 	fs.DurationVar(&f.ScrapeTimeout, "scrape-timeout", 2*time.Second, "limit on one /stats request")
 	fs.IntVar(&f.Concurrency, "concurrency", 64, "proxies scraped at once")
@@ -64,12 +59,8 @@ func Parse(args []string, getenv func(string) string) (Flags, error) {
 }
 
 func (f Flags) validate() error {
-	u, err := url.Parse(f.InfluxURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return cli.Usagef("influx-url", "%q is not an http(s) URL", f.InfluxURL)
-	}
-	if f.InfluxBucket == "" {
-		return cli.Usagef("influx-bucket", "must not be empty")
+	if err := f.Influx.Validate(); err != nil {
+		return err
 	}
 	if f.Interval <= 0 {
 		return cli.Usagef("interval", "%s is not positive", f.Interval)
@@ -145,8 +136,8 @@ func Run(ctx context.Context, f Flags, cfg *rest.Config, log *zap.Logger) error 
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	w, err := influx.NewWriter(influx.WriterConfig{URL: f.InfluxURL, Token: f.InfluxToken, Org: f.InfluxOrg,
-		Bucket: f.InfluxBucket, BufferPoints: f.BufferPoints}, reg, log.Named("influx"))
+	w, err := influx.NewWriter(influx.WriterConfig{URL: f.Influx.URL, Token: f.Influx.Token, Org: f.Influx.Org,
+		Bucket: f.Influx.Bucket, BufferPoints: f.BufferPoints}, reg, log.Named("influx"))
 	if err != nil {
 		return err
 	}
@@ -185,7 +176,7 @@ func Run(ctx context.Context, f Flags, cfg *rest.Config, log *zap.Logger) error 
 	if err := c.Discovery.WaitForSync(ctx); err != nil {
 		return err
 	}
-	log.Info("collecting", zap.Duration("interval", f.Interval), zap.String("influx", f.InfluxURL), zap.String("metrics", ln.Addr().String()))
+	log.Info("collecting", zap.Duration("interval", f.Interval), zap.String("influx", f.Influx.URL), zap.String("metrics", ln.Addr().String()))
 	tick := time.NewTicker(f.Interval)
 	defer tick.Stop()
 	for {
@@ -214,14 +205,9 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 		return cli.ExitTo(stderr, "qas-collector", err)
 	}
 	defer func() { _ = log.Sync() }()
-	var cfg *rest.Config
-	if f.Kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", f.Kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
+	cfg, err := kubeconfig.Load(f.Kubeconfig)
 	if err != nil {
-		return cli.ExitTo(stderr, "qas-collector", errors.Join(errors.New("kubernetes config (set --kubeconfig outside a cluster)"), err))
+		return cli.ExitTo(stderr, "qas-collector", err)
 	}
 	return cli.ExitTo(stderr, "qas-collector", Run(ctx, f, cfg, log))
 }

@@ -22,13 +22,13 @@ func TestParse(t *testing.T) {
 	}{
 		{name: "defaults", chk: func(t *testing.T, f Flags) {
 			require.Equal(t, 5*time.Second, f.Interval)
-			require.Equal(t, "qas/autogen", f.InfluxBucket)
+			require.Equal(t, "qas/autogen", f.Influx.Bucket)
 			require.True(t, f.CPU)
 		}},
 		{name: "env override", env: map[string]string{"QAS_COLLECTOR_INTERVAL": "10s", "QAS_COLLECTOR_INFLUX_URL": "http://db:8086"},
 			chk: func(t *testing.T, f Flags) {
 				require.Equal(t, 10*time.Second, f.Interval)
-				require.Equal(t, "http://db:8086", f.InfluxURL)
+				require.Equal(t, "http://db:8086", f.Influx.URL)
 			}},
 		{name: "flag beats env", args: []string{"--interval=3s"}, env: map[string]string{"QAS_COLLECTOR_INTERVAL": "10s"},
 			chk: func(t *testing.T, f Flags) { require.Equal(t, 3*time.Second, f.Interval) }},

@@ -8,12 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/qas-dev/qas/collector/scrape"
+	"github.com/qas-dev/qas/internal/testenv/kubetest"
 )
 
 func ctrl(kind, name string) []metav1.OwnerReference {
@@ -22,14 +22,7 @@ func ctrl(kind, name string) []metav1.OwnerReference {
 }
 
 func container(req, lim string) corev1.Container {
-	c := corev1.Container{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}}
-	if req != "" {
-		c.Resources.Requests[corev1.ResourceCPU] = resource.MustParse(req)
-	}
-	if lim != "" {
-		c.Resources.Limits[corev1.ResourceCPU] = resource.MustParse(lim)
-	}
-	return c
+	return corev1.Container{Name: "c", Resources: kubetest.CPU(req, lim)}
 }
 
 func pod(name string, mod func(*corev1.Pod)) *corev1.Pod {

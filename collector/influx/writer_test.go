@@ -64,6 +64,19 @@ func newWriter(t *testing.T, srv *influxtest.Server, cfg WriterConfig) (*Writer,
 	return w, logs
 }
 
+// requireDelivered waits until w has sent all it buffered, closes it, and requires
+// that w wrote n points and dropped none, and that InfluxDB holds n points of
+// measurement.
+func requireDelivered(t *testing.T, srv *influxtest.Server, w *Writer, measurement string, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return w.Buffered() == 0 }, 60*time.Second, 20*time.Millisecond)
+	require.NoError(t, w.Close(context.Background()))
+	written, _, dropped := w.Counts()
+	require.Equal(t, float64(n), written)
+	require.Zero(t, dropped)
+	require.Equal(t, int64(n), count(t, srv, measurement))
+}
+
 func TestWriterDeliversEverything(t *testing.T) {
 	srv := influxtest.Start(t)
 	w, _ := newWriter(t, srv, WriterConfig{BatchPoints: 100})
@@ -91,11 +104,7 @@ func TestWriterOutageWithinBufferLosesNothing(t *testing.T) {
 	require.NotZero(t, logs.FilterMessage("influx write failed; retrying").Len())
 
 	srv.Restart()
-	require.Eventually(t, func() bool { return w.Buffered() == 0 }, 60*time.Second, 50*time.Millisecond)
-	require.NoError(t, w.Close(context.Background()))
-	_, _, dropped := w.Counts()
-	require.Zero(t, dropped)
-	require.Equal(t, int64(400), count(t, srv, "outage"))
+	requireDelivered(t, srv, w, "outage", 400)
 }
 
 func TestWriterOutageBeyondBufferIsCountedAndLogged(t *testing.T) {
@@ -145,12 +154,7 @@ func TestWriterCreatesTheMissingDatabase(t *testing.T) {
 	require.NotContains(t, dbs, influxtest.Database)
 	w, logs := newWriter(t, srv, WriterConfig{BatchPoints: 100})
 	w.Write(points("created", 0, 300)...)
-	require.Eventually(t, func() bool { return w.Buffered() == 0 }, 60*time.Second, 20*time.Millisecond)
-	require.NoError(t, w.Close(context.Background()))
-	written, _, dropped := w.Counts()
-	require.Equal(t, 300.0, written)
-	require.Zero(t, dropped)
-	require.Equal(t, int64(300), count(t, srv, "created"))
+	requireDelivered(t, srv, w, "created", 300)
 	dbs, err = srv.Databases()
 	require.NoError(t, err)
 	require.Contains(t, dbs, influxtest.Database)
@@ -166,7 +170,7 @@ func TestWriterCreatesTheMissingDatabase(t *testing.T) {
 	require.NoError(t, err)
 	w2.Write(points("fresh", 0, 3)...)
 	require.NoError(t, w2.Close(context.Background()))
-	written, _, dropped = w2.Counts()
+	written, _, dropped := w2.Counts()
 	require.Equal(t, 3.0, written)
 	require.Zero(t, dropped)
 	require.Equal(t, 1, logs2.FilterMessage("created the InfluxDB database").Len())
@@ -195,12 +199,7 @@ func TestWriterCreatesTheDatabaseOnlyAsAdmin(t *testing.T) {
 
 	admin, _ := newWriter(t, srv, WriterConfig{Token: influxtest.AdminToken})
 	admin.Write(points("auth", 0, 5)...)
-	require.Eventually(t, func() bool { return admin.Buffered() == 0 }, 60*time.Second, 20*time.Millisecond)
-	require.NoError(t, admin.Close(context.Background()))
-	written, _, dropped := admin.Counts()
-	require.Equal(t, 5.0, written)
-	require.Zero(t, dropped)
-	require.Equal(t, int64(5), count(t, srv, "auth"))
+	requireDelivered(t, srv, admin, "auth", 5)
 }
 
 func TestNewWriterValidates(t *testing.T) {

@@ -2,16 +2,13 @@ package app
 
 import (
 	"context"
-	"errors"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/qas-dev/qas/decider/runner"
 	"github.com/qas-dev/qas/internal/cli"
+	"github.com/qas-dev/qas/internal/kubeconfig"
 )
 
 func init() {
@@ -32,14 +29,9 @@ func init() {
 				return err
 			}
 			defer func() { _ = log.Sync() }()
-			var cfg *rest.Config
-			if o.Kubeconfig != "" {
-				cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
-			} else {
-				cfg, err = rest.InClusterConfig()
-			}
+			cfg, err := kubeconfig.Load(o.Kubeconfig)
 			if err != nil {
-				return errors.Join(errors.New("kubernetes config (set --kubeconfig outside a cluster)"), err)
+				return err
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()

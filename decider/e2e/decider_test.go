@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/qas-dev/qas/collector/influx"
 	"github.com/qas-dev/qas/decider/runner"
 	"github.com/qas-dev/qas/internal/testenv/influxtest"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
@@ -231,7 +232,7 @@ type deciderProc struct {
 // reading and writing db, as cfg's identity.
 func startDecider(t *testing.T, cfg *rest.Config, ns string, db *influxtest.Server, identity string) *deciderProc {
 	o := runner.Options{
-		InfluxURL: db.URL, InfluxBucket: influxtest.Bucket, Interval: 2 * time.Second, Window: time.Minute, MaxPodAge: 10 * time.Second,
+		Influx: influx.Options{URL: db.URL, Bucket: influxtest.Bucket}, Interval: 2 * time.Second, Window: time.Minute, MaxPodAge: 10 * time.Second,
 		LeaderElect: true, LeaseNamespace: ns, LeaseName: leaseName, Identity: identity,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond,
 		MetricsListen: "127.0.0.1:0",

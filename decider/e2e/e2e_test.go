@@ -28,7 +28,6 @@ import (
 	influxdb2 "github.com/influxdata/influxdb-client-go/v2"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -43,8 +42,7 @@ import (
 	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/inject"
-	"github.com/qas-dev/qas/internal/cli"
-	"github.com/qas-dev/qas/internal/testenv"
+	"github.com/qas-dev/qas/decider/inject/injecttest"
 	"github.com/qas-dev/qas/internal/testenv/influxtest"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
 )
@@ -85,42 +83,8 @@ func exampleDeployment(t *testing.T, ns string) *appsv1.Deployment {
 // injects an opted-in pod (the configuration reaches the admission chain
 // asynchronously).
 func startWebhook(t *testing.T, c *kubetest.Cluster, ns string, probe corev1.PodTemplateSpec) {
-	ctx := context.Background()
 	cs := c.Clientset()
-	port := testenv.FreePort(t)
-	url := fmt.Sprintf("https://127.0.0.1:%d/mutate", port)
-	ignore := admissionregistrationv1.Ignore
-	none := admissionregistrationv1.SideEffectClassNone
-	name := "qas-inject-" + ns
-	_, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name:         "inject.qas.dev",
-			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
-			}},
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-			ObjectSelector:          inject.DefaultObjectSelector(),
-			FailurePolicy:           &ignore,
-			SideEffects:             &none,
-			AdmissionReviewVersions: []string{"v1"},
-		}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-	var o inject.Options
-	require.NoError(t, cli.Parse(o.FlagSet(), "QAS_WEBHOOK", []string{
-		"--kubeconfig=" + c.Kubeconfig, "--namespace=" + ns, "--webhook-config=" + name,
-		"--dns-names=127.0.0.1", fmt.Sprintf("--listen=127.0.0.1:%d", port),
-	}, func(string) string { return "" }))
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- inject.Run(runCtx, o, zap.NewNop()) }()
-	t.Cleanup(func() { stop(); require.NoError(t, <-done) })
+	injecttest.Start(t, c, ns)
 
 	n := 0
 	eventually(t, time.Minute, "the apiserver never called the webhook", func(ctx context.Context) (bool, error) {

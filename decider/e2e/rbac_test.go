@@ -12,10 +12,8 @@ import (
 	influxdb2 "github.com/influxdata/influxdb-client-go/v2"
 	"github.com/influxdata/influxdb-client-go/v2/api/write"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -149,28 +147,13 @@ func createDeployment(t *testing.T, kube kubernetes.Interface, ns, name string, 
 	if oneEach {
 		spread = corev1.DoNotSchedule
 	}
-	labels := map[string]string{"app": name}
-	q := resource.MustParse(cpuReq)
-	_, err := kube.AppsV1().Deployments(ns).Create(context.Background(), &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					Tolerations: []corev1.Toleration{kubetest.Toleration()},
-					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
-						MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: spread,
-						LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
-					}},
-					Containers: []corev1.Container{{Name: "app", Image: "example/app:1", Resources: corev1.ResourceRequirements{
-						Requests: corev1.ResourceList{corev1.ResourceCPU: q}, Limits: corev1.ResourceList{corev1.ResourceCPU: q},
-					}}},
-				},
-			},
-		},
-	}, metav1.CreateOptions{})
+	_, err := kube.AppsV1().Deployments(ns).Create(context.Background(), kubetest.Deployment(ns, name, replicas, corev1.PodSpec{
+		TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
+			MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: spread,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+		}},
+		Containers: []corev1.Container{{Name: "app", Image: "example/app:1", Resources: kubetest.CPU(cpuReq, cpuReq)}},
+	}), metav1.CreateOptions{})
 	require.NoError(t, err)
 	eventually(t, time.Minute, name+" Ready", func(ctx context.Context) (bool, error) {
 		d, err := kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
@@ -227,7 +210,7 @@ func TestDeciderCallsMatchRoles(t *testing.T) {
 	dyn, err := dynamic.NewForConfig(c.Config)
 	require.NoError(t, err)
 	db := influxtest.Start(t)
-	t.Cleanup(func() { removeHotTaints(kube) })
+	c.RemoveTaintAfter(t, controller.HotTaint) // no test leaves a node tainted for the next
 
 	f := &feed{kube: kube, ns: ns, db: db}
 	f.hot.Store("")
@@ -404,27 +387,6 @@ func ruleKey(r rbacv1.PolicyRule) string {
 // verbResource keys unexercised: "verb group/resource".
 func verbResource(r rbacv1.PolicyRule) string {
 	return fmt.Sprintf("%s %s/%s", r.Verbs[0], r.APIGroups[0], r.Resources[0])
-}
-
-// removeHotTaints makes sure no test leaves a node tainted for the next.
-func removeHotTaints(kube kubernetes.Interface) {
-	ctx := context.Background()
-	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return
-	}
-	for _, n := range nodes.Items {
-		var kept []corev1.Taint
-		for _, tt := range n.Spec.Taints {
-			if tt.Key != controller.HotTaint {
-				kept = append(kept, tt)
-			}
-		}
-		if len(kept) != len(n.Spec.Taints) {
-			n.Spec.Taints = kept
-			_, _ = kube.CoreV1().Nodes().Update(ctx, &n, metav1.UpdateOptions{})
-		}
-	}
 }
 
 // TestCompareWithRoles checks the checker on made-up calls and rules.

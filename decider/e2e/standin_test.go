@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -15,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -45,68 +42,9 @@ func buildBinaries(t *testing.T) map[string]string {
 	return map[string]string{"qas-proxy": filepath.Join(dir, "qas-proxy"), "qas-example-app": filepath.Join(dir, "qas-example-app")}
 }
 
-// proc is a process the test started; stop ends it and waits for it.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
-	once sync.Once
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func startProc(name, bin string, args, env []string) (*proc, error) {
-	p := &proc{name: name, out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	// A crashed test binary leaves no process behind.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	return p, nil
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop sends SIGTERM (qas-proxy drains, then shuts down) and kills the process if it
-// has not exited within a minute.
-func (p *proc) stop() {
-	p.once.Do(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(time.Minute):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-}
+// stopGrace is how long a stand-in may take to exit after SIGTERM (qas-proxy drains
+// first) before it is killed.
+const stopGrace = time.Minute
 
 // standIns runs, for every pod of a workload that the scheduler placed, what its
 // containers would run: the real qas-example-app and the real qas-proxy, as local
@@ -122,14 +60,14 @@ type standIns struct {
 	bins     map[string]string
 	mu       sync.Mutex
 	pods     map[string]*podProcs
-	all      []*proc
+	all      []*testenv.Process
 	stopping sync.WaitGroup
 }
 
 type podProcs struct {
 	serving string // the proxy's serving URL
 	ready   bool
-	procs   []*proc
+	procs   []*testenv.Process
 }
 
 func newStandIns(t *testing.T, kube kubernetes.Interface, ns, selector string, bins map[string]string) *standIns {
@@ -174,7 +112,7 @@ func (s *standIns) sync(ctx context.Context) error {
 			delete(s.pods, name)
 			for _, p := range pp.procs {
 				s.stopping.Add(1)
-				go func() { defer s.stopping.Done(); p.stop() }()
+				go func() { defer s.stopping.Done(); p.Stop(stopGrace) }()
 			}
 		}
 	}
@@ -245,7 +183,7 @@ func (s *standIns) start(ctx context.Context, pod *corev1.Pod) (*podProcs, error
 					pp.serving = fmt.Sprintf("http://127.0.0.1:%d", local[port])
 				}
 			}
-			p, err := startProc(pod.Name+"/"+c.Name, bin, args, env)
+			p, err := testenv.StartProcess(pod.Name+"/"+c.Name, bin, args, env)
 			if err != nil {
 				return nil, err
 			}
@@ -257,7 +195,7 @@ func (s *standIns) start(ctx context.Context, pod *corev1.Pod) (*podProcs, error
 	}
 	if len(pp.procs) != 2 || admin == 0 || pp.serving == "" {
 		for _, p := range pp.procs {
-			p.stop()
+			p.Stop(stopGrace)
 		}
 		return nil, fmt.Errorf("want an app container running qas-example-app and an injected %s with --listen and --admin-listen: %+v", inject.ContainerName, pod.Spec.Containers)
 	}
@@ -273,19 +211,19 @@ func (s *standIns) start(ctx context.Context, pod *corev1.Pod) (*podProcs, error
 			}
 		}
 		for _, p := range pp.procs {
-			if p.exited() {
-				return nil, fmt.Errorf("%s exited: %s", p.name, p.out.String())
+			if exited, err := p.Exited(); exited {
+				return nil, fmt.Errorf("%s exited (%v): %s", p.Name, err, p.Output())
 			}
 		}
 		if time.Now().After(deadline) {
-			return nil, errors.New("the proxy never became ready: " + pp.procs[1].out.String())
+			return nil, errors.New("the proxy never became ready: " + pp.procs[1].Output())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"http://127.0.0.1:%d/stats"}}}`, discovery.StatsURLAnnotation, admin)
 	if _, err := s.kube.CoreV1().Pods(s.ns).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		for _, p := range pp.procs {
-			p.stop()
+			p.Stop(stopGrace)
 		}
 		return nil, err
 	}
@@ -308,19 +246,19 @@ func (s *standIns) targets() []string {
 // stopAll stops every process and checks that none is left running.
 func (s *standIns) stopAll() {
 	s.mu.Lock()
-	all := append([]*proc(nil), s.all...)
+	all := append([]*testenv.Process(nil), s.all...)
 	s.pods = map[string]*podProcs{}
 	s.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, p := range all {
 		wg.Add(1)
-		go func() { defer wg.Done(); p.stop() }()
+		go func() { defer wg.Done(); p.Stop(stopGrace) }()
 	}
 	wg.Wait()
 	s.stopping.Wait()
 	for _, p := range all {
-		if !p.exited() {
-			s.t.Errorf("process %s (pid %d) still runs", p.name, p.cmd.Process.Pid)
+		if exited, _ := p.Exited(); !exited {
+			s.t.Errorf("process %s (pid %d) still runs", p.Name, p.Pid())
 		}
 	}
 }

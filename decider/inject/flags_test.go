@@ -7,16 +7,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/qas-dev/qas/decider/inject"
+	"github.com/qas-dev/qas/decider/inject/injecttest"
 	"github.com/qas-dev/qas/internal/cli"
-	"github.com/qas-dev/qas/internal/testenv"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
 )
 
@@ -58,45 +56,15 @@ func TestRunInjectsConfiguredProxy(t *testing.T) {
 	cs := c.Clientset()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	port := testenv.FreePort(t)
-	hookName := "qas-proxy-config-" + ns
-	url := fmt.Sprintf("https://127.0.0.1:%d/mutate", port)
-	ignore := admissionregistrationv1.Ignore
-	none := admissionregistrationv1.SideEffectClassNone
-	_, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: hookName},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name: "inject.qas.dev", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
-			}},
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-			FailurePolicy:     &ignore, SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
-		}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), hookName, metav1.DeleteOptions{})
-	})
-
-	var o inject.Options
-	require.NoError(t, cli.Parse(o.FlagSet(), "QAS_WEBHOOK", []string{
-		"--kubeconfig=" + c.Kubeconfig, "--namespace=" + ns, "--webhook-config=" + hookName,
-		"--dns-names=127.0.0.1", fmt.Sprintf("--listen=127.0.0.1:%d", port),
+	injecttest.Start(t, c, ns,
 		`--proxy-resources={"requests":{"cpu":"120m","memory":"48Mi"},"limits":{"cpu":"1","memory":"96Mi"}}`,
-		"--proxy-image-pull-secrets=proxy-registry",
-	}, func(string) string { return "" }))
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- inject.Run(runCtx, o, zap.NewNop()) }()
-	defer func() { stop(); require.NoError(t, <-done) }()
+		"--proxy-image-pull-secrets=proxy-registry")
 
 	// The caBundle and the webhook reach the apiserver asynchronously; with failurePolicy
 	// Ignore, early pods are admitted unchanged.
 	n := 0
 	var pod *corev1.Pod
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		n++
 		spec := optedInPod()
 		spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "app-registry"}}

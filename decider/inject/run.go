@@ -13,11 +13,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/qas-dev/qas/decider/certs"
 	"github.com/qas-dev/qas/internal/cli"
+	"github.com/qas-dev/qas/internal/kubeconfig"
 )
 
 // Options configure the webhook process (`qas-decider webhook`).
@@ -144,7 +143,7 @@ func Run(ctx context.Context, o Options, log *zap.Logger) error {
 			}
 		}()
 	} else {
-		rc, err := restConfig(o.Kubeconfig)
+		rc, err := kubeconfig.Load(o.Kubeconfig)
 		if err != nil {
 			return err
 		}
@@ -169,11 +168,4 @@ func Run(ctx context.Context, o Options, log *zap.Logger) error {
 		return nil
 	}
 	return err
-}
-
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", kubeconfig)
-	}
-	return rest.InClusterConfig()
 }

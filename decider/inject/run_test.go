@@ -10,15 +10,13 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/qas-dev/qas/decider/certs"
 	"github.com/qas-dev/qas/decider/inject"
+	"github.com/qas-dev/qas/decider/inject/injecttest"
 	"github.com/qas-dev/qas/internal/cli"
-	"github.com/qas-dev/qas/internal/testenv"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
 )
 
@@ -57,34 +55,10 @@ func TestRunSelfManaged(t *testing.T) {
 	cs := c.Clientset()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	hookName := "qas-run-" + ns
-	url := "https://127.0.0.1:1/mutate"
-	none := admissionregistrationv1.SideEffectClassNone
-	_, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: hookName},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name: "inject.qas.dev", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url},
-			SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
-			ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"never": "matches"}},
-		}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), hookName, metav1.DeleteOptions{})
-	})
-
-	port := testenv.FreePort(t)
-	var o inject.Options
-	require.NoError(t, cli.Parse(o.FlagSet(), "QAS_WEBHOOK", []string{
-		"--kubeconfig=" + c.Kubeconfig, "--namespace=" + ns, "--webhook-config=" + hookName,
-		"--dns-names=127.0.0.1", fmt.Sprintf("--listen=127.0.0.1:%d", port),
-	}, func(string) string { return "" }))
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- inject.Run(runCtx, o, zap.NewNop()) }()
+	hookName, port := injecttest.Start(t, c, ns)
 
 	var sec map[string][]byte
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		s, err := cs.CoreV1().Secrets(ns).Get(ctx, "qas-webhook-tls", metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -108,6 +82,4 @@ func TestRunSelfManaged(t *testing.T) {
 	hook, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, hookName, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, sec[certs.KeyCACert], hook.Webhooks[0].ClientConfig.CABundle)
-	stop()
-	require.NoError(t, <-done)
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +19,7 @@ import (
 	"github.com/qas-dev/qas/collector/discovery"
 	"github.com/qas-dev/qas/decider/certs"
 	"github.com/qas-dev/qas/decider/inject"
+	"github.com/qas-dev/qas/decider/inject/injecttest"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
 )
 
@@ -147,36 +147,6 @@ func startReplica(t *testing.T, ctx context.Context, mgr *certs.Manager) *replic
 	return &replica{mgr: mgr, addr: (<-addrc).String()}
 }
 
-// registerWebhook points a MutatingWebhookConfiguration for ns's pods at url, with the
-// chart's default selectors (every pod not labelled qas.dev/inject=false) and
-// failurePolicy Ignore, and deletes it when the test ends.
-func registerWebhook(t *testing.T, ctx context.Context, c *kubetest.Cluster, ns, url string) string {
-	ignore := admissionregistrationv1.Ignore
-	none := admissionregistrationv1.SideEffectClassNone
-	name := "qas-inject-" + ns
-	_, err := c.Clientset().AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name:         "inject.qas.dev",
-			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
-			}},
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-			ObjectSelector:          inject.DefaultObjectSelector(),
-			FailurePolicy:           &ignore,
-			SideEffects:             &none,
-			AdmissionReviewVersions: []string{"v1"},
-		}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = c.Clientset().AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-	return name
-}
-
 // TestWebhookThroughRealAPIServer runs two webhook replicas with self-managed TLS on
 // loopback behind a stand-in Service, and has the real kube-apiserver call them for
 // Pods and for a Deployment's pods; renews the serving certificate and then rolls the
@@ -205,7 +175,7 @@ func TestWebhookThroughRealAPIServer(t *testing.T) {
 	a, b := startReplica(t, ctx, newManager()), startReplica(t, ctx, newManager())
 	svc := startService(t)
 	svc.routeTo(a.addr)
-	hookName := registerWebhook(t, ctx, c, ns, fmt.Sprintf("https://%s/mutate", svc.ln.Addr()))
+	hookName := injecttest.Register(t, c, ns, fmt.Sprintf("https://%s/mutate", svc.ln.Addr()))
 
 	rotated, err := a.mgr.Sync(ctx)
 	require.NoError(t, err)
@@ -359,7 +329,7 @@ func TestAnnotationOptInReachesDiscovery(t *testing.T) {
 		Client: cs, Namespace: ns, SecretName: "qas-webhook-tls", WebhookConfig: "qas-inject-" + ns,
 		DNSNames: []string{"127.0.0.1"},
 	})
-	registerWebhook(t, ctx, c, ns, fmt.Sprintf("https://%s/mutate", r.addr))
+	injecttest.Register(t, c, ns, fmt.Sprintf("https://%s/mutate", r.addr))
 	_, err := r.mgr.Sync(ctx)
 	require.NoError(t, err)
 	// The configuration reaches the admission chain asynchronously: wait until an

@@ -77,16 +77,9 @@ func (*KPA) Name() string { return "kpa" }
 // Period is the 2 s tick.
 func (*KPA) Period() float64 { return KPATick }
 
+// avgInFlight is the mean number of requests in the pods over the last w seconds.
 func avgInFlight(o *Observation, w int) float64 {
-	n := min(w, len(o.Seconds))
-	if n == 0 {
-		return 0
-	}
-	s := 0.0
-	for _, x := range o.Seconds[len(o.Seconds)-n:] {
-		s += x.InFlight
-	}
-	return s / float64(n)
+	return o.mean(w, func(x Second) float64 { return x.InFlight })
 }
 
 // Decide runs one KPA tick (autoscaler.Scale).

@@ -92,15 +92,21 @@ func (o *Observation) Ready() int {
 
 // Rate is the mean arrival rate over the last w seconds (or fewer, at the start).
 func (o *Observation) Rate(w int) float64 {
+	return o.mean(w, func(x Second) float64 { return float64(x.Arrivals) })
+}
+
+// mean is the mean of f over the last w seconds (or fewer, at the start; 0 before the
+// first).
+func (o *Observation) mean(w int, f func(Second) float64) float64 {
 	n := min(w, len(o.Seconds))
 	if n == 0 {
 		return 0
 	}
-	s := 0
+	s := 0.0
 	for _, x := range o.Seconds[len(o.Seconds)-n:] {
-		s += x.Arrivals
+		s += f(x)
 	}
-	return float64(s) / float64(n)
+	return s / float64(n)
 }
 
 // Decision is a policy's output at one decision time.

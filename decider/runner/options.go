@@ -3,9 +3,9 @@ package runner
 import (
 	"flag"
 	"net"
-	"net/url"
 	"time"
 
+	"github.com/qas-dev/qas/collector/influx"
 	"github.com/qas-dev/qas/internal/cli"
 )
 
@@ -15,25 +15,22 @@ const EnvPrefix = "QAS_DECIDER"
 
 // Options are `qas-decider run`'s settings.
 type Options struct {
-	Kubeconfig                                      string
-	InfluxURL, InfluxToken, InfluxOrg, InfluxBucket string
-	Interval, Window, MaxPodAge                     time.Duration
-	DryRun                                          bool
-	LeaderElect                                     bool
-	LeaseNamespace, LeaseName, Identity             string
-	LeaseDuration, RenewDeadline, RetryPeriod       time.Duration
-	MetricsListen                                   string
-	Log                                             cli.LogOptions
+	Kubeconfig                                string
+	Influx                                    influx.Options
+	Interval, Window, MaxPodAge               time.Duration
+	DryRun                                    bool
+	LeaderElect                               bool
+	LeaseNamespace, LeaseName, Identity       string
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	MetricsListen                             string
+	Log                                       cli.LogOptions
 }
 
 // FlagSet registers the options' flags.
 func (o *Options) FlagSet() *flag.FlagSet {
 	fs := flag.NewFlagSet("qas-decider run", flag.ContinueOnError)
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (empty = in-cluster)")
-	fs.StringVar(&o.InfluxURL, "influx-url", "http://127.0.0.1:8086", "InfluxDB base URL (where qas-collector writes)")
-	fs.StringVar(&o.InfluxToken, "influx-token", "", `InfluxDB token ("user:password" on 1.8 with auth; empty without)`)
-	fs.StringVar(&o.InfluxOrg, "influx-org", "", "InfluxDB organisation (empty on 1.8)")
-	fs.StringVar(&o.InfluxBucket, "influx-bucket", "qas/autogen", `bucket ("database/retention-policy" on 1.8)`)
+	o.Influx.Register(fs, "InfluxDB base URL (where qas-collector writes)")
 	fs.DurationVar(&o.Interval, "interval", 15*time.Second, "decision cycle period")
 	fs.DurationVar(&o.Window, "window", 10*time.Minute, "how much arrival-rate history each decision reads (the forecast's input)")
 	fs.DurationVar(&o.MaxPodAge, "max-pod-data-age", time.Minute, "a Ready pod without a measurement this recent counts as missing data (no scale-down)")
@@ -74,13 +71,10 @@ func (o *Options) Complete(getenv func(string) string, hostname func() (string, 
 
 // Validate checks the options; each error names its flag.
 func (o *Options) Validate() error {
-	u, err := url.Parse(o.InfluxURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return cli.Usagef("influx-url", "%q is not an http(s) URL", o.InfluxURL)
+	if err := o.Influx.Validate(); err != nil {
+		return err
 	}
 	switch {
-	case o.InfluxBucket == "":
-		return cli.Usagef("influx-bucket", "must not be empty")
 	case o.Interval <= 0:
 		return cli.Usagef("interval", "%s is not positive", o.Interval)
 	case o.Window < o.Interval:

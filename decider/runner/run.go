@@ -100,8 +100,8 @@ func Run(ctx context.Context, o Options, cfg *rest.Config, log *zap.Logger) erro
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := newMetrics(reg)
-	w, err := influx.NewWriter(influx.WriterConfig{URL: o.InfluxURL, Token: o.InfluxToken, Org: o.InfluxOrg,
-		Bucket: o.InfluxBucket, MetricsPrefix: "qas_decider"}, reg, log.Named("influx"))
+	w, err := influx.NewWriter(influx.WriterConfig{URL: o.Influx.URL, Token: o.Influx.Token, Org: o.Influx.Org,
+		Bucket: o.Influx.Bucket, MetricsPrefix: "qas_decider"}, reg, log.Named("influx"))
 	if err != nil {
 		return err
 	}
@@ -112,9 +112,9 @@ func Run(ctx context.Context, o Options, cfg *rest.Config, log *zap.Logger) erro
 			log.Warn("decisions not flushed to InfluxDB", zap.Error(err))
 		}
 	}()
-	client := influxdb2.NewClient(o.InfluxURL, o.InfluxToken)
+	client := influxdb2.NewClient(o.Influx.URL, o.Influx.Token)
 	defer client.Close()
-	src := StoreSource{Store: &store.Flux{Query: client.QueryAPI(o.InfluxOrg), Bucket: o.InfluxBucket}, Window: o.Window, MaxPodAge: o.MaxPodAge}
+	src := StoreSource{Store: &store.Flux{Query: client.QueryAPI(o.Influx.Org), Bucket: o.Influx.Bucket}, Window: o.Window, MaxPodAge: o.MaxPodAge}
 	sink := InfluxSink{W: w}
 	ctrl, stopEvents, err := controller.New(cfg, src, countingSink{sink, m}, log, clock.RealClock{})
 	if err != nil {
@@ -137,7 +137,7 @@ func Run(ctx context.Context, o Options, cfg *rest.Config, log *zap.Logger) erro
 		return err
 	}
 	r := &Runner{Ctrl: ctrl, Interval: o.Interval, Log: log, Clock: clock.RealClock{}, m: m}
-	log.Info("deciding", zap.Duration("interval", o.Interval), zap.String("influx", o.InfluxURL),
+	log.Info("deciding", zap.Duration("interval", o.Interval), zap.String("influx", o.Influx.URL),
 		zap.Bool("dryRun", o.DryRun), zap.Bool("leaderElect", o.LeaderElect), zap.String("identity", o.Identity),
 		zap.String("metrics", ln.Addr().String()))
 	if !o.LeaderElect {

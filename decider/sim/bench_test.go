@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +13,8 @@ import (
 // decision costs), and for the static policy with processor sharing, on 600
 // simulated seconds at 2,000 requests per second.
 func BenchmarkSimulate(b *testing.B) {
-	svc, _ := ParseDist("lognormal:20ms,cv=1.5")
-	init, _ := ParseDist("30s")
+	svc := mustDist(b, "lognormal:20ms,cv=1.5")
+	init := mustDist(b, "30s")
 	p := policy.Params{Target: 0.1, Percentile: 95, Concurrency: 4, CPU: 1, MinReplicas: 1, MaxReplicas: 500}
 	for _, tc := range []struct {
 		name    string
@@ -49,12 +48,9 @@ func BenchmarkSimulate(b *testing.B) {
 // for the oracle alone (Service routing) and with oracle-pooled too (the
 // activator's runs added).
 func BenchmarkOracleSearch(b *testing.B) {
-	svc, _ := ParseDist("lognormal:20ms,cv=1.5")
-	init, _ := ParseDist("30s")
-	rates := make([]float64, 600)
-	for i := range rates {
-		rates[i] = 200 + 100*math.Sin(float64(i)/60)
-	}
+	svc := mustDist(b, "lognormal:20ms,cv=1.5")
+	init := mustDist(b, "30s")
+	rates := sineRates(200, 100, 60, 600)
 	cfg := Config{Rates: rates, Service: svc, Init: init, Concurrency: 4, CPU: 1, Target: 0.1, Percentile: 95, Seed: 1}
 	p := policy.Params{Target: 0.1, Percentile: 95, Concurrency: 4, CPU: 1, MinReplicas: 1, MaxReplicas: 500}
 	for _, names := range [][]string{{"oracle"}, {"oracle", "oracle-pooled"}} {

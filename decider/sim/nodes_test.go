@@ -10,10 +10,8 @@ import (
 )
 
 func TestNodes(t *testing.T) {
-	svc, err := ParseDist("exp:100ms")
-	require.NoError(t, err)
-	init, err := ParseDist("10s")
-	require.NoError(t, err)
+	svc := mustDist(t, "exp:100ms")
+	init := mustDist(t, "10s")
 	base := Config{Rates: constRates(30, 600), Service: svc, Init: init, Concurrency: 2, CPU: 1, Target: 0.5, Percentile: 95,
 		InitialReplicas: 4, Seed: 2, Nodes: 2, NodeCPU: 4}
 	for _, tc := range []struct {
@@ -65,10 +63,8 @@ func (r resizer) Decide(o *policy.Observation) policy.Decision {
 }
 
 func TestVerticalResizeChangesServiceRate(t *testing.T) {
-	svc, err := ParseDist("const:100ms")
-	require.NoError(t, err)
-	init, err := ParseDist("1s")
-	require.NoError(t, err)
+	svc := mustDist(t, "const:100ms")
+	init := mustDist(t, "1s")
 	for _, tc := range []struct {
 		name     string
 		cpuBound float64
@@ -102,10 +98,8 @@ func TestVerticalResizeChangesServiceRate(t *testing.T) {
 // them (surge a replacement on a cool node, remove the old pod once it is
 // Ready); without migration they stay, and their requests stay slow.
 func TestMigrationOffHotNode(t *testing.T) {
-	svc, err := ParseDist("exp:100ms")
-	require.NoError(t, err)
-	init, err := ParseDist("lognormal:20s,cv=0.3")
-	require.NoError(t, err)
+	svc := mustDist(t, "exp:100ms")
+	init := mustDist(t, "lognormal:20s,cv=0.3")
 	cfg := Config{Rates: constRates(20, 1200), Service: svc, Init: init, Concurrency: 1, CPU: 0.5,
 		Target: 0.5, Percentile: 95, InitialReplicas: 6, Seed: 5, Nodes: 3, NodeCPU: 8, Backgrounds: []float64{13, 0, 0}}
 	p := policy.Params{Target: 0.5, Percentile: 95, Concurrency: 1, CPU: 0.5, MinReplicas: 1, MaxReplicas: 30}

@@ -18,15 +18,7 @@ import (
 // no more than the oracle, nor than kpa (whose activator also pools requests)
 // when kpa meets it.
 func TestOracleIsTheCheapestThatMeetsTheSLO(t *testing.T) {
-	dist := func(s string) Dist {
-		d, err := ParseDist(s)
-		require.NoError(t, err)
-		return d
-	}
-	sine := make([]float64, 1200)
-	for i := range sine {
-		sine[i] = 30 + 25*math.Sin(float64(i)/120)
-	}
+	sine := sineRates(30, 25, 120, 1200)
 	step := append(constRates(10, 300), constRates(80, 300)...)
 	step = append(step, constRates(10, 300)...)
 	incdec, err := trace.Load(trace.Options{Source: "pattern:increase-decrease", Scale: 1, Compress: 1})
@@ -51,7 +43,7 @@ func TestOracleIsTheCheapestThatMeetsTheSLO(t *testing.T) {
 		{name: "sine, lognormal service, exponential init", rates: sine, service: "lognormal:50ms,cv=1.5", init: "exp:30s", target: 0.25},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := Config{Rates: tc.rates, Service: dist(tc.service), Init: dist(tc.init), Concurrency: 1, CPU: 0.5,
+			cfg := Config{Rates: tc.rates, Service: mustDist(t, tc.service), Init: mustDist(t, tc.init), Concurrency: 1, CPU: 0.5,
 				Target: tc.target, Percentile: 95, InitialReplicas: tc.initial, Seed: 1}
 			p := policy.Params{Target: tc.target, Percentile: 95, Concurrency: 1, CPU: 0.5, MinReplicas: 1, MaxReplicas: 100}
 			c, err := Compare(cfg, names, p, nil)
@@ -92,10 +84,8 @@ func TestOracleIsTheCheapestThatMeetsTheSLO(t *testing.T) {
 // time's own p95 cannot be met by any pod count; the demand stays a finite
 // function of the rate instead of jumping to the replica cap.
 func TestOracleDemandWhenTheTargetIsInfeasible(t *testing.T) {
-	svc, err := ParseDist("exp:100ms")
-	require.NoError(t, err)
-	init, err := ParseDist("10s")
-	require.NoError(t, err)
+	svc := mustDist(t, "exp:100ms")
+	init := mustDist(t, "10s")
 	rates := append(constRates(10, 300), constRates(40, 300)...)
 	cfg := Config{Rates: rates, Service: svc, Init: init, Concurrency: 1, CPU: 1, Target: 0.25, Percentile: 95, Seed: 1}
 	capa := NewCapacity(cfg, 200)

@@ -27,6 +27,16 @@ func erlangCWait(c int, lambda, mu float64) float64 {
 	return pw / (float64(c)*mu - lambda)
 }
 
+// sineRates is a load of mean + amplitude·sin(t/scale) requests per second at second t
+// (a period of 2π·scale seconds), for seconds seconds.
+func sineRates(mean, amplitude, scale float64, seconds int) []float64 {
+	r := make([]float64, seconds)
+	for i := range r {
+		r[i] = mean + amplitude*math.Sin(float64(i)/scale)
+	}
+	return r
+}
+
 func constRates(rate float64, seconds int) []float64 {
 	r := make([]float64, seconds)
 	for i := range r {
@@ -72,10 +82,8 @@ type activated struct{ policy.Static }
 func (activated) ActivatorRouting() bool { return true }
 
 func TestQueueingTheory(t *testing.T) {
-	exp1s, err := ParseDist("exp:1s")
-	require.NoError(t, err)
-	const1s, err := ParseDist("const:1s")
-	require.NoError(t, err)
+	exp1s := mustDist(t, "exp:1s")
+	const1s := mustDist(t, "const:1s")
 	for _, tc := range []struct {
 		name        string
 		pods, k     int
@@ -124,14 +132,9 @@ func TestQueueingTheory(t *testing.T) {
 }
 
 func TestDeterministicPerSeed(t *testing.T) {
-	svc, err := ParseDist("lognormal:50ms,cv=1.5")
-	require.NoError(t, err)
-	init, err := ParseDist("exp:20s")
-	require.NoError(t, err)
-	rates := make([]float64, 900)
-	for i := range rates {
-		rates[i] = 20 + 15*math.Sin(float64(i)/60)
-	}
+	svc := mustDist(t, "lognormal:50ms,cv=1.5")
+	init := mustDist(t, "exp:20s")
+	rates := sineRates(20, 15, 60, 900)
 	cfg := Config{Rates: rates, Service: svc, Init: init, Concurrency: 1, CPU: 0.5, Target: 0.2, Percentile: 95}
 	p := policy.Params{Target: 0.2, Percentile: 95, Concurrency: 1, CPU: 0.5, MinReplicas: 1, MaxReplicas: 100}
 	names := []string{"qas", "hpa", "kpa", "oracle"}
@@ -257,10 +260,8 @@ func (s scripted) Decide(o *policy.Observation) policy.Decision {
 // per-second curves do) never sees it; the seed's variant compares the
 // request with what was running when it was made.
 func TestRequestedVsRunningSeesScaleDowns(t *testing.T) {
-	svc, err := ParseDist("exp:50ms")
-	require.NoError(t, err)
-	init, err := ParseDist("5s")
-	require.NoError(t, err)
+	svc := mustDist(t, "exp:50ms")
+	init := mustDist(t, "5s")
 	cfg := Config{Rates: constRates(10, 120), Service: svc, Init: init, Concurrency: 1, CPU: 1, Target: 1, Percentile: 95,
 		InitialReplicas: 4, Seed: 1}
 	r := Run(cfg, scripted{at: []float64{60}, count: []int{2}})
@@ -274,10 +275,8 @@ func TestRequestedVsRunningSeesScaleDowns(t *testing.T) {
 // TestFrontQueueDrainsInOrder: requests that wait in front while no pod is
 // Ready all go to the pods once one is Ready, ahead of later arrivals.
 func TestFrontQueueDrainsInOrder(t *testing.T) {
-	svc, err := ParseDist("const:100ms")
-	require.NoError(t, err)
-	init, err := ParseDist("10s")
-	require.NoError(t, err)
+	svc := mustDist(t, "const:100ms")
+	init := mustDist(t, "10s")
 	// 2 req/s for 60 s, then nothing for a minute to finish; the only pod
 	// goes at 20 s and a new one is asked for at 21 s (Ready at 31 s).
 	rates := append(constRates(2, 60), constRates(0, 60)...)
@@ -321,10 +320,8 @@ func TestFrontQueueDrainsInOrder(t *testing.T) {
 // seconds, whatever the policy, so the oracle's copy of the sequence is the
 // run's.
 func TestInitTimesAreTheOraclesToKnow(t *testing.T) {
-	svc, err := ParseDist("exp:50ms")
-	require.NoError(t, err)
-	init, err := ParseDist("exp:20s")
-	require.NoError(t, err)
+	svc := mustDist(t, "exp:50ms")
+	init := mustDist(t, "exp:20s")
 	cfg := Config{Rates: constRates(5, 400), Service: svc, Init: init, Concurrency: 1, CPU: 1, Target: 1, Percentile: 95,
 		InitialReplicas: 1, Seed: 9}
 	rec := &recorder{scripted: scripted{at: []float64{10, 100, 200}, count: []int{4, 1, 6}}}
@@ -351,6 +348,14 @@ func (r *recorder) Decide(o *policy.Observation) policy.Decision {
 	r.last = *o
 	r.last.InitTimes = append([]float64(nil), o.InitTimes...)
 	return r.scripted.Decide(o)
+}
+
+// mustDist parses a distribution the test spells out.
+func mustDist(t testing.TB, spec string) Dist {
+	t.Helper()
+	d, err := ParseDist(spec)
+	require.NoError(t, err)
+	return d
 }
 
 func TestParseDist(t *testing.T) {
@@ -387,8 +392,7 @@ func TestParseDist(t *testing.T) {
 }
 
 func TestDistSampleMean(t *testing.T) {
-	d, err := ParseDist("lognormal:50ms,cv=1.5")
-	require.NoError(t, err)
+	d := mustDist(t, "lognormal:50ms,cv=1.5")
 	r := newRand(5, 1)
 	const n = 400000
 	s := 0.0

@@ -55,18 +55,7 @@ func TestCertManagerSecretGoesWithTheRelease(t *testing.T) {
 		t.Cleanup(func() { _ = dyn.Resource(crds).Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	}
 	ns := c.Namespace(t)
-	sw := newSweep(ctx, t, c, "rel", ns)
-	before, err := sw.snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	h := newHelm(t)
-	h.kubeconfig = c.Kubeconfig
-	if out, err := h.run("install", "rel", chartDir(t), "--namespace", ns, "--wait", "--timeout", "3m",
-		"-f", valuesFile(t, certManagerValues)); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	rel := installRelease(ctx, t, c, ns, certManagerValues)
 	const secret = "rel-qas-webhook-cert"
 	issue := func(serial string) map[string][]byte {
 		t.Helper()
@@ -82,10 +71,7 @@ func TestCertManagerSecretGoesWithTheRelease(t *testing.T) {
 	}
 	upgradeKeeps := func(data map[string][]byte, interval string) {
 		t.Helper()
-		if out, err := h.run("upgrade", "rel", chartDir(t), "--namespace", ns, "--wait", "--timeout", "2m",
-			"-f", valuesFile(t, certManagerValues), "--set", "decider.interval="+interval); err != nil {
-			t.Fatalf("helm upgrade after cert-manager filled the Secret: %v\n%s", err, out)
-		}
+		rel.upgrade(t, "--set", "decider.interval="+interval)
 		got, err := cs.CoreV1().Secrets(ns).Get(ctx, secret, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -102,10 +88,7 @@ func TestCertManagerSecretGoesWithTheRelease(t *testing.T) {
 	upgradeKeeps(issue("1"), "20s")
 	upgradeKeeps(issue("2"), "25s") // a renewal, then another upgrade
 
-	if out, err := h.run("uninstall", "rel", "--namespace", ns, "--wait", "--timeout", "2m"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	sw.leftovers(ctx, t, before, keptCRD)
+	rel.uninstall(ctx, t, keptCRD)
 	if _, err := cs.CoreV1().Secrets(ns).Get(ctx, secret, metav1.GetOptions{}); err == nil {
 		t.Errorf("Secret %s survived helm uninstall", secret)
 	}

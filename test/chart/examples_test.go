@@ -20,6 +20,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -40,36 +41,22 @@ func TestExampleManifestsValid(t *testing.T) {
 	if err := c.InstallCRD(ctx, filepath.Join(repoRoot(t), "config", "crd", "qas.dev_queueautoscalers.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	files, err := filepath.Glob(filepath.Join(repoRoot(t), "examples", "manifests", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no example manifests (%v)", err)
-	}
 	dyn, err := dynamic.NewForConfig(c.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery.NewDiscoveryClientForConfigOrDie(c.Config)))
 	kinds := map[string]bool{}
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
+	for _, o := range exampleObjects(t) {
+		gvk := o.GroupVersionKind()
+		kinds[gvk.Kind] = true
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
-			t.Fatal(err)
+			t.Errorf("%s: %s: %v", o.file, gvk, err)
+			continue
 		}
-		objs, err := parseManifests(string(raw))
-		if err != nil {
-			t.Fatalf("%s: %v", filepath.Base(f), err)
-		}
-		for _, o := range objs {
-			gvk := o.GroupVersionKind()
-			kinds[gvk.Kind] = true
-			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-			if err != nil {
-				t.Errorf("%s: %s: %v", filepath.Base(f), gvk, err)
-				continue
-			}
-			if _, err := dyn.Resource(m.Resource).Namespace(ns).Create(ctx, o, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
-				t.Errorf("%s: %s %s: %v", filepath.Base(f), gvk.Kind, o.GetName(), err)
-			}
+		if _, err := dyn.Resource(m.Resource).Namespace(ns).Create(ctx, o.Unstructured, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			t.Errorf("%s: %s %s: %v", o.file, gvk.Kind, o.GetName(), err)
 		}
 	}
 	for _, k := range []string{"Deployment", "Service", "QueueAutoscaler", "Job"} {
@@ -79,14 +66,20 @@ func TestExampleManifestsValid(t *testing.T) {
 	}
 }
 
-// exampleContainers returns every container of the example manifests' pod templates.
-func exampleContainers(t *testing.T) map[string]corev1.Container {
+// exampleObject is one object of examples/manifests and the file it is in.
+type exampleObject struct {
+	file string // the file's base name
+	*unstructured.Unstructured
+}
+
+// exampleObjects returns every object of examples/manifests, file by file.
+func exampleObjects(t *testing.T) []exampleObject {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(repoRoot(t), "examples", "manifests", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no example manifests (%v)", err)
 	}
-	out := map[string]corev1.Container{}
+	var out []exampleObject
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
@@ -97,18 +90,28 @@ func exampleContainers(t *testing.T) map[string]corev1.Container {
 			t.Fatalf("%s: %v", filepath.Base(f), err)
 		}
 		for _, o := range objs {
-			var spec *corev1.PodSpec
-			switch o.GetKind() {
-			case "Deployment":
-				spec = &convert[appsv1.Deployment](t, o).Spec.Template.Spec
-			case "Job":
-				spec = &convert[batchv1.Job](t, o).Spec.Template.Spec
-			default:
-				continue
-			}
-			for _, c := range spec.Containers {
-				out[o.GetKind()+"/"+o.GetName()+"/"+c.Name] = c
-			}
+			out = append(out, exampleObject{file: filepath.Base(f), Unstructured: o})
+		}
+	}
+	return out
+}
+
+// exampleContainers returns every container of the example manifests' pod templates.
+func exampleContainers(t *testing.T) map[string]corev1.Container {
+	t.Helper()
+	out := map[string]corev1.Container{}
+	for _, o := range exampleObjects(t) {
+		var spec *corev1.PodSpec
+		switch o.GetKind() {
+		case "Deployment":
+			spec = &convert[appsv1.Deployment](t, o.Unstructured).Spec.Template.Spec
+		case "Job":
+			spec = &convert[batchv1.Job](t, o.Unstructured).Spec.Template.Spec
+		default:
+			continue
+		}
+		for _, c := range spec.Containers {
+			out[o.GetKind()+"/"+o.GetName()+"/"+c.Name] = c
 		}
 	}
 	return out

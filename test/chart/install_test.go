@@ -9,18 +9,13 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zaptest"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +33,7 @@ import (
 	"github.com/qas-dev/qas/collector/influx"
 	"github.com/qas-dev/qas/collector/pipeline"
 	"github.com/qas-dev/qas/collector/scrape"
+	"github.com/qas-dev/qas/internal/testenv"
 	"github.com/qas-dev/qas/internal/testenv/influxtest"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
 )
@@ -74,19 +70,8 @@ func installDecideUninstall(t *testing.T, keep bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	persistentVolume(ctx, t, c)
-	sw := newSweep(ctx, t, c, "rel", ns)
-	before, err := sw.snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	h := newHelm(t)
-	h.kubeconfig = c.Kubeconfig
-	if out, err := h.run("install", "rel", chartDir(t), "--namespace", ns, "--wait", "--timeout", "3m",
-		"-f", valuesFile(t, fmt.Sprintf(installValues, keep))); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	manifest, err := h.run("get", "manifest", "rel", "--namespace", ns)
+	rel := installRelease(ctx, t, c, ns, fmt.Sprintf(installValues, keep))
+	manifest, err := rel.h.run("get", "manifest", "rel", "--namespace", ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +120,7 @@ func installDecideUninstall(t *testing.T, keep bool) {
 	const podName = "rel-qas-decider-5d8c7b9f4-chart"
 	bin, args, env := renderedCommand(ctx, t, c, created, "rel-qas-decider", "decider",
 		outsideCluster{Kubeconfig: writeKubeconfig(t, sa, c.CACert), InfluxURL: influx.URL, PodName: podName})
-	stop := startProcess(t, bin, args, env)
+	decider := startProcess(t, bin, args, env)
 	var status map[string]any
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		got, err := dyn.Resource(qaGVR).Namespace(appNS).Get(ctx, "demo", metav1.GetOptions{})
@@ -157,15 +142,12 @@ func installDecideUninstall(t *testing.T, keep bool) {
 	}
 	t.Logf("status from the decider: %v", status)
 	checkDashboardsOnRealData(ctx, t, influx.URL, appNS)
-	stop()
+	decider.Stop(stopGrace)
 	collectorRunsAsItsServiceAccount(ctx, t, c, created, ns, influx.URL)
-	upgradeKeepsRuntimeState(ctx, t, c, h, ns, keep)
+	upgradeKeepsRuntimeState(ctx, t, c, rel)
 
 	// Uninstall: nothing new remains but the CRD and what the user asked to keep.
-	if out, err := h.run("uninstall", "rel", "--namespace", ns, "--wait", "--timeout", "2m"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	sw.leftovers(ctx, t, before, func(ref objectRef) bool {
+	rel.uninstall(ctx, t, func(ref objectRef) bool {
 		return keptCRD(ref) || // Helm never deletes crds/
 			keep && ref == objectRef{Resource: "v1/persistentvolumeclaims", Namespace: ns, Name: pvcName} // influxdb.internal.persistence.keep
 	})
@@ -191,57 +173,25 @@ func collectorRunsAsItsServiceAccount(ctx context.Context, t *testing.T, c *kube
 	}
 	bin, args, env := renderedCommand(ctx, t, c, manifest, "rel-qas-collector", "collector",
 		outsideCluster{Kubeconfig: writeKubeconfig(t, sa, c.CACert), InfluxURL: influxURL, PodName: "rel-qas-collector-6f7d8c-chart"})
-	logs := &syncBuffer{}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		<-exited
-		exited <- nil
-	}()
+	p := startProcess(t, bin, args, env)
+	defer p.Stop(stopGrace)
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		select {
-		case err := <-exited:
-			exited <- err
+		if exited, err := p.Exited(); exited {
 			return false, fmt.Errorf("qas-collector exited: %v", err)
-		default:
 		}
-		return strings.Contains(logs.String(), `"msg":"collecting"`), nil
+		return strings.Contains(p.Output(), `"msg":"collecting"`), nil
 	})
-	if err != nil || strings.Contains(logs.String(), "forbidden") {
-		t.Fatalf("qas-collector %s as rel-qas-collector: %v\n%s", strings.Join(args, " "), err, tail(logs.String(), 40))
+	if err != nil || strings.Contains(p.Output(), "forbidden") {
+		t.Fatalf("qas-collector as rel-qas-collector: %v (its output follows)", err)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // upgradeKeepsRuntimeState: what the webhook and the decider write into objects the
 // chart created (the certificate Secret's data, the caBundle, the Lease's holder) must
 // survive `helm upgrade`, since the chart never renders those fields.
-func upgradeKeepsRuntimeState(ctx context.Context, t *testing.T, c *kubetest.Cluster, h *helmCmd, ns string, keep bool) {
+func upgradeKeepsRuntimeState(ctx context.Context, t *testing.T, c *kubetest.Cluster, rel *release) {
 	t.Helper()
+	ns := rel.ns
 	cs := c.Clientset()
 	// What the webhook's certificate manager does (decider/certs), with the admin client.
 	sec, err := cs.CoreV1().Secrets(ns).Get(ctx, "rel-qas-webhook-tls", metav1.GetOptions{})
@@ -260,10 +210,7 @@ func upgradeKeepsRuntimeState(ctx context.Context, t *testing.T, c *kubetest.Clu
 	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, mwc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := h.run("upgrade", "rel", chartDir(t), "--namespace", ns, "--wait", "--timeout", "2m",
-		"-f", valuesFile(t, fmt.Sprintf(installValues, keep)), "--set", "decider.interval=20s"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	rel.upgrade(t, "--set", "decider.interval=20s")
 	d, err := cs.AppsV1().Deployments(ns).Get(ctx, "rel-qas-decider", metav1.GetOptions{})
 	if err != nil || !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--interval=20s") {
 		t.Fatalf("upgrade did not apply: %v", err)
@@ -307,25 +254,11 @@ func persistentVolume(ctx context.Context, t *testing.T, c *kubetest.Cluster) {
 
 func createWorkload(ctx context.Context, t *testing.T, c *kubetest.Cluster, ns string) {
 	t.Helper()
-	labels := map[string]string{"app": "demo"}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: ns},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{
-						Name: "app", Image: "qas-example-app",
-						Ports:     []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}},
-					}},
-					Tolerations: []corev1.Toleration{kubetest.Toleration()},
-				},
-			},
-		},
-	}
+	d := kubetest.Deployment(ns, "demo", 1, corev1.PodSpec{Containers: []corev1.Container{{
+		Name: "app", Image: "qas-example-app",
+		Ports:     []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+		Resources: kubetest.CPU("250m", ""),
+	}}})
 	if _, err := c.Clientset().AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -346,39 +279,25 @@ func writeKubeconfig(t *testing.T, cfg *rest.Config, ca []byte) string {
 	return path
 }
 
-// startProcess runs bin with args and env (added to this process's) and returns a
-// function that stops it with SIGTERM and waits; its output is logged if the test fails.
-func startProcess(t *testing.T, bin string, args, env []string) (stop func()) {
+// stopGrace is how long a QAS binary may take to exit after SIGTERM before it is
+// killed.
+const stopGrace = 30 * time.Second
+
+// startProcess runs bin with args and env (added to this process's) until the test
+// ends, or until the caller stops it; its output is logged if the test fails.
+func startProcess(t *testing.T, bin string, args, env []string) *testenv.Process {
 	t.Helper()
-	logs := &syncBuffer{}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	p, err := testenv.StartProcess(filepath.Base(bin), bin, args, env)
+	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
+	t.Cleanup(func() {
+		p.Stop(stopGrace)
 		if t.Failed() {
-			t.Logf("%s %s output:\n%s", filepath.Base(bin), strings.Join(args, " "), tail(logs.String(), 60))
+			t.Logf("%s %s output:\n%s", p.Name, strings.Join(args, " "), tail(p.Output(), 60))
 		}
-	}
-	t.Cleanup(stop)
-	return stop
+	})
+	return p
 }
 
 func tail(s string, n int) string {

@@ -13,10 +13,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -56,8 +54,7 @@ type Server struct {
 	bin     string
 	dir     string
 	env     []string
-	cmd     *exec.Cmd
-	done    chan struct{}
+	proc    *testenv.Process // nil before the first start
 	logPath string
 }
 
@@ -148,31 +145,16 @@ func (s *Server) waitWritable() error {
 }
 
 func (s *Server) start() error {
-	logFile, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	proc, err := testenv.StartProcessLog("influxd", s.bin, []string{"run", "-config", "/dev/null"}, s.env, s.logPath)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(s.bin, "run", "-config", "/dev/null")
-	cmd.Env = append(os.Environ(), s.env...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return err
-	}
-	s.cmd, s.done = cmd, make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logFile.Close()
-		close(s.done)
-	}()
+	s.proc = proc
 	// Flux's standard library makes the first start take 5-8 s on this machine kind.
 	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
-		select {
-		case <-s.done:
-			return fmt.Errorf("influxd exited during start-up")
-		default:
+		if exited, err := s.proc.Exited(); exited {
+			return fmt.Errorf("influxd exited during start-up: %v", err)
 		}
 		resp, err := http.Get(s.URL + "/ping")
 		if err == nil {
@@ -188,19 +170,8 @@ func (s *Server) start() error {
 
 // Stop stops influxd (SIGTERM, then SIGKILL after 15 s). Safe to call twice.
 func (s *Server) Stop() {
-	if s.cmd == nil {
-		return
-	}
-	select {
-	case <-s.done:
-	default:
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-s.done:
-		case <-time.After(15 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-s.done
-		}
+	if s.proc != nil {
+		s.proc.Stop(15 * time.Second)
 	}
 }
 

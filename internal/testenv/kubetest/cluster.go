@@ -18,11 +18,9 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +29,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/qas-dev/qas/internal/testenv"
 )
 
 // Options chooses which components run besides etcd and kube-apiserver.
@@ -151,7 +151,7 @@ func (c *Cluster) Clientset() kubernetes.Interface { return c.clientset }
 func (c *Cluster) Stop() {
 	c.stopOnce.Do(func() {
 		for i := len(c.procs) - 1; i >= 0; i-- {
-			c.procs[i].stop(15 * time.Second)
+			c.procs[i].Stop(15 * time.Second)
 		}
 	})
 }
@@ -160,7 +160,7 @@ func (c *Cluster) Stop() {
 func (c *Cluster) PIDs() []int {
 	var pids []int
 	for _, p := range c.procs {
-		pids = append(pids, p.cmd.Process.Pid)
+		pids = append(pids, p.Pid())
 	}
 	return pids
 }
@@ -351,64 +351,32 @@ func (c *Cluster) waitDefaultServiceAccount(ctx context.Context) error {
 	})
 }
 
-// process is one running component.
+// process is one running component, its output in <Dir>/<name>.log.
 type process struct {
-	name    string
-	cmd     *exec.Cmd
+	*testenv.Process
 	logPath string
 	url     string
-	done    chan struct{}
-	waitErr error
 }
 
 func (c *Cluster) run(name, bin string, args ...string) (*process, error) {
-	logPath := filepath.Join(c.Dir, name+".log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// If the test binary dies without cleaning up (a panic or a -timeout), the kernel
-	// still kills the component, so no stray process keeps a port or etcd's data.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
+	// still kills the component (testenv.Process), so no stray process keeps a port or
+	// etcd's data.
+	logPath := filepath.Join(c.Dir, name+".log")
+	tp, err := testenv.StartProcessLog(name, bin, args, nil, logPath)
+	if err != nil {
 		return nil, fmt.Errorf("kubetest: start %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		p.waitErr = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
+	p := &process{Process: tp, logPath: logPath}
 	c.procs = append(c.procs, p)
 	return p, nil
 }
 
-// stop sends SIGTERM and, after grace, SIGKILL.
-func (p *process) stop(grace time.Duration) {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
 func (p *process) exited() error {
-	select {
-	case <-p.done:
-		return fmt.Errorf("kubetest: %s exited: %v (log %s)", p.name, p.waitErr, p.logPath)
-	default:
-		return nil
+	if exited, err := p.Exited(); exited {
+		return fmt.Errorf("kubetest: %s exited: %v (log %s)", p.Name, err, p.logPath)
 	}
+	return nil
 }
 
 // waitHTTP waits until check (or a plain GET of url answering 200) succeeds, failing
@@ -426,7 +394,7 @@ func waitHTTP(ctx context.Context, p *process, url string, check func(context.Co
 		return last == nil, nil
 	})
 	if err != nil && last != nil {
-		return fmt.Errorf("kubetest: %s not ready: %w (last: %v)", p.name, err, last)
+		return fmt.Errorf("kubetest: %s not ready: %w (last: %v)", p.Name, err, last)
 	}
 	return err
 }
@@ -439,14 +407,11 @@ func poll(ctx context.Context, timeout time.Duration, cond wait.ConditionWithCon
 func (c *Cluster) logTails() string {
 	var b bytes.Buffer
 	for _, p := range c.procs {
-		data, err := os.ReadFile(p.logPath)
-		if err != nil {
-			continue
-		}
+		data := p.Output()
 		if len(data) > 2000 {
 			data = data[len(data)-2000:]
 		}
-		fmt.Fprintf(&b, "\n--- %s (%s) ---\n%s", p.name, p.logPath, data)
+		fmt.Fprintf(&b, "\n--- %s (%s) ---\n%s", p.Name, p.logPath, data)
 	}
 	return b.String()
 }

@@ -18,7 +18,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -33,27 +32,9 @@ func ctxT(t *testing.T) context.Context {
 }
 
 func deployment(ns, name string, replicas int32) *appsv1.Deployment {
-	labels := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					Tolerations: []corev1.Toleration{Toleration()},
-					Containers: []corev1.Container{{
-						Name: "app", Image: "example/app:1",
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")},
-							Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")},
-						},
-					}},
-				},
-			},
-		},
-	}
+	return Deployment(ns, name, replicas, corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "app", Image: "example/app:1", Resources: CPU("250m", "500m")}},
+	})
 }
 
 func waitReady(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, name string, want int32) {
@@ -177,24 +158,11 @@ func TestMutatingWebhookOnLoopback(t *testing.T) {
 	caPEM := certPEMOf(srv)
 
 	fail := admissionregistrationv1.Fail
-	none := admissionregistrationv1.SideEffectClassNone
 	url := srv.URL + "/mutate"
-	hook := &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "kubetest-" + ns},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name:                    "mutate.kubetest.qas.dev",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM},
-			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-			FailurePolicy:           &fail,
-			SideEffects:             &none,
-			AdmissionReviewVersions: []string{"v1"},
-		}},
-	}
-	_, err := c.Clientset().AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, hook, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = c.Clientset().AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), hook.Name, metav1.DeleteOptions{})
+	c.RegisterPodWebhook(t, ns, "kubetest-"+ns, admissionregistrationv1.MutatingWebhook{
+		Name:          "mutate.kubetest.qas.dev",
+		ClientConfig:  admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM},
+		FailurePolicy: &fail,
 	})
 
 	pod := &corev1.Pod{
@@ -203,7 +171,7 @@ func TestMutatingWebhookOnLoopback(t *testing.T) {
 	}
 	// Webhook configuration reaches the apiserver's admission chain asynchronously.
 	var created *corev1.Pod
-	err = poll(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+	err := poll(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
 		p, err := c.Clientset().CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 		if err != nil {
 			return false, err
@@ -230,6 +198,30 @@ func TestServiceAccountIsBoundByRBAC(t *testing.T) {
 	_, err = sa.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
 	require.True(t, apierrors.IsForbidden(err), "want Forbidden, got %v", err)
 	require.Contains(t, err.Error(), "system:serviceaccount:"+ns+":limited")
+}
+
+// TestRemoveTaintAfter: a taint a test leaves on a node is gone once the test ends;
+// the node's other taints (kwok's) stay.
+func TestRemoveTaintAfter(t *testing.T) {
+	c := Shared(t)
+	ctx := ctxT(t)
+	nodes := c.Clientset().CoreV1().Nodes()
+	const key = "kubetest.qas.dev/left-behind"
+	t.Run("taints", func(t *testing.T) {
+		c.RemoveTaintAfter(t, key)
+		n, err := nodes.Get(ctx, "kwok-node-1", metav1.GetOptions{})
+		require.NoError(t, err)
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectPreferNoSchedule})
+		_, err = nodes.Update(ctx, n, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	})
+	n, err := nodes.Get(ctx, "kwok-node-1", metav1.GetOptions{})
+	require.NoError(t, err)
+	var keys []string
+	for _, tn := range n.Spec.Taints {
+		keys = append(keys, tn.Key)
+	}
+	require.Equal(t, []string{"kwok.x-k8s.io/node"}, keys)
 }
 
 func TestStopLeavesNoProcesses(t *testing.T) {

@@ -9,6 +9,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 func certPEMOf(srv *httptest.Server) []byte {
@@ -69,4 +74,40 @@ func TestStartValidatesOptions(t *testing.T) {
 	require.ErrorContains(t, err, "needs Options.Kwok")
 	_, err = Start(context.Background(), "/nonexistent", "", t.TempDir(), Options{})
 	require.ErrorContains(t, err, "start etcd")
+}
+
+func TestDeployment(t *testing.T) {
+	own := corev1.Toleration{Key: "own", Operator: corev1.TolerationOpExists}
+	spec := corev1.PodSpec{Tolerations: []corev1.Toleration{own}, Containers: []corev1.Container{{Name: "app"}}}
+	d := Deployment("ns", "web", 3, spec)
+	require.Equal(t, "ns", d.Namespace)
+	require.Equal(t, "web", d.Name)
+	require.Equal(t, int32(3), *d.Spec.Replicas)
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	require.NoError(t, err)
+	require.True(t, sel.Matches(labels.Set(d.Spec.Template.Labels)), "the Deployment selects its own pods")
+	require.Equal(t, "web", d.Spec.Template.Labels["app"])
+	require.Equal(t, []corev1.Toleration{own, Toleration()}, d.Spec.Template.Spec.Tolerations)
+	require.Equal(t, []corev1.Toleration{own}, spec.Tolerations, "the caller's spec is not changed")
+	require.Equal(t, spec.Containers, d.Spec.Template.Spec.Containers)
+}
+
+func TestCPU(t *testing.T) {
+	cpu := func(q string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)}
+	}
+	none := corev1.ResourceList{}
+	for _, tt := range []struct {
+		request, limit string
+		want           corev1.ResourceRequirements
+	}{
+		{request: "250m", limit: "500m", want: corev1.ResourceRequirements{Requests: cpu("250m"), Limits: cpu("500m")}},
+		{request: "1", want: corev1.ResourceRequirements{Requests: cpu("1"), Limits: none}},
+		{limit: "2", want: corev1.ResourceRequirements{Requests: none, Limits: cpu("2")}},
+		{want: corev1.ResourceRequirements{Requests: none, Limits: none}},
+	} {
+		got := CPU(tt.request, tt.limit)
+		require.True(t, apiequality.Semantic.DeepEqual(tt.want, got), "CPU(%q, %q) = %v, want %v", tt.request, tt.limit, got, tt.want)
+	}
+	require.Panics(t, func() { CPU("a lot", "") })
 }

@@ -1,0 +1,93 @@
+package testenv
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// waitOutput waits until p has written want.
+func waitOutput(t *testing.T, p *Process, want string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return strings.Contains(p.Output(), want) }, time.Minute, 10*time.Millisecond,
+		"%s never wrote %q; output: %q", p.Name, want, p.Output())
+}
+
+func TestProcessStopsOnSIGTERM(t *testing.T) {
+	p, err := StartProcess("greeter", "/bin/sh", []string{"-c", `echo "$GREETING"; echo to-stderr >&2; exec sleep 600`},
+		[]string{"GREETING=hello from the environment"})
+	require.NoError(t, err)
+	waitOutput(t, p, "hello from the environment\n")
+	waitOutput(t, p, "to-stderr\n")
+	exited, _ := p.Exited()
+	require.False(t, exited)
+	require.Positive(t, p.Pid())
+
+	var wg sync.WaitGroup
+	for range 2 { // every caller returns once it has exited
+		wg.Add(1)
+		go func() { defer wg.Done(); p.Stop(time.Minute) }()
+	}
+	wg.Wait()
+	exited, err = p.Exited()
+	require.True(t, exited)
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, syscall.SIGTERM, ee.Sys().(syscall.WaitStatus).Signal())
+}
+
+func TestProcessKilledAfterGrace(t *testing.T) {
+	p, err := StartProcess("stubborn", "/bin/sh", []string{"-c", `trap "" TERM; echo trapped; while :; do :; done`}, nil)
+	require.NoError(t, err)
+	waitOutput(t, p, "trapped")
+	p.Stop(10 * time.Millisecond)
+	exited, err := p.Exited()
+	require.True(t, exited)
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, syscall.SIGKILL, ee.Sys().(syscall.WaitStatus).Signal(), "SIGTERM is ignored, so only SIGKILL ends it")
+}
+
+func TestProcessExitStatus(t *testing.T) {
+	p, err := StartProcess("failing", "/bin/sh", []string{"-c", "echo bye; exit 3"}, nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { exited, _ := p.Exited(); return exited }, time.Minute, 10*time.Millisecond)
+	p.Stop(time.Minute) // already gone: nothing to signal
+	_, err = p.Exited()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 3, ee.ExitCode())
+	require.Equal(t, "bye\n", p.Output())
+}
+
+func TestProcessLog(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "server.log")
+	for i, word := range []string{"first", "second"} { // a restarted server appends
+		p, err := StartProcessLog("server", "/bin/sh", []string{"-c", `echo "$WORD"; echo err >&2`}, []string{"WORD=" + word}, log)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { exited, _ := p.Exited(); return exited }, time.Minute, 10*time.Millisecond, "run %d", i)
+	}
+	data, err := os.ReadFile(log)
+	require.NoError(t, err)
+	require.Equal(t, "first\nerr\nsecond\nerr\n", string(data))
+	p, err := StartProcessLog("server", "/bin/sh", []string{"-c", "exit 0"}, nil, log)
+	require.NoError(t, err)
+	p.Stop(time.Minute)
+	require.Equal(t, string(data), p.Output(), "Output reads the log")
+
+	_, err = StartProcessLog("server", "/bin/true", nil, nil, filepath.Join(t.TempDir(), "no-such-dir", "x.log"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+func TestStartProcessMissingBinary(t *testing.T) {
+	_, err := StartProcess("missing", filepath.Join(t.TempDir(), "no-such-binary"), nil, nil)
+	require.True(t, errors.Is(err, syscall.ENOENT), "got %v", err)
+}
