@@ -51,20 +51,20 @@ func hasSidecar(p *corev1.Pod) bool {
 
 // service stands in for the webhook's Service in front of its replicas: it forwards
 // TCP connections (TLS passes through untouched) to one replica's server, and
-// switching replicas drops every open connection, so the apiserver's next call makes
+// switching replicas retires every open connection, so the apiserver's next call makes
 // a new TLS handshake, as it does with a new connection at any time.
 type service struct {
 	ln      net.Listener
 	mu      sync.Mutex
 	backend string
-	conns   map[net.Conn]bool
+	conns   map[net.Conn]chan struct{} // apiserver side → closed when forwarding ends
 	wg      sync.WaitGroup
 }
 
 func startService(t *testing.T) *service {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	s := &service{ln: ln, conns: map[net.Conn]bool{}}
+	s := &service{ln: ln, conns: map[net.Conn]chan struct{}{}}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -94,8 +94,9 @@ func (s *service) forward(c net.Conn) {
 		_ = c.Close()
 		return
 	}
+	ended := make(chan struct{})
 	s.mu.Lock()
-	s.conns[c], s.conns[b] = true, true
+	s.conns[c] = ended
 	s.mu.Unlock()
 	done := make(chan struct{}, 2)
 	go func() { _, _ = io.Copy(b, c); done <- struct{}{} }()
@@ -106,16 +107,37 @@ func (s *service) forward(c net.Conn) {
 	<-done
 	s.mu.Lock()
 	delete(s.conns, c)
-	delete(s.conns, b)
 	s.mu.Unlock()
+	close(ended)
 }
 
-// routeTo sends new connections to addr and closes the open ones.
+// routeTo sends new connections to addr and retires the open ones: it ends its
+// side of each (the apiserver reads the end, and its HTTP client closes the
+// connection) and waits until the apiserver has closed them. Closing them outright
+// instead races with a call the apiserver may be starting on a pooled connection,
+// which then fails, and with failurePolicy Ignore admits that pod uninjected: a flaw
+// of this stand-in, not of the webhook.
 func (s *service) routeTo(addr string) {
 	s.mu.Lock()
 	s.backend = addr
+	open := make(map[net.Conn]chan struct{}, len(s.conns))
+	for c, ended := range s.conns {
+		open[c] = ended
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		} else {
+			_ = c.Close()
+		}
+	}
 	s.mu.Unlock()
-	s.dropAll()
+	deadline := time.After(10 * time.Second)
+	for c, ended := range open {
+		select {
+		case <-ended:
+		case <-deadline:
+			_ = c.Close() // the apiserver kept it: close it outright
+		}
+	}
 }
 
 func (s *service) dropAll() {
