@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -140,14 +142,27 @@ func (r *recorder) wrap(next http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		resp, err := next.RoundTrip(req)
 		c := parseRequest(req.Method, req.URL)
+		refused := err == nil && resp.StatusCode == http.StatusForbidden && authorizationDenied(resp)
 		r.mu.Lock()
 		r.calls[c]++
-		if err == nil && resp.StatusCode == http.StatusForbidden {
+		if refused {
 			r.refusals[c]++
 		}
 		r.mu.Unlock()
 		return resp, err
 	})
+}
+
+// authorizationDenied reports whether a 403 is the authorizer's refusal ("User \"…\"
+// cannot create resource …"), not another Forbidden such as an Event for a namespace
+// that is being deleted ("unable to create new content in namespace … because it is
+// being terminated"), which the deciders meet when an earlier test's namespace goes.
+// The body is put back for the client.
+func authorizationDenied(resp *http.Response) bool {
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return err != nil || bytes.Contains(body, []byte(`" cannot `))
 }
 
 func (r *recorder) snapshot() (calls, refusals []call) {

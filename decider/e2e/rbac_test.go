@@ -3,7 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -462,5 +465,21 @@ func TestParseRequest(t *testing.T) {
 		u, err := url.Parse(tc.url)
 		require.NoError(t, err)
 		require.Equal(t, tc.want, parseRequest(tc.method, u), "%s %s", tc.method, tc.url)
+	}
+}
+
+func TestAuthorizationDenied(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want bool
+	}{
+		{`{"kind":"Status","status":"Failure","message":"events is forbidden: User \"system:serviceaccount:qas:decider\" cannot create resource \"events\" in API group \"\" in the namespace \"x\"","reason":"Forbidden","code":403}`, true},
+		{`{"kind":"Status","status":"Failure","message":"events \"e\" is forbidden: unable to create new content in namespace x because it is being terminated","reason":"Forbidden","code":403}`, false},
+	} {
+		resp := &http.Response{StatusCode: http.StatusForbidden, Body: io.NopCloser(strings.NewReader(tc.body))}
+		require.Equal(t, tc.want, authorizationDenied(resp), tc.body)
+		back, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, tc.body, string(back), "the client still reads the body")
 	}
 }
