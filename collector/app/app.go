@@ -26,6 +26,7 @@ import (
 	"github.com/qas-dev/qas/collector/scrape"
 	"github.com/qas-dev/qas/internal/cli"
 	"github.com/qas-dev/qas/internal/kubeconfig"
+	"github.com/qas-dev/qas/internal/version"
 )
 
 // Flags are qas-collector's settings.
@@ -152,7 +153,8 @@ func Run(ctx context.Context, f Flags, cfg *rest.Config, log *zap.Logger) error 
 		Pipeline:  &pipeline.Pipeline{Scraper: scrape.NewScraper(nil, f.Concurrency, f.ScrapeTimeout, reg, log.Named("scrape")), Sink: w},
 		cpuErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "qas_collector_cpu_errors_total", Help: "Failed reads of metrics.k8s.io."}),
 	}
-	reg.MustRegister(c.cpuErrors)
+	reg.MustRegister(c.cpuErrors, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "qas_collector_build_info",
+		Help: "Always 1; the labels say which build of qas-collector this is.", ConstLabels: version.Labels()}, func() float64 { return 1 }))
 	if f.CPU {
 		mc, err := metricsclient.NewForConfig(cfg)
 		if err != nil {
@@ -176,7 +178,7 @@ func Run(ctx context.Context, f Flags, cfg *rest.Config, log *zap.Logger) error 
 	if err := c.Discovery.WaitForSync(ctx); err != nil {
 		return err
 	}
-	log.Info("collecting", zap.Duration("interval", f.Interval), zap.String("influx", f.Influx.URL), zap.String("metrics", ln.Addr().String()))
+	log.Info("collecting", zap.String("version", version.Get()), zap.Duration("interval", f.Interval), zap.String("influx", f.Influx.URL), zap.String("metrics", ln.Addr().String()))
 	tick := time.NewTicker(f.Interval)
 	defer tick.Stop()
 	for {
@@ -194,20 +196,21 @@ func Run(ctx context.Context, f Flags, cfg *rest.Config, log *zap.Logger) error 
 	}
 }
 
-// Main parses flags, builds the logger and the Kubernetes config, and runs.
-func Main(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+// Main parses flags, builds the logger and the Kubernetes config, and runs. --version
+// prints to stdout; errors and the log go to stderr.
+func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	f, err := Parse(args, getenv)
 	if err != nil {
-		return cli.ExitTo(stderr, "qas-collector", err)
+		return cli.ExitTo(stdout, stderr, "qas-collector", err)
 	}
 	log, err := f.Log.Build()
 	if err != nil {
-		return cli.ExitTo(stderr, "qas-collector", err)
+		return cli.ExitTo(stdout, stderr, "qas-collector", err)
 	}
 	defer func() { _ = log.Sync() }()
 	cfg, err := kubeconfig.Load(f.Kubeconfig)
 	if err != nil {
-		return cli.ExitTo(stderr, "qas-collector", err)
+		return cli.ExitTo(stdout, stderr, "qas-collector", err)
 	}
-	return cli.ExitTo(stderr, "qas-collector", Run(ctx, f, cfg, log))
+	return cli.ExitTo(stdout, stderr, "qas-collector", Run(ctx, f, cfg, log))
 }

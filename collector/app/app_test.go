@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/qas-dev/qas/internal/cli"
+	"github.com/qas-dev/qas/internal/version"
 )
 
 func TestParse(t *testing.T) {
@@ -17,7 +18,7 @@ func TestParse(t *testing.T) {
 		name string
 		args []string
 		env  map[string]string
-		flag string // the flag a usage error names; "" = valid
+		flag string // the flag (or argument) a usage error names; "" = valid
 		chk  func(*testing.T, Flags)
 	}{
 		{name: "defaults", chk: func(t *testing.T, f Flags) {
@@ -39,6 +40,11 @@ func TestParse(t *testing.T) {
 		{name: "no concurrency", args: []string{"--concurrency=0"}, flag: "concurrency"},
 		{name: "tiny buffer", args: []string{"--buffer-points=10"}, flag: "buffer-points"},
 		{name: "bad metrics address", args: []string{"--metrics-listen=9902"}, flag: "metrics-listen"},
+		// Go's flag package stops at the first positional argument: without the
+		// check, the bad --interval after it would be ignored.
+		{name: "positional argument", args: []string{"extra", "--interval=0s"}, flag: `unexpected argument "extra" (qas-collector takes flags only)`},
+		{name: "boolean flag given a separate value", args: []string{"--cpu", "false", "--interval=0s"},
+			flag: `unexpected argument "false" (boolean flags take --cpu=false)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := Parse(tc.args, env(tc.env))
@@ -54,8 +60,19 @@ func TestParse(t *testing.T) {
 }
 
 func TestMainUsageExit(t *testing.T) {
-	var stderr bytes.Buffer
-	code := Main(context.Background(), []string{"--interval=-1s"}, func(string) string { return "" }, &stderr)
+	var stdout, stderr bytes.Buffer
+	code := Main(context.Background(), []string{"--interval=-1s"}, func(string) string { return "" }, &stdout, &stderr)
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr.String(), "interval")
+	require.Empty(t, stdout.String())
+}
+
+// TestMainVersion: --version prints one line to stdout and exits 0, before any
+// Kubernetes configuration is looked for.
+func TestMainVersion(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := Main(context.Background(), []string{"--version"}, func(string) string { return "" }, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	require.Equal(t, version.String("qas-collector")+"\n", stdout.String())
+	require.Empty(t, stderr.String())
 }

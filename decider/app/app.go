@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/qas-dev/qas/internal/cli"
+	"github.com/qas-dev/qas/internal/version"
 )
 
 // Name is the program name used in messages.
@@ -31,8 +32,9 @@ type Command struct {
 	// Summary is the one-line description shown in the command list.
 	Summary string
 	// Run executes the subcommand with the arguments after its name. A returned
-	// error satisfying cli.IsUsage exits with status 2; flag.ErrHelp exits 0; any
-	// other error exits with 1 unless it carries its own status (see ExitError).
+	// error satisfying cli.IsUsage exits with status 2; flag.ErrHelp exits 0, and so
+	// does cli.ErrVersion after the version is printed; any other error exits with 1
+	// unless it carries its own status (see ExitError).
 	Run func(args []string, env Env) error
 }
 
@@ -80,8 +82,12 @@ func MainEnv(args []string, env Env) int {
 		return cli.ExitUsage
 	}
 	name := args[0]
-	if name == "-h" || name == "--help" || name == "help" {
+	switch name {
+	case "-h", "--help", "help":
 		usage(env.Stdout)
+		return 0
+	case "-version", "--version":
+		fmt.Fprintln(env.Stdout, version.String(Name))
 		return 0
 	}
 	mu.Lock()
@@ -92,14 +98,18 @@ func MainEnv(args []string, env Env) int {
 		usage(env.Stderr)
 		return cli.ExitUsage
 	}
-	return exitStatus(name, c.Run(args[1:], env), env.Stderr)
+	return exitStatus(name, c.Run(args[1:], env), env)
 }
 
-func exitStatus(name string, err error, stderr io.Writer) int {
+func exitStatus(name string, err error, env Env) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	fmt.Fprintf(stderr, "%s %s: %v\n", Name, name, err)
+	if errors.Is(err, cli.ErrVersion) {
+		fmt.Fprintln(env.Stdout, version.String(Name))
+		return 0
+	}
+	fmt.Fprintf(env.Stderr, "%s %s: %v\n", Name, name, err)
 	var ee *ExitError
 	switch {
 	case cli.IsUsage(err):
@@ -118,7 +128,7 @@ func usage(w io.Writer) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	fmt.Fprintf(w, "usage: %s <subcommand> [flags]\n\nsubcommands:\n", Name)
+	fmt.Fprintf(w, "usage: %s <subcommand> [flags]\n       %s --version\n\nsubcommands:\n", Name, Name)
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].Summary)
 	}

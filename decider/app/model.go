@@ -126,9 +126,6 @@ func runModel(args []string, env Env) error {
 	if err := cli.Parse(fs, "QAS_DECIDER", args, env.Getenv); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return cli.Usagef("model", "unexpected argument %q", fs.Arg(0))
-	}
 	if err := f.validate(fs); err != nil {
 		return err
 	}

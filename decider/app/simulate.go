@@ -48,7 +48,7 @@ type simulateOutput struct {
 }
 
 func runSimulate(args []string, env Env) error {
-	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	fs := flag.NewFlagSet("qas-decider simulate", flag.ContinueOnError)
 	fs.SetOutput(env.Stdout) // --help, as for model and run
 	src := fs.String("trace", "", "trace file (.gz or plain) or pattern:flash-crowd | pattern:increase-decrease (required)")
 	win := fs.String("window", "", "part of the trace, in trace time, e.g. 2h:8h")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/qas-dev/qas/decider/certs"
 	"github.com/qas-dev/qas/internal/cli"
 	"github.com/qas-dev/qas/internal/kubeconfig"
+	"github.com/qas-dev/qas/internal/version"
 )
 
 // Options configure the webhook process (`qas-decider webhook`).
@@ -160,7 +162,11 @@ func Run(ctx context.Context, o Options, log *zap.Logger) error {
 		}
 		go func() { errc <- m.Run(ctx, ticker.C) }()
 	}
-	srv := &Server{Addr: o.Listen, Handler: Handler{Config: cfg, Log: log}, GetCertificate: reloader.GetCertificate, Log: log}
+	srv := &Server{Addr: o.Listen, Handler: Handler{Config: cfg, Log: log}, GetCertificate: reloader.GetCertificate, Log: log,
+		Ready: func(addr net.Addr) {
+			log.Info("serving", zap.String("version", version.Get()), zap.String("listen", addr.String()),
+				zap.String("proxyImage", cfg.Image), zap.String("certDir", o.CertDir))
+		}}
 	go func() { errc <- srv.Run(ctx) }()
 	err := <-errc
 	cancel()

@@ -20,6 +20,7 @@ import (
 	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/leader"
+	"github.com/qas-dev/qas/internal/version"
 )
 
 // metrics are the decider's own Prometheus metrics (qas_decider_*).
@@ -98,7 +99,9 @@ func (r *Runner) Shutdown(ctx context.Context) {
 // Run runs `qas-decider run` until ctx ends.
 func Run(ctx context.Context, o Options, cfg *rest.Config, log *zap.Logger) error {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "qas_decider_build_info",
+			Help: "Always 1; the labels say which build of qas-decider this is.", ConstLabels: version.Labels()}, func() float64 { return 1 }))
 	m := newMetrics(reg)
 	w, err := influx.NewWriter(influx.WriterConfig{URL: o.Influx.URL, Token: o.Influx.Token, Org: o.Influx.Org,
 		Bucket: o.Influx.Bucket, MetricsPrefix: "qas_decider"}, reg, log.Named("influx"))
@@ -137,7 +140,7 @@ func Run(ctx context.Context, o Options, cfg *rest.Config, log *zap.Logger) erro
 		return err
 	}
 	r := &Runner{Ctrl: ctrl, Interval: o.Interval, Log: log, Clock: clock.RealClock{}, m: m}
-	log.Info("deciding", zap.Duration("interval", o.Interval), zap.String("influx", o.Influx.URL),
+	log.Info("deciding", zap.String("version", version.Get()), zap.Duration("interval", o.Interval), zap.String("influx", o.Influx.URL),
 		zap.Bool("dryRun", o.DryRun), zap.Bool("leaderElect", o.LeaderElect), zap.String("identity", o.Identity),
 		zap.String("metrics", ln.Addr().String()))
 	if !o.LeaderElect {

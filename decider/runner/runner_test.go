@@ -65,6 +65,14 @@ func TestOptions(t *testing.T) {
 			require.ErrorContains(t, err, "--"+tc.flag)
 		})
 	}
+	// A positional argument stops Go's flag parsing: it is refused, so that the bad
+	// --interval after it cannot go unreported.
+	_, err = parse(t, []string{"--dry-run", "false", "--interval", "0s"}, nil)
+	require.True(t, cli.IsUsage(err), "%v", err)
+	require.ErrorContains(t, err, `unexpected argument "false" (boolean flags take --dry-run=false)`)
+	_, err = parse(t, []string{"--version", "--interval", "0s"}, nil)
+	require.ErrorIs(t, err, cli.ErrVersion)
+
 	var o2 Options
 	require.NoError(t, cli.Parse(o2.FlagSet(), EnvPrefix, nil, func(string) string { return "" }))
 	err = o2.Complete(func(string) string { return "" }, func() (string, error) { return "", errors.New("no uts") })

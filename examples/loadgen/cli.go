@@ -32,7 +32,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	seed := fs.Uint64("seed", 1, "random seed for the arrival process")
 	summary := fs.String("summary", "", "with --watch: write \"λ E[S] p95\" (per second, seconds, seconds) measured by the proxies to this file")
 	if err := cli.Parse(fs, "QAS_LOADGEN", args, getenv); err != nil {
-		return cli.ExitTo(stderr, "qas-loadgen", err)
+		return cli.ExitTo(stdout, stderr, "qas-loadgen", err)
 	}
 	cfg := Config{Path: *path, Step: time.Second, MaxInFlight: *maxInFlight, Seed: *seed, Duration: *duration, ProgressEvery: *interval}
 	for _, t := range strings.Split(*targets, ",") {
@@ -68,10 +68,10 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		err = cli.Usagef("rate", "give --rate or --trace")
 	}
 	if err != nil {
-		return cli.ExitTo(stderr, "qas-loadgen", err)
+		return cli.ExitTo(stdout, stderr, "qas-loadgen", err)
 	}
 	if *summary != "" && *watch == "" {
-		return cli.ExitTo(stderr, "qas-loadgen", cli.Usagef("summary", "needs --watch"))
+		return cli.ExitTo(stdout, stderr, "qas-loadgen", cli.Usagef("summary", "needs --watch"))
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *maxInFlight}, Timeout: 30 * time.Second}
 	var pods []string
@@ -79,7 +79,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	if *watch != "" {
 		pods = strings.Split(*watch, ",")
 		if before, err = Snapshots(ctx, client, pods); err != nil {
-			return cli.ExitTo(stderr, "qas-loadgen", cli.Usagef("watch", "%v", err))
+			return cli.ExitTo(stdout, stderr, "qas-loadgen", cli.Usagef("watch", "%v", err))
 		}
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()

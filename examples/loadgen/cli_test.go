@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/qas-dev/qas/internal/version"
 )
 
 func TestMainFlags(t *testing.T) {
@@ -30,6 +32,9 @@ func TestMainFlags(t *testing.T) {
 		{[]string{"--target=http://x", "--trace=" + tr, "--window=5"}, "invalid --window"},
 		{[]string{"--target=http://x", "--rate=1", "--compress=0"}, "invalid --compress"},
 		{[]string{"--target=http://x", "--rate=1", "--interval=0s"}, "invalid --interval"},
+		// Go's flag package stops at the first positional argument: the bad
+		// --interval after it would go unreported.
+		{[]string{"--target=http://x", "--rate=1", "extra", "--interval=0s"}, `unexpected argument "extra" (qas-loadgen takes flags only)`},
 	} {
 		var out, errb bytes.Buffer
 		code := Main(context.Background(), tt.args, func(string) string { return "" }, &out, &errb)
@@ -98,4 +103,12 @@ func TestMainSendsLoad(t *testing.T) {
 	require.Equal(t, 0, code, errb.String())
 	require.Contains(t, out.String(), "0 failed")
 	require.Contains(t, out.String(), "client latency: p50")
+}
+
+// TestMainVersion: --version prints one line to stdout and exits 0, sending nothing.
+func TestMainVersion(t *testing.T) {
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, Main(context.Background(), []string{"--version", "--target=http://x"}, func(string) string { return "" }, &out, &errb))
+	require.Equal(t, version.String("qas-loadgen")+"\n", out.String())
+	require.Empty(t, errb.String())
 }

@@ -1,8 +1,11 @@
 // Package cli holds what every QAS command shares: flags that can be overridden by
-// environment variables, validation errors that name the flag, and the zap logger.
+// environment variables, validation errors that name the flag, --version, and the zap
+// logger.
 //
 // Precedence is flag > environment > default: an explicitly set flag always wins, so
-// that a command line in a manifest means what it says.
+// that a command line in a manifest means what it says. Commands take flags only: a
+// positional argument is an error, because Go's flag package stops at the first one
+// and would otherwise ignore every flag after it without a word.
 package cli
 
 import (
@@ -15,6 +18,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/qas-dev/qas/internal/version"
 )
 
 // ExitUsage is the exit status for bad flags, bad environment values and bad input.
@@ -43,20 +48,29 @@ func IsUsage(err error) bool {
 
 var errUsageParse = errors.New("usage")
 
+// ErrVersion is what Parse returns for --version: the command prints its version
+// (Exit does) and exits 0, as for --help.
+var ErrVersion = errors.New("version requested")
+
+// versionFlag is the flag Parse adds to every command.
+const versionFlag = "version"
+
 // EnvName is the environment variable that overrides flag name for a command with
 // the given prefix: EnvName("QAS_PROXY", "admin-listen") = "QAS_PROXY_ADMIN_LISTEN".
 func EnvName(prefix, name string) string {
 	return prefix + "_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
-// Parse parses args into fs, then applies environment overrides (prefix_FLAG_NAME) to
-// every flag that was not set on the command line. A value that does not parse, from
-// either source, yields a UsageError naming the flag and, for the environment, the
-// variable.
+// Parse adds --version to fs, parses args into it, then applies environment overrides
+// (prefix_FLAG_NAME) to every flag that was not set on the command line. A value that
+// does not parse, from either source, yields a UsageError naming the flag and, for
+// the environment, the variable. Any argument left after the flags is a usage error
+// naming it: the command takes flags only. --version yields ErrVersion.
 func Parse(fs *flag.FlagSet, prefix string, args []string, getenv func(string) string) error {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	showVersion := fs.Bool(versionFlag, false, "print the version and exit")
 	out := fs.Output() // where -h/--help prints: the caller's choice, else stderr
 	fs.SetOutput(discard{})
 	if err := fs.Parse(args); err != nil {
@@ -69,11 +83,17 @@ func Parse(fs *flag.FlagSet, prefix string, args []string, getenv func(string) s
 		}
 		return fmt.Errorf("%w: %s", errUsageParse, err.Error())
 	}
+	if *showVersion {
+		return ErrVersion
+	}
+	if fs.NArg() > 0 {
+		return unexpectedArgument(fs, args)
+	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var firstErr error
 	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || firstErr != nil {
+		if set[f.Name] || f.Name == versionFlag || firstErr != nil {
 			return
 		}
 		env := EnvName(prefix, f.Name)
@@ -88,11 +108,31 @@ func Parse(fs *flag.FlagSet, prefix string, args []string, getenv func(string) s
 	return firstErr
 }
 
+// unexpectedArgument is the usage error for fs's first leftover argument. Right after
+// a boolean flag written without "=" it is most likely that flag's value ("--dry-run
+// false"), which Go's flag package never takes from the next argument.
+func unexpectedArgument(fs *flag.FlagSet, args []string) error {
+	arg := fs.Arg(0)
+	msg := fmt.Sprintf("unexpected argument %q", arg)
+	if i := len(args) - fs.NArg(); i > 0 && strings.HasPrefix(args[i-1], "-") && args[i-1] != "--" {
+		name := strings.TrimLeft(args[i-1], "-")
+		if f := fs.Lookup(name); f != nil && isBool(f) {
+			return fmt.Errorf("%w: %s (boolean flags take --%s=%s)", errUsageParse, msg, name, arg)
+		}
+	}
+	return fmt.Errorf("%w: %s (%s takes flags only)", errUsageParse, msg, fs.Name())
+}
+
+func isBool(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
 // exampleEnv names the environment variable of fs's first flag.
 func exampleEnv(fs *flag.FlagSet, prefix string) string {
 	name := ""
 	fs.VisitAll(func(f *flag.Flag) {
-		if name == "" {
+		if name == "" && f.Name != versionFlag {
 			name = EnvName(prefix, f.Name)
 		}
 	})
@@ -144,22 +184,26 @@ func (o LogOptions) Build() (*zap.Logger, error) {
 	return cfg.Build()
 }
 
-// Exit prints err for a command named cmd to stderr and returns the process exit
-// status: 0 for nil or --help, ExitUsage for usage errors, 1 otherwise.
-func Exit(cmd string, err error) int { return ExitTo(os.Stderr, cmd, err) }
+// Exit reports err for a command named cmd and returns the process exit status: 0
+// for nil or --help, and for --version (ErrVersion) after printing the version to
+// stdout; ExitUsage for usage errors and 1 otherwise, after printing err to stderr.
+func Exit(cmd string, err error) int { return ExitTo(os.Stdout, os.Stderr, cmd, err) }
 
-// ExitTo is Exit writing to w.
-func ExitTo(w io.Writer, cmd string, err error) int {
+// ExitTo is Exit writing to stdout and stderr.
+func ExitTo(stdout, stderr io.Writer, cmd string, err error) int {
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.Is(err, ErrVersion):
+		fmt.Fprintln(stdout, version.String(cmd))
+		return 0
 	case IsUsage(err):
-		fmt.Fprintf(w, "%s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return ExitUsage
 	default:
-		fmt.Fprintf(w, "%s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return 1
 	}
 }

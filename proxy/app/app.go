@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/qas-dev/qas/internal/cli"
+	"github.com/qas-dev/qas/internal/version"
 	"github.com/qas-dev/qas/proxy/measure"
 	"github.com/qas-dev/qas/proxy/server"
 )
@@ -108,7 +109,7 @@ func Run(ctx context.Context, f Flags, log *zap.Logger, ready func(addr, admin s
 	if err != nil {
 		return err
 	}
-	log.Info("serving", zap.String("listen", srv.Addr()), zap.String("admin", srv.AdminAddr()),
+	log.Info("serving", zap.String("version", version.Get()), zap.String("listen", srv.Addr()), zap.String("admin", srv.AdminAddr()),
 		zap.String("upstream", f.Upstream), zap.Int("concurrency", f.Concurrency), zap.Bool("fast_path", f.FastPath))
 	if ready != nil {
 		ready(srv.Addr(), srv.AdminAddr())
@@ -116,15 +117,16 @@ func Run(ctx context.Context, f Flags, log *zap.Logger, ready func(addr, admin s
 	return srv.Serve(ctx)
 }
 
-// Main is the whole command: it returns the exit status.
-func Main(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+// Main is the whole command: it returns the exit status. --version prints to stdout;
+// errors and the log go to stderr.
+func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	f, err := Parse(args, getenv)
 	if err != nil {
-		return cli.ExitTo(stderr, "qas-proxy", err)
+		return cli.ExitTo(stdout, stderr, "qas-proxy", err)
 	}
 	log, err := f.Log.Build()
 	if err != nil {
-		return cli.ExitTo(stderr, "qas-proxy", err)
+		return cli.ExitTo(stdout, stderr, "qas-proxy", err)
 	}
 	defer func() { _ = log.Sync() }()
 	if f.Procs > 0 {

@@ -2,6 +2,8 @@ package app
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/qas-dev/qas/internal/testenv"
+	"github.com/qas-dev/qas/internal/version"
 	"github.com/qas-dev/qas/proxy/stats"
 )
 
@@ -52,6 +55,12 @@ func TestParse(t *testing.T) {
 		{name: "negative procs", args: []string{"--procs=-1"}, wantErr: "invalid --procs"},
 		{name: "tiny headers", args: []string{"--max-header-bytes=10"}, wantErr: "invalid --max-header-bytes"},
 		{name: "bad env", env: map[string]string{"QAS_PROXY_QUEUE": "many"}, wantErr: "invalid --queue"},
+		// Go's flag package stops at the first positional argument: without the
+		// check, the proxy would start on the default :8080 here.
+		{name: "positional argument", args: []string{"extra", "--listen=127.0.0.1:9000"}, wantErr: `unexpected argument "extra" (qas-proxy takes flags only)`},
+		{name: "boolean flag given a separate value", args: []string{"--fast-path", "false", "--concurrency=-2"},
+			wantErr: `unexpected argument "false" (boolean flags take --fast-path=false)`},
+		{name: "version", args: []string{"--version", "--listen=nohost"}, wantErr: "version requested"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,6 +73,20 @@ func TestParse(t *testing.T) {
 			tt.check(t, f)
 		})
 	}
+}
+
+// TestMainVersionAndUsage: --version prints one line to stdout and exits 0 without
+// serving; a positional argument exits 2 naming it.
+func TestMainVersionAndUsage(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, Main(context.Background(), []string{"--version"}, func(string) string { return "" }, &stdout, &stderr))
+	require.Equal(t, version.String("qas-proxy")+"\n", stdout.String())
+	require.Empty(t, stderr.String())
+
+	stdout.Reset()
+	require.Equal(t, 2, Main(context.Background(), []string{"extra", "--listen=127.0.0.1:0"}, func(string) string { return "" }, &stdout, &stderr))
+	require.Empty(t, stdout.String())
+	require.Contains(t, stderr.String(), `qas-proxy: usage: unexpected argument "extra"`)
 }
 
 // TestBinary runs the real qas-proxy process: a request goes through, /stats counts it,

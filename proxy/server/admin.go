@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/qas-dev/qas/internal/version"
 	"github.com/qas-dev/qas/proxy/measure"
 )
 
@@ -32,7 +33,8 @@ type Admin struct {
 func NewAdmin(rec *measure.Recorder, upstream string, draining *atomic.Bool) *Admin {
 	a := &Admin{rec: rec, upstream: upstream, draining: draining, mux: http.NewServeMux()}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(&collector{rec: rec})
+	reg.MustRegister(&collector{rec: rec}, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "qas_proxy_build_info",
+		Help: "Always 1; the labels say which build of qas-proxy this is.", ConstLabels: version.Labels()}, func() float64 { return 1 }))
 	a.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	a.mux.HandleFunc("GET /stats", a.stats)
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })

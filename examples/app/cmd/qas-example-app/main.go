@@ -4,7 +4,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -17,19 +16,13 @@ import (
 )
 
 func main() {
-	fs := flag.NewFlagSet("qas-example-app", flag.ContinueOnError)
-	listen := fs.String("listen", "127.0.0.1:8081", "address to serve on")
-	if err := cli.Parse(fs, "QAS_APP", os.Args[1:], nil); err != nil {
+	listen, err := app.Listen(os.Args[1:], os.Getenv)
+	if err != nil {
 		os.Exit(cli.Exit("qas-example-app", err))
-	}
-	// Injected by the QAS webhook: qas-proxy took the serving port and forwards to
-	// this one on localhost (decider/inject's contract).
-	if port := os.Getenv("QAS_APP_PORT"); port != "" {
-		*listen = "127.0.0.1:" + port
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	srv := &http.Server{Addr: *listen, Handler: app.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Addr: listen, Handler: app.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
