@@ -78,7 +78,9 @@ func (s stage) all(cmd string) []string {
 var reNumericUser = regexp.MustCompile(`^([0-9]+)(?::([0-9]+))?$`)
 
 // TestDockerfiles checks the images' invariants without a Docker engine: multi-stage,
-// a static (CGO_ENABLED=0), trimmed build stamped with VERSION, a distroless/static or
+// a static (CGO_ENABLED=0), trimmed build stamped with VERSION (into internal/version,
+// which every binary built imports; test/version checks the stamp reaches --version,
+// the logs and /metrics), a distroless/static or
 // scratch final stage with no RUN (no shell needed), a numeric non-root USER, an
 // exec-form ENTRYPOINT, the OCI labels, and every package it builds exists.
 func TestDockerfiles(t *testing.T) {
@@ -98,11 +100,21 @@ func TestDockerfiles(t *testing.T) {
 			}
 			build, final := stages[0], stages[len(stages)-1]
 			runs := strings.Join(build.all("RUN"), "\n")
-			for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "-ldflags", "-s -w", "internal/version.Version=${VERSION}"} {
+			for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "-ldflags", "-s -w"} {
 				if !strings.Contains(runs, want) {
 					t.Errorf("build stage RUN lacks %q", want)
 				}
 			}
+			// The stamp: -X <package>.Version=${VERSION}, where <package> is this
+			// module's internal/version and every binary built imports it (an -X on a
+			// package that is not linked in is silently dropped).
+			var stamped string
+			if m := reVersionStamp.FindStringSubmatch(runs); m == nil {
+				t.Errorf("build stage RUN has no -X <package>.Version=${VERSION} ldflag")
+			} else if stamped = m[1]; stamped != modulePath(t, root)+"/internal/version" {
+				t.Errorf("the ldflag stamps %s, want this module's internal/version", stamped)
+			}
+			var pkgs []string
 			if !containsArg(build, "VERSION") || !containsArg(final, "VERSION") {
 				t.Error("ARG VERSION must be declared in the build and the final stage")
 			}
@@ -120,6 +132,14 @@ func TestDockerfiles(t *testing.T) {
 				}
 				if _, err := os.Stat(filepath.Join(dirs[0], "main.go")); err != nil {
 					t.Errorf("%s: %v", rel, err)
+				}
+				pkgs = append(pkgs, "./"+rel)
+			}
+			if stamped != "" && len(pkgs) == len(tc.binaries) {
+				for pkg, deps := range listDeps(t, root, pkgs) {
+					if !deps[stamped] {
+						t.Errorf("%s does not import %s: the image's version stamp would go nowhere", pkg, stamped)
+					}
 				}
 			}
 			if !strings.HasPrefix(final.from, "gcr.io/distroless/static") && final.from != "scratch" {
@@ -264,6 +284,48 @@ func TestDockerignore(t *testing.T) {
 			t.Errorf(".dockerignore leaves out %s, which the image build needs", f)
 		}
 	}
+}
+
+// reVersionStamp finds the package of a -X ...Version=${VERSION} ldflag.
+var reVersionStamp = regexp.MustCompile(`-X ([^\s="]+)\.Version=\$\{VERSION\}`)
+
+// modulePath is the module path in root's go.mod.
+func modulePath(t *testing.T, root string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^module\s+(\S+)`).FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("go.mod has no module line")
+	}
+	return string(m[1])
+}
+
+// listDeps returns, for each package pattern, the set of packages it imports
+// directly or indirectly (`go list -deps`, one package at a time as the linker sees
+// it).
+func listDeps(t *testing.T, root string, pkgs []string) map[string]map[string]bool {
+	t.Helper()
+	out := map[string]map[string]bool{}
+	for _, pkg := range pkgs {
+		cmd := exec.Command("go", "list", "-deps", pkg)
+		cmd.Dir = root
+		raw, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		deps := map[string]bool{}
+		for _, p := range strings.Fields(string(raw)) {
+			deps[p] = true
+		}
+		if len(deps) < 10 {
+			t.Fatalf("go list -deps %s lists only %v", pkg, raw)
+		}
+		out[pkg] = deps
+	}
+	return out
 }
 
 func containsArg(s stage, name string) bool {
