@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -35,12 +36,14 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		return cli.ExitTo(stdout, stderr, "qas-loadgen", err)
 	}
 	cfg := Config{Path: *path, Step: time.Second, MaxInFlight: *maxInFlight, Seed: *seed, Duration: *duration, ProgressEvery: *interval}
-	for _, t := range strings.Split(*targets, ",") {
-		if t = strings.TrimSpace(t); t != "" {
-			cfg.Targets = append(cfg.Targets, t)
-		}
-	}
 	var err error
+	if cfg.Targets, err = urlList("target", *targets, "http://127.0.0.1:8080"); err != nil {
+		return cli.ExitTo(stdout, stderr, "qas-loadgen", err)
+	}
+	pods, err := urlList("watch", *watch, "http://127.0.0.1:9901/stats")
+	if err != nil {
+		return cli.ExitTo(stdout, stderr, "qas-loadgen", err)
+	}
 	switch {
 	case len(cfg.Targets) == 0:
 		err = cli.Usagef("target", "at least one URL is required")
@@ -70,14 +73,12 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	if err != nil {
 		return cli.ExitTo(stdout, stderr, "qas-loadgen", err)
 	}
-	if *summary != "" && *watch == "" {
+	if *summary != "" && len(pods) == 0 {
 		return cli.ExitTo(stdout, stderr, "qas-loadgen", cli.Usagef("summary", "needs --watch"))
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *maxInFlight}, Timeout: 30 * time.Second}
-	var pods []string
 	var before []stats.Snapshot
-	if *watch != "" {
-		pods = strings.Split(*watch, ",")
+	if len(pods) > 0 {
 		if before, err = Snapshots(ctx, client, pods); err != nil {
 			return cli.ExitTo(stdout, stderr, "qas-loadgen", cli.Usagef("watch", "%v", err))
 		}
@@ -86,7 +87,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		go Watch(wctx, client, pods, *interval, stdout)
 	}
 	var progress func(time.Duration, Result)
-	if *watch == "" {
+	if len(pods) == 0 {
 		progress = Progress(stdout, cfg)
 	}
 	res, err := Run(ctx, cfg, client, progress)
@@ -99,11 +100,35 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		fmt.Fprintf(stdout, "client latency: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms\n",
 			res.Quantile(0.5)*1000, res.Quantile(0.95)*1000, res.Quantile(0.99)*1000)
 	}
+	for _, f := range res.Failures {
+		fmt.Fprintf(stdout, "failed: %d × %s, the first: %s\n", f.Count, f.Kind, f.First)
+	}
+	if err == nil && res.Sent > 0 && res.OK == 0 {
+		err = fmt.Errorf("none of the %d requests sent succeeded", res.Sent)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "qas-loadgen: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// urlList splits the comma-separated URLs given to flag name and checks that each is
+// an http(s) URL with a host: anything else would only fail request by request.
+// example is a good one, for the message.
+func urlList(name, list, example string) ([]string, error) {
+	var out []string
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+			return nil, cli.Usagef(name, "%q is not an http(s) URL such as %s", s, example)
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 func report(ctx context.Context, client *http.Client, pods []string, before []stats.Snapshot, summary string, stdout io.Writer) error {

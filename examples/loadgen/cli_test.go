@@ -5,10 +5,12 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,6 +34,15 @@ func TestMainFlags(t *testing.T) {
 		{[]string{"--target=http://x", "--trace=" + tr, "--window=5"}, "invalid --window"},
 		{[]string{"--target=http://x", "--rate=1", "--compress=0"}, "invalid --compress"},
 		{[]string{"--target=http://x", "--rate=1", "--interval=0s"}, "invalid --interval"},
+		{[]string{"--target=127.0.0.1:8080", "--rate=1"}, `invalid --target: "127.0.0.1:8080" is not an http(s) URL`},
+		{[]string{"--target=localhost:8080", "--rate=1"}, `invalid --target: "localhost:8080" is not an http(s) URL`},
+		{[]string{"--target=notaurl", "--rate=1"}, `invalid --target: "notaurl" is not an http(s) URL`},
+		{[]string{"--target=ftp://x", "--rate=1"}, `invalid --target: "ftp://x" is not an http(s) URL`},
+		{[]string{"--target=http://", "--rate=1"}, `invalid --target: "http://" is not an http(s) URL`},
+		{[]string{"--target=http://:8080", "--rate=1"}, `invalid --target: "http://:8080" is not an http(s) URL`},
+		{[]string{"--target=http://x, http//y", "--rate=1"}, `invalid --target: "http//y" is not an http(s) URL`},
+		{[]string{"--target=http://x", "--rate=1", "--watch=127.0.0.1:9901/stats"}, `invalid --watch: "127.0.0.1:9901/stats" is not an http(s) URL such as http://127.0.0.1:9901/stats`},
+		{[]string{"--target=http://x", "--rate=1", "--summary=s.txt", "--watch= , "}, "invalid --summary: needs --watch"},
 		// Go's flag package stops at the first positional argument: the bad
 		// --interval after it would go unreported.
 		{[]string{"--target=http://x", "--rate=1", "extra", "--interval=0s"}, `unexpected argument "extra" (qas-loadgen takes flags only)`},
@@ -103,6 +114,23 @@ func TestMainSendsLoad(t *testing.T) {
 	require.Equal(t, 0, code, errb.String())
 	require.Contains(t, out.String(), "0 failed")
 	require.Contains(t, out.String(), "client latency: p50")
+}
+
+// TestMainSaysWhyNoRequestSucceeded: every request to a closed port fails; the
+// summary says how and shows the first error, and the command exits 1.
+func TestMainSaysWhyNoRequestSucceeded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), []string{"--target=" + closed, "--rate=100", "--duration=200ms", "--seed=4"}, func(string) string { return "" }, &out, &errb)
+	require.Equal(t, 1, code, errb.String())
+	n := len(Arrivals([]float64{100}, time.Second, 200*time.Millisecond, 4))
+	require.NotZero(t, n)
+	require.Contains(t, out.String(), fmt.Sprintf("0 ok, %d failed", n))
+	require.Regexp(t, fmt.Sprintf(`failed: %d × connection refused, the first: Get "%s/": .*connection refused`, n, regexp.QuoteMeta(closed)), out.String())
+	require.Contains(t, errb.String(), fmt.Sprintf("qas-loadgen: none of the %d requests sent succeeded", n))
 }
 
 // TestMainVersion: --version prints one line to stdout and exits 0, sending nothing.

@@ -11,10 +11,12 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -48,6 +50,74 @@ type Result struct {
 	// Latencies in seconds, sorted.
 	Latencies []float64
 	Elapsed   time.Duration
+	// Failures are the failed requests by kind, in the order each kind first
+	// happened (set at the end of Run).
+	Failures []Failure
+}
+
+// Failure counts one kind of failed request and keeps the first one's error, so
+// that a run whose every request fails says why.
+type Failure struct {
+	Kind  string // "connection refused", "timeout", "HTTP 503", ...
+	Count uint64
+	First string
+}
+
+// statusError is a response that counts as failed: a 5xx.
+type statusError struct {
+	code   int
+	target string
+}
+
+func (e statusError) Error() string {
+	return fmt.Sprintf("%s answered %d %s", e.target, e.code, http.StatusText(e.code))
+}
+
+// failureKind classifies a failed request: its status, or what went wrong with the
+// connection, which is what tells a wrong target from an overloaded one.
+func failureKind(err error) string {
+	var se statusError
+	var dns *net.DNSError
+	var ne net.Error
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("HTTP %d", se.code)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.As(err, &dns):
+		return "name resolution"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed"
+	default:
+		return "other error"
+	}
+}
+
+// failures tallies failed requests by kind; it is safe for concurrent use.
+type failures struct {
+	mu    sync.Mutex
+	kinds []Failure
+}
+
+func (f *failures) add(err error) {
+	kind := failureKind(err)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.kinds {
+		if f.kinds[i].Kind == kind {
+			f.kinds[i].Count++
+			return
+		}
+	}
+	f.kinds = append(f.kinds, Failure{Kind: kind, Count: 1, First: err.Error()})
+}
+
+func (f *failures) list() []Failure {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Failure(nil), f.kinds...)
 }
 
 // Quantile returns the q-quantile (0..1) of the client-side latencies.
@@ -143,6 +213,7 @@ func Run(ctx context.Context, cfg Config, client *http.Client, progress func(ela
 		clk = clock.RealClock{}
 	}
 	var sent, ok, failed, dropped atomic.Uint64
+	var fails failures
 	var mu sync.Mutex
 	var lat []float64
 	slots := make(chan struct{}, cfg.MaxInFlight)
@@ -203,12 +274,13 @@ func Run(ctx context.Context, cfg Config, client *http.Client, progress func(ela
 			if err == nil {
 				_, err = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
-				if resp.StatusCode >= 500 {
-					err = fmt.Errorf("status %d", resp.StatusCode)
+				if err == nil && resp.StatusCode >= 500 {
+					err = statusError{code: resp.StatusCode, target: target}
 				}
 			}
 			if err != nil {
 				failed.Add(1)
+				fails.add(err)
 				return
 			}
 			ok.Add(1)
@@ -221,6 +293,7 @@ func Run(ctx context.Context, cfg Config, client *http.Client, progress func(ela
 	r := snapshot()
 	sort.Float64s(lat)
 	r.Latencies = lat
+	r.Failures = fails.list()
 	return r, ctx.Err()
 }
 

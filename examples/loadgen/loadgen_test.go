@@ -3,12 +3,18 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -271,5 +277,77 @@ func TestScheduleStreams(t *testing.T) {
 	require.Equal(t, Arrivals(rates, 250*time.Millisecond, 1100*time.Millisecond, 11), got)
 	for _, at := range got {
 		require.False(t, at >= 250*time.Millisecond && at < 750*time.Millisecond, "no arrival in the quiet steps: %v", at)
+	}
+}
+
+// TestRunCountsFailuresByKind sends load round-robin to a healthy server, one that
+// answers 503, a closed port and one that hangs up without answering: each kind of
+// failure is counted once per request sent its way and keeps the first error.
+func TestRunCountsFailuresByKind(t *testing.T) {
+	healthy := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer healthy.Close()
+	unavailable := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer unavailable.Close()
+	hangUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	defer hangUp.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	refused := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
+
+	cfg := Config{Targets: []string{healthy.URL, unavailable.URL, refused, hangUp.URL}, Path: "/x",
+		Rates: []float64{100}, Step: time.Second, Duration: 300 * time.Millisecond, MaxInFlight: 1000, Seed: 3}
+	n := len(Arrivals(cfg.Rates, cfg.Step, cfg.Duration, cfg.Seed))
+	require.GreaterOrEqual(t, n, 8, "every target gets requests")
+	per := func(target int) uint64 { return uint64((n - target + len(cfg.Targets) - 1) / len(cfg.Targets)) }
+	r, err := Run(context.Background(), cfg, &http.Client{}, nil)
+	require.NoError(t, err)
+	require.Equal(t, uint64(n), r.Sent)
+	require.Equal(t, per(0), r.OK)
+	require.Equal(t, uint64(n)-per(0), r.Failed)
+	got := map[string]Failure{}
+	for _, f := range r.Failures {
+		got[f.Kind] = f
+	}
+	require.Len(t, got, 3, "%+v", r.Failures)
+	require.Equal(t, per(1), got["HTTP 503"].Count)
+	require.Equal(t, unavailable.URL+"/x answered 503 Service Unavailable", got["HTTP 503"].First)
+	require.Equal(t, per(2), got["connection refused"].Count)
+	require.Contains(t, got["connection refused"].First, refused+"/x")
+	require.Equal(t, per(3), got["connection closed"].Count)
+	require.Contains(t, got["connection closed"].First, hangUp.URL+"/x")
+}
+
+func TestFailureKind(t *testing.T) {
+	wrap := func(err error) error { return &url.Error{Op: "Get", URL: "http://h/", Err: err} }
+	// A real client timeout: the server never answers.
+	release := make(chan struct{})
+	silent := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	defer silent.Close()
+	defer close(release)
+	_, clientTimeout := (&http.Client{Timeout: 50 * time.Millisecond}).Get(silent.URL)
+	require.Error(t, clientTimeout)
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{statusError{code: 502, target: "http://h/"}, "HTTP 502"},
+		{wrap(&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}), "connection refused"},
+		{wrap(&net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "h", IsNotFound: true}}), "name resolution"},
+		{wrap(&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}), "timeout"},
+		{clientTimeout, "timeout"},
+		{wrap(context.DeadlineExceeded), "timeout"},
+		{wrap(&net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}), "connection closed"},
+		{wrap(io.EOF), "connection closed"},
+		{wrap(errors.New("tls: handshake failure")), "other error"},
+	} {
+		require.Equal(t, tc.want, failureKind(tc.err), "%v", tc.err)
 	}
 }
