@@ -79,7 +79,7 @@ func NewProxy(cfg Config, rec *measure.Recorder, lim *limit.Limiter, log *zap.Lo
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Host = pr.In.Host // the app sees the Host the client asked for
-			pr.SetXForwarded()
+			setForwarded(pr.Out.Header, pr.In)
 		},
 		Transport: transport,
 		// Streams (SSE, unknown length) are flushed at once by ReverseProxy itself.
