@@ -12,7 +12,10 @@
 // are rewritten to the app port, so they keep reaching the app directly and are not
 // counted as traffic by the proxy. Annotation qas.dev/concurrency sets the proxy's
 // per-pod concurrency limit k (--concurrency; the QueueAutoscaler's spec.concurrency
-// should match it); without it the proxy admits every request at once.
+// should match it); without it the proxy admits every request at once. A serving
+// port for HTTP/2 cleartext (gRPC) gets --upstream-protocol=h2c: one named h2c,
+// grpc[-*] or http2[-*], or any port with annotation qas.dev/app-protocol
+// kubernetes.io/h2c or grpc.
 //
 // A pod opts in with the label qas.dev/inject: "true", or with that annotation when it
 // has no such label (a label with another value, such as "false", opts out). An
@@ -180,6 +183,10 @@ func (c Config) Mutate(pod *corev1.Pod) (Result, error) {
 	if appPort == c.AdminPort || appPort == serving.ContainerPort {
 		return c.skipped(pod, fmt.Sprintf("app port %d collides with the proxy's ports", appPort))
 	}
+	h2c, bad := upstreamH2C(pod.Annotations, serving.Name)
+	if bad != "" {
+		return c.skipped(pod, bad)
+	}
 	concurrency := 0
 	if v, ok := pod.Annotations[AnnotationConcurrency]; ok {
 		n, err := strconv.Atoi(v)
@@ -199,7 +206,7 @@ func (c Config) Mutate(pod *corev1.Pod) (Result, error) {
 	for _, pr := range []*corev1.Probe{app.LivenessProbe, app.ReadinessProbe, app.StartupProbe} {
 		retargetProbe(pr, serving, appPort)
 	}
-	containers = append(containers, c.sidecar(serving, appPort, concurrency))
+	containers = append(containers, c.sidecar(serving, appPort, concurrency, h2c))
 
 	ann := map[string]string{}
 	for k, v := range pod.Annotations {
@@ -254,13 +261,16 @@ func retargetProbe(pr *corev1.Probe, serving corev1.ContainerPort, appPort int32
 	}
 }
 
-func (c Config) sidecar(serving corev1.ContainerPort, appPort int32, concurrency int) corev1.Container {
+func (c Config) sidecar(serving corev1.ContainerPort, appPort int32, concurrency int, h2c bool) corev1.Container {
 	yes, no := true, false
 	uid := int64(65532)
 	args := []string{
 		fmt.Sprintf("--listen=:%d", serving.ContainerPort),
 		fmt.Sprintf("--admin-listen=:%d", c.AdminPort),
 		fmt.Sprintf("--upstream=127.0.0.1:%d", appPort),
+	}
+	if h2c {
+		args = append(args, "--upstream-protocol=h2c")
 	}
 	if concurrency > 0 {
 		args = append(args, fmt.Sprintf("--concurrency=%d", concurrency))

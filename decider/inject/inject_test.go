@@ -133,6 +133,8 @@ func TestMutateSkips(t *testing.T) {
 		}, "already injected (container", false},
 		{"no named port", func(p *corev1.Pod) { p.Spec.Containers[0].Ports[0].Name = "web" }, `no container has a port named "http"`, true},
 		{"UDP port", func(p *corev1.Pod) { p.Spec.Containers[0].Ports[0].Protocol = corev1.ProtocolUDP }, "only TCP can be proxied", true},
+		{"bad app protocol", func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationAppProtocol: "h2"} },
+			`annotation qas.dev/app-protocol="h2" is not one of kubernetes.io/h2c, grpc, http, kubernetes.io/ws`, true},
 		{"bad app port", func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationAppPort: "x"} }, `annotation qas.dev/app-port="x" is not a port number`, true},
 		{"app port taken", func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationAppPort: "9090"} }, `port 9090 is already used by container "app"`, true},
 		{"admin port taken", func(p *corev1.Pod) { p.Spec.Containers[0].Ports[1].ContainerPort = DefaultAdminPort }, `port 9901 is already used`, true},

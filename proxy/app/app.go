@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -23,6 +24,7 @@ import (
 // serving port, forwards to the app on localhost, and serves admin on its own port.
 type Flags struct {
 	Listen, AdminListen, Upstream      string
+	UpstreamProtocol                   string
 	UpstreamTimeout, DialTimeout       time.Duration
 	ReadHeaderTimeout, IdleTimeout     time.Duration
 	Drain, ShutdownTimeout             time.Duration
@@ -39,6 +41,7 @@ func Parse(args []string, getenv func(string) string) (Flags, error) {
 	fs.StringVar(&f.Listen, "listen", ":8080", "serving address (the pod's serving port)")
 	fs.StringVar(&f.AdminListen, "admin-listen", ":9901", "admin address for /metrics, /stats, /healthz, /readyz")
 	fs.StringVar(&f.Upstream, "upstream", "127.0.0.1:8081", "the application's host:port")
+	fs.StringVar(&f.UpstreamProtocol, "upstream-protocol", string(server.UpstreamHTTP1), "how the proxy speaks to the app: http1 (pooled HTTP/1.1 keep-alive) or h2c (HTTP/2 cleartext with prior knowledge, for gRPC and other HTTP/2-only apps; every request then takes the general net/http path, as the fast path speaks only HTTP/1.1 upstream)")
 	fs.DurationVar(&f.UpstreamTimeout, "upstream-timeout", 60*time.Second, "answer 504 when the app sends no response headers within this (0 = no limit)")
 	fs.DurationVar(&f.DialTimeout, "dial-timeout", 2*time.Second, "limit on connecting to the app")
 	fs.DurationVar(&f.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "cut off clients that take longer to send request headers")
@@ -62,6 +65,9 @@ func (f Flags) validate() error {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return cli.Usagef(name, "%q is not host:port: %v", addr, err)
 		}
+	}
+	if !slices.Contains(server.UpstreamProtocols, server.UpstreamProtocol(f.UpstreamProtocol)) {
+		return cli.Usagef("upstream-protocol", "%q is not one of http1, h2c", f.UpstreamProtocol)
 	}
 	if f.Listen == f.AdminListen {
 		return cli.Usagef("admin-listen", "must differ from --listen: admin endpoints are never served on the serving port")
@@ -100,7 +106,7 @@ func Run(ctx context.Context, f Flags, log *zap.Logger, ready func(addr, admin s
 	}
 	srv, err := server.Listen(server.Config{
 		Upstream: f.Upstream, UpstreamTimeout: f.UpstreamTimeout, DialTimeout: f.DialTimeout,
-		ConcurrencyLimit: f.Concurrency, QueueLimit: queue,
+		ConcurrencyLimit: f.Concurrency, QueueLimit: queue, UpstreamProtocol: server.UpstreamProtocol(f.UpstreamProtocol),
 	}, server.Options{
 		Listen: f.Listen, AdminListen: f.AdminListen, ReadHeaderTimeout: f.ReadHeaderTimeout,
 		MaxHeaderBytes: f.MaxHeaderBytes, IdleTimeout: f.IdleTimeout, DrainPeriod: f.Drain, ShutdownTimeout: f.ShutdownTimeout,
@@ -110,7 +116,8 @@ func Run(ctx context.Context, f Flags, log *zap.Logger, ready func(addr, admin s
 		return err
 	}
 	log.Info("serving", zap.String("version", version.Get()), zap.String("listen", srv.Addr()), zap.String("admin", srv.AdminAddr()),
-		zap.String("upstream", f.Upstream), zap.Int("concurrency", f.Concurrency), zap.Bool("fast_path", f.FastPath))
+		zap.String("upstream", f.Upstream), zap.String("upstream_protocol", f.UpstreamProtocol),
+		zap.Int("concurrency", f.Concurrency), zap.Bool("fast_path", srv.FastPath()))
 	if ready != nil {
 		ready(srv.Addr(), srv.AdminAddr())
 	}

@@ -44,6 +44,16 @@ func TestParse(t *testing.T) {
 			require.False(t, f.FastPath)
 		}},
 		{name: "bad fast path", args: []string{"--fast-path=maybe"}, wantErr: "fast-path"},
+		{name: "upstream protocol defaults to http1", check: func(t *testing.T, f Flags) {
+			require.Equal(t, "http1", f.UpstreamProtocol)
+		}},
+		{name: "upstream protocol h2c", args: []string{"--upstream-protocol=h2c"}, check: func(t *testing.T, f Flags) {
+			require.Equal(t, "h2c", f.UpstreamProtocol)
+		}},
+		{name: "upstream protocol from env", env: map[string]string{"QAS_PROXY_UPSTREAM_PROTOCOL": "h2c"}, check: func(t *testing.T, f Flags) {
+			require.Equal(t, "h2c", f.UpstreamProtocol)
+		}},
+		{name: "bad upstream protocol", args: []string{"--upstream-protocol=http2"}, wantErr: `invalid --upstream-protocol: "http2" is not one of http1, h2c`},
 		{name: "env override", env: map[string]string{"QAS_PROXY_UPSTREAM": "127.0.0.1:3000"}, check: func(t *testing.T, f Flags) {
 			require.Equal(t, "127.0.0.1:3000", f.Upstream)
 		}},
@@ -87,6 +97,15 @@ func TestMainVersionAndUsage(t *testing.T) {
 	require.Equal(t, 2, Main(context.Background(), []string{"extra", "--listen=127.0.0.1:0"}, func(string) string { return "" }, &stdout, &stderr))
 	require.Empty(t, stdout.String())
 	require.Contains(t, stderr.String(), `qas-proxy: usage: unexpected argument "extra"`)
+}
+
+// TestBadUpstreamProtocolExits2: a bad --upstream-protocol is a usage error that
+// names the flag.
+func TestBadUpstreamProtocolExits2(t *testing.T) {
+	var stderr bytes.Buffer
+	code := Main(context.Background(), []string{"--upstream-protocol=grpc"}, func(string) string { return "" }, io.Discard, &stderr)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr.String(), `invalid --upstream-protocol: "grpc" is not one of http1, h2c`)
 }
 
 // TestBinary runs the real qas-proxy process: a request goes through, /stats counts it,

@@ -418,24 +418,68 @@ func (c *conn) readResponseHead(up *upConn, isHead bool) (*responseHead, int, er
 }
 
 // writeUpstreamHead writes the request head for the application: the client's,
-// without hop-by-hop fields, with X-Forwarded-For, -Host and -Proto set as
-// httputil.ReverseProxy's SetXForwarded sets them (replacing the client's).
+// without hop-by-hop fields, and with the X-Forwarded fields a sidecar adds (as the
+// general path's setForwarded does). X-Forwarded-For becomes one field: the client's
+// X-Forwarded-For values in order, then the client's address. The client's
+// X-Forwarded-Host and X-Forwarded-Proto are kept, and set to the Host and "http"
+// only when absent, so that an app behind a TLS-terminating ingress still sees
+// "https" and the public host. Forwarded passes through. Empty X-Forwarded values
+// count as absent.
 func (c *conn) writeUpstreamHead(w *bufio.Writer, head []byte) {
 	h := &c.req
 	_, _ = w.Write(head[:h.lineEnd])
+	var hasHost, hasProto bool
 	for i := range h.fields {
-		if f := &h.fields[i]; !f.drop {
-			_, _ = w.Write(head[f.start:f.end])
+		f := &h.fields[i]
+		if f.drop || f.kind == hdrXForwardedFor {
+			continue
+		}
+		if f.kind == hdrXForwardedHost || f.kind == hdrXForwardedProto {
+			if f.value[0] == f.value[1] {
+				continue
+			}
+			hasHost = hasHost || f.kind == hdrXForwardedHost
+			hasProto = hasProto || f.kind == hdrXForwardedProto
+		}
+		_, _ = w.Write(head[f.start:f.end])
+	}
+	sep := false
+	if h.xff > 0 {
+		for i := range h.fields {
+			f := &h.fields[i]
+			if f.kind != hdrXForwardedFor || f.drop || f.value[0] == f.value[1] {
+				continue
+			}
+			if sep {
+				_, _ = w.WriteString(", ")
+			} else {
+				_, _ = w.WriteString("X-Forwarded-For: ")
+			}
+			_, _ = w.Write(head[f.value[0]:f.value[1]])
+			sep = true
 		}
 	}
 	if c.clientIP != "" {
-		_, _ = w.WriteString("X-Forwarded-For: ")
+		if sep {
+			_, _ = w.WriteString(", ")
+		} else {
+			_, _ = w.WriteString("X-Forwarded-For: ")
+		}
 		_, _ = w.WriteString(c.clientIP)
+		sep = true
+	}
+	if sep {
 		_, _ = w.WriteString("\r\n")
 	}
-	_, _ = w.WriteString("X-Forwarded-Host: ")
-	_, _ = w.Write(head[h.host[0]:h.host[1]])
-	_, _ = w.WriteString("\r\nX-Forwarded-Proto: http\r\n\r\n")
+	if !hasHost {
+		_, _ = w.WriteString("X-Forwarded-Host: ")
+		_, _ = w.Write(head[h.host[0]:h.host[1]])
+		_, _ = w.WriteString("\r\n")
+	}
+	if !hasProto {
+		_, _ = w.WriteString("X-Forwarded-Proto: http\r\n")
+	}
+	_, _ = w.WriteString("\r\n")
 }
 
 // writeResponseHead writes the application's response head to the client, without

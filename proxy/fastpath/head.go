@@ -8,6 +8,7 @@ type field struct {
 	name       [2]int
 	value      [2]int // trimmed of optional white space
 	drop       bool   // not forwarded (hop-by-hop, or replaced by the proxy)
+	kind       hdr    // which of the names the fast path looks at (request heads only)
 }
 
 // maxFields bounds the header lines of a head the fast path handles; more go to the
@@ -24,6 +25,7 @@ type requestHead struct {
 	host          [2]int
 	contentLength int64 // -1: no body
 	close         bool  // the client asked to close after this response
+	xff           int   // X-Forwarded-For fields, combined into one by writeUpstreamHead
 }
 
 // responseHead is a parsed response head from the application.
@@ -312,7 +314,7 @@ var (
 // a request body that is not a single Content-Length, TE, HTTP2-Settings, a missing or
 // repeated Host, or any line net/http would parse differently or reject.
 func parseRequest(head []byte, h *requestHead) bool {
-	h.fields, h.contentLength, h.close, h.host = h.fields[:0], -1, false, [2]int{}
+	h.fields, h.contentLength, h.close, h.host, h.xff = h.fields[:0], -1, false, [2]int{}, 0
 	nl := bytes.IndexByte(head, '\n')
 	if nl < 1 || head[nl-1] != '\r' {
 		return false
@@ -343,7 +345,8 @@ func parseRequest(head []byte, h *requestHead) bool {
 		f := &h.fields[i]
 		name := head[f.name[0]:f.name[1]]
 		value := head[f.value[0]:f.value[1]]
-		switch lookupHdr(name) {
+		f.kind = lookupHdr(name)
+		switch f.kind {
 		case hdrHost:
 			hosts++
 			if len(value) == 0 {
@@ -367,9 +370,13 @@ func parseRequest(head []byte, h *requestHead) bool {
 			}
 		case hdrTransferEncoding, hdrUpgrade, hdrExpect, hdrTE, hdrHTTP2Settings:
 			return false
-		case hdrKeepAlive, hdrProxyConnection, hdrProxyAuthn, hdrProxyAuthz, hdrTrailer,
-			hdrForwarded, hdrXForwardedFor, hdrXForwardedHost, hdrXForwardedProto:
+		case hdrKeepAlive, hdrProxyConnection, hdrProxyAuthn, hdrProxyAuthz, hdrTrailer:
 			f.drop = true
+		case hdrXForwardedFor:
+			// Not forwarded as is: writeUpstreamHead writes one X-Forwarded-For with
+			// these fields' values and the client's address. X-Forwarded-Host,
+			// X-Forwarded-Proto and Forwarded pass through.
+			h.xff++
 		}
 	}
 	if hosts != 1 || conn.upgrade {

@@ -3,7 +3,9 @@ package fastpath
 import (
 	"bufio"
 	"bytes"
+	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -20,6 +22,10 @@ func TestParseRequest(t *testing.T) {
 		dropped  []string // header names not forwarded
 		gone     []string // text not forwarded
 		forwards []string // header lines forwarded
+		// fwd is what the application reads from the X-Forwarded fields and Forwarded,
+		// where it differs from a client that sent none: X-Forwarded-For the client's
+		// address 10.0.0.1, X-Forwarded-Host the Host, X-Forwarded-Proto http.
+		fwd map[string][]string
 	}{
 		{name: "plain GET", head: "GET /x?a=1 HTTP/1.1\r\nHost: shop.example\r\nAccept: */*\r\n\r\n", fast: true, len: -1,
 			forwards: []string{"Host: shop.example", "Accept: */*"}},
@@ -27,8 +33,15 @@ func TestParseRequest(t *testing.T) {
 		{name: "close", head: "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", fast: true, len: -1, close: true, dropped: []string{"Connection"}},
 		{name: "hop-by-hop and named", head: "GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: 5\r\nProxy-Authorization: x\r\nX-Keep: 2\r\n\r\n",
 			fast: true, len: -1, dropped: []string{"Connection", "X-Hop", "Keep-Alive", "Proxy-Authorization"}, forwards: []string{"X-Keep: 2"}},
-		{name: "client X-Forwarded replaced", head: "GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 6.6.6.6\r\nForwarded: for=x\r\nX-Forwarded-Proto: https\r\n\r\n", fast: true, len: -1,
-			dropped: []string{"Forwarded"}, gone: []string{"6.6.6.6", "https"}},
+		{name: "client X-Forwarded kept", head: "GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 6.6.6.6\r\nForwarded: for=x\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: shop.example\r\n\r\n",
+			fast: true, len: -1, forwards: []string{"Forwarded: for=x", "X-Forwarded-Proto: https", "X-Forwarded-Host: shop.example"},
+			fwd: map[string][]string{"X-Forwarded-For": {"6.6.6.6, 10.0.0.1"}, "X-Forwarded-Proto": {"https"}, "X-Forwarded-Host": {"shop.example"}, "Forwarded": {"for=x"}}},
+		{name: "X-Forwarded-For lines combined in order", head: "GET / HTTP/1.1\r\nX-Forwarded-For: 1.1.1.1, 2.2.2.2\r\nHost: a\r\nX-Forwarded-For:3.3.3.3 \r\nX-Forwarded-For: \r\n\r\n",
+			fast: true, len: -1, fwd: map[string][]string{"X-Forwarded-For": {"1.1.1.1, 2.2.2.2, 3.3.3.3, 10.0.0.1"}}},
+		{name: "empty X-Forwarded fields count as absent", head: "GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-Proto:\r\nX-Forwarded-Host: \r\n\r\n", fast: true, len: -1},
+		{name: "X-Forwarded fields named in Connection are hop-by-hop", head: "GET / HTTP/1.1\r\nHost: a\r\nConnection: X-Forwarded-For, x-forwarded-proto, Forwarded\r\n" +
+			"X-Forwarded-For: 6.6.6.6\r\nX-Forwarded-Proto: https\r\nForwarded: for=x\r\nX-Forwarded-Host: b\r\n\r\n",
+			fast: true, len: -1, dropped: []string{"Connection", "Forwarded"}, gone: []string{"6.6.6.6", "https"}, fwd: map[string][]string{"X-Forwarded-Host": {"b"}}},
 		{name: "HTTP/1.0", head: "GET / HTTP/1.0\r\n\r\n"},
 		{name: "h2c preface", head: "PRI * HTTP/2.0\r\n\r\n"},
 		{name: "Connection: upgrade without Upgrade", head: "GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, upgrade\r\n\r\n"},
@@ -70,7 +83,19 @@ func TestParseRequest(t *testing.T) {
 			for _, line := range tt.forwards {
 				require.Contains(t, out, "\r\n"+line+"\r\n")
 			}
-			require.Contains(t, out, "\r\nX-Forwarded-For: 10.0.0.1\r\nX-Forwarded-Host: "+string(head[h.host[0]:h.host[1]])+"\r\nX-Forwarded-Proto: http\r\n\r\n")
+			want := map[string][]string{"X-Forwarded-For": {"10.0.0.1"}, "X-Forwarded-Host": {string(head[h.host[0]:h.host[1]])}, "X-Forwarded-Proto": {"http"}}
+			for k, v := range tt.fwd {
+				want[k] = v
+			}
+			req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(out)))
+			require.NoError(t, err)
+			got := map[string][]string{}
+			for _, k := range []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded"} {
+				if v, ok := req.Header[k]; ok {
+					got[k] = v
+				}
+			}
+			require.Equal(t, want, got)
 		})
 	}
 }
@@ -193,6 +218,9 @@ func FuzzParseRequest(f *testing.F) {
 		"POST /x?y=%20 HTTP/1.1\r\nHost: a:80\r\nContent-Length: 3\r\nConnection: close, X\r\nX: 1\r\n\r\n",
 		"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
 		"GET / HTTP/1.1\r\nHost: [::1]:8080\r\nX-Forwarded-For: 1.2.3.4\r\n\r\n",
+		"GET / HTTP/1.1\r\nX-Forwarded-For: 1.2.3.4, 5.6.7.8\r\nHost: a\r\nx-forwarded-for: 9.9.9.9\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: b\r\nForwarded: for=1.2.3.4;proto=https\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nConnection: x-forwarded-host, Forwarded\r\nX-Forwarded-Host: b\r\nForwarded: for=x\r\nX-Forwarded-Proto:\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nForwarded:\r\nX-Forwarded-For:\r\n\r\n",
 	}, func(t *testing.T, head []byte) {
 		var h requestHead
 		if !parseRequest(head, &h) {
@@ -225,10 +253,55 @@ func FuzzParseRequest(f *testing.F) {
 				t.Fatalf("hop-by-hop %s forwarded: %q", hop, out)
 			}
 		}
-		if got := fwd.Header.Values("X-Forwarded-For"); len(got) != 1 || got[0] != "127.0.0.1" {
-			t.Fatalf("X-Forwarded-For %q", got)
+		for name, want := range wantForwarded(req, "127.0.0.1") {
+			if got := fwd.Header[name]; !slices.Equal(got, want) {
+				t.Fatalf("%s forwarded as %q, want %q: %q", name, got, want, head)
+			}
 		}
 	})
+}
+
+// wantForwarded is what the application should read from the X-Forwarded fields and
+// Forwarded of req, as net/http reads it, from a client at ip: X-Forwarded-For is one
+// field, the client's non-empty values then ip; X-Forwarded-Host and -Proto are the
+// client's non-empty values, or the Host and "http"; Forwarded is unchanged; fields
+// named in Connection are not carried.
+func wantForwarded(req *http.Request, ip string) map[string][]string {
+	hop := func(name string) bool {
+		for _, c := range req.Header["Connection"] {
+			for _, tok := range strings.Split(c, ",") {
+				if strings.EqualFold(strings.Trim(tok, " \t"), name) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	carried := func(name string) []string {
+		var vs []string
+		for _, v := range req.Header[name] {
+			if v = strings.Trim(v, " \t"); v != "" && !hop(name) {
+				vs = append(vs, v)
+			}
+		}
+		return vs
+	}
+	want := map[string][]string{
+		"X-Forwarded-For":   {strings.Join(append(carried("X-Forwarded-For"), ip), ", ")},
+		"X-Forwarded-Host":  carried("X-Forwarded-Host"),
+		"X-Forwarded-Proto": carried("X-Forwarded-Proto"),
+		"Forwarded":         req.Header["Forwarded"],
+	}
+	if hop("Forwarded") {
+		want["Forwarded"] = nil
+	}
+	if want["X-Forwarded-Host"] == nil {
+		want["X-Forwarded-Host"] = []string{req.Host}
+	}
+	if want["X-Forwarded-Proto"] == nil {
+		want["X-Forwarded-Proto"] = []string{"http"}
+	}
+	return want
 }
 
 // FuzzParseResponse checks that the fast path reads the framing of every response head
@@ -316,6 +389,23 @@ func TestParseAllocatesNothing(t *testing.T) {
 	require.Zero(t, allocs)
 	require.True(t, req.fields[5].drop && req.fields[6].drop && !req.fields[7].drop, "Connection and the field it names are dropped")
 	require.True(t, resp.fields[4].drop && resp.fields[5].drop && !resp.fields[3].drop)
+}
+
+// TestUpstreamHeadAllocatesNothing: combining the client's X-Forwarded-For lines with
+// its address, and keeping its other forwarding fields, writes in place.
+func TestUpstreamHeadAllocatesNothing(t *testing.T) {
+	head := []byte("GET / HTTP/1.1\r\nHost: shop.example\r\nX-Forwarded-For: 203.0.113.7\r\nX-Forwarded-For: 10.1.1.1\r\n" +
+		"X-Forwarded-Proto: https\r\nForwarded: for=203.0.113.7;proto=https\r\n\r\n")
+	c := &conn{clientIP: "10.0.0.1"}
+	w := bufio.NewWriter(io.Discard)
+	allocs := testing.AllocsPerRun(100, func() {
+		if !parseRequest(head, &c.req) {
+			t.Fatal("request refused")
+		}
+		c.writeUpstreamHead(w, head)
+		_ = w.Flush()
+	})
+	require.Zero(t, allocs)
 }
 
 func BenchmarkParseRequest(b *testing.B) {

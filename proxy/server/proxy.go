@@ -7,10 +7,12 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -34,7 +36,26 @@ type Config struct {
 	ConcurrencyLimit, QueueLimit int
 	// MaxIdleConnsPerHost sizes the keep-alive pool to the application.
 	MaxIdleConnsPerHost int
+	// UpstreamProtocol is how the proxy speaks to the application: UpstreamHTTP1 (the
+	// default when empty) or UpstreamH2C. With h2c every request takes the general
+	// path, whatever protocol the client speaks.
+	UpstreamProtocol UpstreamProtocol
 }
+
+// UpstreamProtocol is the protocol spoken to the application.
+type UpstreamProtocol string
+
+const (
+	// UpstreamHTTP1 is HTTP/1.1 over pooled keep-alive connections.
+	UpstreamHTTP1 UpstreamProtocol = "http1"
+	// UpstreamH2C is HTTP/2 over cleartext with prior knowledge (RFC 9113 §3.3), as
+	// gRPC servers and other HTTP/2-only apps expect: requests are multiplexed on a
+	// few connections, and trailers (gRPC's status) pass through.
+	UpstreamH2C UpstreamProtocol = "h2c"
+)
+
+// UpstreamProtocols are the valid UpstreamProtocol values.
+var UpstreamProtocols = []UpstreamProtocol{UpstreamHTTP1, UpstreamH2C}
 
 // Proxy is the serving handler.
 type Proxy struct {
@@ -59,6 +80,12 @@ func NewProxy(cfg Config, rec *measure.Recorder, lim *limit.Limiter, log *zap.Lo
 	if _, _, err := net.SplitHostPort(cfg.Upstream); err != nil {
 		return nil, err
 	}
+	if cfg.UpstreamProtocol == "" {
+		cfg.UpstreamProtocol = UpstreamHTTP1
+	}
+	if !slices.Contains(UpstreamProtocols, cfg.UpstreamProtocol) {
+		return nil, fmt.Errorf("upstream protocol %q is not one of %v", cfg.UpstreamProtocol, UpstreamProtocols)
+	}
 	target := &url.URL{Scheme: "http", Host: cfg.Upstream}
 	if cfg.MaxIdleConnsPerHost == 0 {
 		cfg.MaxIdleConnsPerHost = 1024
@@ -74,19 +101,42 @@ func NewProxy(cfg Config, rec *measure.Recorder, lim *limit.Limiter, log *zap.Lo
 		ResponseHeaderTimeout: cfg.UpstreamTimeout,
 		DisableCompression:    true, // pass bodies through as the app sent them
 	}
+	if cfg.UpstreamProtocol == UpstreamH2C {
+		// net/http's own HTTP/2 client, with prior knowledge on plain TCP. Unlike a
+		// bare golang.org/x/net/http2.Transport it keeps ResponseHeaderTimeout (the
+		// 504), and it dials and pools through the same DialContext; a connection
+		// carries many requests at once, and more are opened when the app's
+		// SETTINGS_MAX_CONCURRENT_STREAMS is reached.
+		transport.Protocols = new(http.Protocols)
+		transport.Protocols.SetUnencryptedHTTP2(true)
+	}
 	p := &Proxy{rec: rec, log: log, lim: lim}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Host = pr.In.Host // the app sees the Host the client asked for
-			pr.SetXForwarded()
+			setForwarded(pr.Out.Header, pr.In)
 		},
-		Transport: transport,
+		Transport:      transport,
+		ModifyResponse: keepTrailers,
 		// Streams (SSE, unknown length) are flushed at once by ReverseProxy itself.
 		ErrorHandler: p.upstreamError,
 		ErrorLog:     zap.NewStdLog(log.Named("reverseproxy")),
 	}
 	return p, nil
+}
+
+// keepTrailers makes a response that announces trailers reach an HTTP/1 client
+// chunked, the only framing that carries them: an HTTP/2 app may send a
+// Content-Length with trailers (Go's server does for a short body), and net/http's
+// HTTP/1 server would then drop them. An HTTP/1.1 app's response has announced
+// trailers only when chunked already.
+func keepTrailers(res *http.Response) error {
+	if len(res.Trailer) > 0 && res.Request.ProtoMajor == 1 {
+		res.Header.Del("Content-Length")
+		res.ContentLength = -1
+	}
+	return nil
 }
 
 // ServeHTTP measures and forwards one request.

@@ -33,7 +33,8 @@ type Options struct {
 	// ShutdownTimeout bounds the wait for in-flight requests after the drain period.
 	ShutdownTimeout time.Duration
 	// FastPath serves plain HTTP/1.1 on the fast path (proxy/fastpath) and hands every
-	// other connection to the general net/http path.
+	// other connection to the general net/http path. The fast path speaks only
+	// HTTP/1.1 to the application, so it is off when Config.UpstreamProtocol is h2c.
 	FastPath bool
 }
 
@@ -58,7 +59,7 @@ func Listen(cfg Config, opts Options, rec *measure.Recorder, log *zap.Logger) (*
 		return nil, err
 	}
 	s := &Server{Recorder: rec, log: log, opts: opts}
-	if opts.FastPath {
+	if opts.FastPath && cfg.UpstreamProtocol != UpstreamH2C {
 		s.fast, err = fastpath.New(fastpath.Config{
 			Upstream: cfg.Upstream, UpstreamTimeout: cfg.UpstreamTimeout, DialTimeout: cfg.DialTimeout,
 			MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost, ReadHeaderTimeout: opts.ReadHeaderTimeout,
@@ -89,6 +90,10 @@ func Listen(cfg Config, opts Options, rec *measure.Recorder, log *zap.Logger) (*
 	s.admin = &http.Server{Handler: NewAdmin(rec, cfg.Upstream, &s.draining), ReadHeaderTimeout: 5 * time.Second}
 	return s, nil
 }
+
+// FastPath reports whether plain HTTP/1.1 takes the fast path (Options.FastPath, unless
+// the application is spoken to over h2c).
+func (s *Server) FastPath() bool { return s.fast != nil }
 
 // Addr and AdminAddr are the bound addresses.
 func (s *Server) Addr() string      { return s.servingL.Addr().String() }
