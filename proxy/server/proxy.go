@@ -142,6 +142,14 @@ func keepTrailers(res *http.Response) error {
 // ServeHTTP measures and forwards one request.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	arrived := p.rec.Arrive()
+	if r.ProtoMajor == 1 {
+		// A proxy streams both ways. Without this, net/http's HTTP/1 server reads
+		// the rest of the request body and closes it when the response starts, and an
+		// application that answers as soon as it has all the bytes of a body (before
+		// the Transport's last read that sees its end) then has its connection torn
+		// down mid-response ("invalid Read on closed Body").
+		_ = http.NewResponseController(w).EnableFullDuplex()
+	}
 	switch p.lim.Admit(p.rec, arrived, r.Context().Done()) {
 	case limit.Full:
 		w.Header().Set("Retry-After", limit.RetryAfter)
