@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"cmp"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +106,7 @@ func TestBadValuesRefused(t *testing.T) {
 		{values: "webhook: {certManager: {enabled: true, duration: 30m, renewBefore: 10m}}", want: []string{"webhook.certManager.duration (30m) must be at least 1h"}},
 		{values: "webhook: {certManager: {enabled: true, renewBefore: 4m59s}}", want: []string{"webhook.certManager.renewBefore (4m59s) must be at least 5m"}},
 		{values: "webhook: {certManager: {enabled: true, duration: 0h}}", want: []string{"/webhook/certManager/duration"}},
+		{values: "webhook: {certManager: {enabled: true, duration: null, renewBefore: 2160h}}", want: []string{"webhook.certManager.renewBefore (2160h) must be shorter than webhook.certManager.duration (2160h, cert-manager's default)"}},
 
 		// The chart's own containers: the apiserver refuses the pods.
 		{values: "decider: {resources: {limits: {memory: 32Mi}}}", want: []string{"decider.resources.requests.memory (64Mi) must not exceed decider.resources.limits.memory (32Mi)"}},
@@ -224,6 +226,18 @@ webhook:
 			}
 		},
 	}, {
+		name:   "cert-manager's defaults",
+		values: "webhook: {certManager: {enabled: true, duration: null, renewBefore: null}}",
+		check: func(t *testing.T, _ binaryFlags, r rendered) {
+			spec, _, _ := unstructured.NestedMap(r.find("Certificate", "rel-qas-webhook").Object, "spec")
+			if _, ok := spec["duration"]; ok {
+				t.Errorf("certificate spec %v: duration set", spec)
+			}
+			if _, ok := spec["renewBefore"]; ok {
+				t.Errorf("certificate spec %v: renewBefore set", spec)
+			}
+		},
+	}, {
 		name: "external InfluxDB with text YAML would misread",
 		values: `
 influxdb:
@@ -275,6 +289,18 @@ influxdb:
 				t.Errorf("decider resources %+v", res)
 			}
 		},
+	}, {
+		name:   "resources removed",
+		values: "decider: {resources: null}\nwebhook: {proxy: {resources: {limits: null}}}",
+		check: func(t *testing.T, got binaryFlags, r rendered) {
+			d := convert[appsv1.Deployment](t, r.find("Deployment", "rel-qas-decider"))
+			if res := d.Spec.Template.Spec.Containers[0].Resources; len(res.Requests)+len(res.Limits) != 0 {
+				t.Errorf("decider resources %+v, want none", res)
+			}
+			if res := got.Sidecar.Resources; len(res.Limits) != 0 || res.Requests.Cpu().IsZero() {
+				t.Errorf("sidecar resources %+v, want the default requests only", res)
+			}
+		},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -283,14 +309,17 @@ influxdb:
 			if got.Decider == nil || got.Collector == nil || got.Webhook == nil || got.SidecarFlags == nil {
 				t.Fatalf("not every binary was checked: %+v", got)
 			}
-			// cert-manager's rules (internal/apis/certmanager/validation.ValidateDuration).
+			// cert-manager's rules (internal/apis/certmanager/validation.ValidateDuration;
+			// an unset duration is 2160h, an unset renewBefore is not checked).
 			if cert := r.find("Certificate", "rel-qas-webhook"); cert != nil {
 				ds, _, _ := unstructured.NestedString(cert.Object, "spec", "duration")
-				rbs, _, _ := unstructured.NestedString(cert.Object, "spec", "renewBefore")
-				d, err1 := time.ParseDuration(ds)
-				rb, err2 := time.ParseDuration(rbs)
-				if err1 != nil || err2 != nil || d < time.Hour || rb < 5*time.Minute || rb >= d {
-					t.Errorf("cert-manager refuses duration %q renewBefore %q", ds, rbs)
+				rbs, hasRB, _ := unstructured.NestedString(cert.Object, "spec", "renewBefore")
+				d, err := time.ParseDuration(cmp.Or(ds, "2160h"))
+				if err != nil || d < time.Hour {
+					t.Errorf("cert-manager refuses duration %q: %v", ds, err)
+				}
+				if rb, err := time.ParseDuration(rbs); hasRB && (err != nil || rb < 5*time.Minute || rb >= d) {
+					t.Errorf("cert-manager refuses renewBefore %q with duration %q: %v", rbs, ds, err)
 				}
 			}
 			tc.check(t, got, r)

@@ -202,8 +202,9 @@ error: not a quantity such as 100m, 0.5, 128Mi or 1G
      the sidecar's resources every injected pod): (dict "name" "decider.resources"
      "value" .Values.decider.resources). */}}
 {{- define "qas.checkResources" -}}
-{{- $requests := default (dict) .value.requests -}}
-{{- $limits := default (dict) .value.limits -}}
+{{- $resources := default (dict) .value -}}
+{{- $requests := default (dict) $resources.requests -}}
+{{- $limits := default (dict) $resources.limits -}}
 {{- range $resource, $request := $requests -}}
 {{- if hasKey $limits $resource -}}
 {{- $limit := index $limits $resource -}}
