@@ -111,16 +111,27 @@ func splitList(s string) []string {
 
 func (o *Options) names() []string { return splitList(o.DNSNames) }
 
-// Run serves the webhook until ctx ends, keeping its certificate current: rotated
-// through the Secret and caBundle, or reloaded from CertDir every minute.
-func Run(ctx context.Context, o Options, log *zap.Logger) error {
+// Config validates the options and returns what the webhook injects with them: the
+// sidecar's image, admin port, resources and pull secrets. It starts nothing, so
+// that a deployment's flags can be checked for what they inject (test/chart does).
+func (o *Options) Config() (Config, error) {
 	if err := o.Validate(); err != nil {
-		return err
+		return Config{}, err
 	}
 	cfg := DefaultConfig()
 	cfg.Image, cfg.AdminPort = o.Image, int32(o.AdminPort)
 	cfg.Resources, _ = o.proxyResources() // checked by Validate
 	cfg.ImagePullSecrets = splitList(o.ProxyImagePullSecrets)
+	return cfg, nil
+}
+
+// Run serves the webhook until ctx ends, keeping its certificate current: rotated
+// through the Secret and caBundle, or reloaded from CertDir every minute.
+func Run(ctx context.Context, o Options, log *zap.Logger) error {
+	cfg, err := o.Config()
+	if err != nil {
+		return err
+	}
 	reloader := &certs.Reloader{}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -168,7 +179,7 @@ func Run(ctx context.Context, o Options, log *zap.Logger) error {
 				zap.String("proxyImage", cfg.Image), zap.String("certDir", o.CertDir))
 		}}
 	go func() { errc <- srv.Run(ctx) }()
-	err := <-errc
+	err = <-errc
 	cancel()
 	if errors.Is(err, context.Canceled) {
 		return nil
