@@ -53,6 +53,14 @@ func TestBadValuesRefused(t *testing.T) {
 			container: "decider", flags: []string{"--log-level=trace"}, binaryErr: "invalid --log-level"},
 		{values: "log: {format: text}", want: []string{"/log/format", "must be one of"},
 			container: "collector", flags: []string{"--log-format=text"}, binaryErr: "invalid --log-format"},
+		// extraArgs: one flag an item; a bare word would be a positional argument,
+		// which every binary refuses (and a value split from its flag is one).
+		{values: "decider: {extraArgs: [--dry-run, 'false']}", want: []string{"/decider/extraArgs/1", "false"},
+			container: "decider", flags: []string{"--dry-run", "false"}, binaryErr: `unexpected argument "false"`},
+		{values: "collector: {extraArgs: ['--interval 5s']}", want: []string{"/collector/extraArgs/0"},
+			container: "collector", flags: []string{"--interval 5s"}, binaryErr: "flag provided but not defined: -interval 5s"},
+		{values: "webhook: {extraArgs: [proxy-cpu]}", want: []string{"/webhook/extraArgs/0", "proxy-cpu"},
+			container: "webhook", flags: []string{"proxy-cpu"}, binaryErr: `unexpected argument "proxy-cpu"`},
 		// The Lease is the chart's own object: the apiserver refuses the name at install.
 		{values: "decider: {leaderElection: {id: a..b}}", want: []string{"/decider/leaderElection/id", "a..b"}},
 
