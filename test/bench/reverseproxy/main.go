@@ -4,7 +4,10 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -19,6 +22,14 @@ func main() {
 	}
 	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: os.Args[2]})
 	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second}
+	// A request cancelled because its client left (wrk stopping at the end of a run)
+	// is not a proxy error worth a log line; anything else still is.
+	rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+		if !errors.Is(err, context.Canceled) {
+			log.Printf("http: proxy error: %v", err)
+		}
+		w.WriteHeader(http.StatusBadGateway)
+	}
 	srv := &http.Server{Addr: os.Args[1], Handler: rp, ReadHeaderTimeout: 10 * time.Second}
 	if err := srv.ListenAndServe(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
