@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -66,8 +67,10 @@ func (e *env) removeHotTaint(t *testing.T) {
 					kept = append(kept, tt)
 				}
 			}
-			if len(kept) != len(n.Spec.Taints) {
+			_, held := n.Annotations[controller.HotTaintHolders]
+			if len(kept) != len(n.Spec.Taints) || held {
 				n.Spec.Taints = kept
+				delete(n.Annotations, controller.HotTaintHolders)
 				_, _ = e.c.Clientset().CoreV1().Nodes().Update(ctx, &n, metav1.UpdateOptions{})
 			}
 		}
@@ -460,4 +463,79 @@ func TestNeighbourMoverRespectsDisruptionBudget(t *testing.T) {
 	require.False(t, d.Action.Has(decide.ActionMigrate), d.Explanation.Reason)
 	require.Contains(t, d.Explanation.Reason, "cooling down")
 	require.False(t, e.nodeTainted(t, hot))
+}
+
+// TestHotTaintHeldUntilTheLastMigrationEnds: migrations of several workloads off one
+// node share its hot taint, which goes when the last of them ends; letting go twice
+// changes nothing (a standby repeating a deleted QueueAutoscaler's undo), and a hot
+// taint that QAS did not put there is never taken off.
+func TestHotTaintHeldUntilTheLastMigrationEnds(t *testing.T) {
+	e := setup(t)
+	e.removeHotTaint(t)
+	ctx := context.Background()
+	nodes, err := e.c.Clientset().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.NotEmpty(t, nodes.Items)
+	node := nodes.Items[0].Name
+	holders := func() string {
+		n, err := e.c.Clientset().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		require.NoError(t, err)
+		return n.Annotations[controller.HotTaintHolders]
+	}
+	hold := func(h string) (bool, error) { return controller.HoldHotTaint(ctx, e.ctrl, node, h) }
+	release := func(h string) (bool, error) { return true, controller.ReleaseHotTaint(ctx, e.ctrl, node, h) }
+	steps := []struct {
+		name        string
+		do          func(string) (bool, error)
+		holder      string
+		held        bool // what hold reports (release: always true)
+		tainted     bool
+		wantHolders string
+	}{
+		{"first migration taints", hold, "ns/a", true, true, "ns/a"},
+		{"second joins", hold, "ns/b", true, true, "ns/a,ns/b"},
+		{"holding again changes nothing", hold, "ns/a", true, true, "ns/a,ns/b"},
+		{"first ends: the second still holds it", release, "ns/a", true, true, "ns/b"},
+		{"first ends again: nothing", release, "ns/a", true, true, "ns/b"},
+		{"last ends: the taint goes", release, "ns/b", true, false, ""},
+		{"last ends again: nothing", release, "ns/b", true, false, ""},
+	}
+	for _, s := range steps {
+		held, err := s.do(s.holder)
+		require.NoError(t, err, s.name)
+		require.Equal(t, s.held, held, s.name)
+		require.Equal(t, s.tainted, e.nodeTainted(t, node), s.name)
+		require.Equal(t, s.wantHolders, holders(), s.name)
+	}
+
+	// Someone else's hot taint: not held, not removed.
+	n, err := e.c.Clientset().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	require.NoError(t, err)
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: controller.HotTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	_, err = e.c.Clientset().CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	held, err := hold("ns/c")
+	require.NoError(t, err)
+	require.False(t, held, "a taint QAS did not put there is not QAS's to hold")
+	require.NoError(t, controller.ReleaseHotTaint(ctx, e.ctrl, node, "ns/c"))
+	require.True(t, e.nodeTainted(t, node), "nor to remove")
+	require.Empty(t, holders())
+
+	// A holders list left on a node whose taint someone removed is stale: a new
+	// migration starts it afresh.
+	n, err = e.c.Clientset().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	require.NoError(t, err)
+	n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(tt corev1.Taint) bool { return tt.Key == controller.HotTaint })
+	n.Annotations[controller.HotTaintHolders] = "ns/stale"
+	_, err = e.c.Clientset().CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	held, err = hold("ns/d")
+	require.NoError(t, err)
+	require.True(t, held)
+	require.Equal(t, "ns/d", holders())
+	require.True(t, e.nodeTainted(t, node))
+
+	_, err = controller.HoldHotTaint(ctx, e.ctrl, "no-such-node", "ns/e")
+	require.Error(t, err, "a node that is gone cannot be tainted")
+	require.NoError(t, controller.ReleaseHotTaint(ctx, e.ctrl, "no-such-node", "ns/e"), "nor needs its taint removed")
 }

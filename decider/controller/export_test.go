@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 
@@ -33,4 +34,22 @@ func AwaitingEvictionState(p *corev1.Pod, before []types.UID, started time.Time)
 		Phase: phaseAwaitingEviction, Started: started, UID: p.UID, BeforeUIDs: before, Tainted: true,
 	})
 	return string(data)
+}
+
+// HoldHotTaint and ReleaseHotTaint are what a migration does to its hot node at its
+// start and at its end.
+func HoldHotTaint(ctx context.Context, c *Controller, node, holder string) (bool, error) {
+	return c.holdHotTaint(ctx, node, holder)
+}
+
+func ReleaseHotTaint(ctx context.Context, c *Controller, node, holder string) error {
+	return c.releaseHotTaint(ctx, node, holder)
+}
+
+// Orphaned reports whether c keeps the deleted QueueAutoscaler ns/name for the undo
+// of its unfinished migration.
+func Orphaned(c *Controller, ns, name string) bool {
+	c.watch.mu.Lock()
+	defer c.watch.mu.Unlock()
+	return c.watch.orphans[key(ns, name)] != nil
 }

@@ -28,8 +28,17 @@ import (
 const MigrationAnnotation = "qas.dev/migration"
 
 // HotTaint keeps new pods off a node while a pod is moved off it. The decider adds it
-// only for the duration of a migration and removes it when the migration ends.
+// only for the duration of a migration and removes it when the last migration off that
+// node ends.
 const HotTaint = "qas.dev/hot"
+
+// HotTaintHolders is the node annotation that lists, comma-separated and sorted, the
+// QueueAutoscalers (namespace/name) whose migrations hold the node's hot taint. Several
+// workloads can move pods off one hot node at once; the taint goes when the last of
+// them lets go, and letting go twice (a standby that repeats the undo of a deleted
+// QueueAutoscaler's migration) changes nothing. A hot taint without this annotation
+// was put there by someone else and is left alone.
+const HotTaintHolders = "qas.dev/hot-holders"
 
 // DeletionCostAnnotation is the ReplicaSet controller's hint of which pod to delete
 // first on scale-down (lowest cost first).
@@ -189,14 +198,14 @@ func (c *Controller) startMigration(ctx context.Context, qa *v1alpha1.QueueAutos
 	default:
 		return fmt.Errorf("migration: %s cannot be moved (move method %q)", plan.Pod, plan.Method)
 	}
-	tainted, err := c.setHotTaint(ctx, plan.FromNode, true)
+	tainted, err := c.holdHotTaint(ctx, plan.FromNode, holderKey(qa))
 	if err != nil {
 		return err
 	}
 	m.Tainted = tainted
 	if err := c.saveMigration(ctx, qa, m); err != nil {
 		if tainted {
-			if _, uerr := c.setHotTaint(ctx, plan.FromNode, false); uerr != nil {
+			if uerr := c.releaseHotTaint(ctx, plan.FromNode, holderKey(qa)); uerr != nil {
 				err = errors.Join(err, uerr)
 			}
 		}
@@ -392,7 +401,7 @@ func (c *Controller) readyReplacement(ctx context.Context, ns string, sel labels
 // verifiably) leave the node in time.
 func (c *Controller) finishMigration(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t target, m *migrationState, incomplete bool) error {
 	if m.Tainted {
-		if _, err := c.setHotTaint(ctx, m.FromNode, false); err != nil {
+		if err := c.releaseHotTaint(ctx, m.FromNode, holderKey(qa)); err != nil {
 			return err
 		}
 	}
@@ -423,16 +432,18 @@ func (c *Controller) abortMigration(ctx context.Context, qa *v1alpha1.QueueAutos
 }
 
 // undoMigration takes the migration back: the target back to its replica count
-// before the surge (skipped when t is nil: the target is gone), the deletion cost off
-// the pod that was to move, the hot taint off the node if the migration added it,
-// and the state off the QueueAutoscaler (with record, the engine's memory starts the
-// cooldown). An eviction cannot be taken back: its pod is being recreated. It returns
-// what could not be undone.
+// before the surge if it still has the surged count (skipped when t is nil: the
+// target is gone; a count someone changed since is theirs and stays), the deletion
+// cost off the pod that was to move, this migration's hold on the hot taint (the
+// taint goes with the last holder), and the state off the QueueAutoscaler (with
+// record, the engine's memory starts the cooldown). An eviction cannot be taken back:
+// its pod is being recreated. Undoing twice changes nothing the second time. It
+// returns what could not be undone.
 func (c *Controller) undoMigration(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t *target, m *migrationState, record bool) error {
 	var errs []error
 	if m.Phase == phaseSurging || m.Phase == phaseDraining {
 		if t != nil {
-			if err := c.setReplicas(ctx, qa, *t, m.Replicas); err != nil {
+			if err := c.unsurge(ctx, qa, *t, m.Replicas); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -442,7 +453,7 @@ func (c *Controller) undoMigration(ctx context.Context, qa *v1alpha1.QueueAutosc
 		}
 	}
 	if m.Tainted {
-		if _, err := c.setHotTaint(ctx, m.FromNode, false); err != nil {
+		if err := c.releaseHotTaint(ctx, m.FromNode, holderKey(qa)); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -513,42 +524,127 @@ func (c *Controller) setReplicas(ctx context.Context, qa *v1alpha1.QueueAutoscal
 	return nil
 }
 
-// setHotTaint adds or removes the NoSchedule hot taint; it reports whether it added
-// it (false when the node already had it).
-func (c *Controller) setHotTaint(ctx context.Context, node string, on bool) (bool, error) {
+// unsurge scales the target from its surged count (before+1) back to before. Any
+// other count is left as it is: the surge was undone already (a repeated undo), or
+// someone scaled the target since, and their count stands.
+func (c *Controller) unsurge(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t target, before int32) error {
+	gr := t.resource.GroupResource()
+	sc, err := c.Scales.Scales(qa.Namespace).Get(ctx, gr, qa.Spec.ScaleTargetRef.Name, metav1.GetOptions{})
+	if err == nil && sc.Spec.Replicas != before+1 {
+		if sc.Spec.Replicas != before {
+			c.Log.Info("migration undone without scaling back: the target's replica count changed since the surge",
+				zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.Int32("replicas", sc.Spec.Replicas), zap.Int32("surged", before+1))
+		}
+		return nil
+	}
+	if err == nil {
+		sc.Spec.Replicas = before
+		_, err = c.Scales.Scales(qa.Namespace).Update(ctx, gr, sc, metav1.UpdateOptions{}) // a conflict means someone else scaled it: retried next time
+	}
+	if err != nil {
+		return fmt.Errorf("scale %s back to %d: %w", qa.Spec.ScaleTargetRef.Name, before, err)
+	}
+	return nil
+}
+
+// holderKey names qa among a node's hot-taint holders.
+func holderKey(qa *v1alpha1.QueueAutoscaler) string { return qa.Namespace + "/" + qa.Name }
+
+// holdHotTaint makes holder one of the holders of node's hot taint, adding the taint
+// when the node has none. It reports whether holder holds it: false when the node
+// has a hot taint that QAS did not put there (no holders annotation), which is then
+// left to whoever put it.
+func (c *Controller) holdHotTaint(ctx context.Context, node, holder string) (bool, error) {
+	held := false
+	err := c.updateNode(ctx, node, func(n *corev1.Node) bool {
+		holders := splitHolders(n.Annotations[HotTaintHolders])
+		tainted := hasHotTaint(n)
+		if tainted && len(holders) == 0 {
+			return false // someone else's taint
+		}
+		held = true
+		if tainted && slices.Contains(holders, holder) {
+			return false
+		}
+		if !tainted {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: HotTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+			holders = nil // a stale list of a taint someone removed
+		}
+		setHolders(n, append(holders, holder))
+		return true
+	})
+	if apierrors.IsNotFound(err) {
+		return false, fmt.Errorf("node %s: %w", node, err)
+	}
+	return held, err
+}
+
+// releaseHotTaint takes holder off node's hot-taint holders and removes the taint with
+// the last of them. A holder that is not on the list has let go already: nothing
+// changes.
+func (c *Controller) releaseHotTaint(ctx context.Context, node, holder string) error {
+	err := c.updateNode(ctx, node, func(n *corev1.Node) bool {
+		holders := splitHolders(n.Annotations[HotTaintHolders])
+		if !slices.Contains(holders, holder) {
+			return false
+		}
+		holders = slices.DeleteFunc(holders, func(h string) bool { return h == holder })
+		if len(holders) > 0 {
+			setHolders(n, holders)
+			return true
+		}
+		delete(n.Annotations, HotTaintHolders)
+		n.Spec.Taints = slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool { return t.Key == HotTaint })
+		return true
+	})
+	if apierrors.IsNotFound(err) {
+		return nil // the node is gone, and its taint with it
+	}
+	return err
+}
+
+// updateNode reads node, lets change modify it (false: nothing to write) and writes
+// it back, retrying on conflicts with other writers.
+func (c *Controller) updateNode(ctx context.Context, node string, change func(*corev1.Node) bool) error {
 	for attempt := 0; attempt < 4; attempt++ {
 		n, err := c.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) && !on {
-			return false, nil
+		if apierrors.IsNotFound(err) {
+			return err
 		}
 		if err != nil {
-			return false, fmt.Errorf("node %s: %w", node, err)
+			return fmt.Errorf("node %s: %w", node, err)
 		}
-		var kept []corev1.Taint
-		has := false
-		for _, tt := range n.Spec.Taints {
-			if tt.Key == HotTaint {
-				has = true
-				continue
-			}
-			kept = append(kept, tt)
+		if !change(n) {
+			return nil
 		}
-		if has == on {
-			return false, nil
-		}
-		if on {
-			kept = append(kept, corev1.Taint{Key: HotTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule})
-		}
-		n.Spec.Taints = kept
 		_, err = c.Kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
 		if err == nil {
-			return on, nil
+			return nil
 		}
 		if !apierrors.IsConflict(err) {
-			return false, fmt.Errorf("taint node %s: %w", node, err)
+			return fmt.Errorf("taint node %s: %w", node, err)
 		}
 	}
-	return false, fmt.Errorf("taint node %s: kept conflicting with other writers", node)
+	return fmt.Errorf("taint node %s: kept conflicting with other writers", node)
+}
+
+func hasHotTaint(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == HotTaint })
+}
+
+func splitHolders(v string) []string {
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
+
+func setHolders(n *corev1.Node, holders []string) {
+	slices.Sort(holders)
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	n.Annotations[HotTaintHolders] = strings.Join(slices.Compact(holders), ",")
 }
 
 // pdbAllows checks that the PodDisruptionBudgets selecting pod allow one more

@@ -154,7 +154,7 @@ func TestEvictionFinishedAfterACrash(t *testing.T) {
 	victim, hot := pods[0], pods[0].Spec.NodeName
 	e.measureHot(pods, hot)
 
-	// What the stopped decider did: state saved, node tainted, pod evicted.
+	// What the stopped decider did: node tainted (held for this QueueAutoscaler), state saved, pod evicted.
 	state := controller.AwaitingEvictionState(&victim, []types.UID{pods[0].UID, pods[1].UID}, e.clock.Now())
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{controller.MigrationAnnotation: state}}})
 	_, err := e.ctrl.Dynamic.Resource(controller.GVR).Namespace(e.ns).Patch(ctx, "crashed", types.MergePatchType, patch, metav1.PatchOptions{})
@@ -162,6 +162,10 @@ func TestEvictionFinishedAfterACrash(t *testing.T) {
 	node, err := e.c.Clientset().CoreV1().Nodes().Get(ctx, hot, metav1.GetOptions{})
 	require.NoError(t, err)
 	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: controller.HotTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	if node.Annotations == nil {
+		node.Annotations = map[string]string{}
+	}
+	node.Annotations[controller.HotTaintHolders] = e.ns + "/crashed"
 	_, err = e.c.Clientset().CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	require.NoError(t, e.c.Clientset().CoreV1().Pods(e.ns).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: victim.Name, Namespace: e.ns}}))

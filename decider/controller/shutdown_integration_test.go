@@ -91,7 +91,9 @@ func TestShutdownUndoesMigrationBeforeReleasingTheLease(t *testing.T) {
 
 // TestDeletedQueueAutoscalerUndoesItsMigration: deleting a QueueAutoscaler in the
 // middle of a migration takes its state with it; the controller, which saw the
-// deletion, undoes the migration so that the node does not stay tainted.
+// deletion, undoes the migration so that the node does not stay tainted. A standby
+// that saw the deletion too and leads later repeats the undo: that changes nothing,
+// neither a replica count the user set since nor a taint another migration holds.
 func TestDeletedQueueAutoscalerUndoesItsMigration(t *testing.T) {
 	e := setup(t)
 	e.removeHotTaint(t)
@@ -113,10 +115,31 @@ func TestDeletedQueueAutoscalerUndoesItsMigration(t *testing.T) {
 	require.True(t, e.nodeTainted(t, hot))
 	e.waitReplicas(t, "gone", 3)
 
+	standby := e.newController(t)
 	require.NoError(t, e.ctrl.Dynamic.Resource(controller.GVR).Namespace(e.ns).Delete(ctx, "gone", metav1.DeleteOptions{}))
 	e.eventually(t, "the deleted QueueAutoscaler's migration is undone", func() bool {
 		_, err := e.ctrl.Reconcile(ctx, e.ns, "gone") // what Run does with the key the deletion queued
 		return err == nil && !e.nodeTainted(t, hot)
 	})
 	require.Equal(t, int32(2), e.replicas(t, "gone"), "the surge is undone")
+	require.False(t, controller.Orphaned(e.ctrl, e.ns, "gone"), "the leader forgets it once undone")
+
+	// Since then the user scaled the Deployment, and another workload's migration
+	// took the same node.
+	e.eventually(t, "the standby saw the deletion", func() bool { return controller.Orphaned(standby, e.ns, "gone") })
+	sc, err := e.c.Clientset().AppsV1().Deployments(e.ns).GetScale(ctx, "gone", metav1.GetOptions{})
+	require.NoError(t, err)
+	sc.Spec.Replicas = 4
+	_, err = e.c.Clientset().AppsV1().Deployments(e.ns).UpdateScale(ctx, "gone", sc, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	held, err := controller.HoldHotTaint(ctx, e.ctrl, hot, e.ns+"/other")
+	require.NoError(t, err)
+	require.True(t, held)
+	_, err = standby.Reconcile(ctx, e.ns, "gone") // the standby, leading now, works off its queue
+	require.NoError(t, err)
+	require.False(t, controller.Orphaned(standby, e.ns, "gone"))
+	require.Equal(t, int32(4), e.replicas(t, "gone"), "the user's count stands")
+	require.True(t, e.nodeTainted(t, hot), "the other migration still holds the taint")
+	require.NoError(t, controller.ReleaseHotTaint(ctx, e.ctrl, hot, e.ns+"/other"))
+	require.False(t, e.nodeTainted(t, hot))
 }

@@ -161,7 +161,8 @@ func keptCRD(ref objectRef) bool {
 		ref == objectRef{Resource: "apiregistration.k8s.io/v1/apiservices", Name: "v1alpha1.qas.dev"}
 }
 
-// noHotTaint checks that no node carries the decider's migration taint.
+// noHotTaint checks that no node carries the decider's migration taint, nor the
+// annotation that lists the migrations holding it.
 func noHotTaint(ctx context.Context, t *testing.T, c *kubetest.Cluster) {
 	t.Helper()
 	nodes, err := c.Clientset().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -174,6 +175,9 @@ func noHotTaint(ctx context.Context, t *testing.T, c *kubetest.Cluster) {
 	for _, n := range nodes.Items {
 		if slices.ContainsFunc(n.Spec.Taints, func(tn corev1.Taint) bool { return tn.Key == controller.HotTaint }) {
 			t.Errorf("node %s still carries the %s taint after helm uninstall: %v", n.Name, controller.HotTaint, n.Spec.Taints)
+		}
+		if holders, ok := n.Annotations[controller.HotTaintHolders]; ok {
+			t.Errorf("node %s still carries the %s annotation after helm uninstall: %q", n.Name, controller.HotTaintHolders, holders)
 		}
 	}
 }
