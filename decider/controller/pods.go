@@ -52,7 +52,8 @@ func cpuMillis(p *corev1.Pod) (request, limit int64) {
 
 // DecidePods converts the workload's pods into the engine's view, joining the
 // collector's usage by pod name, and says how each can be moved (OwnMove; target
-// is the workload). Pods not on a node, or finished, are left out; pods being deleted
+// is the workload; a ReplicaSet's pod that holds a claim only one node can mount,
+// Storage.SingleNodeClaim, is evicted instead of surged). Pods not on a node, or finished, are left out; pods being deleted
 // are marked Terminating (the engine neither moves nor counts them).
 func DecidePods(own []*corev1.Pod, target v1alpha1.CrossVersionObjectReference, usage map[string]PodUsage, storage Storage) []decide.Pod {
 	out := make([]decide.Pod, 0, len(own))
@@ -63,6 +64,11 @@ func DecidePods(own []*corev1.Pod, target v1alpha1.CrossVersionObjectReference, 
 		req, lim := cpuMillis(p)
 		u := usage[p.Name]
 		move, noMove := OwnMove(p, target)
+		if move == decide.MoveSurge && storage.SingleNodeClaim(p) != "" {
+			// A surge's replacement could not attach the claim while the pod holds it:
+			// evict, and the ReplicaSet starts the replacement once the volume is free.
+			move = decide.MoveEvict
+		}
 		out = append(out, decide.Pod{
 			Name: p.Name, Node: p.Spec.NodeName, Owned: true, Ready: IsReady(p), Terminating: p.DeletionTimestamp != nil,
 			CPURequest: req, CPULimit: lim,

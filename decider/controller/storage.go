@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -81,6 +83,36 @@ func (s Storage) claimed(p *corev1.Pod, volume, claim string) (decide.Volume, bo
 	}
 	pinned.SizeBytes = pv.Spec.Capacity.Storage().Value()
 	return pinned, true
+}
+
+// SingleNodeClaim returns the name of a PersistentVolumeClaim among p's volumes that
+// only one node can mount at a time (access modes ReadWriteOnce or ReadWriteOncePod,
+// neither ReadWriteMany nor ReadOnlyMany), or "" when there is none. A surge cannot
+// move such a pod: its replacement, started beside it on another node, would wait to
+// attach the volume the pod still holds. A generic ephemeral volume is not counted
+// (each pod gets a claim of its own), nor a claim the caches do not know
+// (LocalVolumes pins that pod already).
+func (s Storage) SingleNodeClaim(p *corev1.Pod) string {
+	if s.Claims == nil {
+		return ""
+	}
+	for _, v := range p.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ReadOnly {
+			continue
+		}
+		pvc, err := s.Claims.PersistentVolumeClaims(p.Namespace).Get(v.PersistentVolumeClaim.ClaimName)
+		if err != nil {
+			continue
+		}
+		modes := pvc.Status.AccessModes
+		if len(modes) == 0 {
+			modes = pvc.Spec.AccessModes
+		}
+		if len(modes) > 0 && !slices.Contains(modes, corev1.ReadWriteMany) && !slices.Contains(modes, corev1.ReadOnlyMany) {
+			return pvc.Name
+		}
+	}
+	return ""
 }
 
 // nodeLocal reports whether only node can mount pv.

@@ -170,3 +170,121 @@ func spread(app string) []corev1.TopologySpreadConstraint {
 		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
 	}}
 }
+
+// networkClaim creates a network PersistentVolume (NFS: no node affinity, any node
+// can mount it) with the given access mode and a claim bound to it, and returns the
+// claim's name.
+func (e *env) networkClaim(t *testing.T, name string, mode corev1.PersistentVolumeAccessMode) string {
+	ctx := context.Background()
+	cs := e.c.Clientset()
+	class := "nfs-" + e.ns
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-" + e.ns},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("5Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{mode},
+			StorageClassName:              class,
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{NFS: &corev1.NFSVolumeSource{Server: "127.0.0.1", Path: "/exports/" + name}},
+		},
+	}
+	_, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = cs.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+	})
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{mode},
+			StorageClassName: &class,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	_, err = cs.CoreV1().PersistentVolumeClaims(e.ns).Create(ctx, pvc, metav1.CreateOptions{})
+	require.NoError(t, err)
+	e.eventually(t, "the PV controller binds the claim", func() bool {
+		got, err := cs.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && got.Status.Phase == corev1.ClaimBound && got.Spec.VolumeName == pv.Name
+	})
+	return name
+}
+
+// TestSingleNodeClaimMovesByEviction: a Deployment's pod whose network claim only one
+// node can mount at a time (ReadWriteOnce, ReadWriteOncePod) cannot move by surge,
+// since the replacement would wait on another node for the volume the pod holds; it
+// is evicted instead and the ReplicaSet starts its replacement on a cool node. With a
+// claim many nodes can mount (ReadWriteMany, ReadOnlyMany, or a read-only mount) the
+// surge stays. (The scheduler runs one pod per ReadWriteOncePod claim, so that case
+// has one replica.)
+func TestSingleNodeClaimMovesByEviction(t *testing.T) {
+	e := setup(t)
+	tests := []struct {
+		name     string
+		mode     corev1.PersistentVolumeAccessMode
+		readOnly bool
+		replicas int32
+		want     decide.MoveMethod
+	}{
+		{"rwo", corev1.ReadWriteOnce, false, 2, decide.MoveEvict},
+		{"rwop", corev1.ReadWriteOncePod, false, 1, decide.MoveEvict},
+		{"rwx", corev1.ReadWriteMany, false, 2, decide.MoveSurge},
+		{"rox", corev1.ReadOnlyMany, false, 2, decide.MoveSurge},
+		{"rwo-read-only-mount", corev1.ReadWriteOnce, true, 2, decide.MoveSurge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			claim := e.networkClaim(t, tt.name, tt.mode)
+			e.deploymentOf(t, tt.name, tt.replicas, corev1.PodSpec{
+				Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim, ReadOnly: tt.readOnly}}}},
+				Containers:                []corev1.Container{appContainer("app", "500m", "500m")},
+				TopologySpreadConstraints: spread(tt.name),
+			})
+			e.queueAutoscalerWith(t, tt.name, tt.name, true, migrationSpec())
+			pods := e.pods(t, tt.name)
+			e.measureHot(pods, pods[0].Spec.NodeName)
+			e.clock.SetTime(e.clock.Now().Add(time.Second))
+			d, err := e.reconcile(t, e.ctrl, tt.name)
+			require.NoError(t, err)
+			require.True(t, d.Action.Has(decide.ActionMigrate), "%s: %s", d.Explanation.Reason, migrationNotes(d))
+			require.Equal(t, tt.want, d.Migration.Method)
+		})
+	}
+
+	// Carried out: the pod is evicted, the Deployment is not surged, and the
+	// ReplicaSet's replacement (another name) runs off the hot node.
+	e.removeHotTaint(t)
+	claim := e.networkClaim(t, "moved", corev1.ReadWriteOnce)
+	e.deploymentOf(t, "moved", 2, corev1.PodSpec{
+		Volumes:                   []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
+		Containers:                []corev1.Container{appContainer("app", "500m", "500m")},
+		TopologySpreadConstraints: spread("moved"),
+	})
+	e.queueAutoscalerWith(t, "moved", "moved", false, migrationSpec())
+	pods := e.pods(t, "moved")
+	victim, hot := pods[0], pods[0].Spec.NodeName
+	e.measureHot(pods, hot)
+	e.clock.SetTime(e.clock.Now().Add(time.Second))
+	d, err := e.reconcile(t, e.ctrl, "moved")
+	require.NoError(t, err)
+	require.True(t, d.Action.Has(decide.ActionMigrate), d.Explanation.Reason)
+	require.Equal(t, "evict/replacing", e.migrationPhase(t, "moved"))
+	require.Equal(t, int32(2), e.replicas(t, "moved"), "no surge")
+	require.True(t, e.nodeTainted(t, hot))
+	e.eventually(t, "the ReplicaSet's replacement is Ready off the hot node", func() bool {
+		for _, p := range e.readyPods(t, "moved") {
+			if p.Name != pods[0].Name && p.Name != pods[1].Name && p.Spec.NodeName != hot {
+				return true
+			}
+		}
+		return false
+	})
+	e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
+	_, err = e.reconcile(t, e.ctrl, "moved")
+	require.NoError(t, err)
+	require.Empty(t, e.migrationPhase(t, "moved"), "finished")
+	require.False(t, e.nodeTainted(t, hot))
+	require.Nil(t, e.pod(t, victim.Name), "the slowed pod is gone")
+	require.Contains(t, e.events(t, "Migrated")[0].Message, "moved "+victim.Name+" off hot node "+hot)
+}
