@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/qas-dev/qas/decider/controller"
@@ -127,10 +128,7 @@ func TestDeletedQueueAutoscalerUndoesItsMigration(t *testing.T) {
 	// Since then the user scaled the Deployment, and another workload's migration
 	// took the same node.
 	e.eventually(t, "the standby saw the deletion", func() bool { return controller.Orphaned(standby, e.ns, "gone") })
-	sc, err := e.c.Clientset().AppsV1().Deployments(e.ns).GetScale(ctx, "gone", metav1.GetOptions{})
-	require.NoError(t, err)
-	sc.Spec.Replicas = 4
-	_, err = e.c.Clientset().AppsV1().Deployments(e.ns).UpdateScale(ctx, "gone", sc, metav1.UpdateOptions{})
+	_, err = e.c.Clientset().AppsV1().Deployments(e.ns).Patch(ctx, "gone", types.MergePatchType, []byte(`{"spec":{"replicas":4}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	held, err := controller.HoldHotTaint(ctx, e.ctrl, hot, e.ns+"/other")
 	require.NoError(t, err)
