@@ -18,20 +18,34 @@ import (
 // localPV creates a local PersistentVolume on node and a claim bound to it, and
 // returns the claim's name.
 func (e *env) localPV(t *testing.T, name, node string) string {
+	return e.boundClaim(t, name, "local-"+e.ns, corev1.ReadWriteOnce, corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: "/mnt/disks/" + name}},
+		&corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+		}}}})
+}
+
+// networkClaim creates a network PersistentVolume (NFS: no node affinity, any node
+// can mount it) with the given access mode and a claim bound to it, and returns the
+// claim's name.
+func (e *env) networkClaim(t *testing.T, name string, mode corev1.PersistentVolumeAccessMode) string {
+	return e.boundClaim(t, name, "nfs-"+e.ns, mode, corev1.PersistentVolumeSource{NFS: &corev1.NFSVolumeSource{Server: "127.0.0.1", Path: "/exports/" + name}}, nil)
+}
+
+// boundClaim creates a PersistentVolume of class with source, mode and (if not nil)
+// node affinity, and a claim for it, waits until the PV controller binds the two,
+// and returns the claim's name.
+func (e *env) boundClaim(t *testing.T, name, class string, mode corev1.PersistentVolumeAccessMode, source corev1.PersistentVolumeSource, affinity *corev1.VolumeNodeAffinity) string {
 	ctx := context.Background()
 	cs := e.c.Clientset()
-	class := "local-" + e.ns
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: name + "-" + e.ns},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("5Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{mode},
 			StorageClassName:              class,
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: "/mnt/disks/" + name}},
-			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
-			}}}},
+			PersistentVolumeSource:        source,
+			NodeAffinity:                  affinity,
 		},
 	}
 	_, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
@@ -42,7 +56,7 @@ func (e *env) localPV(t *testing.T, name, node string) string {
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
 		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			AccessModes:      []corev1.PersistentVolumeAccessMode{mode},
 			StorageClassName: &class,
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		},
@@ -169,45 +183,6 @@ func spread(app string) []corev1.TopologySpreadConstraint {
 		MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.ScheduleAnyway,
 		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
 	}}
-}
-
-// networkClaim creates a network PersistentVolume (NFS: no node affinity, any node
-// can mount it) with the given access mode and a claim bound to it, and returns the
-// claim's name.
-func (e *env) networkClaim(t *testing.T, name string, mode corev1.PersistentVolumeAccessMode) string {
-	ctx := context.Background()
-	cs := e.c.Clientset()
-	class := "nfs-" + e.ns
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-" + e.ns},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("5Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{mode},
-			StorageClassName:              class,
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{NFS: &corev1.NFSVolumeSource{Server: "127.0.0.1", Path: "/exports/" + name}},
-		},
-	}
-	_, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = cs.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
-	})
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{mode},
-			StorageClassName: &class,
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-		},
-	}
-	_, err = cs.CoreV1().PersistentVolumeClaims(e.ns).Create(ctx, pvc, metav1.CreateOptions{})
-	require.NoError(t, err)
-	e.eventually(t, "the PV controller binds the claim", func() bool {
-		got, err := cs.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx, name, metav1.GetOptions{})
-		return err == nil && got.Status.Phase == corev1.ClaimBound && got.Spec.VolumeName == pv.Name
-	})
-	return name
 }
 
 // TestSingleNodeClaimMovesByEviction: a Deployment's pod whose network claim only one
