@@ -159,6 +159,26 @@ func TestMigratesPodOffHotNode(t *testing.T) {
 	require.True(t, e.memory(t, "mig").MigrationEnded.Equal(e.clock.Now()), "the end is remembered for the cooldown")
 }
 
+// budget creates, or updates, the PodDisruptionBudget named app over the pods
+// labelled app=app, allowing maxUnavailable of them to be disrupted.
+func (e *env) budget(t *testing.T, app string, maxUnavailable int32) {
+	t.Helper()
+	ctx := context.Background()
+	budgets := e.c.Clientset().PolicyV1().PodDisruptionBudgets(e.ns)
+	mu := intstr.FromInt32(maxUnavailable)
+	pdb, err := budgets.Get(ctx, app, metav1.GetOptions{})
+	if err == nil {
+		pdb.Spec.MaxUnavailable = &mu
+		_, err = budgets.Update(ctx, pdb, metav1.UpdateOptions{})
+	} else {
+		_, err = budgets.Create(ctx, &policyv1.PodDisruptionBudget{
+			ObjectMeta: metav1.ObjectMeta{Name: app},
+			Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &mu, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}},
+		}, metav1.CreateOptions{})
+	}
+	require.NoError(t, err)
+}
+
 // TestMigrationRespectsDisruptionBudget: a budget that allows no disruption holds the
 // slowed pod; after the timeout the migration is undone.
 func TestMigrationRespectsDisruptionBudget(t *testing.T) {
@@ -166,12 +186,7 @@ func TestMigrationRespectsDisruptionBudget(t *testing.T) {
 	e.removeHotTaint(t)
 	e.ctrl.MigrationTimeout = time.Minute
 	e.spreadDeployment(t, "pdb", 2, "500m")
-	zero := intstr.FromInt32(0)
-	_, err := e.c.Clientset().PolicyV1().PodDisruptionBudgets(e.ns).Create(context.Background(), &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "pdb"},
-		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &zero, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "pdb"}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	e.budget(t, "pdb", 0)
 	e.queueAutoscalerWith(t, "pdb", "pdb", false, migrationSpec())
 	pods := e.pods(t, "pdb")
 	victim, hot := pods[0].Name, pods[0].Spec.NodeName

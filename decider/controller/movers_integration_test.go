@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/decide"
@@ -198,18 +197,7 @@ func TestStatefulSetEvictionWaitsForDisruptionBudget(t *testing.T) {
 	ctx := context.Background()
 	budgets := e.c.Clientset().PolicyV1().PodDisruptionBudgets(e.ns)
 	budget := func(t *testing.T, app string, maxUnavailable int32) {
-		mu := intstr.FromInt32(maxUnavailable)
-		pdb, err := budgets.Get(ctx, app, metav1.GetOptions{})
-		if err == nil {
-			pdb.Spec.MaxUnavailable = &mu
-			_, err = budgets.Update(ctx, pdb, metav1.UpdateOptions{})
-		} else {
-			_, err = budgets.Create(ctx, &policyv1.PodDisruptionBudget{
-				ObjectMeta: metav1.ObjectMeta{Name: app},
-				Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &mu, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}},
-			}, metav1.CreateOptions{})
-		}
-		require.NoError(t, err)
+		e.budget(t, app, maxUnavailable)
 		e.eventually(t, "the disruption controller has processed the budget", func() bool {
 			got, err := budgets.Get(ctx, app, metav1.GetOptions{})
 			return err == nil && got.Status.ObservedGeneration == got.Generation && got.Status.CurrentHealthy == 2 && got.Status.DisruptionsAllowed == maxUnavailable

@@ -8,10 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
-	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/leader"
@@ -27,12 +25,7 @@ func TestShutdownUndoesMigrationBeforeReleasingTheLease(t *testing.T) {
 	ctx := context.Background()
 	e.spreadDeployment(t, "stop", 2, "500m")
 	// A budget that allows no disruption keeps the migration waiting in its surge.
-	zero := intstr.FromInt32(0)
-	_, err := e.c.Clientset().PolicyV1().PodDisruptionBudgets(e.ns).Create(ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "stop"},
-		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &zero, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "stop"}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	e.budget(t, "stop", 0)
 	e.queueAutoscalerWith(t, "stop", "stop", false, migrationSpec())
 	pods := e.pods(t, "stop")
 	hot := pods[0].Spec.NodeName
@@ -100,12 +93,7 @@ func TestDeletedQueueAutoscalerUndoesItsMigration(t *testing.T) {
 	e.removeHotTaint(t)
 	ctx := context.Background()
 	e.spreadDeployment(t, "gone", 2, "500m")
-	zero := intstr.FromInt32(0)
-	_, err := e.c.Clientset().PolicyV1().PodDisruptionBudgets(e.ns).Create(ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "gone"},
-		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &zero, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "gone"}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	e.budget(t, "gone", 0)
 	e.queueAutoscalerWith(t, "gone", "gone", false, migrationSpec())
 	pods := e.pods(t, "gone")
 	hot := pods[0].Spec.NodeName
