@@ -242,17 +242,26 @@ func (e *env) measureCPUBound(pods []corev1.Pod) {
 	}
 }
 
+// resizeDecision puts the Deployment name under a QueueAutoscaler with vertical
+// scaling, measures its pods CPU-bound and reconciles once, which must decide a
+// resize; it returns the pods and the decision.
+func (e *env) resizeDecision(t *testing.T, name string) ([]corev1.Pod, decide.Decision) {
+	t.Helper()
+	e.queueAutoscalerWith(t, name, name, false, verticalSpec())
+	pods := e.pods(t, name)
+	e.measureCPUBound(pods)
+	d, err := e.reconcile(t, e.ctrl, name)
+	require.NoError(t, err)
+	require.True(t, d.Action.Has(decide.ActionVertical), d.Explanation.Reason)
+	return pods, d
+}
+
 // TestResizesInPlaceWhenCPUBound: busy CPU-bound pods get more CPU through pods/resize,
 // and kwok (the kubelet) carries it out.
 func TestResizesInPlaceWhenCPUBound(t *testing.T) {
 	e := setup(t)
 	e.spreadDeployment(t, "cpu", 2, "500m")
-	e.queueAutoscalerWith(t, "cpu", "cpu", false, verticalSpec())
-	pods := e.pods(t, "cpu")
-	e.measureCPUBound(pods)
-	d, err := e.reconcile(t, e.ctrl, "cpu")
-	require.NoError(t, err)
-	require.True(t, d.Action.Has(decide.ActionVertical), d.Explanation.Reason)
+	_, d := e.resizeDecision(t, "cpu")
 	require.Greater(t, d.DesiredCPU, int64(500))
 	e.eventually(t, "every pod runs with the new CPU", func() bool {
 		for _, p := range e.pods(t, "cpu") {
@@ -273,12 +282,7 @@ func TestResizesInPlaceWhenCPUBound(t *testing.T) {
 func TestInfeasibleResizeFallsBack(t *testing.T) {
 	e := setup(t)
 	e.spreadDeployment(t, "inf", 2, "500m")
-	e.queueAutoscalerWith(t, "inf", "inf", false, verticalSpec())
-	pods := e.pods(t, "inf")
-	e.measureCPUBound(pods)
-	d, err := e.reconcile(t, e.ctrl, "inf")
-	require.NoError(t, err)
-	require.True(t, d.Action.Has(decide.ActionVertical), d.Explanation.Reason)
+	pods, d := e.resizeDecision(t, "inf")
 
 	// The kubelet (kwok here) says the node cannot fit it.
 	ctx := context.Background()
@@ -318,12 +322,7 @@ func TestResizeSizesThePodAroundTheSidecar(t *testing.T) {
 		TopologySpreadConstraints: spread("injected"),
 		Containers:                []corev1.Container{appContainer("app", "400m", "400m"), appContainer(controller.SidecarContainer, "100m", "100m")},
 	})
-	e.queueAutoscalerWith(t, "injected", "injected", false, verticalSpec())
-	pods := e.pods(t, "injected")
-	e.measureCPUBound(pods)
-	d, err := e.reconcile(t, e.ctrl, "injected")
-	require.NoError(t, err)
-	require.True(t, d.Action.Has(decide.ActionVertical), d.Explanation.Reason)
+	_, d := e.resizeDecision(t, "injected")
 	require.Greater(t, d.DesiredCPU, int64(500))
 	e.eventually(t, "every pod runs with the decided CPU in total, the sidecar unchanged", func() bool {
 		for _, p := range e.pods(t, "injected") {
@@ -349,7 +348,7 @@ func TestResizeSizesThePodAroundTheSidecar(t *testing.T) {
 	// The next cycle reads the pods' total, sidecar included, as their CPU.
 	e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
 	e.measureCPUBound(e.pods(t, "injected"))
-	_, err = e.reconcile(t, e.ctrl, "injected")
+	_, err := e.reconcile(t, e.ctrl, "injected")
 	require.NoError(t, err)
 	require.Equal(t, d.DesiredCPU, e.get(t, "injected").Status.CurrentCPU.MilliValue(), "status.currentCPU is the pod's total")
 }
@@ -361,12 +360,7 @@ func TestResizeSizesThePodAroundTheSidecar(t *testing.T) {
 func TestDeferredResizeFallsBack(t *testing.T) {
 	e := setup(t)
 	e.spreadDeployment(t, "deferred", 2, "500m")
-	e.queueAutoscalerWith(t, "deferred", "deferred", false, verticalSpec())
-	pods := e.pods(t, "deferred")
-	e.measureCPUBound(pods)
-	d, err := e.reconcile(t, e.ctrl, "deferred")
-	require.NoError(t, err)
-	require.True(t, d.Action.Has(decide.ActionVertical), d.Explanation.Reason)
+	pods, d := e.resizeDecision(t, "deferred")
 
 	ctx := context.Background()
 	deferredSince := e.clock.Now().Truncate(time.Second) // condition times have whole seconds
@@ -382,7 +376,7 @@ func TestDeferredResizeFallsBack(t *testing.T) {
 	// Deferred for 30 s, within the 2-minute limit: keep waiting.
 	e.clock.SetTime(deferredSince.Add(30 * time.Second))
 	e.measureCPUBound(pods)
-	_, err = e.reconcile(t, e.ctrl, "deferred")
+	_, err := e.reconcile(t, e.ctrl, "deferred")
 	require.NoError(t, err)
 	require.Empty(t, e.get(t, "deferred").Annotations[controller.ResizeBlockedAnnotation], "a brief deferral is waited for")
 
