@@ -24,7 +24,7 @@ func TestRunRejectsIncompleteConfig(t *testing.T) {
 	require.ErrorContains(t, err, "namespace, name and identity are required")
 }
 
-// candidate runs one elector and records when it leads.
+// candidate runs one elector and records when it leads and its shutdowns.
 type candidate struct {
 	id      string
 	cancel  context.CancelFunc
@@ -32,6 +32,11 @@ type candidate struct {
 	mu      sync.Mutex
 	leading bool
 	terms   int
+	// shutdowns counts OnShutdown's runs; the last saw the lease held by
+	// holderAtShutdown and, if leadEndedFirst, the leader's work already over.
+	shutdowns        int
+	holderAtShutdown string
+	leadEndedFirst   bool
 }
 
 func (c *candidate) isLeading() bool {
@@ -44,7 +49,17 @@ func start(t *testing.T, kube kubernetes.Interface, ns, id string) *candidate {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &candidate{id: id, cancel: cancel, done: make(chan struct{})}
 	cfg := Config{Namespace: ns, Name: "qas-decider", Identity: id,
-		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond}
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond,
+		OnShutdown: func(sctx context.Context) {
+			lease, err := kube.CoordinationV1().Leases(ns).Get(sctx, "qas-decider", metav1.GetOptions{})
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.shutdowns++
+			c.leadEndedFirst = c.terms > 0 && !c.leading
+			if err == nil && lease.Spec.HolderIdentity != nil {
+				c.holderAtShutdown = *lease.Spec.HolderIdentity
+			}
+		}}
 	go func() {
 		defer close(c.done)
 		_ = Run(ctx, kube, cfg, zaptest.NewLogger(t), func(leaderCtx context.Context) {
@@ -110,53 +125,12 @@ func TestShutdownRunsWhileLeadingThenReleases(t *testing.T) {
 	c := kubetest.Shared(t)
 	ns := c.Namespace(t)
 	kube := c.Clientset()
-	type run struct {
-		cancel           context.CancelFunc
-		done             chan struct{}
-		mu               sync.Mutex
-		leading, stopped bool // lead is running; lead has returned
-		shutdowns        int
-		holderAtShutdown string
-		leadEndedFirst   bool
-	}
-	startRun := func(id string) *run {
-		ctx, cancel := context.WithCancel(context.Background())
-		r := &run{cancel: cancel, done: make(chan struct{})}
-		cfg := Config{Namespace: ns, Name: "qas-decider", Identity: id,
-			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond,
-			OnShutdown: func(sctx context.Context) {
-				lease, err := kube.CoordinationV1().Leases(ns).Get(sctx, "qas-decider", metav1.GetOptions{})
-				r.mu.Lock()
-				defer r.mu.Unlock()
-				r.shutdowns++
-				r.leadEndedFirst = r.stopped
-				if err == nil && lease.Spec.HolderIdentity != nil {
-					r.holderAtShutdown = *lease.Spec.HolderIdentity
-				}
-			}}
-		go func() {
-			defer close(r.done)
-			_ = Run(ctx, kube, cfg, zaptest.NewLogger(t), func(leaderCtx context.Context) {
-				r.mu.Lock()
-				r.leading = true
-				r.mu.Unlock()
-				<-leaderCtx.Done()
-				r.mu.Lock()
-				r.stopped = true
-				r.mu.Unlock()
-			})
-		}()
-		t.Cleanup(func() { cancel(); <-r.done })
-		return r
-	}
-	a := startRun("decider-a")
+	a := start(t, kube, ns, "decider-a")
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return a.leading, nil
+		return a.isLeading(), nil
 	})
 	require.NoError(t, err)
-	b := startRun("decider-b") // follows
+	b := start(t, kube, ns, "decider-b") // follows
 
 	b.cancel()
 	<-b.done
