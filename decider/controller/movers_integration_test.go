@@ -170,7 +170,7 @@ func TestEvictionFinishedAfterACrash(t *testing.T) {
 	require.NoError(t, e.c.Clientset().CoreV1().Pods(e.ns).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: victim.Name, Namespace: e.ns}}))
 	e.eventually(t, "the StatefulSet recreates the evicted pod off the hot node", func() bool {
 		p := e.pod(t, victim.Name)
-		return p != nil && p.UID != victim.UID && p.Spec.NodeName != hot && isReady(p)
+		return p != nil && p.UID != victim.UID && p.Spec.NodeName != hot && controller.IsReady(p)
 	})
 	replacement := e.pod(t, victim.Name)
 
@@ -241,7 +241,7 @@ func TestStatefulSetEvictionWaitsForDisruptionBudget(t *testing.T) {
 		require.Equal(t, "evict/replacing", e.migrationPhase(t, "guarded"))
 		e.eventually(t, "the evicted pod is recreated off the hot node", func() bool {
 			p := e.pod(t, victim.Name)
-			return p != nil && p.UID != victim.UID && p.Spec.NodeName != hot && isReady(p)
+			return p != nil && p.UID != victim.UID && p.Spec.NodeName != hot && controller.IsReady(p)
 		})
 		e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
 		_, err = e.reconcile(t, restarted, "guarded")

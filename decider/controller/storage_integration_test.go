@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
 )
@@ -88,21 +89,12 @@ func (e *env) filler(t *testing.T, node string) {
 	require.NoError(t, err)
 	e.eventually(t, "the filler pod runs on "+node, func() bool {
 		got, err := e.c.Clientset().CoreV1().Pods(e.ns).Get(ctx, p.Name, metav1.GetOptions{})
-		return err == nil && got.Spec.NodeName == node && isReady(got)
+		return err == nil && got.Spec.NodeName == node && controller.IsReady(got)
 	})
 	t.Cleanup(func() {
 		zero := int64(0)
 		_ = e.c.Clientset().CoreV1().Pods(e.ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	})
-}
-
-func isReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func migrationNotes(d decide.Decision) string {

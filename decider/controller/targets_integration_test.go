@@ -106,7 +106,7 @@ func (e *env) barePod(t *testing.T, app string) string {
 	require.NoError(t, err)
 	e.eventually(t, "pod "+p.Name+" Ready", func() bool {
 		got, err := e.c.Clientset().CoreV1().Pods(e.ns).Get(ctx, p.Name, metav1.GetOptions{})
-		return err == nil && isReady(got)
+		return err == nil && controller.IsReady(got)
 	})
 	return p.Name
 }
@@ -171,7 +171,7 @@ func TestScalesAnyScalableKind(t *testing.T) {
 func (e *env) readyPods(t *testing.T, app string) []corev1.Pod {
 	var out []corev1.Pod
 	for _, p := range e.pods(t, app) {
-		if isReady(&p) {
+		if controller.IsReady(&p) {
 			out = append(out, p)
 		}
 	}
