@@ -2,13 +2,13 @@ package controller
 
 import (
 	"context"
-	"fmt"
+	"errors"
+	"slices"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -72,17 +72,22 @@ func New(cfg *rest.Config, metrics MetricsSource, sink DecisionSink, log *zap.Lo
 	return c, broadcaster.Shutdown, nil
 }
 
-// RunOnce reconciles every QueueAutoscaler in the cluster once. Errors of single
-// resources are logged and do not stop the others; the count of failures is returned.
+// RunOnce reconciles every QueueAutoscaler in the cluster once, in the order of
+// their keys. Which ones exist comes from the watch's cache (Reconcile reads each
+// from the API server): one created since is queued by the watch, one deleted since
+// is forgotten by its reconcile. Errors of single resources are logged and do not
+// stop the others; the count of failures is returned.
 func (c *Controller) RunOnce(ctx context.Context) (failed int, err error) {
-	list, err := c.Dynamic.Resource(GVR).Namespace(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return 0, fmt.Errorf("list queueautoscalers: %w", err)
+	if c.watch == nil || !c.watch.started.Load() {
+		return 0, errors.New("controller not started: call Start first")
 	}
-	for _, item := range list.Items {
-		if _, err := c.Reconcile(ctx, item.GetNamespace(), item.GetName()); err != nil {
+	keys := c.watch.qas.ListKeys()
+	slices.Sort(keys)
+	for _, k := range keys {
+		ns, name, _ := strings.Cut(k, "/")
+		if _, err := c.Reconcile(ctx, ns, name); err != nil {
 			failed++
-			c.Log.Warn("reconcile failed", zap.String("queueautoscaler", item.GetNamespace()+"/"+item.GetName()), zap.Error(err))
+			c.Log.Warn("reconcile failed", zap.String("queueautoscaler", k), zap.Error(err))
 		}
 	}
 	return failed, nil

@@ -29,8 +29,8 @@ import (
 // watches are the controller's informers and what they trigger. Pods, nodes,
 // PersistentVolumeClaims and PersistentVolumes are read from caches; QueueAutoscalers
 // and targets are read from the API server (their scale and the engine's memory must
-// be current), but watched, so that a change is decided on without waiting for the
-// next cycle:
+// be current; the QueueAutoscalers' cache only names those a cycle goes through), but
+// watched, so that a change is decided on without waiting for the next cycle:
 //   - a QueueAutoscaler created or whose spec changed: at once;
 //   - one of its pods turning Ready or not Ready, or deleted: after EventDelay;
 //   - its target created, deleted or changed (generation; kubectl scale is one):
@@ -49,6 +49,7 @@ type watches struct {
 	claims  corelisters.PersistentVolumeClaimLister
 	volumes corelisters.PersistentVolumeLister
 	ready   *ReadyTracker
+	qas     cache.Store // the QueueAutoscalers, for the names a cycle goes through
 
 	queue  workqueue.TypedDelayingInterface[string]
 	queued chan string
@@ -151,6 +152,7 @@ func (c *Controller) Start(ctx context.Context) error {
 		return err
 	}
 	synced["queueautoscalers"] = qaInf.HasSynced
+	w.qas = qaInf.GetStore()
 
 	w.targets = metadatainformer.NewSharedInformerFactory(c.Metadata, 0)
 	w.stop = ctx.Done()
