@@ -15,7 +15,7 @@ import (
 func TestOptionsConfig(t *testing.T) {
 	parse := func(args ...string) inject.Options {
 		var o inject.Options
-		require.NoError(t, cli.Parse(o.FlagSet(), "QAS_WEBHOOK", args, func(string) string { return "" }))
+		require.NoError(t, cli.Parse(o.FlagSet(), inject.EnvPrefix, args, func(string) string { return "" }))
 		return o
 	}
 	o := parse("--proxy-image=registry/qas-proxy:2", "--admin-port=9999",

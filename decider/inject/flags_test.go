@@ -34,7 +34,7 @@ func TestProxyFlagsValidate(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(tc.args), func(t *testing.T) {
 			var o inject.Options
-			require.NoError(t, cli.Parse(o.FlagSet(), "QAS_WEBHOOK", tc.args, func(string) string { return "" }))
+			require.NoError(t, cli.Parse(o.FlagSet(), inject.EnvPrefix, tc.args, func(string) string { return "" }))
 			err := o.Validate()
 			if tc.want == "" {
 				require.NoError(t, err)

@@ -35,7 +35,7 @@ func TestOptionsValidate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var o inject.Options
-			require.NoError(t, cli.Parse(o.FlagSet(), "QAS_WEBHOOK", tc.args, func(string) string { return "" }))
+			require.NoError(t, cli.Parse(o.FlagSet(), inject.EnvPrefix, tc.args, func(string) string { return "" }))
 			err := o.Validate()
 			if tc.flag == "" {
 				require.NoError(t, err)

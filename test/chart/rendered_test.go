@@ -178,7 +178,7 @@ func checkContainer(ct corev1.Container, ns string, into *binaryFlags) error {
 		into.Decider = &o
 	case bin == "qas-decider" && len(args) > 0 && args[0] == "webhook":
 		var o inject.Options
-		if err := cli.Parse(o.FlagSet(), "QAS_WEBHOOK", args[1:], getenv); err != nil {
+		if err := cli.Parse(o.FlagSet(), inject.EnvPrefix, args[1:], getenv); err != nil {
 			return err
 		}
 		cfg, err := o.Config()

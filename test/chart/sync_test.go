@@ -16,6 +16,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/qas-dev/qas/decider/inject"
+	"github.com/qas-dev/qas/decider/runner"
 )
 
 // TestChartCopiesInSync: the chart holds byte-for-byte copies of the CRD and the
@@ -228,8 +231,8 @@ func envPrefix(command string, args []string) string {
 	case strings.HasSuffix(command, "qas-collector"):
 		return "QAS_COLLECTOR"
 	case len(args) > 0 && args[0] == "webhook":
-		return "QAS_WEBHOOK"
+		return inject.EnvPrefix
 	default:
-		return "QAS_DECIDER"
+		return runner.EnvPrefix
 	}
 }
