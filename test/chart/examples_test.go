@@ -247,15 +247,7 @@ func TestGrafanaValues(t *testing.T) {
 		t.Fatalf("grafana-values.yaml: %v", err)
 	}
 	h := newHelm(t)
-	out, err := h.run("template", "qas", chartDir(t), "--namespace", "qas-system")
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := parseManifests(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := rendered{objs: objs}
+	r := h.render(t, "template", "qas", chartDir(t), "--namespace", "qas-system")
 	cm := r.find("ConfigMap", "qas-dashboards")
 	if cm == nil {
 		t.Fatal("no dashboards ConfigMap for release qas")

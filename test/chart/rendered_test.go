@@ -10,7 +10,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	collectorapp "github.com/qas-dev/qas/collector/app"
 	"github.com/qas-dev/qas/decider/inject"
@@ -38,17 +37,13 @@ type outsideCluster struct {
 // Secrets (read from the cluster), and a --kubeconfig for the in-cluster credentials.
 // Anything else it cannot reproduce fails the test, so the process runs the chart's
 // real configuration. The container's flags must first pass checkContainer.
-func renderedCommand(ctx context.Context, t *testing.T, c *kubetest.Cluster, manifest []*unstructured.Unstructured, deployment, container string, out outsideCluster) (bin string, args, env []string) {
+func renderedCommand(ctx context.Context, t *testing.T, c *kubetest.Cluster, manifest rendered, deployment, container string, out outsideCluster) (bin string, args, env []string) {
 	t.Helper()
-	var d *appsv1.Deployment
-	for _, o := range manifest {
-		if o.GetKind() == "Deployment" && o.GetName() == deployment {
-			d = convert[appsv1.Deployment](t, o)
-		}
-	}
-	if d == nil {
+	o := manifest.find("Deployment", deployment)
+	if o == nil {
 		t.Fatalf("the release has no Deployment %s", deployment)
 	}
+	d := convert[appsv1.Deployment](t, o)
 	ns := d.Namespace
 	for _, ct := range d.Spec.Template.Spec.Containers {
 		if ct.Name != container {
