@@ -163,12 +163,7 @@ func TestExampleLoadgenJobRuns(t *testing.T) {
 	if !ok {
 		t.Fatal("examples/manifests has no Job loadgen")
 	}
-	bin := filepath.Join(t.TempDir(), "qas-loadgen")
-	build := exec.Command("go", "build", "-o", bin, "./examples/loadgen/cmd/qas-loadgen")
-	build.Dir = repoRoot(t)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := filepath.Join(buildBinaries(t), "qas-loadgen")
 	var hits atomic.Int64
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/work" && r.URL.Query().Get("cpu") != "" {

@@ -133,7 +133,7 @@ var binaries struct {
 	err  error
 }
 
-// buildBinaries builds qas-decider and qas-collector once per test run.
+// buildBinaries builds qas-decider, qas-collector and qas-loadgen once per test run.
 func buildBinaries(t testing.TB) string {
 	t.Helper()
 	binaries.once.Do(func() {
@@ -141,7 +141,8 @@ func buildBinaries(t testing.TB) string {
 		if binaries.err != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", binaries.dir+"/", "./decider/cmd/qas-decider", "./collector/cmd/qas-collector")
+		cmd := exec.Command("go", "build", "-o", binaries.dir+"/", "./decider/cmd/qas-decider", "./collector/cmd/qas-collector",
+			"./examples/loadgen/cmd/qas-loadgen")
 		cmd.Dir = repoRoot(t)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binaries.err = fmt.Errorf("go build: %v\n%s", err, out)
