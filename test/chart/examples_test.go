@@ -163,7 +163,7 @@ func TestExampleLoadgenJobRuns(t *testing.T) {
 	if !ok {
 		t.Fatal("examples/manifests has no Job loadgen")
 	}
-	bin := filepath.Join(buildBinaries(t), "qas-loadgen")
+	bin := filepath.Join(binaries.Dir(t), "qas-loadgen")
 	var hits atomic.Int64
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/work" && r.URL.Query().Get("cpu") != "" {

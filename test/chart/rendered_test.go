@@ -57,7 +57,7 @@ func renderedCommand(ctx context.Context, t *testing.T, c *kubetest.Cluster, man
 		if err := checkContainer(ct, ns, &binaryFlags{}); err != nil {
 			t.Fatalf("%s/%s: %v", deployment, container, err)
 		}
-		bin = filepath.Join(buildBinaries(t), filepath.Base(ct.Command[0]))
+		bin = filepath.Join(binaries.Dir(t), filepath.Base(ct.Command[0]))
 		inClusterInflux := fmt.Sprintf("http://rel-qas-influxdb.%s.svc:8086", ns)
 		for _, a := range ct.Args {
 			name, value, _ := strings.Cut(a, "=")
