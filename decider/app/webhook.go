@@ -16,7 +16,7 @@ func init() {
 			var o inject.Options
 			fs := o.FlagSet()
 			fs.SetOutput(env.Stdout)
-			if err := cli.Parse(fs, "QAS_WEBHOOK", args, env.Getenv); err != nil {
+			if err := cli.Parse(fs, inject.EnvPrefix, args, env.Getenv); err != nil {
 				return err
 			}
 			if err := o.Validate(); err != nil {

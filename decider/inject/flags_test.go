@@ -33,8 +33,7 @@ func TestProxyFlagsValidate(t *testing.T) {
 		{[]string{`--proxy-image-pull-secrets=Not_A_Name`}, `--proxy-image-pull-secrets: "Not_A_Name" is not a Secret name`},
 	} {
 		t.Run(fmt.Sprint(tc.args), func(t *testing.T) {
-			var o inject.Options
-			require.NoError(t, cli.Parse(o.FlagSet(), "QAS_WEBHOOK", tc.args, func(string) string { return "" }))
+			o := parseOptions(t, tc.args...)
 			err := o.Validate()
 			if tc.want == "" {
 				require.NoError(t, err)

@@ -40,7 +40,11 @@ type Options struct {
 	Log                   cli.LogOptions
 }
 
-// FlagSet registers the webhook's flags (environment prefix QAS_WEBHOOK).
+// EnvPrefix is the prefix of the environment variables that override the webhook's
+// flags (QAS_WEBHOOK_PROXY_IMAGE overrides --proxy-image).
+const EnvPrefix = "QAS_WEBHOOK"
+
+// FlagSet registers the webhook's flags (environment prefix EnvPrefix).
 func (o *Options) FlagSet() *flag.FlagSet {
 	fs := flag.NewFlagSet("qas-decider webhook", flag.ContinueOnError)
 	fs.StringVar(&o.Listen, "listen", ":8443", "HTTPS address the apiserver calls (/mutate)")

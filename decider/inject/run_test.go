@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/qas-dev/qas/decider/certs"
-	"github.com/qas-dev/qas/decider/inject"
 	"github.com/qas-dev/qas/decider/inject/injecttest"
 	"github.com/qas-dev/qas/internal/cli"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
@@ -34,8 +33,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"cert-manager needs no secret", []string{"--cert-dir=/x", "--secret=", "--dns-names="}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var o inject.Options
-			require.NoError(t, cli.Parse(o.FlagSet(), "QAS_WEBHOOK", tc.args, func(string) string { return "" }))
+			o := parseOptions(t, tc.args...)
 			err := o.Validate()
 			if tc.flag == "" {
 				require.NoError(t, err)

@@ -163,12 +163,7 @@ func TestExampleLoadgenJobRuns(t *testing.T) {
 	if !ok {
 		t.Fatal("examples/manifests has no Job loadgen")
 	}
-	bin := filepath.Join(t.TempDir(), "qas-loadgen")
-	build := exec.Command("go", "build", "-o", bin, "./examples/loadgen/cmd/qas-loadgen")
-	build.Dir = repoRoot(t)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := filepath.Join(binaries.Dir(t), "qas-loadgen")
 	var hits atomic.Int64
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/work" && r.URL.Query().Get("cpu") != "" {
@@ -247,15 +242,7 @@ func TestGrafanaValues(t *testing.T) {
 		t.Fatalf("grafana-values.yaml: %v", err)
 	}
 	h := newHelm(t)
-	out, err := h.run("template", "qas", chartDir(t), "--namespace", "qas-system")
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := parseManifests(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := rendered{objs: objs}
+	r := h.render(t, "template", "qas", chartDir(t), "--namespace", "qas-system")
 	cm := r.find("ConfigMap", "qas-dashboards")
 	if cm == nil {
 		t.Fatal("no dashboards ConfigMap for release qas")

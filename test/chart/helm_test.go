@@ -127,13 +127,20 @@ func (h *helmCmd) template(t testing.TB, values string, extra ...string) rendere
 	if values != "" {
 		args = append(args, "-f", valuesFile(t, values))
 	}
-	out, err := h.run(append(args, extra...)...)
+	return h.render(t, append(args, extra...)...)
+}
+
+// render runs helm with args (a command printing manifests: template, get manifest)
+// and parses its output; either failing fails the test.
+func (h *helmCmd) render(t testing.TB, args ...string) rendered {
+	t.Helper()
+	out, err := h.run(args...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	objs, err := parseManifests(out)
 	if err != nil {
-		t.Fatalf("parse helm template output: %v", err)
+		t.Fatalf("parse helm %s output: %v", args[0], err)
 	}
 	return rendered{objs: objs}
 }

@@ -57,13 +57,9 @@ data:
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := h.run("template", "probe", dir, "-f", valuesFile(t, string(vals)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := parseManifests(out)
-	if err != nil || len(objs) != 1 {
-		t.Fatalf("probe chart rendered %d objects (%v)", len(objs), err)
+	objs := h.render(t, "template", "probe", dir, "-f", valuesFile(t, string(vals))).objs
+	if len(objs) != 1 {
+		t.Fatalf("probe chart rendered %d objects", len(objs))
 	}
 	cm := convert[corev1.ConfigMap](t, objs[0])
 	for i := range durations {

@@ -71,14 +71,7 @@ func installDecideUninstall(t *testing.T, keep bool) {
 	defer cancel()
 	persistentVolume(ctx, t, c)
 	rel := installRelease(ctx, t, c, ns, fmt.Sprintf(installValues, keep))
-	manifest, err := rel.h.run("get", "manifest", "rel", "--namespace", ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	created, err := parseManifests(manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
+	created := rel.h.render(t, "get", "manifest", "rel", "--namespace", ns)
 	for _, name := range []string{"rel-qas-decider", "rel-qas-collector", "rel-qas-webhook"} {
 		d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil || d.Status.ReadyReplicas != *d.Spec.Replicas {
@@ -165,7 +158,7 @@ func installDecideUninstall(t *testing.T, keep bool) {
 // collectorRunsAsItsServiceAccount runs the real qas-collector as the chart configures
 // it, as the chart's collector ServiceAccount: it starts collecting only once its pod
 // and ReplicaSet informers have synced, which the chart's RBAC must allow.
-func collectorRunsAsItsServiceAccount(ctx context.Context, t *testing.T, c *kubetest.Cluster, manifest []*unstructured.Unstructured, ns, influxURL string) {
+func collectorRunsAsItsServiceAccount(ctx context.Context, t *testing.T, c *kubetest.Cluster, manifest rendered, ns, influxURL string) {
 	t.Helper()
 	sa, err := c.ServiceAccountConfig(ctx, ns, "rel-qas-collector")
 	if err != nil {

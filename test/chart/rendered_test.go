@@ -10,7 +10,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	collectorapp "github.com/qas-dev/qas/collector/app"
 	"github.com/qas-dev/qas/decider/inject"
@@ -38,17 +37,13 @@ type outsideCluster struct {
 // Secrets (read from the cluster), and a --kubeconfig for the in-cluster credentials.
 // Anything else it cannot reproduce fails the test, so the process runs the chart's
 // real configuration. The container's flags must first pass checkContainer.
-func renderedCommand(ctx context.Context, t *testing.T, c *kubetest.Cluster, manifest []*unstructured.Unstructured, deployment, container string, out outsideCluster) (bin string, args, env []string) {
+func renderedCommand(ctx context.Context, t *testing.T, c *kubetest.Cluster, manifest rendered, deployment, container string, out outsideCluster) (bin string, args, env []string) {
 	t.Helper()
-	var d *appsv1.Deployment
-	for _, o := range manifest {
-		if o.GetKind() == "Deployment" && o.GetName() == deployment {
-			d = convert[appsv1.Deployment](t, o)
-		}
-	}
-	if d == nil {
+	o := manifest.find("Deployment", deployment)
+	if o == nil {
 		t.Fatalf("the release has no Deployment %s", deployment)
 	}
+	d := convert[appsv1.Deployment](t, o)
 	ns := d.Namespace
 	for _, ct := range d.Spec.Template.Spec.Containers {
 		if ct.Name != container {
@@ -62,7 +57,7 @@ func renderedCommand(ctx context.Context, t *testing.T, c *kubetest.Cluster, man
 		if err := checkContainer(ct, ns, &binaryFlags{}); err != nil {
 			t.Fatalf("%s/%s: %v", deployment, container, err)
 		}
-		bin = filepath.Join(buildBinaries(t), filepath.Base(ct.Command[0]))
+		bin = filepath.Join(binaries.Dir(t), filepath.Base(ct.Command[0]))
 		inClusterInflux := fmt.Sprintf("http://rel-qas-influxdb.%s.svc:8086", ns)
 		for _, a := range ct.Args {
 			name, value, _ := strings.Cut(a, "=")
@@ -178,7 +173,7 @@ func checkContainer(ct corev1.Container, ns string, into *binaryFlags) error {
 		into.Decider = &o
 	case bin == "qas-decider" && len(args) > 0 && args[0] == "webhook":
 		var o inject.Options
-		if err := cli.Parse(o.FlagSet(), "QAS_WEBHOOK", args[1:], getenv); err != nil {
+		if err := cli.Parse(o.FlagSet(), inject.EnvPrefix, args[1:], getenv); err != nil {
 			return err
 		}
 		cfg, err := o.Config()

@@ -2,7 +2,6 @@ package chart
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,12 +9,15 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/qas-dev/qas/decider/inject"
+	"github.com/qas-dev/qas/decider/runner"
+	"github.com/qas-dev/qas/internal/testenv"
 )
 
 // TestChartCopiesInSync: the chart holds byte-for-byte copies of the CRD and the
@@ -124,38 +126,19 @@ func TestChartVersionsAgree(t *testing.T) {
 	}
 }
 
-var binaries struct {
-	once sync.Once
-	dir  string
-	err  error
-}
-
-// buildBinaries builds qas-decider and qas-collector once per test run.
-func buildBinaries(t testing.TB) string {
-	t.Helper()
-	binaries.once.Do(func() {
-		binaries.dir, binaries.err = os.MkdirTemp("", "qas-chart-bin-")
-		if binaries.err != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", binaries.dir+"/", "./decider/cmd/qas-decider", "./collector/cmd/qas-collector")
-		cmd.Dir = repoRoot(t)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binaries.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binaries.err != nil {
-		t.Fatal(binaries.err)
-	}
-	return binaries.dir
-}
+// binaries are qas-decider, qas-collector and qas-loadgen, built once per test run.
+var binaries = &testenv.Commands{Packages: []string{
+	"github.com/qas-dev/qas/decider/cmd/qas-decider",
+	"github.com/qas-dev/qas/collector/cmd/qas-collector",
+	"github.com/qas-dev/qas/examples/loadgen/cmd/qas-loadgen",
+}}
 
 // TestChartFlagsExist runs each binary with exactly the arguments the chart gives it
 // (and the flags its environment overrides stand for), followed by --help: Go's flag
 // parser stops at the first undefined flag or bad value with status 2 and an error;
 // only if every flag exists and parses does it reach --help and exit 0.
 func TestChartFlagsExist(t *testing.T) {
-	bin := buildBinaries(t)
+	bin := binaries.Dir(t)
 	h := newHelm(t)
 	variants := map[string]string{
 		"defaults": "",
@@ -228,8 +211,8 @@ func envPrefix(command string, args []string) string {
 	case strings.HasSuffix(command, "qas-collector"):
 		return "QAS_COLLECTOR"
 	case len(args) > 0 && args[0] == "webhook":
-		return "QAS_WEBHOOK"
+		return inject.EnvPrefix
 	default:
-		return "QAS_DECIDER"
+		return runner.EnvPrefix
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,48 +27,23 @@ func TestMain(m *testing.M) { kubetest.Main(m, kubetest.Options{}) }
 // stamp is what the test links into the binaries, as the Dockerfiles link ${VERSION}.
 const stamp = "v9.9.9-test"
 
-// commands are the binaries the images ship, by name.
-var commands = map[string]string{
-	"qas-proxy":       "./proxy/cmd/qas-proxy",
-	"qas-collector":   "./collector/cmd/qas-collector",
-	"qas-decider":     "./decider/cmd/qas-decider",
-	"qas-example-app": "./examples/app/cmd/qas-example-app",
-	"qas-loadgen":     "./examples/loadgen/cmd/qas-loadgen",
+// binaries are the commands the images ship, stamped as a release build stamps them.
+var binaries = &testenv.Commands{
+	Packages: []string{
+		"github.com/qas-dev/qas/proxy/cmd/qas-proxy",
+		"github.com/qas-dev/qas/collector/cmd/qas-collector",
+		"github.com/qas-dev/qas/decider/cmd/qas-decider",
+		exampleApp,
+		"github.com/qas-dev/qas/examples/loadgen/cmd/qas-loadgen",
+	},
+	Flags: []string{"-ldflags", "-X github.com/qas-dev/qas/internal/version.Version=" + stamp},
 }
 
-var built struct {
-	once sync.Once
-	dir  string
-	err  error
-}
+const exampleApp = "github.com/qas-dev/qas/examples/app/cmd/qas-example-app"
 
 func repoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
-}
-
-// binaries builds every command once, stamped as a release build stamps them.
-func binaries(t *testing.T) string {
-	t.Helper()
-	built.once.Do(func() {
-		built.dir, built.err = os.MkdirTemp("", "qas-version-bin-")
-		if built.err != nil {
-			return
-		}
-		args := []string{"build", "-ldflags", "-X github.com/qas-dev/qas/internal/version.Version=" + stamp, "-o", built.dir + "/"}
-		for _, pkg := range commands {
-			args = append(args, pkg)
-		}
-		cmd := exec.Command("go", args...)
-		cmd.Dir = repoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.dir
 }
 
 // versionLine is what `name --version` must print.
@@ -81,7 +55,7 @@ func versionLine(name string) string {
 // version on stdout and exits 0; a positional argument exits 2 naming it instead of
 // silently ending the flags.
 func TestVersionFlag(t *testing.T) {
-	dir := binaries(t)
+	dir := binaries.Dir(t)
 	invocations := [][]string{
 		{"qas-proxy", "--version"}, {"qas-collector", "--version"}, {"qas-example-app", "--version"},
 		{"qas-loadgen", "--version"}, {"qas-decider", "--version"},
@@ -123,7 +97,7 @@ type server struct {
 
 func start(t *testing.T, name string, args ...string) *server {
 	t.Helper()
-	p, err := testenv.StartProcess(name, filepath.Join(binaries(t), name), args, nil)
+	p, err := testenv.StartProcess(name, filepath.Join(binaries.Dir(t), name), args, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Stop(time.Minute) })
 	return &server{t: t, p: p}
@@ -236,7 +210,7 @@ func TestWebhookReportsItsVersion(t *testing.T) {
 // not report it, so the tests above see the ldflag at work and not a constant.
 func TestBuildIsStamped(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "qas-example-app")
-	cmd := exec.Command("go", "build", "-buildvcs=false", "-o", bin, commands["qas-example-app"])
+	cmd := exec.Command("go", "build", "-buildvcs=false", "-o", bin, exampleApp)
 	cmd.Dir = repoRoot()
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)

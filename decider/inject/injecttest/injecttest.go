@@ -52,7 +52,7 @@ func Start(t testing.TB, c *kubetest.Cluster, ns string, args ...string) (webhoo
 		"--kubeconfig=" + c.Kubeconfig, "--namespace=" + ns, "--webhook-config=" + webhookConfig,
 		"--dns-names=127.0.0.1", fmt.Sprintf("--listen=127.0.0.1:%d", port),
 	}, args...)
-	if err := cli.Parse(o.FlagSet(), "QAS_WEBHOOK", args, func(string) string { return "" }); err != nil {
+	if err := cli.Parse(o.FlagSet(), inject.EnvPrefix, args, func(string) string { return "" }); err != nil {
 		t.Fatalf("webhook flags %v: %v", args, err)
 	}
 	ctx, stop := context.WithCancel(context.Background())

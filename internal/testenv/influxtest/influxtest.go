@@ -193,66 +193,19 @@ func (s *Server) Restart() {
 // Query runs an InfluxQL statement through the v1 /query endpoint, as the admin user
 // when authentication is on. A statement's error in the response is an error.
 func (s *Server) Query(q string) error {
-	req, err := http.NewRequest(http.MethodPost, s.URL+"/query", strings.NewReader(url.Values{"q": {q}}.Encode()))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	s.authorize(req)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("influxd query %q: %s %s", q, resp.Status, body)
-	}
-	var out struct {
-		Results []struct {
-			Error string `json:"error"`
-		} `json:"results"`
-	}
-	if err := json.Unmarshal(body, &out); err != nil {
-		return fmt.Errorf("influxd query %q: %v: %s", q, err, body)
-	}
-	for _, r := range out.Results {
-		if r.Error != "" {
-			return fmt.Errorf("influxd query %q: %s", q, r.Error)
-		}
-	}
-	return nil
+	_, err := s.query(q)
+	return err
 }
 
 // Databases lists the server's databases (SHOW DATABASES), as the admin user when
 // authentication is on.
 func (s *Server) Databases() ([]string, error) {
-	req, err := http.NewRequest(http.MethodGet, s.URL+"/query?"+url.Values{"q": {"SHOW DATABASES"}}.Encode(), nil)
+	results, err := s.query("SHOW DATABASES")
 	if err != nil {
 		return nil, err
-	}
-	s.authorize(req)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var out struct {
-		Results []struct {
-			Series []struct {
-				Values [][]string `json:"values"`
-			} `json:"series"`
-			Error string `json:"error"`
-		} `json:"results"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return nil, fmt.Errorf("SHOW DATABASES: %s: %v", resp.Status, err)
 	}
 	var dbs []string
-	for _, r := range out.Results {
-		if r.Error != "" {
-			return nil, fmt.Errorf("SHOW DATABASES: %s", r.Error)
-		}
+	for _, r := range results {
 		for _, series := range r.Series {
 			for _, v := range series.Values {
 				dbs = append(dbs, v...)
@@ -260,6 +213,47 @@ func (s *Server) Databases() ([]string, error) {
 		}
 	}
 	return dbs, nil
+}
+
+// queryResult is one statement's result in a /query response.
+type queryResult struct {
+	Series []struct {
+		Values [][]string `json:"values"`
+	} `json:"series"`
+	Error string `json:"error"`
+}
+
+// query posts the InfluxQL statement q to /query, as the admin user when
+// authentication is on, and returns the statements' results; a status other than 200
+// or a statement's error is an error.
+func (s *Server) query(q string) ([]queryResult, error) {
+	req, err := http.NewRequest(http.MethodPost, s.URL+"/query", strings.NewReader(url.Values{"q": {q}}.Encode()))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	s.authorize(req)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("influxd query %q: %s %s", q, resp.Status, body)
+	}
+	var out struct {
+		Results []queryResult `json:"results"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		return nil, fmt.Errorf("influxd query %q: %v: %s", q, err, body)
+	}
+	for _, r := range out.Results {
+		if r.Error != "" {
+			return nil, fmt.Errorf("influxd query %q: %s", q, r.Error)
+		}
+	}
+	return out.Results, nil
 }
 
 func (s *Server) authorize(req *http.Request) {
