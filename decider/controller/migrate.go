@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
 	"github.com/qas-dev/qas/decider/decide"
@@ -604,28 +605,21 @@ func (c *Controller) releaseHotTaint(ctx context.Context, node, holder string) e
 }
 
 // updateNode reads node, lets change modify it (false: nothing to write) and writes
-// it back, retrying on conflicts with other writers.
+// it back, read again and retried on conflicts with other writers.
 func (c *Controller) updateNode(ctx context.Context, node string, change func(*corev1.Node) bool) error {
-	for attempt := 0; attempt < 4; attempt++ {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := c.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return err
-		}
 		if err != nil {
 			return fmt.Errorf("node %s: %w", node, err)
 		}
 		if !change(n) {
 			return nil
 		}
-		_, err = c.Kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
-		if err == nil {
-			return nil
-		}
-		if !apierrors.IsConflict(err) {
+		if _, err := c.Kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("taint node %s: %w", node, err)
 		}
-	}
-	return fmt.Errorf("taint node %s: kept conflicting with other writers", node)
+		return nil
+	})
 }
 
 func hasHotTaint(n *corev1.Node) bool {
