@@ -139,17 +139,8 @@ func (c *Capacity) PerPodRate() float64 {
 	if c.perPod > 0 {
 		return c.perPod
 	}
-	lo, hi := 0.0, float64(c.K)/c.MeanService
-	for range 100 {
-		mid := (lo + hi) / 2
-		if c.Tail(mid, 1, c.Target) <= c.Budget() && mid*c.MeanService < float64(c.K) {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	c.perPod = lo
-	return lo
+	c.perPod = c.largestRate(1, 100)
+	return c.perPod
 }
 
 // Pods is the fewest pods (≥ 1, ≤ Max) that meet the target at rate lambda:
@@ -183,19 +174,24 @@ func (c *Capacity) pooledPods(lambda float64) int {
 // limit is the largest rate n pooled pods meet the target at.
 func (c *Capacity) limit(n int) float64 {
 	for len(c.limits) < n {
-		m := len(c.limits) + 1
-		lo, hi := 0.0, float64(m*c.K)/c.MeanService
-		for range 60 {
-			mid := (lo + hi) / 2
-			if c.Tail(mid, m, c.Target) <= c.Budget() && mid*c.MeanService < float64(m*c.K) {
-				lo = mid
-			} else {
-				hi = mid
-			}
-		}
-		c.limits = append(c.limits, lo)
+		c.limits = append(c.limits, c.largestRate(len(c.limits)+1, 60))
 	}
 	return c.limits[n-1]
+}
+
+// largestRate is the largest arrival rate at which n pods meet the target,
+// found by bisection in steps steps below the stability limit n·K/E[S].
+func (c *Capacity) largestRate(n, steps int) float64 {
+	lo, hi := 0.0, float64(n*c.K)/c.MeanService
+	for range steps {
+		mid := (lo + hi) / 2
+		if c.Tail(mid, n, c.Target) <= c.Budget() && mid*c.MeanService < float64(n*c.K) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }
 
 // erlangC is the probability of waiting in M/M/k with offered load a (< k),

@@ -56,19 +56,12 @@ func (k *KHPAA) Decide(o *Observation) Decision {
 	}
 	haveNodes := dt > 0 && len(o.Nodes) > 0 && !math.IsInf(k.lastT, -1)
 	k.lastT = o.Now
-	prev := make(map[int]float64, len(k.meter.last))
-	for id, v := range k.meter.last {
-		prev[id] = v
-	}
-	k.meter.measure(o)
 	var rels []float64
 	var nodes []int
-	for _, p := range o.Pods {
-		if v, ok := prev[p.ID]; ok && p.Ready && dt > 0 {
-			rels = append(rels, (p.BusyCum-v)/dt/p.CPU)
-			nodes = append(nodes, p.Node)
-		}
-	}
+	k.meter.measure(o, func(p Pod, cores float64) {
+		rels = append(rels, cores/p.CPU)
+		nodes = append(nodes, p.Node)
+	})
 	if len(rels) == 0 {
 		return Decision{Replicas: len(o.Pods)}
 	}

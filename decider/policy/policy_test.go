@@ -139,6 +139,16 @@ func repeat(v float64, n int) []float64 {
 	return out
 }
 
+// expQuantiles are n equally weighted quantiles of the exponential
+// distribution with the mean, as Capacity.ServiceQuantiles.
+func expQuantiles(mean float64, n int) []float64 {
+	q := make([]float64, n)
+	for i := range q {
+		q[i] = -mean * math.Log(1-(float64(i)+0.5)/float64(n))
+	}
+	return q
+}
+
 func repeatInt(v, n int) []int {
 	out := make([]int, n)
 	for i := range out {
@@ -256,12 +266,7 @@ func TestCapacitySharing(t *testing.T) {
 func TestCapacity(t *testing.T) {
 	// Exponential service, mean 50 ms, as quantiles; k = 1, one pod: M/M/1,
 	// whose response time is exponential with rate μ−λ, so P(R > t) = e^{−(μ−λ)t}.
-	const n = 2000
-	q := make([]float64, n)
-	for i := range q {
-		q[i] = -0.05 * math.Log(1-(float64(i)+0.5)/n)
-	}
-	c := &Capacity{MeanService: 0.05, ServiceSCV: 1, ServiceQuantiles: q, K: 1, Target: 0.2, Percentile: 95, Max: 1000}
+	c := &Capacity{MeanService: 0.05, ServiceSCV: 1, ServiceQuantiles: expQuantiles(0.05, 2000), K: 1, Target: 0.2, Percentile: 95, Max: 1000}
 	for _, lambda := range []float64{2, 10, 15} {
 		require.InDelta(t, math.Exp(-(20-lambda)*0.2), c.Tail(lambda, 1, 0.2), 0.003, "λ=%v", lambda)
 	}
@@ -280,11 +285,7 @@ func TestCapacity(t *testing.T) {
 // TestCapacityPodsIsTheFewestThatMeet: Pods (by the per-pod rate, or by
 // the pooled limits) agrees with a search over pod counts with Meets.
 func TestCapacityPodsIsTheFewestThatMeet(t *testing.T) {
-	const n = 1000
-	q := make([]float64, n)
-	for i := range q {
-		q[i] = -0.05 * math.Log(1-(float64(i)+0.5)/n)
-	}
+	q := expQuantiles(0.05, 1000)
 	for _, pooled := range []bool{false, true} {
 		c := &Capacity{MeanService: 0.05, ServiceSCV: 1, ServiceQuantiles: q, K: 2, Target: 0.15, Percentile: 95, Max: 500, Pooled: pooled}
 		for _, lambda := range []float64{0, 0.5, 3, 17, 40, 99.5, 250, 1234} {
@@ -300,11 +301,7 @@ func TestCapacityPodsIsTheFewestThatMeet(t *testing.T) {
 // TestCapacityPooledNeedsFewerPods: one queue in front of all pods (the
 // activator) needs no more pods than random routing, and fewer at scale.
 func TestCapacityPooledNeedsFewerPods(t *testing.T) {
-	q := make([]float64, 1000)
-	for i := range q {
-		q[i] = -0.05 * math.Log(1-(float64(i)+0.5)/1000)
-	}
-	random := &Capacity{MeanService: 0.05, ServiceSCV: 1, ServiceQuantiles: q, K: 1, Target: 0.2, Percentile: 95, Max: 1000}
+	random := &Capacity{MeanService: 0.05, ServiceSCV: 1, ServiceQuantiles: expQuantiles(0.05, 1000), K: 1, Target: 0.2, Percentile: 95, Max: 1000}
 	pooled := *random
 	pooled.Pooled = true
 	for _, lambda := range []float64{1, 10, 100, 1000} {

@@ -20,14 +20,20 @@ type usageMeter struct {
 func newUsageMeter() usageMeter { return usageMeter{last: map[int]float64{}, lastT: math.Inf(-1)} }
 
 // measure returns the CPU cores used and the requested cores of the Ready
-// pods that have a previous sample, and how many such pods there are.
-func (m *usageMeter) measure(o *Observation) (used, requested float64, pods int) {
+// pods that have a previous sample, and how many such pods there are; each,
+// when set, is given every such pod and the cores it used (for a policy that
+// looks at pods one by one).
+func (m *usageMeter) measure(o *Observation, each func(p Pod, cores float64)) (used, requested float64, pods int) {
 	dt := o.Now - m.lastT
 	for _, p := range o.Pods {
 		if prev, ok := m.last[p.ID]; ok && p.Ready && dt > 0 {
-			used += (p.BusyCum - prev) / dt
+			cores := (p.BusyCum - prev) / dt
+			used += cores
 			requested += p.CPU
 			pods++
+			if each != nil {
+				each(p, cores)
+			}
 		}
 	}
 	clear(m.last)
@@ -105,7 +111,7 @@ func (*PredictiveHPA) Period() float64 { return PredictiveHPASync }
 // Decide runs one sync.
 func (h *PredictiveHPA) Decide(o *Observation) Decision {
 	current := len(o.Pods)
-	used, req, n := h.meter.measure(o)
+	used, req, n := h.meter.measure(o, nil)
 	if n == 0 {
 		return Decision{Replicas: current}
 	}
@@ -216,7 +222,7 @@ func (a *OneStep) Period() float64 { return a.period }
 
 // Decide runs Algorithm 1.
 func (a *OneStep) Decide(o *Observation) Decision {
-	used, req, n := a.meter.measure(o)
+	used, req, n := a.meter.measure(o, nil)
 	if n == 0 {
 		return Decision{Replicas: len(o.Pods)}
 	}
@@ -272,7 +278,7 @@ func (*Windowed) Period() float64 { return Alg4Measure }
 
 // Decide records a measurement and, when due, decides.
 func (w *Windowed) Decide(o *Observation) Decision {
-	used, req, n := w.meter.measure(o)
+	used, req, n := w.meter.measure(o, nil)
 	if n > 0 {
 		w.cores = append(w.cores, used)
 		w.pods = append(w.pods, float64(n))

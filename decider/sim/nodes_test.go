@@ -178,11 +178,7 @@ func (m *mover) MigrationEnded(mv policy.Move, from int, now float64, moved bool
 // the result records each move, with the workload's pods per node when it was
 // asked for.
 func TestMigrationEndsAreReported(t *testing.T) {
-	svc, err := ParseDist("exp:100ms")
-	require.NoError(t, err)
-	init, err := ParseDist("30s")
-	require.NoError(t, err)
-	cfg := Config{Rates: constRates(0, 120), Service: svc, Init: init, Concurrency: 1, CPU: 1, Target: 0.5, Percentile: 95,
+	cfg := Config{Rates: constRates(0, 120), Service: mustDist(t, "exp:100ms"), Init: mustDist(t, "30s"), Concurrency: 1, CPU: 1, Target: 0.5, Percentile: 95,
 		InitialReplicas: 2, Seed: 1, Nodes: 2, NodeCPU: 4}
 	for _, tc := range []struct {
 		name       string

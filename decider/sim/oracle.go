@@ -151,18 +151,36 @@ func searchOracles(cfg Config, p policy.Params, capa *policy.Capacity, activator
 			progress(done, total)
 		}
 	}
+	// Each candidate sizes with its own copy of the capacity, made here before
+	// the runs start (a Capacity is not safe for concurrent use). The pooled
+	// model's table of limits per pod count is filled once, up to the highest
+	// rate any run sizes for (hi × the peak rate, as each candidate's first
+	// run does), and copied, instead of being found again by every window.
+	service := capa.Clone()
+	var pooled *policy.Capacity
+	if activator {
+		pooled = capa.Clone()
+		pooled.Pooled = true
+		peak := 0.0
+		for _, r := range cfg.Rates {
+			peak = math.Max(peak, r)
+		}
+		pooled.Pods(oracleHeadroomHi * peak)
+	}
 	best := make([]oracleRun, len(cands))
 	runs := make([]int, len(cands))
 	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
 	var wg sync.WaitGroup
 	for i, cand := range cands {
+		c := service.Clone()
+		if cand.activator {
+			c = pooled.Clone()
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			c := capa.Clone()
-			c.Pooled = cand.activator
 			lo, hi := oracleHeadroomLo, oracleHeadroomHi
 			r := run(c, cand.w, cand.activator, hi)
 			runs[i]++
