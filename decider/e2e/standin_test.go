@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -16,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,13 +30,15 @@ func repoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// buildBinaries builds qas-proxy and qas-example-app into a directory of the test.
+// standInCommands are what a pod's containers run: the real qas-proxy and
+// qas-example-app, built once per test binary.
+var standInCommands = &testenv.Commands{Packages: []string{
+	"github.com/qas-dev/qas/proxy/cmd/qas-proxy", "github.com/qas-dev/qas/examples/app/cmd/qas-example-app",
+}}
+
+// buildBinaries returns the stand-ins' binaries by name.
 func buildBinaries(t *testing.T) map[string]string {
-	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+"/", "./proxy/cmd/qas-proxy", "./examples/app/cmd/qas-example-app")
-	cmd.Dir = repoRoot()
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	dir := standInCommands.Dir(t)
 	return map[string]string{"qas-proxy": filepath.Join(dir, "qas-proxy"), "qas-example-app": filepath.Join(dir, "qas-example-app")}
 }
 

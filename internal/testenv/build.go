@@ -9,7 +9,9 @@ import (
 )
 
 // Commands are Go main packages a test runs as a user would, built once per test
-// binary however many tests ask for them. Declare one as a package variable.
+// binary however many tests ask for them. Declare one as a package variable; the
+// package's TestMain removes the binaries at the end (RemoveCommands, which
+// kubetest.Main calls).
 type Commands struct {
 	// Packages are the main packages, by import path
 	// ("github.com/qas-dev/qas/proxy/cmd/qas-proxy").
@@ -40,6 +42,9 @@ func (c *Commands) build() (string, error) {
 		if c.err != nil {
 			return
 		}
+		built.mu.Lock()
+		built.dirs = append(built.dirs, c.dir)
+		built.mu.Unlock()
 		args := append(append([]string{"build"}, c.Flags...), "-o", c.dir+"/")
 		out, err := exec.Command("go", append(args, c.Packages...)...).CombinedOutput()
 		if err != nil {
@@ -47,4 +52,21 @@ func (c *Commands) build() (string, error) {
 		}
 	})
 	return c.dir, c.err
+}
+
+// built are the directories Commands built into in this test binary.
+var built struct {
+	mu   sync.Mutex
+	dirs []string
+}
+
+// RemoveCommands removes every directory Commands built into, for a TestMain to
+// call once the tests are done.
+func RemoveCommands() {
+	built.mu.Lock()
+	defer built.mu.Unlock()
+	for _, d := range built.dirs {
+		_ = os.RemoveAll(d)
+	}
+	built.dirs = nil
 }

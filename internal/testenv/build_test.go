@@ -34,4 +34,7 @@ func TestCommandsBuildOnce(t *testing.T) {
 		require.ErrorContains(t, err, "go build: ")
 		require.ErrorContains(t, err, "no/such/cmd")
 	}
+
+	RemoveCommands()
+	require.NoDirExists(t, dir, "the binaries go at the end of the tests")
 }

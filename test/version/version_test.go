@@ -209,12 +209,9 @@ func TestWebhookReportsItsVersion(t *testing.T) {
 // TestBuildIsStamped guards the test itself: a binary built without the stamp does
 // not report it, so the tests above see the ldflag at work and not a constant.
 func TestBuildIsStamped(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "qas-example-app")
-	cmd := exec.Command("go", "build", "-buildvcs=false", "-o", bin, exampleApp)
-	cmd.Dir = repoRoot()
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	out, err = exec.Command(bin, "--version").Output()
+	unstamped := &testenv.Commands{Packages: []string{exampleApp}, Flags: []string{"-buildvcs=false"}}
+	bin := filepath.Join(unstamped.Dir(t), "qas-example-app")
+	out, err := exec.Command(bin, "--version").Output()
 	require.NoError(t, err)
 	require.Equal(t, fmt.Sprintf("qas-example-app dev (%s, %s/%s)\n", runtime.Version(), runtime.GOOS, runtime.GOARCH), string(out))
 }

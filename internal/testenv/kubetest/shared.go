@@ -43,11 +43,13 @@ var shared struct {
 }
 
 // Main runs a test package's tests with one cluster shared by every test that calls
-// Shared; the cluster starts on first use and stops when the tests end. Call it from
+// Shared; the cluster starts on first use and stops when the tests end, and the
+// binaries testenv.Commands built go with it. Call it from
 // TestMain: func TestMain(m *testing.M) { kubetest.Main(m, kubetest.Full()) }.
 func Main(m *testing.M, opts Options) {
 	shared.opts = opts
 	code := m.Run()
+	testenv.RemoveCommands()
 	shared.mu.Lock()
 	if shared.cluster != nil {
 		shared.cluster.Stop()
