@@ -39,6 +39,10 @@ type Flags struct {
 	Log                                  cli.LogOptions
 }
 
+// EnvPrefix is the prefix of the environment variables that override qas-collector's
+// flags (QAS_COLLECTOR_INTERVAL for --interval).
+const EnvPrefix = "QAS_COLLECTOR"
+
 // Parse reads args and the environment into Flags and validates them.
 func Parse(args []string, getenv func(string) string) (Flags, error) {
 	var f Flags
@@ -53,7 +57,7 @@ func Parse(args []string, getenv func(string) string) (Flags, error) {
 	fs.StringVar(&f.MetricsListen, "metrics-listen", ":9902", "address for /metrics and /healthz")
 	fs.BoolVar(&f.CPU, "cpu", true, "read CPU from metrics.k8s.io (needs metrics-server)")
 	f.Log.Register(fs)
-	if err := cli.Parse(fs, "QAS_COLLECTOR", args, getenv); err != nil {
+	if err := cli.Parse(fs, EnvPrefix, args, getenv); err != nil {
 		return Flags{}, err
 	}
 	return f, f.validate()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/qas-dev/qas/decider/queueing"
+	"github.com/qas-dev/qas/decider/runner"
 	"github.com/qas-dev/qas/internal/cli"
 )
 
@@ -123,7 +124,7 @@ func runModel(args []string, env Env) error {
 	var f modelFlags
 	fs := modelFlagSet(&f)
 	fs.SetOutput(env.Stdout)
-	if err := cli.Parse(fs, "QAS_DECIDER", args, env.Getenv); err != nil {
+	if err := cli.Parse(fs, runner.EnvPrefix, args, env.Getenv); err != nil {
 		return err
 	}
 	if err := f.validate(fs); err != nil {

@@ -15,6 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
+	collectorapp "github.com/qas-dev/qas/collector/app"
 	"github.com/qas-dev/qas/decider/inject"
 	"github.com/qas-dev/qas/decider/runner"
 	"github.com/qas-dev/qas/internal/testenv"
@@ -209,7 +210,7 @@ var reHelpFlag = regexp.MustCompile(`(?m)^\s+-([a-z0-9][a-z0-9-]*)\b`)
 func envPrefix(command string, args []string) string {
 	switch {
 	case strings.HasSuffix(command, "qas-collector"):
-		return "QAS_COLLECTOR"
+		return collectorapp.EnvPrefix
 	case len(args) > 0 && args[0] == "webhook":
 		return inject.EnvPrefix
 	default:

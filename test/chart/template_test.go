@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	collectorapp "github.com/qas-dev/qas/collector/app"
 	"github.com/qas-dev/qas/decider/inject"
 	"github.com/qas-dev/qas/decider/runner"
 )
@@ -233,7 +234,7 @@ dashboards: {label: my_dashboards, labelValue: "yes"}
 				if !hasArg(c, "--influx-url=https://influx.example.com:8086") || !hasArg(c, "--influx-bucket=metrics/autogen") {
 					t.Errorf("%s args %v", name, c.Args)
 				}
-				prefix := map[string]string{"rel-qas-decider": runner.EnvPrefix, "rel-qas-collector": "QAS_COLLECTOR"}[name]
+				prefix := map[string]string{"rel-qas-decider": runner.EnvPrefix, "rel-qas-collector": collectorapp.EnvPrefix}[name]
 				e := envVar(c, prefix+"_INFLUX_TOKEN")
 				if e == nil || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef.Name != "influx-auth" || e.ValueFrom.SecretKeyRef.Key != "api-token" {
 					t.Errorf("%s token env = %+v, want secret influx-auth key api-token", name, e)
