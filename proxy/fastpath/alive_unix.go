@@ -1,17 +1,15 @@
-//go:build linux || darwin || freebsd || netbsd || openbsd
+//go:build darwin || freebsd || netbsd || openbsd
 
 package fastpath
 
-import (
-	"net"
-	"syscall"
-)
+import "syscall"
 
 // alive reports whether an idle connection is still open and has nothing unread: a
 // non-blocking peek sees EOF if the application closed it, and data if it sent
-// something unasked (such as a 408 before closing).
-func alive(nc net.Conn) bool {
-	sc, ok := nc.(syscall.Conn)
+// something unasked (such as a 408 before closing). On Linux, the connection's sock
+// peeks (sock_linux.go).
+func alive(c *upConn) bool {
+	sc, ok := c.nc.(syscall.Conn)
 	if !ok {
 		return true
 	}
@@ -22,8 +20,7 @@ func alive(nc net.Conn) bool {
 	ok = false
 	var buf [1]byte
 	err = rc.Read(func(fd uintptr) bool {
-		n, _, rerr := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		_ = n
+		_, _, rerr := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		ok = rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK
 		return true
 	})

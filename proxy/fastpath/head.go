@@ -8,7 +8,7 @@ type field struct {
 	name       [2]int
 	value      [2]int // trimmed of optional white space
 	drop       bool   // not forwarded (hop-by-hop, or replaced by the proxy)
-	kind       hdr    // which of the names the fast path looks at (request heads only)
+	kind       hdr    // which of the names the fast path looks at
 }
 
 // maxFields bounds the header lines of a head the fast path handles; more go to the
@@ -439,7 +439,8 @@ func parseResponse(head []byte, h *responseHead) error {
 		f := &h.fields[i]
 		name := head[f.name[0]:f.name[1]]
 		value := head[f.value[0]:f.value[1]]
-		switch lookupHdr(name) {
+		f.kind = lookupHdr(name)
+		switch f.kind {
 		case hdrContentLength:
 			n, ok := parseDecimal(value)
 			if !ok || h.contentLength >= 0 && h.contentLength != n {
@@ -469,12 +470,12 @@ func parseResponse(head []byte, h *responseHead) error {
 	// As net/http's shouldClose: HTTP/1.1 closes on "close"; HTTP/1.0 also unless
 	// it asks for keep-alive.
 	h.close = conn.close || http10 && !conn.keepAlive
-	if h.chunked {
+	if h.chunked && h.contentLength >= 0 {
 		// A chunked message's Content-Length is meaningless (RFC 9112 §6.3) and is
 		// not forwarded.
 		h.contentLength = -1
 		for i := range h.fields {
-			if lookupHdr(head[h.fields[i].name[0]:h.fields[i].name[1]]) == hdrContentLength {
+			if h.fields[i].kind == hdrContentLength {
 				h.fields[i].drop = true
 			}
 		}

@@ -424,6 +424,19 @@ func BenchmarkParseResponse(b *testing.B) {
 	}
 }
 
+// BenchmarkParseChunkedResponse: a streamed response, the other common framing.
+func BenchmarkParseChunkedResponse(b *testing.B) {
+	head := []byte("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nDate: Wed, 25 Nov 2026 08:00:00 GMT\r\n" +
+		"Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n\r\n")
+	var h responseHead
+	b.SetBytes(int64(len(head)))
+	for b.Loop() {
+		if err := parseResponse(head, &h); err != nil || !h.chunked {
+			b.Fatal("not parsed as chunked", err)
+		}
+	}
+}
+
 func TestLookupHdr(t *testing.T) {
 	for h, name := range hdrNames {
 		if name == "" {

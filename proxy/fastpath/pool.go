@@ -99,7 +99,7 @@ func (p *pool) get(fresh bool) (*upConn, error) {
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
-		if fresh && !alive(c.nc) {
+		if fresh && !alive(c) {
 			c.nc.Close()
 			continue
 		}

@@ -30,7 +30,9 @@ type sock struct {
 	readFn      func(uintptr) bool
 	writeFn     func(uintptr) bool
 	writeWaitFn func(uintptr) bool
+	peekFn      func(uintptr) bool
 	wroteAll    bool
+	open        bool // what the last peek found
 }
 
 // newSock returns nc's socket, or nil if nc is not a socket (tests may use pipes):
@@ -46,7 +48,7 @@ func newSock(nc net.Conn) *sock {
 	}
 	s := &sock{rc: rc}
 	// Method values made once, so that a read or write allocates nothing.
-	s.readFn, s.writeFn, s.writeWaitFn = s.doRead, s.doWrite, s.doWriteThenWait
+	s.readFn, s.writeFn, s.writeWaitFn, s.peekFn = s.doRead, s.doWrite, s.doWriteThenWait, s.doPeek
 	return s
 }
 
@@ -169,4 +171,28 @@ func (s *sock) WriteThenRead(req, p []byte) (wrote bool, n int, err error) {
 	s.wbuf = nil
 	n, err = s.readResult(err)
 	return true, n, err
+}
+
+func (s *sock) doPeek(fd uintptr) bool {
+	var b [1]byte
+	for {
+		_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1, syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+		if e == syscall.EINTR {
+			continue
+		}
+		s.open = e == syscall.EAGAIN
+		return true
+	}
+}
+
+// alive reports whether an idle connection is still open and has nothing unread: a
+// non-blocking peek sees EOF if the application closed it, and data if it sent
+// something unasked (such as a 408 before closing).
+func alive(c *upConn) bool {
+	if c.sock == nil {
+		return true // not a socket (tests may use pipes)
+	}
+	s := c.sock
+	s.open = false
+	return s.rc.Read(s.peekFn) == nil && s.open
 }

@@ -1,17 +1,14 @@
 package server
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http2"
@@ -28,12 +25,12 @@ func h2cClient() *http.Client {
 }
 
 // TestH2CUpstream: with --upstream-protocol=h2c the proxy speaks HTTP/2 to an app that
-// speaks nothing else, for HTTP/1.1 and h2c clients alike, and keeps streaming,
-// trailers, request bodies, the timeouts, the concurrency limit and the measurements.
+// speaks nothing else, for HTTP/1.1 and h2c clients alike, and keeps trailers, request
+// bodies and the measurements. Streaming, the timeouts, client cancels and the
+// concurrency limit are checked on h2c too, by the tests that run on upstreamPaths.
 func TestH2CUpstream(t *testing.T) {
 	big := make([]byte, 4<<20)
 	_, _ = rand.Read(big)
-	release := make(chan struct{})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/proto", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, r.Proto) })
 	mux.HandleFunc("/trailers", func(w http.ResponseWriter, r *http.Request) {
@@ -43,25 +40,7 @@ func TestH2CUpstream(t *testing.T) {
 		w.Header().Set("X-Sum", "ab")
 		w.Header().Set(http.TrailerPrefix+"X-Status", "0")
 	})
-	mux.HandleFunc("/events", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprint(w, "data: first\n\n")
-		http.NewResponseController(w).Flush()
-		<-release
-		fmt.Fprint(w, "data: second\n\n")
-	})
 	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(w, r.Body) })
-	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-time.After(10 * time.Second):
-		case <-r.Context().Done():
-		}
-	})
-	gate, inGate := make(chan struct{}), make(chan struct{}, 10)
-	mux.HandleFunc("/gated", func(w http.ResponseWriter, r *http.Request) {
-		inGate <- struct{}{}
-		<-gate
-	})
 	up := h2cApp(t, mux.ServeHTTP)
 	h2c := Config{UpstreamProtocol: UpstreamH2C}
 
@@ -100,16 +79,6 @@ func TestH2CUpstream(t *testing.T) {
 			require.Equal(t, "0", resp.Trailer.Get("X-Status"), "%s: a trailer the app did not announce", name)
 		}
 	})
-	t.Run("streaming response", func(t *testing.T) {
-		p := start(t, up, h2c, Options{})
-		resp, err := http.Get(p.url + "/events")
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		line, err := bufio.NewReader(resp.Body).ReadString('\n')
-		require.NoError(t, err, "the first event arrives while the app still holds the stream open")
-		require.Equal(t, "data: first\n", line)
-		close(release)
-	})
 	t.Run("large request and response body", func(t *testing.T) {
 		p := start(t, up, h2c, Options{})
 		resp, err := http.Post(p.url+"/echo", "application/octet-stream", bytes.NewReader(big))
@@ -125,67 +94,6 @@ func TestH2CUpstream(t *testing.T) {
 		resp.Body.Close()
 		require.Equal(t, http.StatusBadGateway, resp.StatusCode)
 		require.Equal(t, uint64(1), snapshot(t, p).UpstreamErrors)
-	})
-	t.Run("slow app is 504", func(t *testing.T) {
-		p := start(t, up, Config{UpstreamProtocol: UpstreamH2C, UpstreamTimeout: 100 * time.Millisecond}, Options{})
-		resp, err := http.Get(p.url + "/slow")
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, http.StatusGatewayTimeout, resp.StatusCode)
-		require.Equal(t, uint64(1), snapshot(t, p).UpstreamTimeouts)
-	})
-	t.Run("app down is 502", func(t *testing.T) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		addr := l.Addr().String()
-		l.Close()
-		p := start(t, addr, h2c, Options{})
-		resp, err := http.Get(p.url + "/")
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, http.StatusBadGateway, resp.StatusCode)
-		require.Equal(t, uint64(1), snapshot(t, p).UpstreamErrors)
-	})
-	t.Run("client cancel reaches the app", func(t *testing.T) {
-		p := start(t, up, h2c, Options{})
-		ctx, cancel := context.WithCancel(context.Background())
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.url+"/gated", nil)
-		errc := make(chan error, 1)
-		go func() {
-			_, err := http.DefaultClient.Do(req)
-			errc <- err
-		}()
-		<-inGate
-		cancel()
-		require.Error(t, <-errc)
-		require.Eventually(t, func() bool { return snapshot(t, p).ClientCancels == 1 }, 10*time.Second, 20*time.Millisecond)
-	})
-	t.Run("concurrency limit", func(t *testing.T) {
-		p := start(t, up, Config{UpstreamProtocol: UpstreamH2C, ConcurrencyLimit: 1, QueueLimit: 1}, Options{})
-		codes := make(chan int, 2)
-		for range 2 {
-			go func() {
-				resp, err := http.Get(p.url + "/gated")
-				if err != nil {
-					codes <- -1
-					return
-				}
-				resp.Body.Close()
-				codes <- resp.StatusCode
-			}()
-		}
-		<-inGate
-		require.Eventually(t, func() bool { return snapshot(t, p).Waiting == 1 }, 10*time.Second, 5*time.Millisecond)
-		resp, err := http.Get(p.url + "/gated")
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "slot and queue are full")
-		close(gate)
-		require.Equal(t, 200, <-codes)
-		require.Equal(t, 200, <-codes)
-		s := snapshot(t, p)
-		require.Equal(t, uint64(1), s.Rejected)
-		require.Equal(t, uint64(3), s.Completions)
 	})
 }
 

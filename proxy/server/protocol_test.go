@@ -252,7 +252,7 @@ func TestAppClosesIdleConnections(t *testing.T) {
 // taken out of the queue, counted as rejected, and never reaches the app.
 func TestQueuedClientLeaves(t *testing.T) {
 	bothPaths(t, func(t *testing.T, fast bool) {
-		up, inApp, release := gatedApp(t)
+		up, inApp, release := gatedApp(t, app)
 		p := start(t, up, Config{ConcurrencyLimit: 1, QueueLimit: 1}, Options{FastPath: fast})
 		first := make(chan error, 1)
 		go func() {

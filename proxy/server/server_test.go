@@ -81,11 +81,11 @@ func app(t *testing.T, h http.HandlerFunc) string {
 	return s.Listener.Addr().String()
 }
 
-// gatedApp is an app whose requests wait until release is closed; inApp counts the
-// requests that have reached it.
-func gatedApp(t *testing.T) (addr string, inApp *atomic.Int32, release chan struct{}) {
+// gatedApp is an app (made by newApp) whose requests wait until release is closed;
+// inApp counts the requests that have reached it.
+func gatedApp(t *testing.T, newApp func(*testing.T, http.HandlerFunc) string) (addr string, inApp *atomic.Int32, release chan struct{}) {
 	inApp, release = new(atomic.Int32), make(chan struct{})
-	addr = app(t, func(w http.ResponseWriter, r *http.Request) {
+	addr = newApp(t, func(w http.ResponseWriter, r *http.Request) {
 		inApp.Add(1)
 		<-release
 	})
@@ -140,16 +140,16 @@ func TestForwardsAndMeasures(t *testing.T) {
 }
 
 func TestStreamsWithoutBuffering(t *testing.T) {
-	bothPaths(t, func(t *testing.T, fast bool) {
+	upstreamPaths(t, func(t *testing.T, cfg Config, opts Options, newApp func(*testing.T, http.HandlerFunc) string) {
 		release := make(chan struct{})
-		up := app(t, func(w http.ResponseWriter, r *http.Request) {
+		up := newApp(t, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			fmt.Fprint(w, "data: first\n\n")
 			http.NewResponseController(w).Flush()
 			<-release
 			fmt.Fprint(w, "data: second\n\n")
 		})
-		p := start(t, up, Config{}, Options{FastPath: fast})
+		p := start(t, up, cfg, opts)
 		resp, err := http.Get(p.url + "/events")
 		require.NoError(t, err)
 		defer resp.Body.Close()
@@ -218,7 +218,7 @@ func TestH2C(t *testing.T) {
 }
 
 func TestUpstreamFaults(t *testing.T) {
-	bothPaths(t, func(t *testing.T, fast bool) {
+	upstreamPaths(t, func(t *testing.T, cfg Config, opts Options, newApp func(*testing.T, http.HandlerFunc) string) {
 		closed := func() string {
 			l, err := net.Listen("tcp", "127.0.0.1:0")
 			require.NoError(t, err)
@@ -226,7 +226,7 @@ func TestUpstreamFaults(t *testing.T) {
 			l.Close()
 			return addr
 		}
-		slow := app(t, func(w http.ResponseWriter, r *http.Request) {
+		slow := newApp(t, func(w http.ResponseWriter, r *http.Request) {
 			select {
 			case <-time.After(10 * time.Second):
 			case <-r.Context().Done():
@@ -239,16 +239,16 @@ func TestUpstreamFaults(t *testing.T) {
 			code     int
 			check    func(*testing.T, stats.Snapshot)
 		}{
-			{"app down is 502", closed(), Config{}, http.StatusBadGateway, func(t *testing.T, s stats.Snapshot) {
+			{"app down is 502", closed(), cfg, http.StatusBadGateway, func(t *testing.T, s stats.Snapshot) {
 				require.Equal(t, uint64(1), s.UpstreamErrors)
 			}},
-			{"slow app is 504", slow, Config{UpstreamTimeout: 100 * time.Millisecond}, http.StatusGatewayTimeout, func(t *testing.T, s stats.Snapshot) {
+			{"slow app is 504", slow, Config{UpstreamProtocol: cfg.UpstreamProtocol, UpstreamTimeout: 100 * time.Millisecond}, http.StatusGatewayTimeout, func(t *testing.T, s stats.Snapshot) {
 				require.Equal(t, uint64(1), s.UpstreamTimeouts)
 			}},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				p := start(t, tt.upstream, tt.cfg, Options{FastPath: fast})
+				p := start(t, tt.upstream, tt.cfg, opts)
 				resp, err := http.Get(p.url + "/")
 				require.NoError(t, err)
 				resp.Body.Close()
@@ -267,17 +267,18 @@ func TestUpstreamFaults(t *testing.T) {
 }
 
 func TestClientCancelReachesApp(t *testing.T) {
-	bothPaths(t, func(t *testing.T, fast bool) {
-		cancelled := make(chan struct{})
-		up := app(t, func(w http.ResponseWriter, r *http.Request) {
+	upstreamPaths(t, func(t *testing.T, cfg Config, opts Options, newApp func(*testing.T, http.HandlerFunc) string) {
+		arrived, cancelled := make(chan struct{}), make(chan struct{})
+		up := newApp(t, func(w http.ResponseWriter, r *http.Request) {
+			close(arrived)
 			<-r.Context().Done()
 			close(cancelled)
 		})
-		p := start(t, up, Config{}, Options{FastPath: fast})
+		p := start(t, up, cfg, opts)
 		ctx, cancel := context.WithCancel(context.Background())
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.url+"/", nil)
 		go func() {
-			time.Sleep(100 * time.Millisecond)
+			<-arrived // the client leaves while the app has its request
 			cancel()
 		}()
 		_, err := http.DefaultClient.Do(req)
@@ -371,9 +372,10 @@ func TestAdminIsNotOnServingPort(t *testing.T) {
 }
 
 func TestConcurrencyLimitQueuesThenRejects(t *testing.T) {
-	bothPaths(t, func(t *testing.T, fast bool) {
-		up, inApp, release := gatedApp(t)
-		p := start(t, up, Config{ConcurrencyLimit: 1, QueueLimit: 1}, Options{FastPath: fast})
+	upstreamPaths(t, func(t *testing.T, cfg Config, opts Options, newApp func(*testing.T, http.HandlerFunc) string) {
+		up, inApp, release := gatedApp(t, newApp)
+		cfg.ConcurrencyLimit, cfg.QueueLimit = 1, 1
+		p := start(t, up, cfg, opts)
 		codes := make(chan int, 3)
 		get := func() {
 			resp, err := http.Get(p.url + "/")

@@ -103,12 +103,14 @@ for round in $(seq "$ROUNDS"); do
 done
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2)}'; }
+ratio() { # ratio NAME_A NAME_B ARRAY: A's median over B's (0 if B's is 0)
+	local -n arr=$3
+	awk -v a="$(echo "${arr[$1]}" | median)" -v b="$(echo "${arr[$2]}" | median)" 'BEGIN{print (b>0 ? a/b : 0)}'
+}
 printf '\nqas-proxy benchmark: %d interleaved rounds of %ds, example app /bytes?n=100, loopback, %s cores\n' "$ROUNDS" "$SECS" "$(nproc)"
 printf '%-12s %14s %10s %10s %10s %10s %14s\n' config "wrk -c64 rps" "vs direct" "p50 µs" "p90 µs" "p99 µs" "CPU µs/req"
 for cfg in $configs; do
-	m_rps=$(echo "${rps[$cfg]}" | median)
-	d_rps=$(echo "${rps[direct]}" | median)
-	printf '%-12s %14.0f %9.2fx %10.0f %10.0f %10.0f %14s\n' "$cfg" "$m_rps" "$(awk -v a="$m_rps" -v b="$d_rps" 'BEGIN{print a/b}')" \
+	printf '%-12s %14.0f %9.2fx %10.0f %10.0f %10.0f %14s\n' "$cfg" "$(echo "${rps[$cfg]}" | median)" "$(ratio "$cfg" direct rps)" \
 		"$(echo "${p50[$cfg]}" | median | awk '{print $1*1e6}')" "$(echo "${p90[$cfg]}" | median | awk '{print $1*1e6}')" \
 		"$(echo "${p99[$cfg]}" | median | awk '{print $1*1e6}')" \
 		"$( [ "$cfg" = direct ] && echo - || echo "${cpu[$cfg]}" | median | awk '{printf "%.1f", $1*1e6}')"
@@ -116,11 +118,8 @@ done
 pp50=$(echo "${p50[qas-proxy]}" | median); np50=$(echo "${p50[nginx]}" | median); dp50=$(echo "${p50[direct]}" | median)
 printf '\nadded p50 at 2000 req/s: qas-proxy %+.0f µs, nginx %+.0f µs\n' "$(awk -v a="$pp50" -v b="$dp50" 'BEGIN{print (a-b)*1e6}')" "$(awk -v a="$np50" -v b="$dp50" 'BEGIN{print (a-b)*1e6}')"
 printf 'qas-proxy vs bare ReverseProxy: throughput %.2fx, CPU per request %.2fx\n' \
-	"$(awk -v a="$(echo "${rps[qas-proxy]}" | median)" -v b="$(echo "${rps[reverseproxy]}" | median)" 'BEGIN{print a/b}')" \
-	"$(awk -v a="$(echo "${cpu[qas-proxy]}" | median)" -v b="$(echo "${cpu[reverseproxy]}" | median)" 'BEGIN{print (b>0 ? a/b : 0)}')"
-printf 'qas-proxy vs nginx: throughput %.2fx, CPU per request %.2fx\n' \
-	"$(awk -v a="$(echo "${rps[qas-proxy]}" | median)" -v b="$(echo "${rps[nginx]}" | median)" 'BEGIN{print a/b}')" \
-	"$(awk -v a="$(echo "${cpu[qas-proxy]}" | median)" -v b="$(echo "${cpu[nginx]}" | median)" 'BEGIN{print (b>0 ? a/b : 0)}')"
+	"$(ratio qas-proxy reverseproxy rps)" "$(ratio qas-proxy reverseproxy cpu)"
+printf 'qas-proxy vs nginx: throughput %.2fx, CPU per request %.2fx\n' "$(ratio qas-proxy nginx rps)" "$(ratio qas-proxy nginx cpu)"
 # The same ratios taken within each round (configurations measured minutes apart on a
 # shared machine drift together), then the median over rounds.
 paired() { # paired NAME_A NAME_B ARRAY: median over rounds of A/B

@@ -1,0 +1,91 @@
+package fastpath
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// idlePool returns a pool holding one idle connection to a loopback application, and
+// the application's end of that connection.
+func idlePool(tb testing.TB) (*pool, *upConn, net.Conn) {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(tb, err)
+	tb.Cleanup(func() { ln.Close() })
+	accepted := make(chan net.Conn, 8)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			tb.Cleanup(func() { c.Close() })
+			accepted <- c
+		}
+	}()
+	p := newPool(ln.Addr().String(), time.Second, 4, time.Now)
+	tb.Cleanup(p.close)
+	c, err := p.get(true)
+	require.NoError(tb, err)
+	require.False(tb, c.reused, "an empty pool dials")
+	p.put(c)
+	return p, c, <-accepted
+}
+
+// TestPoolGetChecksIdleConnection: a request that cannot be sent again gets an idle
+// connection only if the application has neither closed it nor sent on it unasked.
+func TestPoolGetChecksIdleConnection(t *testing.T) {
+	tests := []struct {
+		name    string
+		app     func(t *testing.T, app net.Conn) // what the application does while the connection idles
+		fresh   bool
+		reusing bool
+	}{
+		{name: "open", app: func(*testing.T, net.Conn) {}, fresh: true, reusing: true},
+		{name: "closed by the app", app: func(_ *testing.T, app net.Conn) { app.Close() }, fresh: true, reusing: false},
+		{name: "sent on unasked", app: func(t *testing.T, app net.Conn) {
+			_, err := app.Write([]byte("HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n"))
+			require.NoError(t, err)
+		}, fresh: true, reusing: false},
+		{name: "closed, but retryable requests are not checked", app: func(_ *testing.T, app net.Conn) { app.Close() }, fresh: false, reusing: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, idle, app := idlePool(t)
+			tt.app(t, app)
+			c, err := p.get(tt.fresh)
+			require.NoError(t, err)
+			require.Equal(t, tt.reusing, c == idle, "whether the idle connection is reused")
+			require.Equal(t, tt.reusing, c.reused)
+			c.nc.Close()
+		})
+	}
+}
+
+func TestPoolGetFreshAllocatesNothing(t *testing.T) {
+	p, idle, _ := idlePool(t)
+	allocs := testing.AllocsPerRun(200, func() {
+		c, err := p.get(true)
+		if err != nil || c != idle {
+			t.Fatal("the idle connection was not reused", err)
+		}
+		p.put(c)
+	})
+	require.Zero(t, allocs)
+}
+
+// BenchmarkPoolGetFresh: taking an idle connection for a request with a body, which
+// first checks that the application has not closed it.
+func BenchmarkPoolGetFresh(b *testing.B) {
+	p, idle, _ := idlePool(b)
+	for b.Loop() {
+		c, err := p.get(true)
+		if err != nil || c != idle {
+			b.Fatal("the idle connection was not reused", err)
+		}
+		p.put(c)
+	}
+}
