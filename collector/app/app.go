@@ -21,10 +21,10 @@ import (
 
 	"github.com/qas-dev/qas/collector/cpu"
 	"github.com/qas-dev/qas/collector/discovery"
-	"github.com/qas-dev/qas/collector/influx"
 	"github.com/qas-dev/qas/collector/pipeline"
 	"github.com/qas-dev/qas/collector/scrape"
 	"github.com/qas-dev/qas/internal/cli"
+	"github.com/qas-dev/qas/internal/influx"
 	"github.com/qas-dev/qas/internal/kubeconfig"
 	"github.com/qas-dev/qas/internal/version"
 )

@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
-	"github.com/qas-dev/qas/collector/influx"
+	"github.com/qas-dev/qas/internal/influx"
 )
 
 // Source reads CPU from the API server.

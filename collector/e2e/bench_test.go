@@ -13,9 +13,9 @@ import (
 	"github.com/influxdata/influxdb-client-go/v2/api/write"
 	"go.uber.org/zap"
 
-	"github.com/qas-dev/qas/collector/influx"
 	"github.com/qas-dev/qas/collector/pipeline"
 	"github.com/qas-dev/qas/collector/scrape"
+	"github.com/qas-dev/qas/internal/influx"
 	"github.com/qas-dev/qas/internal/testenv/influxtest"
 	"github.com/qas-dev/qas/proxy/measure"
 	"github.com/qas-dev/qas/proxy/server"

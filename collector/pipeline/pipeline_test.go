@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
-	"github.com/qas-dev/qas/collector/influx"
 	"github.com/qas-dev/qas/collector/scrape"
 	"github.com/qas-dev/qas/collector/store"
+	"github.com/qas-dev/qas/internal/influx"
 	"github.com/qas-dev/qas/proxy/measure"
 	"github.com/qas-dev/qas/proxy/server"
 )

@@ -6,8 +6,8 @@ import (
 	"github.com/influxdata/influxdb-client-go/v2/api/write"
 
 	"github.com/qas-dev/qas/collector/aggregate"
-	"github.com/qas-dev/qas/collector/influx"
 	"github.com/qas-dev/qas/collector/scrape"
+	"github.com/qas-dev/qas/internal/influx"
 )
 
 // PodPoint is the qas_pod point of one pod's interval. CPU fields are added by the

@@ -10,8 +10,8 @@ import (
 	"github.com/influxdata/influxdb-client-go/v2/api"
 	"github.com/influxdata/influxdb-client-go/v2/api/query"
 
-	"github.com/qas-dev/qas/collector/influx"
 	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/internal/influx"
 )
 
 // Flux reads snapshots from InfluxDB with Flux queries (InfluxDB 1.8 with

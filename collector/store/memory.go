@@ -8,8 +8,8 @@ import (
 
 	"github.com/influxdata/influxdb-client-go/v2/api/write"
 
-	"github.com/qas-dev/qas/collector/influx"
 	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/internal/influx"
 )
 
 // Memory keeps written points in process. It is a pipeline sink (Write) and a Store,

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
-	"github.com/qas-dev/qas/collector/influx"
 	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/internal/influx"
 	"github.com/qas-dev/qas/internal/testenv/influxtest"
 )
 

@@ -25,8 +25,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/qas-dev/qas/collector/influx"
 	"github.com/qas-dev/qas/decider/runner"
+	"github.com/qas-dev/qas/internal/influx"
 	"github.com/qas-dev/qas/internal/testenv/influxtest"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
 )

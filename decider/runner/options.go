@@ -5,8 +5,8 @@ import (
 	"net"
 	"time"
 
-	"github.com/qas-dev/qas/collector/influx"
 	"github.com/qas-dev/qas/internal/cli"
+	"github.com/qas-dev/qas/internal/influx"
 )
 
 // EnvPrefix is the prefix of the environment variables that override run's flags

@@ -15,11 +15,11 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
-	"github.com/qas-dev/qas/collector/influx"
 	"github.com/qas-dev/qas/collector/store"
 	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/leader"
+	"github.com/qas-dev/qas/internal/influx"
 	"github.com/qas-dev/qas/internal/version"
 )
 

@@ -12,11 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/qas-dev/qas/collector/influx"
 	"github.com/qas-dev/qas/collector/store"
 	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/internal/cli"
+	"github.com/qas-dev/qas/internal/influx"
 	"github.com/qas-dev/qas/internal/testenv/influxtest"
 )
 

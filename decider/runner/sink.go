@@ -6,9 +6,9 @@ import (
 
 	"github.com/influxdata/influxdb-client-go/v2/api/write"
 
-	"github.com/qas-dev/qas/collector/influx"
 	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/internal/influx"
 )
 
 // PointWriter accepts points without blocking; influx.Writer implements it.
@@ -31,7 +31,7 @@ func (s InfluxSink) RecordDecision(_ context.Context, of controller.DecisionOf, 
 	return nil
 }
 
-// DecisionPoint is the qas_decision point of one decision (collector/influx.Schema).
+// DecisionPoint is the qas_decision point of one decision (internal/influx.Schema).
 // Values InfluxDB cannot store (an unstable queue's infinite latency) are left out, and
 // so is an unknown workload.
 func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun bool) *write.Point {

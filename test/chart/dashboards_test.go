@@ -94,7 +94,7 @@ var reVarRef = regexp.MustCompile(`\$\{([A-Za-z0-9_]+)(?::[a-z]+)?\}|\$([A-Za-z]
 // the InfluxDB datasource variable exists and every panel and query uses it, panel ids
 // are unique, grid positions lie within 24 columns and do not overlap, variables used
 // are defined, and every Flux query (panels, variables, annotations) reads only
-// measurements, fields and tags that collector/influx.Schema declares.
+// measurements, fields and tags that internal/influx.Schema declares.
 func TestDashboards(t *testing.T) {
 	for file, d := range loadDashboards(t) {
 		t.Run(file, func(t *testing.T) {

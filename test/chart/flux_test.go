@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/qas-dev/qas/collector/influx"
+	"github.com/qas-dev/qas/internal/influx"
 )
 
 // fluxRefs is what a Flux query reads from the schema: the measurements it filters on,
@@ -75,7 +75,7 @@ func appendUnique(s []string, v string) []string {
 // builtinColumns are the columns every Flux table has.
 var builtinColumns = []string{"_time", "_value", "_field", "_measurement", "_start", "_stop"}
 
-// checkAgainstSchema returns the problems of a query against collector/influx.Schema:
+// checkAgainstSchema returns the problems of a query against internal/influx.Schema:
 // exactly one measurement, every field and tag of that measurement, every column a
 // tag, a built-in column, or (after pivot) a field.
 func checkAgainstSchema(q string) []string {
@@ -88,7 +88,7 @@ func checkAgainstSchema(q string) []string {
 	}
 	m, ok := influx.Lookup(refs.measurements[0])
 	if !ok {
-		return []string{fmt.Sprintf("measurement %q is not in collector/influx.Schema", refs.measurements[0])}
+		return []string{fmt.Sprintf("measurement %q is not in internal/influx.Schema", refs.measurements[0])}
 	}
 	fields := make([]string, len(m.Fields))
 	for i, f := range m.Fields {

@@ -30,9 +30,9 @@ import (
 
 	"github.com/qas-dev/qas/collector/aggregate"
 	"github.com/qas-dev/qas/collector/cpu"
-	"github.com/qas-dev/qas/collector/influx"
 	"github.com/qas-dev/qas/collector/pipeline"
 	"github.com/qas-dev/qas/collector/scrape"
+	"github.com/qas-dev/qas/internal/influx"
 	"github.com/qas-dev/qas/internal/testenv"
 	"github.com/qas-dev/qas/internal/testenv/influxtest"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"

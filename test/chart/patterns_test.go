@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/qas-dev/qas/collector/influx"
+	"github.com/qas-dev/qas/internal/influx"
 )
 
 // schemaPatterns are the patterns of values.schema.json that stand for a parser of a

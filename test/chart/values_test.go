@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/qas-dev/qas/collector/influx"
+	"github.com/qas-dev/qas/internal/influx"
 	"github.com/qas-dev/qas/internal/testenv/influxtest"
 )
 

@@ -32,7 +32,7 @@ func TestSchemaIsWellFormed(t *testing.T) {
 }
 
 // TestDocsMatchSchema keeps docs/schema.md generated from the declaration: run
-// `go test ./collector/influx -run TestDocsMatchSchema -update` after changing it.
+// `go test ./internal/influx -run TestDocsMatchSchema -update` after changing it.
 func TestDocsMatchSchema(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
 	path := filepath.Join(filepath.Dir(file), "..", "..", "docs", "schema.md")
@@ -41,5 +41,5 @@ func TestDocsMatchSchema(t *testing.T) {
 	}
 	got, err := os.ReadFile(path)
 	require.NoError(t, err)
-	require.Equal(t, Markdown(), string(got), "docs/schema.md is out of date: QAS_UPDATE_DOCS=1 go test ./collector/influx -run TestDocsMatchSchema")
+	require.Equal(t, Markdown(), string(got), "docs/schema.md is out of date: QAS_UPDATE_DOCS=1 go test ./internal/influx -run TestDocsMatchSchema")
 }

@@ -10,8 +10,8 @@ func Markdown() string {
 	var b strings.Builder
 	b.WriteString(`# InfluxDB schema
 
-Generated from ` + "`collector/influx/schema.go`" + ` (a test keeps this file in step: ` +
-		"`QAS_UPDATE_DOCS=1 go test ./collector/influx -run TestDocsMatchSchema`" + `).
+Generated from ` + "`internal/influx/schema.go`" + ` (a test keeps this file in step: ` +
+		"`QAS_UPDATE_DOCS=1 go test ./internal/influx -run TestDocsMatchSchema`" + `).
 
 Database ` + "`qas`" + ` (bucket ` + "`qas/autogen`" + ` on InfluxDB 1.8 through the v2 API; the writers create the database
 when it is missing). Tags are few and bounded:
