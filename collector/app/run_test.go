@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/qas-dev/qas/collector/discovery"
-	"github.com/qas-dev/qas/collector/store"
+	"github.com/qas-dev/qas/decider/store"
 	"github.com/qas-dev/qas/examples/app"
 	"github.com/qas-dev/qas/internal/testenv"
 	"github.com/qas-dev/qas/internal/testenv/influxtest"

@@ -18,8 +18,8 @@ import (
 
 	"github.com/qas-dev/qas/collector/pipeline"
 	"github.com/qas-dev/qas/collector/scrape"
-	"github.com/qas-dev/qas/collector/store"
 	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/decider/store"
 	"github.com/qas-dev/qas/examples/app"
 	"github.com/qas-dev/qas/examples/loadgen"
 	"github.com/qas-dev/qas/internal/influx"

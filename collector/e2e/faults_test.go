@@ -18,7 +18,7 @@ import (
 
 	"github.com/qas-dev/qas/collector/pipeline"
 	"github.com/qas-dev/qas/collector/scrape"
-	"github.com/qas-dev/qas/collector/store"
+	"github.com/qas-dev/qas/decider/store"
 	"github.com/qas-dev/qas/proxy/measure"
 	"github.com/qas-dev/qas/proxy/server"
 )

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/qas-dev/qas/collector/scrape"
-	"github.com/qas-dev/qas/collector/store"
+	"github.com/qas-dev/qas/decider/store"
 	"github.com/qas-dev/qas/internal/influx"
 	"github.com/qas-dev/qas/proxy/measure"
 	"github.com/qas-dev/qas/proxy/server"

@@ -1,3 +1,6 @@
+// Package runner is `qas-decider run`: the controller wired to the collector's
+// measurements in InfluxDB, decisions written back to InfluxDB, leader election among
+// replicas, and the /metrics, /healthz and /readyz endpoints.
 package runner
 
 import (
@@ -15,10 +18,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
-	"github.com/qas-dev/qas/collector/store"
 	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/leader"
+	"github.com/qas-dev/qas/decider/store"
 	"github.com/qas-dev/qas/internal/influx"
 	"github.com/qas-dev/qas/internal/version"
 )
@@ -117,8 +120,8 @@ func Run(ctx context.Context, o Options, cfg *rest.Config, log *zap.Logger) erro
 	}()
 	client := influxdb2.NewClient(o.Influx.URL, o.Influx.Token)
 	defer client.Close()
-	src := StoreSource{Store: &store.Flux{Query: client.QueryAPI(o.Influx.Org), Bucket: o.Influx.Bucket}, Window: o.Window, MaxPodAge: o.MaxPodAge}
-	sink := InfluxSink{W: w}
+	src := store.Source{Store: &store.Flux{Query: client.QueryAPI(o.Influx.Org), Bucket: o.Influx.Bucket}, Window: o.Window, MaxPodAge: o.MaxPodAge}
+	sink := store.InfluxSink{W: w}
 	ctrl, stopEvents, err := controller.New(cfg, src, countingSink{sink, m}, log, clock.RealClock{})
 	if err != nil {
 		return err

@@ -1,7 +1,4 @@
-// Package runner is `qas-decider run`: the controller wired to the collector's
-// measurements in InfluxDB, decisions written back to InfluxDB, leader election among
-// replicas, and the /metrics, /healthz and /readyz endpoints.
-package runner
+package store
 
 import (
 	"context"
@@ -9,15 +6,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/qas-dev/qas/collector/store"
 	"github.com/qas-dev/qas/decider/controller"
 )
 
-// StoreSource is the controller's MetricsSource over the collector's store: it reads
+// Source is the controller's MetricsSource over the collector's store: it reads
 // the workload's window and judges whether the data covers every Ready pod (and node,
 // when the decision uses node CPU).
-type StoreSource struct {
-	Store store.Store
+type Source struct {
+	Store Store
 	// Window is how far back the arrival-rate history reaches.
 	Window time.Duration
 	// MaxPodAge: a Ready pod whose newest point is older than the workload's newest
@@ -26,15 +22,15 @@ type StoreSource struct {
 }
 
 // Measure implements controller.MetricsSource.
-func (s StoreSource) Measure(ctx context.Context, q controller.WorkloadQuery) (controller.Measurement, error) {
+func (s Source) Measure(ctx context.Context, q controller.WorkloadQuery) (controller.Measurement, error) {
 	maxAge := s.MaxPodAge
 	if maxAge <= 0 {
 		maxAge = time.Minute
 	}
-	snap, err := s.Store.Snapshot(ctx, store.Query{Namespace: q.Namespace, Workload: q.Workload, Now: q.Now,
+	snap, err := s.Store.Snapshot(ctx, Query{Namespace: q.Namespace, Workload: q.Workload, Now: q.Now,
 		Window: s.Window, Percentile: q.Percentile, MaxPodAge: maxAge})
 	if err != nil {
-		if errors.Is(err, store.ErrNoData) {
+		if errors.Is(err, ErrNoData) {
 			return controller.Measurement{}, fmt.Errorf("no measurements of %s/%s in the last %s: is qas-collector running and the sidecar injected?", q.Namespace, q.Workload, s.Window)
 		}
 		return controller.Measurement{}, fmt.Errorf("read measurements of %s/%s: %w", q.Namespace, q.Workload, err)

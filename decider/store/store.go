@@ -1,6 +1,7 @@
-// Package store is the collector's read side: it turns what was written to InfluxDB
-// into the decide.Snapshot the decision engine consumes. Flux reads a real InfluxDB;
-// Memory holds the same points in process, for the simulator and unit tests.
+// Package store is the decider's read side of InfluxDB: Flux reads what qas-collector
+// wrote and turns it into the decide.Snapshot the decision engine consumes (Memory holds
+// the same points in process, for the simulator and unit tests); Source judges whether
+// those measurements cover the workload, and InfluxSink writes each decision back.
 package store
 
 import (

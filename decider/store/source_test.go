@@ -1,0 +1,184 @@
+package store
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	influxdb2 "github.com/influxdata/influxdb-client-go/v2"
+	"github.com/influxdata/influxdb-client-go/v2/api/write"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/qas-dev/qas/decider/controller"
+	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/internal/influx"
+	"github.com/qas-dev/qas/internal/testenv/influxtest"
+)
+
+func workloadPoint(at time.Duration, rate float64) *write.Point {
+	return write.NewPoint(influx.Workload, map[string]string{"namespace": "ns", "workload": "web"},
+		map[string]any{"arrival_rate": rate, "service_mean_seconds": 0.05, "latency_p95_seconds": 0.2, "latency_p99_seconds": 0.4}, t0.Add(at))
+}
+
+func podPoint(pod, node string, at time.Duration) *write.Point {
+	return write.NewPoint(influx.Pod, map[string]string{"namespace": "ns", "workload": "web", "pod": pod, "node": node},
+		map[string]any{"service_mean_seconds": 0.05, "cpu_usage_cores": 0.3}, t0.Add(at))
+}
+
+func nodePoint(node string, at time.Duration) *write.Point {
+	return write.NewPoint(influx.Node, map[string]string{"node": node}, map[string]any{"cpu_usage_cores": 1.5, "cpu_allocatable_cores": 4.0}, t0.Add(at))
+}
+
+func TestSource(t *testing.T) {
+	mem := NewMemory()
+	mem.Write(workloadPoint(0, 10), workloadPoint(2*time.Minute, 20),
+		podPoint("web-a", "n1", 2*time.Minute), podPoint("web-b", "n2", 30*time.Second), podPoint("web-gone", "n1", 2*time.Minute),
+		nodePoint("n1", 2*time.Minute))
+	src := Source{Store: mem, Window: 5 * time.Minute, MaxPodAge: time.Minute}
+	now := t0.Add(2*time.Minute + 5*time.Second)
+	for _, tc := range []struct {
+		name         string
+		q            controller.WorkloadQuery
+		complete     bool
+		pods         []string
+		wantLatency  float64
+		wantNodeUsed bool
+	}{
+		{"every ready pod fresh", controller.WorkloadQuery{Pods: []string{"web-a", "web-b"}, Ready: []string{"web-a"}, Percentile: 99},
+			true, []string{"web-a"}, 0.4, true},
+		{"a ready pod's data is stale", controller.WorkloadQuery{Pods: []string{"web-a", "web-b"}, Ready: []string{"web-a", "web-b"}, Percentile: 95},
+			false, []string{"web-a"}, 0.2, true},
+		{"a ready pod never measured", controller.WorkloadQuery{Pods: []string{"web-a", "web-c"}, Ready: []string{"web-a", "web-c"}},
+			false, []string{"web-a"}, 0.2, true},
+		{"nodes needed and present", controller.WorkloadQuery{Pods: []string{"web-a"}, Ready: []string{"web-a"}, NeedNodes: true, Percentile: 90},
+			true, []string{"web-a"}, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := tc.q
+			q.Namespace, q.Workload, q.Now = "ns", "web", now
+			m, err := src.Measure(context.Background(), q)
+			require.NoError(t, err)
+			require.Equal(t, tc.complete, m.Complete)
+			var pods []string
+			for p := range m.Pods {
+				pods = append(pods, p)
+			}
+			require.ElementsMatch(t, tc.pods, pods, "pods that are gone or stale are left out")
+			require.Equal(t, tc.wantLatency, m.MeasuredLatency)
+			require.Len(t, m.ArrivalRates, 2)
+			require.Equal(t, 20.0, m.ArrivalRates[1].Rate)
+			require.Equal(t, 1.5, m.Nodes["n1"].CPUCores)
+		})
+	}
+
+	// Node data missing while the decision needs it: incomplete.
+	mem2 := NewMemory()
+	mem2.Write(workloadPoint(0, 10), podPoint("web-a", "n1", 0))
+	m, err := Source{Store: mem2, Window: time.Minute}.Measure(context.Background(),
+		controller.WorkloadQuery{Namespace: "ns", Workload: "web", Now: t0, Pods: []string{"web-a"}, Ready: []string{"web-a"}, NeedNodes: true})
+	require.NoError(t, err)
+	require.False(t, m.Complete)
+
+	_, err = src.Measure(context.Background(), controller.WorkloadQuery{Namespace: "ns", Workload: "other", Now: now})
+	require.ErrorContains(t, err, "no measurements of ns/other")
+}
+
+type capture struct{ pts []*write.Point }
+
+func (c *capture) Write(p ...*write.Point) { c.pts = append(c.pts, p...) }
+
+func TestDecisionPointFollowsTheSchema(t *testing.T) {
+	var c capture
+	sink := InfluxSink{W: &c}
+	web := controller.DecisionOf{Namespace: "ns", Name: "web-qa", Workload: "web"}
+	d := decide.Decision{Time: t0, Action: decide.ActionHorizontal, DesiredReplicas: 4, Explanation: decide.Explanation{
+		ArrivalRate: 40, ForecastArrivalRate: 50, ServiceTime: 0.05, Latency: 0.3, MeasuredLatency: 0.28, Target: 0.2,
+		Lead: 30 * time.Second, Normalized: 1.5, CurrentReplicas: 2, Reason: "L > T(1+θ)"}}
+	require.NoError(t, sink.RecordDecision(context.Background(), web, d, false))
+	held := decide.Decision{Time: t0, Explanation: decide.Explanation{Latency: mathInf(), HeldBecause: "stale data"}}
+	require.NoError(t, sink.RecordDecision(context.Background(), web, held, true))
+	require.Len(t, c.pts, 2)
+
+	schema, ok := influx.Lookup(influx.Decision)
+	require.True(t, ok)
+	declared := map[string]bool{}
+	for _, f := range schema.Fields {
+		declared[f.Name] = true
+	}
+	for _, p := range c.pts {
+		require.Equal(t, influx.Decision, p.Name())
+		var tags []string
+		for _, tg := range p.TagList() {
+			tags = append(tags, tg.Key)
+		}
+		require.ElementsMatch(t, schema.Tags, tags)
+		for _, f := range p.FieldList() {
+			require.True(t, declared[f.Key], "field %s is declared", f.Key)
+		}
+	}
+	fields := func(p *write.Point) map[string]any {
+		m := map[string]any{}
+		for _, f := range p.FieldList() {
+			m[f.Key] = f.Value
+		}
+		return m
+	}
+	tags := func(p *write.Point) map[string]string {
+		m := map[string]string{}
+		for _, tg := range p.TagList() {
+			m[tg.Key] = tg.Value
+		}
+		return m
+	}
+	require.Equal(t, map[string]string{"namespace": "ns", "queueautoscaler": "web-qa", "workload": "web", "action": "horizontal"}, tags(c.pts[0]),
+		"the workload tag is the scale target, so dashboards match decisions to qas_workload")
+	f := fields(c.pts[0])
+	require.Equal(t, int64(4), f["desired_replicas"])
+	require.Equal(t, 30.0, f["lead_seconds"])
+	require.Equal(t, false, f["dry_run"])
+	require.Equal(t, "horizontal", c.pts[0].TagList()[0].Value)
+	f = fields(c.pts[1])
+	require.NotContains(t, f, "modelled_latency_seconds", "+Inf cannot be stored")
+	require.Equal(t, "held: stale data", f["reason"])
+	require.Equal(t, true, f["dry_run"])
+
+	// No workload known: the point has no workload tag rather than an empty one.
+	require.NoError(t, sink.RecordDecision(context.Background(), controller.DecisionOf{Namespace: "ns", Name: "other"}, d, false))
+	require.NotContains(t, tags(c.pts[2]), "workload")
+}
+
+// TestDecisionsReachAnEmptyInfluxDB: the decider's sink, through the real writer, on an
+// InfluxDB 1.8 without the database (the in-cluster one whose init script failed):
+// the database is created and the decision lands with its workload tag.
+func TestDecisionsReachAnEmptyInfluxDB(t *testing.T) {
+	srv := influxtest.StartWith(t, influxtest.Options{Empty: true})
+	w, err := influx.NewWriter(influx.WriterConfig{URL: srv.URL, Bucket: influxtest.Bucket, FlushInterval: 50 * time.Millisecond,
+		MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, MetricsPrefix: "qas_decider"}, nil, zaptest.NewLogger(t))
+	require.NoError(t, err)
+	sink := InfluxSink{W: w}
+	now := time.Now().Truncate(time.Second)
+	d := decide.Decision{Time: now, Action: decide.ActionNone, DesiredReplicas: 3, Explanation: decide.Explanation{HeldBecause: "no arrival-rate data"}}
+	require.NoError(t, sink.RecordDecision(context.Background(), controller.DecisionOf{Namespace: "shop", Name: "checkout", Workload: "checkout-v2"}, d, false))
+	require.Eventually(t, func() bool { return w.Buffered() == 0 }, time.Minute, 20*time.Millisecond)
+	require.NoError(t, w.Close(context.Background()))
+	written, _, dropped := w.Counts()
+	require.Equal(t, 1.0, written)
+	require.Zero(t, dropped)
+
+	client := influxdb2.NewClient(srv.URL, "")
+	defer client.Close()
+	res, err := client.QueryAPI("").Query(context.Background(), `from(bucket: "`+influxtest.Bucket+`") |> range(start: -1h)
+  |> filter(fn: (r) => r._measurement == "qas_decision" and r.workload == "checkout-v2" and r.queueautoscaler == "checkout")
+  |> filter(fn: (r) => r._field == "reason")`)
+	require.NoError(t, err)
+	var reasons []any
+	for res.Next() {
+		reasons = append(reasons, res.Record().Value())
+	}
+	require.NoError(t, res.Err())
+	require.Equal(t, []any{"held: no arrival-rate data"}, reasons)
+}
+
+func mathInf() float64 { return math.Inf(1) }
