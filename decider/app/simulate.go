@@ -11,10 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/qas-dev/qas/decider/policy"
-	"github.com/qas-dev/qas/decider/report"
-	"github.com/qas-dev/qas/decider/sim"
-	"github.com/qas-dev/qas/decider/trace"
+	"github.com/qas-dev/qas/decider/evaluate/policy"
+	"github.com/qas-dev/qas/decider/evaluate/report"
+	"github.com/qas-dev/qas/decider/evaluate/sim"
+	"github.com/qas-dev/qas/decider/evaluate/trace"
 	"github.com/qas-dev/qas/internal/cli"
 )
 

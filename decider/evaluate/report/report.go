@@ -12,7 +12,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/qas-dev/qas/decider/sim"
+	"github.com/qas-dev/qas/decider/evaluate/sim"
 )
 
 // Input is what the report shows.

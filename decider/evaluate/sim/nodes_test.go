@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/qas-dev/qas/decider/policy"
+	"github.com/qas-dev/qas/decider/evaluate/policy"
 )
 
 func TestNodes(t *testing.T) {

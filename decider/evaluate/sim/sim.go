@@ -16,7 +16,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/qas-dev/qas/decider/policy"
+	"github.com/qas-dev/qas/decider/evaluate/policy"
 )
 
 // Config describes one simulated workload.

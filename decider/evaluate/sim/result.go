@@ -3,7 +3,7 @@ package sim
 import (
 	"math"
 
-	"github.com/qas-dev/qas/decider/policy"
+	"github.com/qas-dev/qas/decider/evaluate/policy"
 )
 
 // Latency histogram: logarithmic buckets from histMin seconds, ratio histRatio.

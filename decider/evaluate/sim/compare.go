@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/qas-dev/qas/decider/policy"
+	"github.com/qas-dev/qas/decider/evaluate/policy"
 )
 
 // Summary is one policy's figures, the JSON contract of `simulate --json`.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qas-dev/qas/decider/policy"
+	"github.com/qas-dev/qas/decider/evaluate/policy"
 )
 
 // BenchmarkSimulate reports simulated requests per second of wall time, for a

@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/qas-dev/qas/decider/policy"
+	"github.com/qas-dev/qas/decider/evaluate/policy"
 )
 
 // OracleSearch records how an oracle's schedule was chosen: the cheapest

@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/qas-dev/qas/decider/policy"
-	"github.com/qas-dev/qas/decider/trace"
+	"github.com/qas-dev/qas/decider/evaluate/policy"
+	"github.com/qas-dev/qas/decider/evaluate/trace"
 )
 
 // TestOracleIsTheCheapestThatMeetsTheSLO: on several workloads the oracle

@@ -15,8 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/qas-dev/qas/decider/policy"
-	"github.com/qas-dev/qas/decider/sim"
+	"github.com/qas-dev/qas/decider/evaluate/policy"
+	"github.com/qas-dev/qas/decider/evaluate/sim"
 	"github.com/qas-dev/qas/internal/testenv"
 )
 

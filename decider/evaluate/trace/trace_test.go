@@ -106,7 +106,7 @@ func TestParseWindow(t *testing.T) {
 }
 
 func TestNASAWindowReadsOnlyToItsEnd(t *testing.T) {
-	path := filepath.Join("..", "..", "..", "shared", "traces", "nasa-1995-07-08.rps.gz")
+	path := filepath.Join("..", "..", "..", "..", "shared", "traces", "nasa-1995-07-08.rps.gz")
 	if v := os.Getenv("QAS_SHARED"); v != "" {
 		path = filepath.Join(v, "traces", "nasa-1995-07-08.rps.gz")
 	}
