@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qas-dev/qas/collector/discovery"
 	"github.com/qas-dev/qas/decider/store"
 	"github.com/qas-dev/qas/examples/app"
 	"github.com/qas-dev/qas/internal/testenv"
@@ -26,6 +25,7 @@ import (
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
 	"github.com/qas-dev/qas/proxy/measure"
 	"github.com/qas-dev/qas/proxy/server"
+	"github.com/qas-dev/qas/proxy/sidecar"
 )
 
 func startProxy(t *testing.T) (serving, statsURL string) {
@@ -71,7 +71,7 @@ func TestRunAgainstRealComponents(t *testing.T) {
 	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	yes := true
-	labels := map[string]string{discovery.InjectLabel: discovery.InjectValue}
+	labels := map[string]string{sidecar.InjectLabel: sidecar.InjectValue}
 	_, err = kube.AppsV1().ReplicaSets(ns).Create(ctx, &appsv1.ReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-7d9", Labels: labels, OwnerReferences: []metav1.OwnerReference{
 			{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "d-uid", Controller: &yes}}},
@@ -86,7 +86,7 @@ func TestRunAgainstRealComponents(t *testing.T) {
 		serving = append(serving, s)
 		p, err := kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-7d9-%d", i), Labels: labels,
-				Annotations:     map[string]string{discovery.StatsURLAnnotation: st},
+				Annotations:     map[string]string{sidecar.StatsURLAnnotation: st},
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-7d9", UID: "rs-uid", Controller: &yes}}},
 			Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "app", Image: "app"}}},
 		}, metav1.CreateOptions{})

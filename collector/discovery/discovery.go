@@ -25,18 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/qas-dev/qas/collector/scrape"
-)
-
-// The sidecar's markings on a pod.
-const (
-	// InjectLabel=InjectValue marks pods that run qas-proxy.
-	InjectLabel = "qas.dev/inject"
-	InjectValue = "true"
-	// AdminPortAnnotation is the proxy's admin port; DefaultAdminPort when absent.
-	AdminPortAnnotation = "qas.dev/admin-port"
-	DefaultAdminPort    = 9901
-	// StatsURLAnnotation overrides the whole /stats address (tests, port-forwards).
-	StatsURLAnnotation = "qas.dev/stats-url"
+	"github.com/qas-dev/qas/proxy/sidecar"
 )
 
 // Pod is one pod to scrape.
@@ -71,7 +60,7 @@ func NewFactory(client kubernetes.Interface, namespace string) informers.SharedI
 	f.InformerFor(&corev1.Pod{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		return coreinformers.NewFilteredPodInformer(c, namespace, resync,
 			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-			func(o *metav1.ListOptions) { o.LabelSelector = InjectLabel + "=" + InjectValue })
+			func(o *metav1.ListOptions) { o.LabelSelector = sidecar.InjectLabel + "=" + sidecar.InjectValue })
 	})
 	return f
 }
@@ -100,7 +89,7 @@ func (d *Discovery) WaitForSync(ctx context.Context) error {
 // Pods returns the running, injected pods with an IP, sorted by namespace and name.
 // Pods it cannot scrape are left out; skipped says which and why.
 func (d *Discovery) Pods() (pods []Pod, skipped map[string]string, err error) {
-	sel := labels.SelectorFromSet(labels.Set{InjectLabel: InjectValue})
+	sel := labels.SelectorFromSet(labels.Set{sidecar.InjectLabel: sidecar.InjectValue})
 	all, err := d.pods.List(sel)
 	if err != nil {
 		return nil, nil, err
@@ -124,16 +113,16 @@ func (d *Discovery) target(p *corev1.Pod) (scrape.Target, string) {
 	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 		return scrape.Target{}, "not running"
 	}
-	url := p.Annotations[StatsURLAnnotation]
+	url := p.Annotations[sidecar.StatsURLAnnotation]
 	if url == "" {
 		if p.Status.PodIP == "" {
 			return scrape.Target{}, "no pod IP"
 		}
-		port := DefaultAdminPort
-		if v, ok := p.Annotations[AdminPortAnnotation]; ok {
+		port := sidecar.DefaultAdminPort
+		if v, ok := p.Annotations[sidecar.AdminPortAnnotation]; ok {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > 65535 {
-				return scrape.Target{}, fmt.Sprintf("annotation %s: %q is not a port", AdminPortAnnotation, v)
+				return scrape.Target{}, fmt.Sprintf("annotation %s: %q is not a port", sidecar.AdminPortAnnotation, v)
 			}
 			port = n
 		}

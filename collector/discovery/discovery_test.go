@@ -14,6 +14,7 @@ import (
 
 	"github.com/qas-dev/qas/collector/scrape"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
+	"github.com/qas-dev/qas/proxy/sidecar"
 )
 
 func ctrl(kind, name string) []metav1.OwnerReference {
@@ -27,7 +28,7 @@ func container(req, lim string) corev1.Container {
 
 func pod(name string, mod func(*corev1.Pod)) *corev1.Pod {
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{InjectLabel: InjectValue},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{sidecar.InjectLabel: sidecar.InjectValue},
 			OwnerReferences: ctrl("ReplicaSet", "web-abc")},
 		Spec:   corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{container("250m", "500m"), container("50m", "100m")}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1"},
@@ -40,22 +41,22 @@ func pod(name string, mod func(*corev1.Pod)) *corev1.Pod {
 
 func TestPods(t *testing.T) {
 	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-abc",
-		Labels: map[string]string{InjectLabel: InjectValue}, OwnerReferences: ctrl("Deployment", "web")}}
+		Labels: map[string]string{sidecar.InjectLabel: sidecar.InjectValue}, OwnerReferences: ctrl("Deployment", "web")}}
 	// The ReplicaSet of a pod template that opted in by annotation has no label; the
 	// webhook labels the pods.
 	annotated := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "api-xyz",
 		OwnerReferences: ctrl("Deployment", "api")}}
 	objs := []runtime.Object{rs, annotated,
 		pod("a", nil),
-		pod("b", func(p *corev1.Pod) { p.Annotations = map[string]string{AdminPortAnnotation: "7000"} }),
+		pod("b", func(p *corev1.Pod) { p.Annotations = map[string]string{sidecar.AdminPortAnnotation: "7000"} }),
 		pod("c", func(p *corev1.Pod) {
-			p.Annotations = map[string]string{StatsURLAnnotation: "http://127.0.0.1:1234/stats"}
+			p.Annotations = map[string]string{sidecar.StatsURLAnnotation: "http://127.0.0.1:1234/stats"}
 			p.OwnerReferences = ctrl("StatefulSet", "db")
 			p.Spec.Containers = []corev1.Container{container("1", ""), container("100m", "1")}
 		}),
 		pod("d", func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }),
 		pod("e", func(p *corev1.Pod) { p.Status.PodIP = "" }),
-		pod("f", func(p *corev1.Pod) { p.Annotations = map[string]string{AdminPortAnnotation: "http"} }),
+		pod("f", func(p *corev1.Pod) { p.Annotations = map[string]string{sidecar.AdminPortAnnotation: "http"} }),
 		pod("g", func(p *corev1.Pod) { p.Labels = nil }),
 		pod("h", func(p *corev1.Pod) { p.OwnerReferences = nil }),
 		pod("i", func(p *corev1.Pod) { p.OwnerReferences = ctrl("ReplicaSet", "api-xyz") }),

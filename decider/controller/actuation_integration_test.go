@@ -15,6 +15,7 @@ import (
 
 	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/proxy/sidecar"
 )
 
 // spreadDeployment is a Deployment whose pods spread over the kwok nodes.
@@ -320,7 +321,7 @@ func TestResizeSizesThePodAroundTheSidecar(t *testing.T) {
 	e := setup(t)
 	e.deploymentOf(t, "injected", 2, corev1.PodSpec{
 		TopologySpreadConstraints: spread("injected"),
-		Containers:                []corev1.Container{appContainer("app", "400m", "400m"), appContainer(controller.SidecarContainer, "100m", "100m")},
+		Containers:                []corev1.Container{appContainer("app", "400m", "400m"), appContainer(sidecar.ContainerName, "100m", "100m")},
 	})
 	_, d := e.resizeDecision(t, "injected")
 	require.Greater(t, d.DesiredCPU, int64(500))
@@ -332,7 +333,7 @@ func TestResizeSizesThePodAroundTheSidecar(t *testing.T) {
 					running[cs.Name] = cs.Resources.Requests.Cpu().MilliValue()
 				}
 			}
-			if running["app"] != d.DesiredCPU-100 || running[controller.SidecarContainer] != 100 {
+			if running["app"] != d.DesiredCPU-100 || running[sidecar.ContainerName] != 100 {
 				return false
 			}
 		}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
 	"github.com/qas-dev/qas/decider/decide"
-	"github.com/qas-dev/qas/decider/inject"
+	"github.com/qas-dev/qas/proxy/sidecar"
 )
 
 var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -285,14 +285,14 @@ func TestResizePlan(t *testing.T) {
 		want    []containerCPU
 		wantErr string
 	}{
-		{"injected pod: the app takes what the sidecar leaves", pod(ctr("app", "400m", "800m"), ctr(SidecarContainer, "100m", "200m")), 900,
+		{"injected pod: the app takes what the sidecar leaves", pod(ctr("app", "400m", "800m"), ctr(sidecar.ContainerName, "100m", "200m")), 900,
 			[]containerCPU{{Name: "app", Request: 800, Limit: 1600}}, ""},
-		{"sidecar listed first", pod(ctr(SidecarContainer, "100m", "100m"), ctr("app", "400m", "400m")), 300,
+		{"sidecar listed first", pod(ctr(sidecar.ContainerName, "100m", "100m"), ctr("app", "400m", "400m")), 300,
 			[]containerCPU{{Name: "app", Request: 200, Limit: 200}}, ""},
-		{"already at the decision", pod(ctr("app", "400m", ""), ctr(SidecarContainer, "100m", "")), 500, nil, ""},
-		{"no limit stays no limit", pod(ctr("app", "400m", ""), ctr(SidecarContainer, "100m", "")), 1100,
+		{"already at the decision", pod(ctr("app", "400m", ""), ctr(sidecar.ContainerName, "100m", "")), 500, nil, ""},
+		{"no limit stays no limit", pod(ctr("app", "400m", ""), ctr(sidecar.ContainerName, "100m", "")), 1100,
 			[]containerCPU{{Name: "app", Request: 1000}}, ""},
-		{"several apps share in proportion", pod(ctr("web", "300m", "600m"), ctr("worker", "100m", "100m"), ctr(SidecarContainer, "100m", "")), 900,
+		{"several apps share in proportion", pod(ctr("web", "300m", "600m"), ctr("worker", "100m", "100m"), ctr(sidecar.ContainerName, "100m", "")), 900,
 			[]containerCPU{{Name: "web", Request: 600, Limit: 1200}, {Name: "worker", Request: 200, Limit: 200}}, ""},
 		{"rounding goes to the biggest", pod(ctr("a", "200m", ""), ctr("b", "100m", "")), 1000,
 			[]containerCPU{{Name: "a", Request: 667}, {Name: "b", Request: 333}}, ""},
@@ -300,8 +300,8 @@ func TestResizePlan(t *testing.T) {
 			[]containerCPU{{Name: "a", Request: 250}, {Name: "b", Request: 250}}, ""},
 		{"without a sidecar the app gets it all", pod(ctr("app", "500m", "1")), 750,
 			[]containerCPU{{Name: "app", Request: 750, Limit: 1500}}, ""},
-		{"nothing left for the app", pod(ctr("app", "400m", ""), ctr(SidecarContainer, "200m", "")), 200, nil, "leaves no CPU for the app"},
-		{"only the sidecar", pod(ctr(SidecarContainer, "100m", "")), 500, nil, "no container besides qas-proxy"},
+		{"nothing left for the app", pod(ctr("app", "400m", ""), ctr(sidecar.ContainerName, "200m", "")), 200, nil, "leaves no CPU for the app"},
+		{"only the sidecar", pod(ctr(sidecar.ContainerName, "100m", "")), 500, nil, "no container besides qas-proxy"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -331,7 +331,7 @@ func TestResizePlan(t *testing.T) {
 }
 
 func TestSidecarNameMatchesTheWebhook(t *testing.T) {
-	require.Equal(t, inject.ContainerName, SidecarContainer)
+	require.Equal(t, sidecar.ContainerName, sidecar.ContainerName)
 }
 
 func TestResizeProblem(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
+	"github.com/qas-dev/qas/proxy/sidecar"
 )
 
 // ResizeBlockedAnnotation holds, on the QueueAutoscaler, the time until which
@@ -109,11 +110,6 @@ func (c *Controller) revertResize(ctx context.Context, p *corev1.Pod) error {
 	return nil
 }
 
-// SidecarContainer is the name of the qas-proxy sidecar the webhook injects
-// (decider/inject.ContainerName). An in-place resize leaves it alone: its CPU serves
-// the proxy, and the decision sizes the app around it.
-const SidecarContainer = "qas-proxy"
-
 // containerCPU is one container's CPU after a resize, in millicores; Limit 0 means
 // none.
 type containerCPU struct {
@@ -132,7 +128,7 @@ func resizePlan(p *corev1.Pod, cpu int64) ([]containerCPU, error) {
 	var fixed, weights int64
 	var apps []corev1.Container
 	for _, c := range p.Spec.Containers {
-		if c.Name == SidecarContainer {
+		if c.Name == sidecar.ContainerName {
 			fixed += c.Resources.Requests.Cpu().MilliValue()
 			continue
 		}
@@ -140,14 +136,14 @@ func resizePlan(p *corev1.Pod, cpu int64) ([]containerCPU, error) {
 		weights += c.Resources.Requests.Cpu().MilliValue()
 	}
 	if len(apps) == 0 {
-		return nil, fmt.Errorf("pod %s has no container besides %s to resize", p.Name, SidecarContainer)
+		return nil, fmt.Errorf("pod %s has no container besides %s to resize", p.Name, sidecar.ContainerName)
 	}
 	if weights+fixed == cpu {
 		return nil, nil
 	}
 	budget := cpu - fixed
 	if budget < int64(len(apps)) {
-		return nil, fmt.Errorf("%dm per pod leaves no CPU for the app of %s beside the %s sidecar's %dm", cpu, p.Name, SidecarContainer, fixed)
+		return nil, fmt.Errorf("%dm per pod leaves no CPU for the app of %s beside the %s sidecar's %dm", cpu, p.Name, sidecar.ContainerName, fixed)
 	}
 	shares := make([]int64, len(apps))
 	largest, given := 0, int64(0)

@@ -45,6 +45,7 @@ import (
 	"github.com/qas-dev/qas/decider/inject/injecttest"
 	"github.com/qas-dev/qas/internal/testenv/influxtest"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
+	"github.com/qas-dev/qas/proxy/sidecar"
 )
 
 func TestMain(m *testing.M) { kubetest.Main(m, kubetest.Full()) }
@@ -104,17 +105,17 @@ func startWebhook(t *testing.T, c *kubetest.Cluster, ns string, probe corev1.Pod
 func requireInjected(t *testing.T, p corev1.Pod) {
 	require.Len(t, p.Spec.Containers, 2, "pod %s: the app and the sidecar", p.Name)
 	app, proxy := p.Spec.Containers[0], p.Spec.Containers[1]
-	require.Equal(t, inject.ContainerName, proxy.Name)
+	require.Equal(t, sidecar.ContainerName, proxy.Name)
 	require.Equal(t, []corev1.ContainerPort{
 		{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
-		{Name: inject.AdminPortName, ContainerPort: inject.DefaultAdminPort, Protocol: corev1.ProtocolTCP},
+		{Name: sidecar.AdminPortName, ContainerPort: sidecar.DefaultAdminPort, Protocol: corev1.ProtocolTCP},
 	}, proxy.Ports, "the proxy owns the serving port")
 	require.Equal(t, []string{"--listen=:8080", "--admin-listen=:9901", "--upstream=127.0.0.1:18080", "--concurrency=1"}, proxy.Args)
 	require.Equal(t, []corev1.ContainerPort{{Name: inject.AppPortName, ContainerPort: 18080, Protocol: corev1.ProtocolTCP}}, app.Ports)
 	require.Contains(t, app.Env, corev1.EnvVar{Name: inject.EnvAppPort, Value: "18080"})
 	require.Equal(t, int32(18080), app.ReadinessProbe.HTTPGet.Port.IntVal, "the probe reaches the app directly")
-	require.Equal(t, "true", p.Labels[inject.LabelInject], "labelled for the collector (it opted in by annotation)")
-	require.Equal(t, "true", p.Annotations[inject.AnnotationInjected])
+	require.Equal(t, "true", p.Labels[sidecar.InjectLabel], "labelled for the collector (it opted in by annotation)")
+	require.Equal(t, "true", p.Annotations[sidecar.InjectedAnnotation])
 }
 
 // load sends Poisson arrivals at rate per second (changeable) to the Ready pods'
@@ -192,8 +193,8 @@ func TestScalesWithLoadThroughRealPipeline(t *testing.T) {
 	// 1. The example app opts in by annotation; the apiserver calls the webhook for
 	// its pods.
 	dep := exampleDeployment(t, ns)
-	require.NotContains(t, dep.Spec.Template.Labels, inject.LabelInject, "the manifest opts in by annotation")
-	require.Equal(t, "true", dep.Spec.Template.Annotations[inject.LabelInject])
+	require.NotContains(t, dep.Spec.Template.Labels, sidecar.InjectLabel, "the manifest opts in by annotation")
+	require.Equal(t, "true", dep.Spec.Template.Annotations[sidecar.InjectLabel])
 	startWebhook(t, c, ns, dep.Spec.Template)
 	_, err = kube.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{})
 	require.NoError(t, err)

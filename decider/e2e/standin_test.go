@@ -20,9 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/qas-dev/qas/collector/discovery"
 	"github.com/qas-dev/qas/decider/inject"
 	"github.com/qas-dev/qas/internal/testenv"
+	"github.com/qas-dev/qas/proxy/sidecar"
 )
 
 func repoRoot() string {
@@ -50,7 +50,7 @@ const stopGrace = time.Minute
 // containers would run: the real qas-example-app and the real qas-proxy, as local
 // processes on free loopback ports, with the arguments and environment the webhook
 // injected (each pod port mapped to a loopback port). Each pod is annotated with its
-// proxy's /stats URL (discovery.StatsURLAnnotation), which is how the collector maps a
+// proxy's /stats URL (sidecar.StatsURLAnnotation), which is how the collector maps a
 // kwok pod to the process standing in for its sidecar. Load goes to the proxies of
 // Ready pods, as a Service routes.
 type standIns struct {
@@ -152,13 +152,13 @@ func (s *standIns) start(ctx context.Context, pod *corev1.Pod) (*podProcs, error
 	}
 	pp := &podProcs{}
 	var admin int
-	for _, role := range []string{"app", inject.ContainerName} { // the app first: the proxy's readiness needs it
+	for _, role := range []string{"app", sidecar.ContainerName} { // the app first: the proxy's readiness needs it
 		for _, c := range pod.Spec.Containers {
 			bin, args := "", []string{}
 			switch {
-			case role == inject.ContainerName && c.Name == inject.ContainerName:
+			case role == sidecar.ContainerName && c.Name == sidecar.ContainerName:
 				bin = s.bins["qas-proxy"] // the image's entrypoint; the webhook sets only args
-			case role == "app" && c.Name != inject.ContainerName && len(c.Command) > 0 && filepath.Base(c.Command[0]) == "qas-example-app":
+			case role == "app" && c.Name != sidecar.ContainerName && len(c.Command) > 0 && filepath.Base(c.Command[0]) == "qas-example-app":
 				bin = s.bins["qas-example-app"]
 				args = append(args, c.Command[1:]...)
 			default:
@@ -178,7 +178,7 @@ func (s *standIns) start(ctx context.Context, pod *corev1.Pod) (*podProcs, error
 					_, port, _ := net.SplitHostPort(strings.TrimPrefix(a, "--admin-listen="))
 					admin = local[port]
 				}
-				if strings.HasPrefix(a, "--listen=") && c.Name == inject.ContainerName {
+				if strings.HasPrefix(a, "--listen=") && c.Name == sidecar.ContainerName {
 					_, port, _ := net.SplitHostPort(strings.TrimPrefix(a, "--listen="))
 					pp.serving = fmt.Sprintf("http://127.0.0.1:%d", local[port])
 				}
@@ -197,7 +197,7 @@ func (s *standIns) start(ctx context.Context, pod *corev1.Pod) (*podProcs, error
 		for _, p := range pp.procs {
 			p.Stop(stopGrace)
 		}
-		return nil, fmt.Errorf("want an app container running qas-example-app and an injected %s with --listen and --admin-listen: %+v", inject.ContainerName, pod.Spec.Containers)
+		return nil, fmt.Errorf("want an app container running qas-example-app and an injected %s with --listen and --admin-listen: %+v", sidecar.ContainerName, pod.Spec.Containers)
 	}
 	// Ready when the proxy reaches the app (its /readyz dials the upstream).
 	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", admin)
@@ -220,7 +220,7 @@ func (s *standIns) start(ctx context.Context, pod *corev1.Pod) (*podProcs, error
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"http://127.0.0.1:%d/stats"}}}`, discovery.StatsURLAnnotation, admin)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"http://127.0.0.1:%d/stats"}}}`, sidecar.StatsURLAnnotation, admin)
 	if _, err := s.kube.CoreV1().Pods(s.ns).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		for _, p := range pp.procs {
 			p.Stop(stopGrace)

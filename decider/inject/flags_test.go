@@ -12,10 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/qas-dev/qas/decider/inject"
 	"github.com/qas-dev/qas/decider/inject/injecttest"
 	"github.com/qas-dev/qas/internal/cli"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
+	"github.com/qas-dev/qas/proxy/sidecar"
 )
 
 func TestProxyFlagsValidate(t *testing.T) {
@@ -68,7 +68,7 @@ func TestRunInjectsConfiguredProxy(t *testing.T) {
 		spec := optedInPod()
 		spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "app-registry"}}
 		p, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%d", n), Labels: map[string]string{inject.LabelInject: "true"}},
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%d", n), Labels: map[string]string{sidecar.InjectLabel: "true"}},
 			Spec:       spec,
 		}, metav1.CreateOptions{})
 		if err != nil {
@@ -80,7 +80,7 @@ func TestRunInjectsConfiguredProxy(t *testing.T) {
 	require.NoError(t, err, "no pod came back injected")
 	require.Equal(t, []corev1.LocalObjectReference{{Name: "app-registry"}, {Name: "proxy-registry"}}, pod.Spec.ImagePullSecrets)
 	proxy := pod.Spec.Containers[len(pod.Spec.Containers)-1]
-	require.Equal(t, inject.ContainerName, proxy.Name)
+	require.Equal(t, sidecar.ContainerName, proxy.Name)
 	for name, want := range map[string]resource.Quantity{
 		"requests.cpu": resource.MustParse("120m"), "requests.memory": resource.MustParse("48Mi"),
 		"limits.cpu": resource.MustParse("1"), "limits.memory": resource.MustParse("96Mi"),

@@ -32,36 +32,24 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/qas-dev/qas/proxy/sidecar"
 )
 
-// Canonical names of the injection contract, shared with the collector's discovery.
+// The webhook's own annotations and names; the contract it shares with the proxy, the
+// collector and the controller is in proxy/sidecar.
 const (
-	// LabelInject opts a pod in when its value is "true" (as a label, or as an
-	// annotation when there is no such label); injected pods carry it as a label.
-	LabelInject = "qas.dev/inject"
-	// AnnotationInjected marks a pod that already has the sidecar.
-	AnnotationInjected = "qas.dev/injected"
 	// AnnotationPort names the app's serving port to move (default DefaultPortName).
 	AnnotationPort = "qas.dev/port"
 	// AnnotationAppPort is the port the app listens on after injection.
 	AnnotationAppPort = "qas.dev/app-port"
-	// AnnotationAdminPort is the proxy's admin port (/stats, /metrics, /readyz).
-	AnnotationAdminPort = "qas.dev/admin-port"
-	// AnnotationConcurrency is the proxy's concurrency limit k (a positive integer).
-	AnnotationConcurrency = "qas.dev/concurrency"
 	// AnnotationSkipReason says why an opted-in pod was not injected.
 	AnnotationSkipReason = "qas.dev/inject-skipped"
 
-	// ContainerName is the sidecar's container name.
-	ContainerName = "qas-proxy"
 	// DefaultPortName is the serving port name moved to the proxy.
 	DefaultPortName = "http"
 	// AppPortName is the app container's port name after injection.
 	AppPortName = "qas-app"
-	// AdminPortName is the proxy's admin port name.
-	AdminPortName = "qas-admin"
-	// DefaultAdminPort is the proxy's admin port number.
-	DefaultAdminPort = 9901
 	// DefaultAppPortOffset is added to the serving port when no app port is given.
 	DefaultAppPortOffset = 10000
 	// DefaultImage is the proxy image.
@@ -84,7 +72,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Image:     DefaultImage,
-		AdminPort: DefaultAdminPort,
+		AdminPort: sidecar.DefaultAdminPort,
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
@@ -109,10 +97,10 @@ type Result struct {
 // OptedIn reports whether the pod asks for injection: label qas.dev/inject="true", or
 // with no such label, annotation qas.dev/inject="true".
 func OptedIn(pod *corev1.Pod) bool {
-	if v, ok := pod.Labels[LabelInject]; ok {
+	if v, ok := pod.Labels[sidecar.InjectLabel]; ok {
 		return v == "true"
 	}
-	return pod.Annotations[LabelInject] == "true"
+	return pod.Annotations[sidecar.InjectLabel] == "true"
 }
 
 // DefaultObjectSelector is the webhook's objectSelector in the Helm chart: every pod
@@ -120,7 +108,7 @@ func OptedIn(pod *corev1.Pod) bool {
 // webhook, so that a pod can opt in by annotation (which no selector can see).
 func DefaultObjectSelector() *metav1.LabelSelector {
 	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-		Key: LabelInject, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"false"},
+		Key: sidecar.InjectLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"false"},
 	}}}
 }
 
@@ -129,14 +117,14 @@ func DefaultObjectSelector() *metav1.LabelSelector {
 // reason; an opted-in pod that cannot be injected also gets AnnotationSkipReason.
 func (c Config) Mutate(pod *corev1.Pod) (Result, error) {
 	if !OptedIn(pod) {
-		return Result{Skip: "pod did not opt in (label " + LabelInject + `="true", or that annotation without the label)`}, nil
+		return Result{Skip: "pod did not opt in (label " + sidecar.InjectLabel + `="true", or that annotation without the label)`}, nil
 	}
-	if pod.Annotations[AnnotationInjected] != "" {
-		return Result{Skip: "already injected (annotation " + AnnotationInjected + ")"}, nil
+	if pod.Annotations[sidecar.InjectedAnnotation] != "" {
+		return Result{Skip: "already injected (annotation " + sidecar.InjectedAnnotation + ")"}, nil
 	}
 	for _, ct := range pod.Spec.Containers {
-		if ct.Name == ContainerName {
-			return Result{Skip: "already injected (container " + ContainerName + " exists)"}, nil
+		if ct.Name == sidecar.ContainerName {
+			return Result{Skip: "already injected (container " + sidecar.ContainerName + " exists)"}, nil
 		}
 	}
 	portName := DefaultPortName
@@ -188,10 +176,10 @@ func (c Config) Mutate(pod *corev1.Pod) (Result, error) {
 		return c.skipped(pod, bad)
 	}
 	concurrency := 0
-	if v, ok := pod.Annotations[AnnotationConcurrency]; ok {
+	if v, ok := pod.Annotations[sidecar.ConcurrencyAnnotation]; ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			return c.skipped(pod, fmt.Sprintf("annotation %s=%q is not a positive integer", AnnotationConcurrency, v))
+			return c.skipped(pod, fmt.Sprintf("annotation %s=%q is not a positive integer", sidecar.ConcurrencyAnnotation, v))
 		}
 		concurrency = n
 	}
@@ -212,9 +200,9 @@ func (c Config) Mutate(pod *corev1.Pod) (Result, error) {
 	for k, v := range pod.Annotations {
 		ann[k] = v
 	}
-	ann[AnnotationInjected] = "true"
+	ann[sidecar.InjectedAnnotation] = "true"
 	ann[AnnotationAppPort] = strconv.Itoa(int(appPort))
-	ann[AnnotationAdminPort] = strconv.Itoa(int(c.AdminPort))
+	ann[sidecar.AdminPortAnnotation] = strconv.Itoa(int(c.AdminPort))
 	delete(ann, AnnotationSkipReason)
 	// The label marks the pod for the collector's discovery also when it opted in by
 	// annotation.
@@ -222,7 +210,7 @@ func (c Config) Mutate(pod *corev1.Pod) (Result, error) {
 	for k, v := range pod.Labels {
 		labels[k] = v
 	}
-	labels[LabelInject] = "true"
+	labels[sidecar.InjectLabel] = "true"
 	return Result{Patch: append([]PatchOp{
 		{Op: "replace", Path: "/spec/containers", Value: containers},
 		{Op: "add", Path: "/metadata/annotations", Value: ann},
@@ -276,16 +264,16 @@ func (c Config) sidecar(serving corev1.ContainerPort, appPort int32, concurrency
 		args = append(args, fmt.Sprintf("--concurrency=%d", concurrency))
 	}
 	return corev1.Container{
-		Name:  ContainerName,
+		Name:  sidecar.ContainerName,
 		Image: c.Image,
 		Args:  args,
 		Ports: []corev1.ContainerPort{
 			{Name: serving.Name, ContainerPort: serving.ContainerPort, Protocol: corev1.ProtocolTCP},
-			{Name: AdminPortName, ContainerPort: c.AdminPort, Protocol: corev1.ProtocolTCP},
+			{Name: sidecar.AdminPortName, ContainerPort: c.AdminPort, Protocol: corev1.ProtocolTCP},
 		},
 		Resources: *c.Resources.DeepCopy(),
 		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
-			HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString(AdminPortName)},
+			HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString(sidecar.AdminPortName)},
 		}},
 		SecurityContext: &corev1.SecurityContext{
 			RunAsNonRoot:             &yes,

@@ -10,11 +10,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/qas-dev/qas/proxy/sidecar"
 )
 
 func appPod(mod func(*corev1.Pod)) *corev1.Pod {
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "app", Labels: map[string]string{LabelInject: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Labels: map[string]string{sidecar.InjectLabel: "true"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{
 			Name:  "app",
 			Image: "example",
@@ -70,13 +72,13 @@ func TestMutateInjects(t *testing.T) {
 	got, res := apply(t, DefaultConfig(), appPod(nil))
 	require.Empty(t, res.Skip)
 	require.Len(t, got.Spec.Containers, 2)
-	app, proxy := container(got, "app"), container(got, ContainerName)
+	app, proxy := container(got, "app"), container(got, sidecar.ContainerName)
 	require.NotNil(t, proxy)
 
 	// The proxy owns the serving port's name and number, so Services keep working.
 	require.Equal(t, []corev1.ContainerPort{
 		{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
-		{Name: AdminPortName, ContainerPort: DefaultAdminPort, Protocol: corev1.ProtocolTCP},
+		{Name: sidecar.AdminPortName, ContainerPort: sidecar.DefaultAdminPort, Protocol: corev1.ProtocolTCP},
 	}, proxy.Ports)
 	require.Equal(t, []string{"--listen=:8080", "--admin-listen=:9901", "--upstream=127.0.0.1:18080"}, proxy.Args)
 	require.Equal(t, DefaultImage, proxy.Image)
@@ -92,7 +94,7 @@ func TestMutateInjects(t *testing.T) {
 	require.Equal(t, intstr.FromInt32(18080), app.ReadinessProbe.HTTPGet.Port)
 	require.Equal(t, intstr.FromInt32(18080), app.LivenessProbe.TCPSocket.Port)
 	require.Equal(t, intstr.FromString("metrics"), app.StartupProbe.HTTPGet.Port, "probes on other ports are untouched")
-	require.Equal(t, intstr.FromString(AdminPortName), proxy.ReadinessProbe.HTTPGet.Port)
+	require.Equal(t, intstr.FromString(sidecar.AdminPortName), proxy.ReadinessProbe.HTTPGet.Port)
 
 	// Restrictive security context and resources.
 	sc := proxy.SecurityContext
@@ -103,8 +105,8 @@ func TestMutateInjects(t *testing.T) {
 	require.Equal(t, "50m", proxy.Resources.Requests.Cpu().String())
 	require.Equal(t, "128Mi", proxy.Resources.Limits.Memory().String())
 
-	require.Equal(t, map[string]string{AnnotationInjected: "true", AnnotationAppPort: "18080", AnnotationAdminPort: "9901"}, got.Annotations)
-	require.Equal(t, map[string]string{LabelInject: "true"}, got.Labels)
+	require.Equal(t, map[string]string{sidecar.InjectedAnnotation: "true", AnnotationAppPort: "18080", sidecar.AdminPortAnnotation: "9901"}, got.Annotations)
+	require.Equal(t, map[string]string{sidecar.InjectLabel: "true"}, got.Labels)
 
 	// Idempotent: a second pass changes nothing.
 	again, res2 := apply(t, DefaultConfig(), got)
@@ -121,15 +123,15 @@ func TestMutateSkips(t *testing.T) {
 		annotate bool // the pod opted in, so the reason is recorded on it
 	}{
 		{"not opted in", func(p *corev1.Pod) { p.Labels = nil }, "did not opt in", false},
-		{"label false", func(p *corev1.Pod) { p.Labels[LabelInject] = "false" }, "did not opt in", false},
+		{"label false", func(p *corev1.Pod) { p.Labels[sidecar.InjectLabel] = "false" }, "did not opt in", false},
 		{"label false wins over the annotation", func(p *corev1.Pod) {
-			p.Labels[LabelInject] = "false"
-			p.Annotations = map[string]string{LabelInject: "true"}
+			p.Labels[sidecar.InjectLabel] = "false"
+			p.Annotations = map[string]string{sidecar.InjectLabel: "true"}
 		}, "did not opt in", false},
-		{"bad concurrency", func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationConcurrency: "0"} }, `annotation qas.dev/concurrency="0" is not a positive integer`, true},
-		{"already annotated", func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationInjected: "true"} }, "already injected (annotation", false},
+		{"bad concurrency", func(p *corev1.Pod) { p.Annotations = map[string]string{sidecar.ConcurrencyAnnotation: "0"} }, `annotation qas.dev/concurrency="0" is not a positive integer`, true},
+		{"already annotated", func(p *corev1.Pod) { p.Annotations = map[string]string{sidecar.InjectedAnnotation: "true"} }, "already injected (annotation", false},
 		{"sidecar present", func(p *corev1.Pod) {
-			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: ContainerName})
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: sidecar.ContainerName})
 		}, "already injected (container", false},
 		{"no named port", func(p *corev1.Pod) { p.Spec.Containers[0].Ports[0].Name = "web" }, `no container has a port named "http"`, true},
 		{"UDP port", func(p *corev1.Pod) { p.Spec.Containers[0].Ports[0].Protocol = corev1.ProtocolUDP }, "only TCP can be proxied", true},
@@ -137,7 +139,7 @@ func TestMutateSkips(t *testing.T) {
 			`annotation qas.dev/app-protocol="h2" is not one of kubernetes.io/h2c, grpc, http, kubernetes.io/ws`, true},
 		{"bad app port", func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationAppPort: "x"} }, `annotation qas.dev/app-port="x" is not a port number`, true},
 		{"app port taken", func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationAppPort: "9090"} }, `port 9090 is already used by container "app"`, true},
-		{"admin port taken", func(p *corev1.Pod) { p.Spec.Containers[0].Ports[1].ContainerPort = DefaultAdminPort }, `port 9901 is already used`, true},
+		{"admin port taken", func(p *corev1.Pod) { p.Spec.Containers[0].Ports[1].ContainerPort = sidecar.DefaultAdminPort }, `port 9901 is already used`, true},
 		{"default app port out of range", func(p *corev1.Pod) { p.Spec.Containers[0].Ports[0].ContainerPort = 60000 }, "default app port 70000 is out of range", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -164,14 +166,14 @@ func TestMutateOptions(t *testing.T) {
 	}{
 		{"annotation opt-in gets the label", func(p *corev1.Pod) {
 			p.Labels = map[string]string{"app": "web"}
-			p.Annotations = map[string]string{LabelInject: "true"}
-		}, "app", "--upstream=127.0.0.1:18080", 8080, map[string]string{"app": "web", LabelInject: "true"}},
+			p.Annotations = map[string]string{sidecar.InjectLabel: "true"}
+		}, "app", "--upstream=127.0.0.1:18080", 8080, map[string]string{"app": "web", sidecar.InjectLabel: "true"}},
 		{"annotation opt-in without labels", func(p *corev1.Pod) {
 			p.Labels = nil
-			p.Annotations = map[string]string{LabelInject: "true"}
-		}, "app", "--upstream=127.0.0.1:18080", 8080, map[string]string{LabelInject: "true"}},
+			p.Annotations = map[string]string{sidecar.InjectLabel: "true"}
+		}, "app", "--upstream=127.0.0.1:18080", 8080, map[string]string{sidecar.InjectLabel: "true"}},
 		{"explicit app port", func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationAppPort: "7000"} }, "app", "--upstream=127.0.0.1:7000", 8080, nil},
-		{"concurrency", func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationConcurrency: "4"} }, "app", "--concurrency=4", 8080, nil},
+		{"concurrency", func(p *corev1.Pod) { p.Annotations = map[string]string{sidecar.ConcurrencyAnnotation: "4"} }, "app", "--concurrency=4", 8080, nil},
 		{"port name annotation, second container", func(p *corev1.Pod) {
 			p.Annotations = map[string]string{AnnotationPort: "web"}
 			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "web", Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: 3000}}})
@@ -183,7 +185,7 @@ func TestMutateOptions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, res := apply(t, DefaultConfig(), appPod(tc.mod))
 			require.Empty(t, res.Skip)
-			proxy := container(got, ContainerName)
+			proxy := container(got, sidecar.ContainerName)
 			require.Contains(t, proxy.Args, tc.arg)
 			if tc.labels != nil {
 				require.Equal(t, tc.labels, got.Labels)
@@ -210,8 +212,8 @@ func TestDefaultObjectSelector(t *testing.T) {
 	}{
 		{nil, true},
 		{map[string]string{"app": "web"}, true},
-		{map[string]string{LabelInject: "true"}, true},
-		{map[string]string{LabelInject: "false"}, false},
+		{map[string]string{sidecar.InjectLabel: "true"}, true},
+		{map[string]string{sidecar.InjectLabel: "false"}, false},
 	} {
 		require.Equal(t, tc.sent, sel.Matches(labels.Set(tc.labels)), "%v", tc.labels)
 	}

@@ -5,6 +5,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/qas-dev/qas/proxy/sidecar"
 )
 
 // TestUpstreamProtocol: the sidecar speaks h2c to the app when the serving port says
@@ -42,7 +44,7 @@ func TestUpstreamProtocol(t *testing.T) {
 			})
 			got, res := apply(t, DefaultConfig(), pod)
 			require.Empty(t, res.Skip)
-			proxy := container(got, ContainerName)
+			proxy := container(got, sidecar.ContainerName)
 			want := []string{"--listen=:8080", "--admin-listen=:9901", "--upstream=127.0.0.1:18080"}
 			if tc.h2c {
 				want = append(want, "--upstream-protocol=h2c")

@@ -5,6 +5,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/qas-dev/qas/proxy/sidecar"
 )
 
 func TestMutateAddsImagePullSecrets(t *testing.T) {
@@ -30,7 +32,7 @@ func TestMutateAddsImagePullSecrets(t *testing.T) {
 			c.ImagePullSecrets = tc.configured
 			got, res := apply(t, c, appPod(func(p *corev1.Pod) { p.Spec.ImagePullSecrets = tc.pod }))
 			require.Empty(t, res.Skip)
-			require.NotNil(t, container(got, ContainerName), "injected")
+			require.NotNil(t, container(got, sidecar.ContainerName), "injected")
 			require.Equal(t, tc.want, got.Spec.ImagePullSecrets)
 		})
 	}

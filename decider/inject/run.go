@@ -19,6 +19,7 @@ import (
 	"github.com/qas-dev/qas/internal/cli"
 	"github.com/qas-dev/qas/internal/kubeconfig"
 	"github.com/qas-dev/qas/internal/version"
+	"github.com/qas-dev/qas/proxy/sidecar"
 )
 
 // Options configure the webhook process (`qas-decider webhook`).
@@ -55,7 +56,7 @@ func (o *Options) FlagSet() *flag.FlagSet {
 	fs.StringVar(&o.DNSNames, "dns-names", "qas-webhook.qas-system.svc", "comma-separated DNS names (or IPs) of the webhook Service")
 	fs.StringVar(&o.CertDir, "cert-dir", "", "cert-manager mode: read tls.crt/tls.key from this directory and manage no Secret or caBundle")
 	fs.StringVar(&o.Image, "proxy-image", DefaultImage, "qas-proxy image to inject")
-	fs.IntVar(&o.AdminPort, "admin-port", DefaultAdminPort, "qas-proxy admin port")
+	fs.IntVar(&o.AdminPort, "admin-port", sidecar.DefaultAdminPort, "qas-proxy admin port")
 	fs.StringVar(&o.ProxyResources, "proxy-resources", "", `resources of the injected qas-proxy container as JSON, e.g. {"requests":{"cpu":"50m","memory":"32Mi"},"limits":{"memory":"128Mi"}} (empty: that default)`)
 	fs.StringVar(&o.ProxyImagePullSecrets, "proxy-image-pull-secrets", "", "comma-separated Secrets added to injected pods' imagePullSecrets for the qas-proxy image (each must exist in the pod's namespace)")
 	o.Log.Register(fs)

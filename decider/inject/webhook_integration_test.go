@@ -21,6 +21,7 @@ import (
 	"github.com/qas-dev/qas/decider/inject"
 	"github.com/qas-dev/qas/decider/inject/injecttest"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
+	"github.com/qas-dev/qas/proxy/sidecar"
 )
 
 // Full: Deployments, scheduling and kwok's Running pods, which the collector's
@@ -42,7 +43,7 @@ func optedInPod() corev1.PodSpec {
 
 func hasSidecar(p *corev1.Pod) bool {
 	for _, c := range p.Spec.Containers {
-		if c.Name == inject.ContainerName {
+		if c.Name == sidecar.ContainerName {
 			return true
 		}
 	}
@@ -228,7 +229,7 @@ func TestWebhookThroughRealAPIServer(t *testing.T) {
 		require.NoError(t, err)
 		return p
 	}
-	optIn := map[string]string{inject.LabelInject: "true"}
+	optIn := map[string]string{sidecar.InjectLabel: "true"}
 	// The webhook configuration reaches the apiserver's admission chain
 	// asynchronously, and with failurePolicy Ignore pods created before that are
 	// admitted unchanged: wait for the first injected pod once, when it is registered.
@@ -238,7 +239,7 @@ func TestWebhookThroughRealAPIServer(t *testing.T) {
 		return hasSidecar(pod), nil
 	})
 	require.NoError(t, err, "no pod came back injected")
-	require.Equal(t, "true", pod.Annotations[inject.AnnotationInjected])
+	require.Equal(t, "true", pod.Annotations[sidecar.InjectedAnnotation])
 	require.Len(t, pod.Spec.Containers, 2)
 	app := pod.Spec.Containers[0]
 	require.Equal(t, inject.AppPortName, app.Ports[0].Name)
@@ -263,13 +264,13 @@ func TestWebhookThroughRealAPIServer(t *testing.T) {
 	injectedNow("after the first certificate")
 
 	// Pods that do not opt in, or opt out, are left alone.
-	for _, p := range []*corev1.Pod{newPod(nil, nil), newPod(map[string]string{inject.LabelInject: "false"}, optIn)} {
+	for _, p := range []*corev1.Pod{newPod(nil, nil), newPod(map[string]string{sidecar.InjectLabel: "false"}, optIn)} {
 		require.False(t, hasSidecar(p), "pod %s labels %v annotations %v", p.Name, p.Labels, p.Annotations)
 	}
 
 	// A Deployment's pods, created by the ReplicaSet controller, get the sidecar.
 	replicas := int32(2)
-	labels := map[string]string{"app": "demo", inject.LabelInject: "true"}
+	labels := map[string]string{"app": "demo", sidecar.InjectLabel: "true"}
 	_, err = cs.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "demo"},
 		Spec: appsv1.DeploymentSpec{
@@ -360,7 +361,7 @@ func TestAnnotationOptInReachesDiscovery(t *testing.T) {
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		n++
 		p, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("probe-%d", n), Annotations: map[string]string{inject.LabelInject: "true"}},
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("probe-%d", n), Annotations: map[string]string{sidecar.InjectLabel: "true"}},
 			Spec:       optedInPod(),
 		}, metav1.CreateOptions{})
 		return err == nil && hasSidecar(p), err
@@ -374,7 +375,7 @@ func TestAnnotationOptInReachesDiscovery(t *testing.T) {
 			Replicas: &replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "api"}},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "api"}, Annotations: map[string]string{inject.LabelInject: "true"}},
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "api"}, Annotations: map[string]string{sidecar.InjectLabel: "true"}},
 				Spec:       optedInPod(),
 			},
 		},
@@ -404,10 +405,10 @@ func TestAnnotationOptInReachesDiscovery(t *testing.T) {
 		pod, err := cs.CoreV1().Pods(ns).Get(ctx, p.Pod, metav1.GetOptions{})
 		require.NoError(t, err)
 		require.True(t, hasSidecar(pod), "pod %s", p.Pod)
-		require.Equal(t, "true", pod.Labels[inject.LabelInject], "the webhook labels what it injects")
+		require.Equal(t, "true", pod.Labels[sidecar.InjectLabel], "the webhook labels what it injects")
 	}
 	rs, err := cs.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=api"})
 	require.NoError(t, err)
 	require.Len(t, rs.Items, 1)
-	require.NotContains(t, rs.Items[0].Labels, inject.LabelInject, "the ReplicaSet is not labelled: discovery resolved it anyway")
+	require.NotContains(t, rs.Items[0].Labels, sidecar.InjectLabel, "the ReplicaSet is not labelled: discovery resolved it anyway")
 }

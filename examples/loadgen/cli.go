@@ -13,6 +13,7 @@ import (
 
 	"github.com/qas-dev/qas/internal/cli"
 	"github.com/qas-dev/qas/internal/trace"
+	"github.com/qas-dev/qas/proxy/sidecar"
 	"github.com/qas-dev/qas/proxy/stats"
 )
 
@@ -40,7 +41,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	if cfg.Targets, err = urlList("target", *targets, "http://127.0.0.1:8080"); err != nil {
 		return cli.ExitTo(stdout, stderr, "qas-loadgen", err)
 	}
-	pods, err := urlList("watch", *watch, "http://127.0.0.1:9901/stats")
+	pods, err := urlList("watch", *watch, fmt.Sprintf("http://127.0.0.1:%d/stats", sidecar.DefaultAdminPort))
 	if err != nil {
 		return cli.ExitTo(stdout, stderr, "qas-loadgen", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/qas-dev/qas/internal/version"
 	"github.com/qas-dev/qas/proxy/measure"
 	"github.com/qas-dev/qas/proxy/server"
+	"github.com/qas-dev/qas/proxy/sidecar"
 )
 
 // Flags are qas-proxy's settings. The defaults suit a sidecar: it takes the pod's
@@ -39,7 +40,7 @@ func Parse(args []string, getenv func(string) string) (Flags, error) {
 	var f Flags
 	fs := flag.NewFlagSet("qas-proxy", flag.ContinueOnError)
 	fs.StringVar(&f.Listen, "listen", ":8080", "serving address (the pod's serving port)")
-	fs.StringVar(&f.AdminListen, "admin-listen", ":9901", "admin address for /metrics, /stats, /healthz, /readyz")
+	fs.StringVar(&f.AdminListen, "admin-listen", fmt.Sprintf(":%d", sidecar.DefaultAdminPort), "admin address for /metrics, /stats, /healthz, /readyz")
 	fs.StringVar(&f.Upstream, "upstream", "127.0.0.1:8081", "the application's host:port")
 	fs.StringVar(&f.UpstreamProtocol, "upstream-protocol", string(server.UpstreamHTTP1), "how the proxy speaks to the app: http1 (pooled HTTP/1.1 keep-alive) or h2c (HTTP/2 cleartext with prior knowledge, for gRPC and other HTTP/2-only apps; every request then takes the general net/http path, as the fast path speaks only HTTP/1.1 upstream)")
 	fs.DurationVar(&f.UpstreamTimeout, "upstream-timeout", 60*time.Second, "answer 504 when the app sends no response headers within this (0 = no limit)")

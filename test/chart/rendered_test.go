@@ -18,6 +18,7 @@ import (
 	"github.com/qas-dev/qas/internal/testenv"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
 	proxyapp "github.com/qas-dev/qas/proxy/app"
+	"github.com/qas-dev/qas/proxy/sidecar"
 )
 
 // outsideCluster is what a chart container gets from the cluster that a process on
@@ -195,7 +196,7 @@ func checkContainer(ct corev1.Container, ns string, into *binaryFlags) error {
 // sidecar's arguments as qas-proxy does.
 func checkSidecar(cfg inject.Config, into *binaryFlags) error {
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "apps", Labels: map[string]string{inject.LabelInject: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "apps", Labels: map[string]string{sidecar.InjectLabel: "true"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{
 			Name: "app", Image: "app:1", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
 		}}},
@@ -213,7 +214,7 @@ func checkSidecar(cfg inject.Config, into *binaryFlags) error {
 			continue
 		}
 		for i := range containers {
-			if containers[i].Name != inject.ContainerName {
+			if containers[i].Name != sidecar.ContainerName {
 				continue
 			}
 			sc := containers[i]
@@ -232,7 +233,7 @@ func checkSidecar(cfg inject.Config, into *binaryFlags) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("webhook patch %+v has no %s container", res.Patch, inject.ContainerName)
+	return fmt.Errorf("webhook patch %+v has no %s container", res.Patch, sidecar.ContainerName)
 }
 
 // requestsWithinLimits is the apiserver's rule for a container's resources: a
