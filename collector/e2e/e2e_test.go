@@ -18,7 +18,7 @@ import (
 
 	"github.com/qas-dev/qas/collector/pipeline"
 	"github.com/qas-dev/qas/collector/scrape"
-	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/decider/measurement"
 	"github.com/qas-dev/qas/decider/store"
 	"github.com/qas-dev/qas/examples/app"
 	"github.com/qas-dev/qas/examples/loadgen"
@@ -181,7 +181,7 @@ loop:
 }
 
 // snapshotAt reads the workload's point at exactly time ts.
-func snapshotAt(t *testing.T, client influxdb2.Client, ts time.Time) decide.Snapshot {
+func snapshotAt(t *testing.T, client influxdb2.Client, ts time.Time) measurement.Workload {
 	t.Helper()
 	st := &store.Flux{Query: client.QueryAPI(""), Bucket: influxtest.Bucket}
 	snap, err := st.Snapshot(context.Background(), store.Query{Namespace: "shop", Workload: "web", Now: ts, Window: time.Nanosecond})

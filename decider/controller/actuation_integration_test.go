@@ -12,9 +12,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/decider/measurement"
 	"github.com/qas-dev/qas/proxy/sidecar"
 )
 
@@ -85,18 +87,20 @@ func (e *env) measureHot(pods []corev1.Pod, hotNode string) {
 	e.metrics.set(10, 0.05, now)
 	e.metrics.mu.Lock()
 	defer e.metrics.mu.Unlock()
-	e.metrics.m.Pods = map[string]controller.PodUsage{}
-	e.metrics.m.Nodes = map[string]controller.NodeUsage{}
+	e.metrics.m.Pods = nil
 	for _, p := range pods {
-		u := controller.PodUsage{CPUCores: 0.3, ServiceTime: 0.05}
+		u := measurement.Pod{Name: p.Name, Node: p.Spec.NodeName, CPUUsage: 0.3, ServiceTime: 0.05}
 		if p.Spec.NodeName == hotNode {
-			u = controller.PodUsage{CPUCores: 0.5, ThrottledFraction: 0.6, ServiceTime: 0.15}
+			u.CPUUsage, u.ThrottledFraction, u.ServiceTime = 0.5, 0.6, 0.15
 		}
-		e.metrics.m.Pods[p.Name] = u
+		e.metrics.m.Pods = append(e.metrics.m.Pods, u)
 	}
-	e.metrics.m.Nodes["kwok-node-1"] = controller.NodeUsage{CPUCores: 1}
-	e.metrics.m.Nodes["kwok-node-2"] = controller.NodeUsage{CPUCores: 1}
-	e.metrics.m.Nodes[hotNode] = controller.NodeUsage{CPUCores: 15.5}
+	e.metrics.m.Nodes, e.metrics.m.Neighbours = []measurement.Node{{Name: hotNode, UsedCPU: 15.5}}, nil
+	for _, n := range []string{"kwok-node-1", "kwok-node-2"} {
+		if n != hotNode {
+			e.metrics.m.Nodes = append(e.metrics.m.Nodes, measurement.Node{Name: n, UsedCPU: 1})
+		}
+	}
 }
 
 func migrationSpec() map[string]any {
@@ -237,9 +241,9 @@ func (e *env) measureCPUBound(pods []corev1.Pod) {
 	e.metrics.set(12, 0.2, e.clock.Now())
 	e.metrics.mu.Lock()
 	defer e.metrics.mu.Unlock()
-	e.metrics.m.Pods = map[string]controller.PodUsage{}
+	e.metrics.m.Pods = nil
 	for _, p := range pods {
-		e.metrics.m.Pods[p.Name] = controller.PodUsage{CPUCores: 0.5, ServiceTime: 0.2}
+		e.metrics.m.Pods = append(e.metrics.m.Pods, measurement.Pod{Name: p.Name, Node: p.Spec.NodeName, CPUUsage: 0.5, ServiceTime: 0.2})
 	}
 }
 
@@ -366,11 +370,17 @@ func TestDeferredResizeFallsBack(t *testing.T) {
 	ctx := context.Background()
 	deferredSince := e.clock.Now().Truncate(time.Second) // condition times have whole seconds
 	for _, p := range pods {
-		got, err := e.c.Clientset().CoreV1().Pods(e.ns).Get(ctx, p.Name, metav1.GetOptions{})
-		require.NoError(t, err)
-		got.Status.Conditions = append(got.Status.Conditions, corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue,
-			Reason: corev1.PodReasonDeferred, Message: "Node didn't have enough capacity: cpu", LastTransitionTime: metav1.NewTime(deferredSince)})
-		_, err = e.c.Clientset().CoreV1().Pods(e.ns).UpdateStatus(ctx, got, metav1.UpdateOptions{})
+		// kwok writes pod status too: retry on its conflicts, as a kubelet would.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			got, err := e.c.Clientset().CoreV1().Pods(e.ns).Get(ctx, p.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			got.Status.Conditions = append(got.Status.Conditions, corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue,
+				Reason: corev1.PodReasonDeferred, Message: "Node didn't have enough capacity: cpu", LastTransitionTime: metav1.NewTime(deferredSince)})
+			_, err = e.c.Clientset().CoreV1().Pods(e.ns).UpdateStatus(ctx, got, metav1.UpdateOptions{})
+			return err
+		})
 		require.NoError(t, err)
 	}
 
@@ -408,7 +418,7 @@ func (e *env) neighbourSetup(t *testing.T, name string) (corev1.Pod, string) {
 	e.queueAutoscalerWith(t, name, name, false, spec)
 	e.measureHot(e.pods(t, name), hot)
 	e.metrics.mu.Lock()
-	e.metrics.m.Pods[neighbour.Name] = controller.PodUsage{CPUCores: 4}
+	e.metrics.m.Neighbours = append(e.metrics.m.Neighbours, measurement.Pod{Name: neighbour.Namespace + "/" + neighbour.Name, Node: hot, CPUUsage: 4})
 	e.metrics.mu.Unlock()
 	return neighbour, hot
 }

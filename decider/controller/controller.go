@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -31,58 +32,13 @@ import (
 
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
 	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/decider/measurement"
 )
 
 // StateAnnotation holds the engine's memory (stabilisation window, rate-limit budget) on
 // the QueueAutoscaler, so that a restarted or newly elected decider continues where the
 // last one stopped instead of repeating or undoing its actions.
 const StateAnnotation = "qas.dev/engine-state"
-
-// Measurement is what the proxies and nodes measured for one workload over the window.
-type Measurement struct {
-	ArrivalRates    []decide.Sample
-	ServiceTime     float64 // seconds
-	ServiceSCV      float64
-	ArrivalSCV      float64
-	MeasuredLatency float64 // seconds, at the target percentile (or the mean)
-	Pods            map[string]PodUsage
-	Nodes           map[string]NodeUsage
-	// DataTime is when the newest measurement was taken; Complete is true when every
-	// pod and node had data.
-	DataTime time.Time
-	Complete bool
-}
-
-// WorkloadQuery names what to measure.
-type WorkloadQuery struct {
-	Namespace, Workload string
-	// Pods are the workload's current pods, Ready the subset that is Ready: the pods
-	// whose data must be present for the measurement to be complete.
-	Pods, Ready []string
-	Nodes       []string
-	// NeedNodes is true when the decision uses node CPU (vertical or migration
-	// enabled); node data then counts towards completeness.
-	NeedNodes  bool
-	Now        time.Time
-	Percentile float64
-}
-
-// MetricsSource supplies measurements; the collector's store implements it.
-type MetricsSource interface {
-	Measure(ctx context.Context, q WorkloadQuery) (Measurement, error)
-}
-
-// DecisionSink stores decisions for dashboards (InfluxDB); it may be nil.
-type DecisionSink interface {
-	RecordDecision(ctx context.Context, of DecisionOf, d decide.Decision, dryRun bool) error
-}
-
-// DecisionOf names what a decision is about: the QueueAutoscaler and the workload it
-// scales (its scaleTargetRef's name, which is what the collector tags measurements
-// with).
-type DecisionOf struct {
-	Namespace, Name, Workload string
-}
 
 // Controller reconciles QueueAutoscalers. Build it with New and call Start before
 // Reconcile: pods, nodes and storage are read from informer caches.
@@ -92,8 +48,8 @@ type Controller struct {
 	Metadata metadata.Interface
 	Scales   scale.ScalesGetter
 	Mapper   meta.RESTMapper
-	Metrics  MetricsSource
-	Sink     DecisionSink
+	Metrics  measurement.Source
+	Sink     measurement.DecisionSink
 	Recorder record.EventRecorder
 	Clock    clock.PassiveClock
 	Log      *zap.Logger
@@ -325,7 +281,7 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 			return decide.Snapshot{}, nil, fmt.Errorf("list pods on nodes: %w", err)
 		}
 	}
-	q := WorkloadQuery{Namespace: qa.Namespace, Workload: qa.Spec.ScaleTargetRef.Name, Now: now, Percentile: spec.Percentile,
+	q := measurement.Query{Namespace: qa.Namespace, Workload: qa.Spec.ScaleTargetRef.Name, Now: now, Percentile: spec.Percentile,
 		NeedNodes: spec.Migration.Enabled || spec.Vertical.Enabled}
 	owned := map[string]bool{}
 	var ready int32
@@ -336,15 +292,26 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 			ready++
 			q.Ready = append(q.Ready, p.Name)
 		}
+		if p.Spec.NodeName != "" && !spec.Migration.Enabled {
+			q.Nodes = append(q.Nodes, p.Spec.NodeName)
+		}
 	}
-	for _, n := range nodes {
-		q.Nodes = append(q.Nodes, n.Name)
+	if spec.Migration.Enabled {
+		// Every node is a possible destination: its usage decides whether it stays
+		// under the threshold after the move.
+		for _, n := range nodes {
+			q.Nodes = append(q.Nodes, n.Name)
+		}
 	}
+	slices.Sort(q.Nodes)
+	q.Nodes = slices.Compact(q.Nodes)
 	m, err := c.Metrics.Measure(ctx, q)
 	if err != nil {
 		// No data: the engine holds (it never scales on missing data).
 		c.Log.Warn("no measurements", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.Error(err))
-		m = Measurement{}
+		m = measurement.Workload{}
+	} else if !m.Complete {
+		c.Log.Info("measurements incomplete: no scale-down this cycle", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.String("missing", m.MissingSummary()))
 	}
 	limit := c.InitSamples
 	if limit == 0 {
@@ -353,11 +320,11 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 	storage := Storage{Claims: w.claims, Volumes: w.volumes, Nodes: nodes}
 	return decide.Snapshot{
 		Now:          now,
-		ArrivalRates: m.ArrivalRates, ServiceTime: m.ServiceTime, ServiceSCV: m.ServiceSCV, ArrivalSCV: m.ArrivalSCV,
+		ArrivalRates: m.ArrivalRates, ServiceTime: m.ServiceTime, ServiceSCV: m.ServiceSCV,
 		MeasuredLatency: m.MeasuredLatency,
 		CurrentReplicas: t.replicas, ReadyReplicas: ready,
-		Pods:      DecidePods(pods, qa.Spec.ScaleTargetRef, m.Pods, storage),
-		Nodes:     DecideNodes(nodes, allPods, owned, m.Nodes, m.Pods, storage),
+		Pods:      DecidePods(pods, qa.Spec.ScaleTargetRef, m, storage),
+		Nodes:     DecideNodes(nodes, allPods, owned, m, storage),
 		InitTimes: InitTimes(pods, w.ready, limit),
 		DataTime:  m.DataTime, Complete: m.Complete,
 	}, pods, nil
@@ -480,7 +447,7 @@ func (c *Controller) report(ctx context.Context, qa *v1alpha1.QueueAutoscaler, d
 			d.Action, d.DesiredReplicas, d.DesiredCPU, x.Reason, x.ArrivalRate, x.ServiceTime, seconds(x.Latency), x.Normalized)
 	}
 	if c.Sink != nil {
-		of := DecisionOf{Namespace: qa.Namespace, Name: qa.Name, Workload: qa.Spec.ScaleTargetRef.Name}
+		of := measurement.DecisionOf{Namespace: qa.Namespace, Name: qa.Name, Workload: qa.Spec.ScaleTargetRef.Name}
 		if err := c.Sink.RecordDecision(ctx, of, d, c.dryRun(qa)); err != nil {
 			c.Log.Warn("decision not stored", zap.Error(err))
 		}

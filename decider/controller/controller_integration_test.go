@@ -25,6 +25,7 @@ import (
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
 	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/decider/measurement"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
 )
 
@@ -41,12 +42,12 @@ func TestMain(m *testing.M) {
 // fakeMetrics stands in for the collector: the tests choose what was "measured".
 type fakeMetrics struct {
 	mu   sync.Mutex
-	m    controller.Measurement
+	m    measurement.Workload
 	err  error
-	asks []controller.WorkloadQuery
+	asks []measurement.Query
 }
 
-func (f *fakeMetrics) Measure(_ context.Context, q controller.WorkloadQuery) (controller.Measurement, error) {
+func (f *fakeMetrics) Measure(_ context.Context, q measurement.Query) (measurement.Workload, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asks = append(f.asks, q)
@@ -57,7 +58,7 @@ func (f *fakeMetrics) set(lambda, es float64, now time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.err = nil
-	f.m = controller.Measurement{
+	f.m = measurement.Workload{
 		ArrivalRates: []decide.Sample{{Time: now.Add(-10 * time.Second), Rate: lambda}, {Time: now, Rate: lambda}},
 		ServiceTime:  es, DataTime: now, Complete: true,
 	}
@@ -91,7 +92,7 @@ func (e *env) newController(t *testing.T) *controller.Controller {
 
 // startController builds a controller on cfg with the given sink, lets configure
 // change it (may be nil), and starts its informers until the test ends.
-func (e *env) startController(t *testing.T, cfg *rest.Config, sink controller.DecisionSink, configure ...func(*controller.Controller)) *controller.Controller {
+func (e *env) startController(t *testing.T, cfg *rest.Config, sink measurement.DecisionSink, configure ...func(*controller.Controller)) *controller.Controller {
 	ctrl, stop, err := controller.New(cfg, e.metrics, sink, zaptest.NewLogger(t), e.clock)
 	require.NoError(t, err)
 	for _, f := range configure {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/decider/measurement"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
 )
 
@@ -332,7 +333,7 @@ func TestNeighbourMovesCoolDownAndBackOff(t *testing.T) {
 		e.metrics.mu.Lock()
 		defer e.metrics.mu.Unlock()
 		for _, p := range e.pods(t, "pinned-batch") {
-			e.metrics.m.Pods[p.Name] = controller.PodUsage{CPUCores: 4}
+			e.metrics.m.Neighbours = append(e.metrics.m.Neighbours, measurement.Pod{Name: p.Namespace + "/" + p.Name, Node: p.Spec.NodeName, CPUUsage: 4})
 		}
 	}
 	decideAt := func(at time.Time) decide.Decision {

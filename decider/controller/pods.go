@@ -5,19 +5,8 @@ import (
 
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
 	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/decider/measurement"
 )
-
-// PodUsage is a pod's measured CPU and service time, from the collector.
-type PodUsage struct {
-	CPUCores          float64 // absolute usage, cores
-	ThrottledFraction float64
-	ServiceTime       float64 // seconds; 0 if unknown
-}
-
-// NodeUsage is a node's measured absolute CPU usage in cores.
-type NodeUsage struct {
-	CPUCores float64
-}
 
 // IsReady reports whether a pod is Ready and not being deleted.
 func IsReady(p *corev1.Pod) bool {
@@ -55,14 +44,14 @@ func cpuMillis(p *corev1.Pod) (request, limit int64) {
 // is the workload; a ReplicaSet's pod that holds a claim only one node can mount,
 // Storage.SingleNodeClaim, is evicted instead of surged). Pods not on a node, or finished, are left out; pods being deleted
 // are marked Terminating (the engine neither moves nor counts them).
-func DecidePods(own []*corev1.Pod, target v1alpha1.CrossVersionObjectReference, usage map[string]PodUsage, storage Storage) []decide.Pod {
+func DecidePods(own []*corev1.Pod, target v1alpha1.CrossVersionObjectReference, m measurement.Workload, storage Storage) []decide.Pod {
 	out := make([]decide.Pod, 0, len(own))
 	for _, p := range own {
 		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		req, lim := cpuMillis(p)
-		u := usage[p.Name]
+		u, _ := m.Pod(p.Name)
 		move, noMove := OwnMove(p, target)
 		if move == decide.MoveSurge && storage.SingleNodeClaim(p) != "" {
 			// A surge's replacement could not attach the claim while the pod holds it:
@@ -72,7 +61,7 @@ func DecidePods(own []*corev1.Pod, target v1alpha1.CrossVersionObjectReference, 
 		out = append(out, decide.Pod{
 			Name: p.Name, Node: p.Spec.NodeName, Owned: true, Ready: IsReady(p), Terminating: p.DeletionTimestamp != nil,
 			CPURequest: req, CPULimit: lim,
-			CPUUsage: u.CPUCores, ThrottledFraction: u.ThrottledFraction, ServiceTime: u.ServiceTime,
+			CPUUsage: u.CPUUsage, ThrottledFraction: u.ThrottledFraction, ServiceTime: u.ServiceTime,
 			LocalVolumes: storage.LocalVolumes(p), Move: move, NoMove: noMove,
 		})
 	}
@@ -83,7 +72,7 @@ func DecidePods(own []*corev1.Pod, target v1alpha1.CrossVersionObjectReference, 
 // every pod bound to them, their absolute usage, their free local storage, and the
 // neighbours of the workload's pods (all pods on the node not in owned) and whether
 // evicting them moves them (NeighbourMove).
-func DecideNodes(nodes []*corev1.Node, allPods []*corev1.Pod, owned map[string]bool, usage map[string]NodeUsage, podUsage map[string]PodUsage, storage Storage) []decide.Node {
+func DecideNodes(nodes []*corev1.Node, allPods []*corev1.Pod, owned map[string]bool, m measurement.Workload, storage Storage) []decide.Node {
 	byNode := map[string][]*corev1.Pod{}
 	for _, p := range allPods {
 		if p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
@@ -92,10 +81,11 @@ func DecideNodes(nodes []*corev1.Node, allPods []*corev1.Pod, owned map[string]b
 	}
 	out := make([]decide.Node, 0, len(nodes))
 	for _, n := range nodes {
+		used, _ := m.Node(n.Name)
 		dn := decide.Node{
 			Name:                  n.Name,
 			AllocatableCPU:        n.Status.Allocatable.Cpu().MilliValue(),
-			UsedCPU:               usage[n.Name].CPUCores,
+			UsedCPU:               used.UsedCPU,
 			Unschedulable:         n.Spec.Unschedulable,
 			FreeLocalStorageBytes: freeLocalStorage(n, byNode[n.Name]),
 		}
@@ -105,11 +95,13 @@ func DecideNodes(nodes []*corev1.Node, allPods []*corev1.Pod, owned map[string]b
 			if owned[p.Namespace+"/"+p.Name] {
 				continue
 			}
-			u := podUsage[p.Name]
+			// Neighbours are keyed "namespace/name": another namespace may hold a pod of
+			// the same name.
+			u, _ := m.Neighbour(p.Namespace + "/" + p.Name)
 			move, noMove := NeighbourMove(p)
 			dn.Pods = append(dn.Pods, decide.Pod{
 				Name: p.Namespace + "/" + p.Name, Node: n.Name, Ready: IsReady(p), Terminating: p.DeletionTimestamp != nil,
-				CPURequest: req, CPULimit: lim, CPUUsage: u.CPUCores, LocalVolumes: storage.LocalVolumes(p),
+				CPURequest: req, CPULimit: lim, CPUUsage: u.CPUUsage, LocalVolumes: storage.LocalVolumes(p),
 				Move: move, NoMove: noMove,
 			})
 		}

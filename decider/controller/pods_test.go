@@ -14,6 +14,7 @@ import (
 
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
 	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/decider/measurement"
 	"github.com/qas-dev/qas/proxy/sidecar"
 )
 
@@ -157,17 +158,19 @@ func TestDecidePodsAndNodes(t *testing.T) {
 
 	mine.OwnerReferences = []metav1.OwnerReference{controllerRef("apps/v1", "ReplicaSet", "web-5d8f")}
 	ref := v1alpha1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}
-	pods := DecidePods([]*corev1.Pod{&mine, &pending}, ref, map[string]PodUsage{"web-1": {CPUCores: 0.2, ThrottledFraction: 0.3, ServiceTime: 0.05}}, Storage{})
+	pods := DecidePods([]*corev1.Pod{&mine, &pending}, ref, measurement.Workload{Pods: []measurement.Pod{{Name: "web-1", CPUUsage: 0.2, ThrottledFraction: 0.3, ServiceTime: 0.05}}}, Storage{})
 	require.Len(t, pods, 1)
 	require.Equal(t, decide.MoveSurge, pods[0].Move)
 	require.Equal(t, int64(300), pods[0].CPURequest)
 	require.Equal(t, int64(600), pods[0].CPULimit)
 	require.True(t, pods[0].Ready)
 	require.False(t, pods[0].Terminating)
+	require.Equal(t, 0.2, pods[0].CPUUsage)
 	require.Equal(t, 0.3, pods[0].ThrottledFraction)
+	require.Equal(t, 0.05, pods[0].ServiceTime)
 	leaving := mine.DeepCopy()
 	leaving.DeletionTimestamp = &metav1.Time{Time: t0}
-	pods = DecidePods([]*corev1.Pod{leaving}, ref, nil, Storage{})
+	pods = DecidePods([]*corev1.Pod{leaving}, ref, measurement.Workload{}, Storage{})
 	require.Len(t, pods, 1, "a pod being deleted still runs where it runs")
 	require.True(t, pods[0].Terminating, "but the engine neither moves nor counts it")
 	require.False(t, pods[0].Ready)
@@ -176,25 +179,32 @@ func TestDecidePodsAndNodes(t *testing.T) {
 	node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceEphemeralStorage: resource.MustParse("10Gi")}
 	other.Spec.Containers[0].Resources.Requests[corev1.ResourceEphemeralStorage] = resource.MustParse("3Gi")
 	done.Spec.Containers[0].Resources.Requests[corev1.ResourceEphemeralStorage] = resource.MustParse("5Gi")
+	// The neighbour's usage is found by namespace and name: a pod of the workload
+	// (or another namespace) with the same name does not stand in for it.
 	nodes := DecideNodes([]*corev1.Node{&node}, []*corev1.Pod{&mine, &other, &done}, map[string]bool{"ns/web-1": true},
-		map[string]NodeUsage{"n1": {CPUCores: 3.5}}, map[string]PodUsage{"db-1": {CPUCores: 0.9}}, Storage{})
+		measurement.Workload{
+			Pods:       []measurement.Pod{{Name: "db-1", CPUUsage: 0.1}},
+			Nodes:      []measurement.Node{{Name: "n1", UsedCPU: 3.5}},
+			Neighbours: []measurement.Pod{{Name: "other/db-1", CPUUsage: 2}, {Name: "ns/db-1", Node: "n1", CPUUsage: 0.9}},
+		}, Storage{})
 	require.Len(t, nodes, 1)
 	require.Equal(t, int64(4000), nodes[0].AllocatableCPU)
 	require.Equal(t, int64(1300), nodes[0].RequestedCPU, "requests of running pods, finished ones excluded")
 	require.Equal(t, 3.5, nodes[0].UsedCPU)
 	require.Len(t, nodes[0].Pods, 1)
 	require.Equal(t, "ns/db-1", nodes[0].Pods[0].Name)
+	require.Equal(t, 0.9, nodes[0].Pods[0].CPUUsage, "the neighbour's own measured usage")
 	require.Equal(t, int64(0), nodes[0].Pods[0].CPULimit, "no limit stays no limit")
 	require.Equal(t, decide.MoveNone, nodes[0].Pods[0].Move, "a neighbour without a controller is not evicted")
 	require.Contains(t, nodes[0].Pods[0].NoMove, "no controller")
 	require.Equal(t, int64(7<<30), nodes[0].FreeLocalStorageBytes, "allocatable ephemeral storage minus the requests of running pods")
 	require.False(t, nodes[0].Pods[0].Terminating)
 	other.DeletionTimestamp = &metav1.Time{Time: t0}
-	nodes = DecideNodes([]*corev1.Node{&node}, []*corev1.Pod{&other}, nil, nil, nil, Storage{})
+	nodes = DecideNodes([]*corev1.Node{&node}, []*corev1.Pod{&other}, nil, measurement.Workload{}, Storage{})
 	require.True(t, nodes[0].Pods[0].Terminating, "a neighbour being deleted is marked, and never evicted")
 
 	bare := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}}
-	nodes = DecideNodes([]*corev1.Node{&bare}, nil, nil, nil, nil, Storage{})
+	nodes = DecideNodes([]*corev1.Node{&bare}, nil, nil, measurement.Workload{}, Storage{})
 	require.Zero(t, nodes[0].FreeLocalStorageBytes, "a node reporting no ephemeral storage has no room")
 }
 

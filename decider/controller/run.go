@@ -25,11 +25,12 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
+	"github.com/qas-dev/qas/decider/measurement"
 )
 
 // New builds a Controller talking to the cluster at cfg. The returned stop function
 // shuts the event broadcaster down.
-func New(cfg *rest.Config, metrics MetricsSource, sink DecisionSink, log *zap.Logger, clk clock.PassiveClock) (*Controller, func(), error) {
+func New(cfg *rest.Config, metrics measurement.Source, sink measurement.DecisionSink, log *zap.Logger, clk clock.PassiveClock) (*Controller, func(), error) {
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, nil, err

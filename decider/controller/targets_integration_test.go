@@ -18,6 +18,7 @@ import (
 
 	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/decider/measurement"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
 )
 
@@ -190,7 +191,7 @@ type recorded struct {
 	dryRun bool
 }
 
-func (s *recordingSink) RecordDecision(_ context.Context, of controller.DecisionOf, d decide.Decision, dryRun bool) error {
+func (s *recordingSink) RecordDecision(_ context.Context, of measurement.DecisionOf, d decide.Decision, dryRun bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.decisions = append(s.decisions, recorded{of.Name, d, dryRun})

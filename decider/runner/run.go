@@ -21,6 +21,7 @@ import (
 	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/leader"
+	"github.com/qas-dev/qas/decider/measurement"
 	"github.com/qas-dev/qas/decider/store"
 	"github.com/qas-dev/qas/internal/influx"
 	"github.com/qas-dev/qas/internal/version"
@@ -50,11 +51,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 
 // countingSink counts decisions before passing them on.
 type countingSink struct {
-	next controller.DecisionSink
+	next measurement.DecisionSink
 	m    *metrics
 }
 
-func (s countingSink) RecordDecision(ctx context.Context, of controller.DecisionOf, d decide.Decision, dryRun bool) error {
+func (s countingSink) RecordDecision(ctx context.Context, of measurement.DecisionOf, d decide.Decision, dryRun bool) error {
 	s.m.decisions.WithLabelValues(d.Action.String(), fmt.Sprint(dryRun)).Inc()
 	return s.next.RecordDecision(ctx, of, d, dryRun)
 }

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/influxdata/influxdb-client-go/v2/api/query"
 
 	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/decider/measurement"
 	"github.com/qas-dev/qas/internal/influx"
 )
 
@@ -44,14 +44,25 @@ func workloadFilter(q Query) string {
 // The fields each query reads. Only float fields: InfluxDB 1.8 cannot group series of
 // different types together ("expected float cursor type").
 var (
-	workloadFields = []string{"arrival_rate", "service_mean_seconds", "service_scv", "latency_p50_seconds", "latency_p95_seconds", "latency_p99_seconds"}
-	podFields      = []string{"service_mean_seconds", "cpu_usage_cores", "cpu_request_cores", "cpu_limit_cores"}
+	workloadFields  = []string{influx.FieldArrivalRate, influx.FieldServiceMean, influx.FieldServiceSCV, influx.FieldLatencyP50, influx.FieldLatencyP95, influx.FieldLatencyP99}
+	podFields       = []string{influx.FieldServiceMean, influx.FieldCPUUsage, influx.FieldCPURequest, influx.FieldCPULimit}
+	neighbourFields = []string{influx.FieldCPUUsage, influx.FieldCPURequest, influx.FieldCPULimit}
+	nodeFields      = []string{influx.FieldCPUUsage, influx.FieldCPUAllocatable}
 )
 
 func fieldFilter(fields []string) string {
 	conds := make([]string, len(fields))
 	for i, f := range fields {
 		conds[i] = "r._field == " + FluxString(f)
+	}
+	return "  |> filter(fn: (r) => " + strings.Join(conds, " or ") + ")\n"
+}
+
+// nodeFilter keeps the rows of the listed nodes; nodes must not be empty.
+func nodeFilter(nodes []string) string {
+	conds := make([]string, len(nodes))
+	for i, n := range nodes {
+		conds[i] = "r." + influx.TagNode + " == " + FluxString(n)
 	}
 	return "  |> filter(fn: (r) => " + strings.Join(conds, " or ") + ")\n"
 }
@@ -69,81 +80,80 @@ func PodsQuery(bucket string, q Query) string {
 		"  |> pivot(rowKey: [\"pod\", \"node\", \"_time\"], columnKey: [\"_field\"], valueColumn: \"_value\")\n"
 }
 
+// NeighboursQuery returns the newest CPU of every other workload's pod on the listed
+// nodes, one row per pod. nodes must not be empty.
+func NeighboursQuery(bucket string, q Query, nodes []string) string {
+	return rangeFilter(bucket, q, influx.Pod) + nodeFilter(nodes) +
+		fmt.Sprintf("  |> filter(fn: (r) => not (r.namespace == %s and r.workload == %s))\n", FluxString(q.Namespace), FluxString(q.Workload)) +
+		fieldFilter(neighbourFields) +
+		"  |> group(columns: [\"namespace\", \"pod\", \"node\", \"_field\"])\n  |> last()\n" +
+		"  |> pivot(rowKey: [\"namespace\", \"pod\", \"node\", \"_time\"], columnKey: [\"_field\"], valueColumn: \"_value\")\n"
+}
+
 // NodesQuery returns each listed node's newest values, one row per node. nodes must not
 // be empty.
 func NodesQuery(bucket string, q Query, nodes []string) string {
-	conds := make([]string, len(nodes))
-	for i, n := range nodes {
-		conds[i] = "r.node == " + FluxString(n)
-	}
-	return rangeFilter(bucket, q, influx.Node) +
-		"  |> filter(fn: (r) => " + strings.Join(conds, " or ") + ")\n" +
+	return rangeFilter(bucket, q, influx.Node) + nodeFilter(nodes) + fieldFilter(nodeFields) +
 		"  |> group(columns: [\"node\", \"_field\"])\n  |> last()\n" +
 		"  |> pivot(rowKey: [\"node\", \"_time\"], columnKey: [\"_field\"], valueColumn: \"_value\")\n"
 }
 
 // Snapshot implements Store.
-func (f *Flux) Snapshot(ctx context.Context, q Query) (decide.Snapshot, error) {
+func (f *Flux) Snapshot(ctx context.Context, q Query) (measurement.Workload, error) {
 	if err := q.Validate(); err != nil {
-		return decide.Snapshot{}, err
+		return measurement.Workload{}, err
 	}
 	var rates []decide.Sample
 	last := map[string]float64{}
 	var lastTime time.Time
 	err := f.each(ctx, WorkloadQuery(f.Bucket, q), func(r *query.FluxRecord) {
-		rates = append(rates, decide.Sample{Time: r.Time(), Rate: num(r, "arrival_rate")})
+		rates = append(rates, decide.Sample{Time: r.Time(), Rate: num(r, influx.FieldArrivalRate)})
 		for _, k := range workloadFields[1:] {
 			last[k] = num(r, k)
 		}
 		lastTime = r.Time()
 	})
 	if err != nil {
-		return decide.Snapshot{}, err
+		return measurement.Workload{}, err
 	}
 	if len(rates) == 0 {
-		return decide.Snapshot{}, ErrNoData
+		return measurement.Workload{}, ErrNoData
 	}
+	podTime := func(p podRow) time.Time { return p.time }
 	latest := map[string]podRow{}
 	err = f.each(ctx, PodsQuery(f.Bucket, q), func(r *query.FluxRecord) {
 		// The pivot keeps one row per pod and time; fields written at an older time
 		// (none in practice: every field is written together) give an older row.
-		p := podRow{name: str(r, "pod"), node: str(r, "node"), time: r.Time(),
-			service: num(r, "service_mean_seconds"), cpuUsage: num(r, "cpu_usage_cores"),
-			req: num(r, "cpu_request_cores"), lim: num(r, "cpu_limit_cores")}
-		if old, ok := latest[p.name]; !ok || p.time.After(old.time) {
-			latest[p.name] = p
-		}
+		p := podRow{name: str(r, influx.TagPod), node: str(r, influx.TagNode), time: r.Time(),
+			service: num(r, influx.FieldServiceMean), cpuUsage: num(r, influx.FieldCPUUsage),
+			req: num(r, influx.FieldCPURequest), lim: num(r, influx.FieldCPULimit)}
+		newer(latest, p.name, p, podTime)
 	})
 	if err != nil {
-		return decide.Snapshot{}, err
+		return measurement.Workload{}, err
 	}
-	pods := sortedPods(latest)
-	var nodeNames []string
-	seen := map[string]bool{}
-	for _, p := range pods {
-		if p.node != "" && !seen[p.node] {
-			seen[p.node] = true
-			nodeNames = append(nodeNames, p.node)
-		}
-	}
+	pods := values(latest)
+	names := nodeNames(q, pods)
 	nodes := map[string]nodeRow{}
-	if len(nodeNames) > 0 {
-		err = f.each(ctx, NodesQuery(f.Bucket, q, nodeNames), func(r *query.FluxRecord) {
-			n := str(r, "node")
-			nodes[n] = nodeRow{name: n, used: num(r, "cpu_usage_cores"), allocatable: num(r, "cpu_allocatable_cores")}
+	neighbours := map[string]podRow{}
+	if len(names) > 0 {
+		err = f.each(ctx, NodesQuery(f.Bucket, q, names), func(r *query.FluxRecord) {
+			n := nodeRow{name: str(r, influx.TagNode), time: r.Time(), used: num(r, influx.FieldCPUUsage), allocatable: num(r, influx.FieldCPUAllocatable)}
+			newer(nodes, n.name, n, func(n nodeRow) time.Time { return n.time })
 		})
 		if err != nil {
-			return decide.Snapshot{}, err
+			return measurement.Workload{}, err
+		}
+		err = f.each(ctx, NeighboursQuery(f.Bucket, q, names), func(r *query.FluxRecord) {
+			p := podRow{name: str(r, influx.TagNamespace) + "/" + str(r, influx.TagPod), node: str(r, influx.TagNode), time: r.Time(),
+				cpuUsage: num(r, influx.FieldCPUUsage), req: num(r, influx.FieldCPURequest), lim: num(r, influx.FieldCPULimit)}
+			newer(neighbours, p.name, p, podTime)
+		})
+		if err != nil {
+			return measurement.Workload{}, err
 		}
 	}
-	var nodeRows []nodeRow
-	for _, n := range nodeNames {
-		if row, ok := nodes[n]; ok {
-			nodeRows = append(nodeRows, row)
-		}
-	}
-	sort.Slice(nodeRows, func(i, j int) bool { return nodeRows[i].name < nodeRows[j].name })
-	return assemble(q, rates, last, lastTime, pods, nodeRows), nil
+	return assemble(q, rates, last, lastTime, pods, values(neighbours), values(nodes)), nil
 }
 
 func (f *Flux) each(ctx context.Context, flux string, fn func(*query.FluxRecord)) error {

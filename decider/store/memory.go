@@ -9,6 +9,7 @@ import (
 	"github.com/influxdata/influxdb-client-go/v2/api/write"
 
 	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/decider/measurement"
 	"github.com/qas-dev/qas/internal/influx"
 )
 
@@ -53,69 +54,68 @@ func (m *Memory) Write(points ...*write.Point) {
 }
 
 // Snapshot implements Store.
-func (m *Memory) Snapshot(_ context.Context, q Query) (decide.Snapshot, error) {
+func (m *Memory) Snapshot(_ context.Context, q Query) (measurement.Workload, error) {
 	if err := q.Validate(); err != nil {
-		return decide.Snapshot{}, err
+		return measurement.Workload{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	start := q.Now.Add(-q.Window)
 	in := func(p memPoint) bool { return !p.time.Before(start) && !p.time.After(q.Now) }
+	ours := func(p memPoint) bool {
+		return p.tags[influx.TagNamespace] == q.Namespace && p.tags[influx.TagWorkload] == q.Workload
+	}
+	podTime := func(p podRow) time.Time { return p.time }
 	var wl []memPoint
 	pods := map[string]podRow{}
+	others := map[string]podRow{}
 	nodes := map[string]nodeRow{}
-	nodeTime := map[string]time.Time{}
 	for _, p := range m.points {
 		if !in(p) {
 			continue
 		}
 		switch p.measurement {
 		case influx.Workload:
-			if p.tags["namespace"] == q.Namespace && p.tags["workload"] == q.Workload {
+			if ours(p) {
 				wl = append(wl, p)
 			}
 		case influx.Pod:
-			if p.tags["namespace"] == q.Namespace && p.tags["workload"] == q.Workload {
-				if old, ok := pods[p.tags["pod"]]; !ok || !p.time.Before(old.time) {
-					pods[p.tags["pod"]] = podRow{name: p.tags["pod"], node: p.tags["node"], time: p.time,
-						service: p.fields["service_mean_seconds"], cpuUsage: p.fields["cpu_usage_cores"],
-						req: p.fields["cpu_request_cores"], lim: p.fields["cpu_limit_cores"]}
-				}
+			row := podRow{name: p.tags[influx.TagPod], node: p.tags[influx.TagNode], time: p.time,
+				service: p.fields[influx.FieldServiceMean], cpuUsage: p.fields[influx.FieldCPUUsage],
+				req: p.fields[influx.FieldCPURequest], lim: p.fields[influx.FieldCPULimit]}
+			if ours(p) {
+				newer(pods, row.name, row, podTime)
+			} else {
+				row.name, row.service = p.tags[influx.TagNamespace]+"/"+row.name, 0
+				// Keyed by node too: only the rows on the nodes read are neighbours.
+				newer(others, row.name+"\x00"+row.node, row, podTime)
 			}
 		case influx.Node:
-			n := p.tags["node"]
-			if t, ok := nodeTime[n]; !ok || !p.time.Before(t) {
-				nodeTime[n] = p.time
-				nodes[n] = nodeRow{name: n, used: p.fields["cpu_usage_cores"], allocatable: p.fields["cpu_allocatable_cores"]}
-			}
+			n := nodeRow{name: p.tags[influx.TagNode], time: p.time, used: p.fields[influx.FieldCPUUsage], allocatable: p.fields[influx.FieldCPUAllocatable]}
+			newer(nodes, n.name, n, func(n nodeRow) time.Time { return n.time })
 		}
 	}
 	if len(wl) == 0 {
-		return decide.Snapshot{}, ErrNoData
+		return measurement.Workload{}, ErrNoData
 	}
 	sort.SliceStable(wl, func(i, j int) bool { return wl[i].time.Before(wl[j].time) })
 	rates := make([]decide.Sample, len(wl))
 	for i, p := range wl {
-		rates[i] = decide.Sample{Time: p.time, Rate: p.fields["arrival_rate"]}
+		rates[i] = decide.Sample{Time: p.time, Rate: p.fields[influx.FieldArrivalRate]}
 	}
 	newest := wl[len(wl)-1]
-	podRows := sortedPods(pods)
+	podRows := values(pods)
 	var nodeRows []nodeRow
-	seen := map[string]bool{}
-	for _, p := range podRows {
-		if n, ok := nodes[p.node]; ok && !seen[p.node] {
-			seen[p.node] = true
+	neighbours := map[string]podRow{}
+	for _, name := range nodeNames(q, podRows) {
+		if n, ok := nodes[name]; ok {
 			nodeRows = append(nodeRows, n)
 		}
+		for _, r := range others {
+			if r.node == name {
+				newer(neighbours, r.name, r, podTime)
+			}
+		}
 	}
-	return assemble(q, rates, newest.fields, newest.time, podRows, nodeRows), nil
-}
-
-func sortedPods(m map[string]podRow) []podRow {
-	rows := make([]podRow, 0, len(m))
-	for _, r := range m {
-		rows = append(rows, r)
-	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].name < rows[j].name })
-	return rows
+	return assemble(q, rates, newest.fields, newest.time, podRows, values(neighbours), nodeRows), nil
 }

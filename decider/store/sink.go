@@ -6,8 +6,8 @@ import (
 
 	"github.com/influxdata/influxdb-client-go/v2/api/write"
 
-	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/decider/measurement"
 	"github.com/qas-dev/qas/internal/influx"
 )
 
@@ -22,11 +22,11 @@ type InfluxSink struct {
 	W PointWriter
 }
 
-// RecordDecision implements controller.DecisionSink. The writer buffers and retries,
+// RecordDecision implements measurement.DecisionSink. The writer buffers and retries,
 // so an InfluxDB outage delays the point instead of failing the cycle. The point
 // carries the scaled workload's name, so that dashboards match decisions to the
 // workload's measurements.
-func (s InfluxSink) RecordDecision(_ context.Context, of controller.DecisionOf, d decide.Decision, dryRun bool) error {
+func (s InfluxSink) RecordDecision(_ context.Context, of measurement.DecisionOf, d decide.Decision, dryRun bool) error {
 	s.W.Write(DecisionPoint(of.Namespace, of.Name, of.Workload, d, dryRun))
 	return nil
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/decider/measurement"
 	"github.com/qas-dev/qas/internal/influx"
 	"github.com/qas-dev/qas/internal/testenv/influxtest"
 )
@@ -40,19 +40,19 @@ func TestSource(t *testing.T) {
 	now := t0.Add(2*time.Minute + 5*time.Second)
 	for _, tc := range []struct {
 		name         string
-		q            controller.WorkloadQuery
+		q            measurement.Query
 		complete     bool
 		pods         []string
 		wantLatency  float64
 		wantNodeUsed bool
 	}{
-		{"every ready pod fresh", controller.WorkloadQuery{Pods: []string{"web-a", "web-b"}, Ready: []string{"web-a"}, Percentile: 99},
+		{"every ready pod fresh", measurement.Query{Pods: []string{"web-a", "web-b"}, Ready: []string{"web-a"}, Percentile: 99},
 			true, []string{"web-a"}, 0.4, true},
-		{"a ready pod's data is stale", controller.WorkloadQuery{Pods: []string{"web-a", "web-b"}, Ready: []string{"web-a", "web-b"}, Percentile: 95},
+		{"a ready pod's data is stale", measurement.Query{Pods: []string{"web-a", "web-b"}, Ready: []string{"web-a", "web-b"}, Percentile: 95},
 			false, []string{"web-a"}, 0.2, true},
-		{"a ready pod never measured", controller.WorkloadQuery{Pods: []string{"web-a", "web-c"}, Ready: []string{"web-a", "web-c"}},
+		{"a ready pod never measured", measurement.Query{Pods: []string{"web-a", "web-c"}, Ready: []string{"web-a", "web-c"}},
 			false, []string{"web-a"}, 0.2, true},
-		{"nodes needed and present", controller.WorkloadQuery{Pods: []string{"web-a"}, Ready: []string{"web-a"}, NeedNodes: true, Percentile: 90},
+		{"nodes needed and present", measurement.Query{Pods: []string{"web-a"}, Ready: []string{"web-a"}, NeedNodes: true, Percentile: 90},
 			true, []string{"web-a"}, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -62,14 +62,16 @@ func TestSource(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tc.complete, m.Complete)
 			var pods []string
-			for p := range m.Pods {
-				pods = append(pods, p)
+			for _, p := range m.Pods {
+				pods = append(pods, p.Name)
 			}
 			require.ElementsMatch(t, tc.pods, pods, "pods that are gone or stale are left out")
 			require.Equal(t, tc.wantLatency, m.MeasuredLatency)
 			require.Len(t, m.ArrivalRates, 2)
 			require.Equal(t, 20.0, m.ArrivalRates[1].Rate)
-			require.Equal(t, 1.5, m.Nodes["n1"].CPUCores)
+			n1, ok := m.Node("n1")
+			require.True(t, ok)
+			require.Equal(t, 1.5, n1.UsedCPU)
 		})
 	}
 
@@ -77,11 +79,11 @@ func TestSource(t *testing.T) {
 	mem2 := NewMemory()
 	mem2.Write(workloadPoint(0, 10), podPoint("web-a", "n1", 0))
 	m, err := Source{Store: mem2, Window: time.Minute}.Measure(context.Background(),
-		controller.WorkloadQuery{Namespace: "ns", Workload: "web", Now: t0, Pods: []string{"web-a"}, Ready: []string{"web-a"}, NeedNodes: true})
+		measurement.Query{Namespace: "ns", Workload: "web", Now: t0, Pods: []string{"web-a"}, Ready: []string{"web-a"}, NeedNodes: true})
 	require.NoError(t, err)
 	require.False(t, m.Complete)
 
-	_, err = src.Measure(context.Background(), controller.WorkloadQuery{Namespace: "ns", Workload: "other", Now: now})
+	_, err = src.Measure(context.Background(), measurement.Query{Namespace: "ns", Workload: "other", Now: now})
 	require.ErrorContains(t, err, "no measurements of ns/other")
 }
 
@@ -92,7 +94,7 @@ func (c *capture) Write(p ...*write.Point) { c.pts = append(c.pts, p...) }
 func TestDecisionPointFollowsTheSchema(t *testing.T) {
 	var c capture
 	sink := InfluxSink{W: &c}
-	web := controller.DecisionOf{Namespace: "ns", Name: "web-qa", Workload: "web"}
+	web := measurement.DecisionOf{Namespace: "ns", Name: "web-qa", Workload: "web"}
 	d := decide.Decision{Time: t0, Action: decide.ActionHorizontal, DesiredReplicas: 4, Explanation: decide.Explanation{
 		ArrivalRate: 40, ForecastArrivalRate: 50, ServiceTime: 0.05, Latency: 0.3, MeasuredLatency: 0.28, Target: 0.2,
 		Lead: 30 * time.Second, Normalized: 1.5, CurrentReplicas: 2, Reason: "L > T(1+θ)"}}
@@ -145,7 +147,7 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 	require.Equal(t, true, f["dry_run"])
 
 	// No workload known: the point has no workload tag rather than an empty one.
-	require.NoError(t, sink.RecordDecision(context.Background(), controller.DecisionOf{Namespace: "ns", Name: "other"}, d, false))
+	require.NoError(t, sink.RecordDecision(context.Background(), measurement.DecisionOf{Namespace: "ns", Name: "other"}, d, false))
 	require.NotContains(t, tags(c.pts[2]), "workload")
 }
 
@@ -160,7 +162,7 @@ func TestDecisionsReachAnEmptyInfluxDB(t *testing.T) {
 	sink := InfluxSink{W: w}
 	now := time.Now().Truncate(time.Second)
 	d := decide.Decision{Time: now, Action: decide.ActionNone, DesiredReplicas: 3, Explanation: decide.Explanation{HeldBecause: "no arrival-rate data"}}
-	require.NoError(t, sink.RecordDecision(context.Background(), controller.DecisionOf{Namespace: "shop", Name: "checkout", Workload: "checkout-v2"}, d, false))
+	require.NoError(t, sink.RecordDecision(context.Background(), measurement.DecisionOf{Namespace: "shop", Name: "checkout", Workload: "checkout-v2"}, d, false))
 	require.Eventually(t, func() bool { return w.Buffered() == 0 }, time.Minute, 20*time.Millisecond)
 	require.NoError(t, w.Close(context.Background()))
 	written, _, dropped := w.Counts()

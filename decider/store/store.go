@@ -1,28 +1,34 @@
-// Package store is the decider's read side of InfluxDB: Flux reads what qas-collector
-// wrote and turns it into the decide.Snapshot the decision engine consumes (Memory holds
-// the same points in process, for the simulator and unit tests); Source judges whether
-// those measurements cover the workload, and InfluxSink writes each decision back.
+// Package store is the decider's side of InfluxDB: Flux reads what qas-collector
+// wrote and returns it as the measurement.Workload the controller consumes (Memory
+// holds the same points in process, for the simulator and unit tests); Source judges
+// whether those measurements cover the workload, and InfluxSink writes each decision
+// back.
 package store
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
 	"time"
 
 	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/decider/measurement"
+	"github.com/qas-dev/qas/internal/influx"
 )
 
 // Store returns one workload's measurements over a window ending at now.
 type Store interface {
 	// Snapshot fills ArrivalRates (the λ history in the window, oldest first),
 	// ServiceTime, ServiceSCV and MeasuredLatency (the newest workload point), Pods
-	// (each pod's newest point: node, service time, CPU), Nodes (the newest point of
-	// each node the pods run on) and DataTime (the newest workload point's time).
-	// It leaves Complete false, and the replica counts and init times zero: only
-	// the controller knows how many pods there should be. It returns ErrNoData when
-	// the window holds no workload point.
-	Snapshot(ctx context.Context, q Query) (decide.Snapshot, error)
+	// (each pod's newest point), Nodes (the newest point of each node the pods run
+	// on or the query names), Neighbours (the newest point of every other
+	// workload's pod on those nodes) and DataTime (the newest workload point's
+	// time). It judges nothing: Complete stays false and stale pods stay in
+	// (measurement.Workload.Judge). It returns ErrNoData when the window holds no
+	// workload point.
+	Snapshot(ctx context.Context, q Query) (measurement.Workload, error)
 }
 
 // Query selects a workload and a window.
@@ -34,9 +40,9 @@ type Query struct {
 	// percentiles the collector writes); 0 means 95. Any other percentile is not
 	// measured, so MeasuredLatency stays 0 (unknown) rather than misleading.
 	Percentile float64
-	// MaxPodAge leaves out pods whose newest point is older than the workload's newest
-	// point by more than this (pods that are gone or no longer scraped); 0 keeps all.
-	MaxPodAge time.Duration
+	// Nodes are nodes to read besides those the workload's pods run on (migration
+	// destinations).
+	Nodes []string
 }
 
 // latencyField names the workload field holding the measured latency at the query's
@@ -44,11 +50,11 @@ type Query struct {
 func (q Query) latencyField() string {
 	switch q.Percentile {
 	case 0, 95:
-		return "latency_p95_seconds"
+		return influx.FieldLatencyP95
 	case 50:
-		return "latency_p50_seconds"
+		return influx.FieldLatencyP50
 	case 99:
-		return "latency_p99_seconds"
+		return influx.FieldLatencyP99
 	}
 	return ""
 }
@@ -73,7 +79,8 @@ func (q Query) Validate() error {
 	return nil
 }
 
-// podRow and nodeRow are the newest values of a pod and a node.
+// podRow and nodeRow are the newest values of a pod and a node. A neighbour's name
+// is "namespace/name".
 type podRow struct {
 	name, node                  string
 	time                        time.Time
@@ -82,29 +89,62 @@ type podRow struct {
 
 type nodeRow struct {
 	name              string
+	time              time.Time
 	used, allocatable float64
 }
 
-// assemble builds the snapshot from the rows both implementations extract.
-func assemble(q Query, rates []decide.Sample, last map[string]float64, lastTime time.Time, pods []podRow, nodes []nodeRow) decide.Snapshot {
-	s := decide.Snapshot{
-		Now: q.Now, ArrivalRates: rates, DataTime: lastTime,
-		ServiceTime: last["service_mean_seconds"], ServiceSCV: last["service_scv"],
+func (p podRow) pod() measurement.Pod {
+	return measurement.Pod{Name: p.name, Node: p.node, Time: p.time, ServiceTime: p.service, CPUUsage: p.cpuUsage,
+		CPURequest: int64(p.req*1000 + 0.5), CPULimit: int64(p.lim*1000 + 0.5)}
+}
+
+// nodeNames are the nodes to read: the query's and those the pods run on, sorted.
+func nodeNames(q Query, pods []podRow) []string {
+	names := slices.Clone(q.Nodes)
+	for _, p := range pods {
+		if p.node != "" {
+			names = append(names, p.node)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// assemble builds the measurement from the rows both implementations extract.
+func assemble(q Query, rates []decide.Sample, last map[string]float64, lastTime time.Time, pods, neighbours []podRow, nodes []nodeRow) measurement.Workload {
+	w := measurement.Workload{
+		ArrivalRates: rates, DataTime: lastTime,
+		ServiceTime: last[influx.FieldServiceMean], ServiceSCV: last[influx.FieldServiceSCV],
 	}
 	if f := q.latencyField(); f != "" {
-		s.MeasuredLatency = last[f]
+		w.MeasuredLatency = last[f]
 	}
+	sort.Slice(pods, func(i, j int) bool { return pods[i].name < pods[j].name })
 	for _, p := range pods {
-		if q.MaxPodAge > 0 && lastTime.Sub(p.time) > q.MaxPodAge {
-			continue
-		}
-		s.Pods = append(s.Pods, decide.Pod{
-			Name: p.name, Node: p.node, Owned: true, ServiceTime: p.service, CPUUsage: p.cpuUsage,
-			CPURequest: int64(p.req*1000 + 0.5), CPULimit: int64(p.lim*1000 + 0.5),
-		})
+		w.Pods = append(w.Pods, p.pod())
 	}
+	sort.Slice(neighbours, func(i, j int) bool { return neighbours[i].name < neighbours[j].name })
+	for _, p := range neighbours {
+		w.Neighbours = append(w.Neighbours, p.pod())
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].name < nodes[j].name })
 	for _, n := range nodes {
-		s.Nodes = append(s.Nodes, decide.Node{Name: n.name, UsedCPU: n.used, AllocatableCPU: int64(n.allocatable*1000 + 0.5)})
+		w.Nodes = append(w.Nodes, measurement.Node{Name: n.name, Time: n.time, UsedCPU: n.used, AllocatableCPU: int64(n.allocatable*1000 + 0.5)})
 	}
-	return s
+	return w
+}
+
+// newer keeps, per key, the row with the newest time.
+func newer[R any](m map[string]R, key string, r R, at func(R) time.Time) {
+	if old, ok := m[key]; !ok || !at(r).Before(at(old)) {
+		m[key] = r
+	}
+}
+
+func values[R any](m map[string]R) []R {
+	out := make([]R, 0, len(m))
+	for _, r := range m {
+		out = append(out, r)
+	}
+	return out
 }

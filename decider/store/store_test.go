@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/decider/measurement"
 	"github.com/qas-dev/qas/internal/influx"
 	"github.com/qas-dev/qas/internal/testenv/influxtest"
 )
@@ -40,38 +41,62 @@ func fixture() []*write.Point {
 		return write.NewPoint(influx.Node, map[string]string{"node": name},
 			map[string]any{"cpu_usage_cores": used, "cpu_allocatable_cores": 4.0, "cpu_utilization": used / 4}, t0.Add(at))
 	}
-	return append(pts, node("n1", 0, 1), node("n1", 10*time.Second, 2), node("n2", 5*time.Second, 3), node("n9", 5*time.Second, 4))
+	pts = append(pts, node("n1", 0, 1), node("n1", 10*time.Second, 2), node("n2", 5*time.Second, 3), node("n3", 5*time.Second, 0.5), node("n9", 5*time.Second, 4))
+	// Neighbours: other workloads' pods. db-0 shares n1 (an older and a newer
+	// point), x/w-a has the name of one of the workload's pods in another namespace
+	// and shares n2, y/far runs on n9, which is not read.
+	other := func(ns, workload, name, node string, at time.Duration, cpu float64) *write.Point {
+		return write.NewPoint(influx.Pod, map[string]string{"namespace": ns, "workload": workload, "pod": name, "node": node},
+			map[string]any{"arrival_rate": 1.0, "service_mean_seconds": 0.5, "cpu_usage_cores": cpu, "cpu_request_cores": 1.0, "cpu_limit_cores": 0.0}, t0.Add(at))
+	}
+	return append(pts, other("ns", "db", "db-0", "n1", 0, 0.5), other("ns", "db", "db-0", "n1", 10*time.Second, 1.2),
+		other("x", "w", "w-a", "n2", 5*time.Second, 0.7), other("y", "far", "far", "n9", 5*time.Second, 3))
 }
 
-func want() decide.Snapshot {
-	return decide.Snapshot{
-		Now: t0.Add(20 * time.Second),
+// want is what fixture reads as for workload ns/w, with n3 asked for besides the
+// pods' nodes.
+func want() measurement.Workload {
+	return measurement.Workload{
 		ArrivalRates: []decide.Sample{
 			{Time: t0, Rate: 10}, {Time: t0.Add(5 * time.Second), Rate: 20}, {Time: t0.Add(10 * time.Second), Rate: 30}},
 		ServiceTime: 0.03, ServiceSCV: 0.5, MeasuredLatency: 0.05, DataTime: t0.Add(10 * time.Second),
-		Pods: []decide.Pod{
-			{Name: "w-a", Node: "n1", Owned: true, ServiceTime: 0.03, CPUUsage: 0.2, CPURequest: 250, CPULimit: 500},
-			{Name: "w-b", Node: "n2", Owned: true, ServiceTime: 0.02, CPUUsage: 0.3, CPURequest: 250, CPULimit: 500}},
-		Nodes: []decide.Node{{Name: "n1", UsedCPU: 2, AllocatableCPU: 4000}, {Name: "n2", UsedCPU: 3, AllocatableCPU: 4000}},
+		Pods: []measurement.Pod{
+			{Name: "w-a", Node: "n1", Time: t0.Add(10 * time.Second), ServiceTime: 0.03, CPUUsage: 0.2, CPURequest: 250, CPULimit: 500},
+			{Name: "w-b", Node: "n2", Time: t0.Add(5 * time.Second), ServiceTime: 0.02, CPUUsage: 0.3, CPURequest: 250, CPULimit: 500}},
+		Nodes: []measurement.Node{
+			{Name: "n1", Time: t0.Add(10 * time.Second), UsedCPU: 2, AllocatableCPU: 4000},
+			{Name: "n2", Time: t0.Add(5 * time.Second), UsedCPU: 3, AllocatableCPU: 4000},
+			{Name: "n3", Time: t0.Add(5 * time.Second), UsedCPU: 0.5, AllocatableCPU: 4000}},
+		Neighbours: []measurement.Pod{
+			{Name: "ns/db-0", Node: "n1", Time: t0.Add(10 * time.Second), CPUUsage: 1.2, CPURequest: 1000},
+			{Name: "x/w-a", Node: "n2", Time: t0.Add(5 * time.Second), CPUUsage: 0.7, CPURequest: 1000}},
 	}
+}
+
+// utcTimes puts every time of w in UTC, as Memory keeps them.
+func utcTimes(w measurement.Workload) measurement.Workload {
+	w.DataTime = w.DataTime.UTC()
+	w.ArrivalRates = utc(w.ArrivalRates)
+	for i := range w.Pods {
+		w.Pods[i].Time = w.Pods[i].Time.UTC()
+	}
+	for i := range w.Neighbours {
+		w.Neighbours[i].Time = w.Neighbours[i].Time.UTC()
+	}
+	for i := range w.Nodes {
+		w.Nodes[i].Time = w.Nodes[i].Time.UTC()
+	}
+	return w
 }
 
 func TestMemory(t *testing.T) {
 	m := NewMemory()
 	m.Write(fixture()...)
-	q := Query{Namespace: "ns", Workload: "w", Now: t0.Add(20 * time.Second), Window: time.Minute}
+	q := Query{Namespace: "ns", Workload: "w", Now: t0.Add(20 * time.Second), Window: time.Minute, Nodes: []string{"n3"}}
 	got, err := m.Snapshot(context.Background(), q)
 	require.NoError(t, err)
 	require.Equal(t, want(), got)
 	checkPercentiles(t, m, q)
-
-	// w-b's newest point is 5 s older than the workload's: a 4 s limit leaves it out.
-	q.MaxPodAge = 4 * time.Second
-	got, err = m.Snapshot(context.Background(), q)
-	require.NoError(t, err)
-	require.Len(t, got.Pods, 1)
-	require.Equal(t, "w-a", got.Pods[0].Name)
-	q.MaxPodAge = 0
 
 	// A window that starts after the first point leaves it out.
 	q.Window = 16 * time.Second
@@ -122,9 +147,12 @@ func TestQueryConstruction(t *testing.T) {
 	require.Contains(t, pq, `last()`)
 	nq := NodesQuery("qas/autogen", q, []string{"a", "b"})
 	require.Contains(t, nq, `r.node == "a" or r.node == "b"`)
-	for _, f := range append(append([]string{}, workloadFields...), podFields...) {
+	bq := NeighboursQuery("qas/autogen", q, []string{"a"})
+	require.Contains(t, bq, `r.node == "a"`)
+	require.Contains(t, bq, `not (r.namespace == "n\"s" and r.workload == "w\${x}")`)
+	for _, f := range append(append(append([]string{}, workloadFields...), podFields...), nodeFields...) {
 		found := false
-		for _, m := range []string{influx.Workload, influx.Pod} {
+		for _, m := range []string{influx.Workload, influx.Pod, influx.Node} {
 			meas, _ := influx.Lookup(m)
 			for _, mf := range meas.Fields {
 				found = found || mf.Name == f
@@ -198,14 +226,10 @@ func TestFluxMatchesMemory(t *testing.T) {
 	client := influxdb2.NewClient(db.URL, "")
 	defer client.Close()
 	fl := &Flux{Query: client.QueryAPI(""), Bucket: influxtest.Bucket}
-	q := Query{Namespace: "ns", Workload: "w", Now: t0.Add(20 * time.Second), Window: time.Minute}
+	q := Query{Namespace: "ns", Workload: "w", Now: t0.Add(20 * time.Second), Window: time.Minute, Nodes: []string{"n3"}}
 	got, err := fl.Snapshot(ctx, q)
 	require.NoError(t, err)
-	exp := want()
-	require.Equal(t, exp.ArrivalRates, utc(got.ArrivalRates))
-	got.ArrivalRates, exp.ArrivalRates = nil, nil
-	got.DataTime = got.DataTime.UTC()
-	require.Equal(t, exp, got)
+	require.Equal(t, want(), utcTimes(got))
 
 	checkPercentiles(t, fl, q)
 

@@ -1,0 +1,187 @@
+// Package measurement is what crosses between the decider's store and its
+// controller: the one type a workload's measurements take on the way in (what the
+// proxies and nodes measured over the window, and whether that covers every pod the
+// decision needs: Judge), and the sink decisions go out to. It is pure: no
+// Kubernetes, no InfluxDB, no logger.
+package measurement
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/qas-dev/qas/decider/decide"
+)
+
+// Query names the workload to measure and what the measurement must cover.
+type Query struct {
+	Namespace, Workload string
+	Now                 time.Time
+	// Percentile selects the measured latency: 50, 95 or 99 (the percentiles the
+	// collector writes); 0 means 95.
+	Percentile float64
+	// Pods are the workload's current pods and Ready the subset that is Ready: the
+	// pods whose data must be present for the measurement to be complete.
+	Pods, Ready []string
+	// Nodes are the nodes whose CPU the decision reads: those the workload's pods
+	// run on, and for migration every candidate node. Their other pods' CPU is read
+	// too (Workload.Neighbours).
+	Nodes []string
+	// NeedNodes is true when the decision uses node CPU (vertical or migration
+	// enabled); node data then counts towards completeness.
+	NeedNodes bool
+}
+
+// Source reads a workload's measurements; the decider's store implements it.
+type Source interface {
+	Measure(ctx context.Context, q Query) (Workload, error)
+}
+
+// Workload is what the proxies and nodes measured for one workload over the window.
+type Workload struct {
+	// ArrivalRates is the λ history in the window, oldest first.
+	ArrivalRates []decide.Sample
+	// ServiceTime (seconds), ServiceSCV and MeasuredLatency (seconds, at the
+	// query's percentile; 0 when that percentile is not measured) are the newest
+	// workload point's.
+	ServiceTime, ServiceSCV, MeasuredLatency float64
+	// DataTime is when the newest workload point was taken.
+	DataTime time.Time
+	// Pods are the workload's pods, each with its newest point, sorted by name.
+	Pods []Pod
+	// Nodes are the newest points of the nodes asked for (and of those the pods run
+	// on), sorted by name.
+	Nodes []Node
+	// Neighbours are other workloads' pods on those nodes, Name being
+	// "namespace/name", sorted by name: the CPU the neighbour mover compares.
+	Neighbours []Pod
+	// Complete is true when every Ready pod, and every node of a pod when the
+	// query needs nodes, has fresh data (Judge sets it); Missing says what lacks.
+	Complete bool
+	Missing  []string
+}
+
+// Pod is one pod's newest point.
+type Pod struct {
+	Name, Node string
+	Time       time.Time
+	// ServiceTime is the pod's mean service time in seconds; CPUUsage its absolute
+	// CPU usage in cores; CPURequest and CPULimit in millicores (0 limit: none).
+	ServiceTime, CPUUsage float64
+	CPURequest, CPULimit  int64
+	// ThrottledFraction is the share of CFS periods throttled, in [0, 1]. The
+	// store leaves it 0 (unknown): the collector reads CPU from metrics.k8s.io,
+	// which has no throttling counters (those are on the kubelet's
+	// /metrics/cadvisor). The engine's throttling signal works once a source
+	// fills it.
+	ThrottledFraction float64
+}
+
+// Node is one node's newest point.
+type Node struct {
+	Name string
+	Time time.Time
+	// UsedCPU in cores, absolute; AllocatableCPU in millicores.
+	UsedCPU        float64
+	AllocatableCPU int64
+}
+
+// Pod returns the pod named name.
+func (w Workload) Pod(name string) (Pod, bool) {
+	return find(w.Pods, name, func(p Pod) string { return p.Name })
+}
+
+// Node returns the node named name.
+func (w Workload) Node(name string) (Node, bool) {
+	return find(w.Nodes, name, func(n Node) string { return n.Name })
+}
+
+// Neighbour returns the neighbour pod key ("namespace/name").
+func (w Workload) Neighbour(key string) (Pod, bool) {
+	return find(w.Neighbours, key, func(p Pod) string { return p.Name })
+}
+
+// find is a linear search: the lists are short (a workload's pods, a cluster's
+// nodes), and a producer that does not sort them still gets correct answers.
+func find[T any](list []T, name string, key func(T) string) (T, bool) {
+	if i := slices.IndexFunc(list, func(x T) bool { return key(x) == name }); i >= 0 {
+		return list[i], true
+	}
+	var zero T
+	return zero, false
+}
+
+// Judge keeps what describes the workload now and says whether it is complete, the
+// one place the decider judges freshness and coverage:
+//   - a pod that is not among q.Pods has gone since; its old numbers describe
+//     nothing now and are dropped;
+//   - a pod whose newest point is older than the newest workload point by more
+//     than maxAge is stale (no longer scraped) and dropped (maxAge 0 keeps all);
+//   - the measurement is complete when every Ready pod has data and, when q needs
+//     nodes, every node one of the pods runs on has data. Incomplete data never
+//     scales down (decide.Snapshot.Complete).
+func (w Workload) Judge(q Query, maxAge time.Duration) Workload {
+	stale := func(t time.Time) bool { return maxAge > 0 && w.DataTime.Sub(t) > maxAge }
+	current := make(map[string]bool, len(q.Pods))
+	for _, p := range q.Pods {
+		current[p] = true
+	}
+	out := w
+	out.Pods, out.Missing = nil, nil
+	for _, p := range w.Pods {
+		if current[p.Name] && !stale(p.Time) {
+			out.Pods = append(out.Pods, p)
+		}
+	}
+	// Nodes and neighbours are kept whatever their age: metrics-server stamps node
+	// usage with the end of its own window, which may lag the proxies' points, and
+	// the controller joins neighbours with the pods that exist.
+	out.Nodes = w.Nodes
+	for _, p := range q.Ready {
+		if _, ok := out.Pod(p); !ok {
+			out.Missing = append(out.Missing, "pod "+p)
+		}
+	}
+	if q.NeedNodes {
+		seen := map[string]bool{}
+		for _, p := range out.Pods {
+			if p.Node == "" || seen[p.Node] {
+				continue
+			}
+			seen[p.Node] = true
+			if _, ok := out.Node(p.Node); !ok {
+				out.Missing = append(out.Missing, "node "+p.Node)
+			}
+		}
+	}
+	out.Complete = len(out.Missing) == 0
+	return out
+}
+
+// MissingSummary says what Judge found missing, in one line.
+func (w Workload) MissingSummary() string {
+	if len(w.Missing) == 0 {
+		return ""
+	}
+	const most = 5
+	s := strings.Join(w.Missing[:min(len(w.Missing), most)], ", ")
+	if len(w.Missing) > most {
+		s += fmt.Sprintf(" and %d more", len(w.Missing)-most)
+	}
+	return "no fresh data of " + s
+}
+
+// DecisionSink stores decisions for dashboards; the decider's store implements it
+// with InfluxDB.
+type DecisionSink interface {
+	RecordDecision(ctx context.Context, of DecisionOf, d decide.Decision, dryRun bool) error
+}
+
+// DecisionOf names what a decision is about: the QueueAutoscaler and the workload it
+// scales (its scaleTargetRef's name, which is what the collector tags measurements
+// with).
+type DecisionOf struct {
+	Namespace, Name, Workload string
+}
