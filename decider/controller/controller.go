@@ -446,6 +446,9 @@ func (c *Controller) report(ctx context.Context, qa *v1alpha1.QueueAutoscaler, d
 		c.Recorder.Eventf(qa, corev1.EventTypeNormal, verb, "%s to %d replicas, %dm CPU: %s (λ=%.3g/s, E[S]=%.3gs, L=%s, G=%.2f)",
 			d.Action, d.DesiredReplicas, d.DesiredCPU, x.Reason, x.ArrivalRate, x.ServiceTime, seconds(x.Latency), x.Normalized)
 	}
+	if why := Unreachable(x); why != "" {
+		c.Recorder.Event(qa, corev1.EventTypeWarning, "TargetUnreachable", why)
+	}
 	if c.Sink != nil {
 		of := measurement.DecisionOf{Namespace: qa.Namespace, Name: qa.Name, Workload: qa.Spec.ScaleTargetRef.Name}
 		if err := c.Sink.RecordDecision(ctx, of, d, c.dryRun(qa)); err != nil {

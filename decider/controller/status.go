@@ -60,7 +60,9 @@ func fillStatus(st *v1alpha1.QueueAutoscalerStatus, qa *v1alpha1.QueueAutoscaler
 	}
 	limited := d.DesiredReplicas == qa.Spec.MaxReplicas && x.Recommendation > qa.Spec.MaxReplicas ||
 		d.DesiredReplicas == qa.Spec.MinReplicas && x.Recommendation < qa.Spec.MinReplicas && x.Recommendation > 0
-	if limited {
+	if why := Unreachable(x); why != "" {
+		setCondition(st, "ScalingLimited", metav1.ConditionTrue, "TargetUnreachable", why, gen, now)
+	} else if limited {
 		setCondition(st, "ScalingLimited", metav1.ConditionTrue, "OutsideBounds",
 			fmt.Sprintf("the model recommends %d replicas, outside [%d, %d]", x.Recommendation, qa.Spec.MinReplicas, qa.Spec.MaxReplicas), gen, now)
 	} else {
@@ -111,4 +113,37 @@ func seconds(s float64) string {
 		return "unstable"
 	}
 	return time.Duration(s * float64(time.Second)).Round(time.Millisecond / 10).String()
+}
+
+// Unreachable says why no allocation the engine weighed meets the target (a target
+// below what one request takes, or a percentile so far out that no pod count brings
+// it down), or "" when one does or none was weighed. The engine then sizes the
+// workload near the latency floor; the status must not read as healthy.
+func Unreachable(x decide.Explanation) string {
+	if x.HeldBecause != "" {
+		return ""
+	}
+	var best *decide.Candidate
+	for i, c := range x.Candidates {
+		switch c.Kind {
+		case decide.CandidateHorizontal, decide.CandidateVertical, decide.CandidateBoth:
+		default:
+			continue
+		}
+		if c.MeetsTarget && c.Feasible {
+			return ""
+		}
+		if best == nil || c.ModelledLatency < best.ModelledLatency {
+			best = &x.Candidates[i]
+		}
+	}
+	if best == nil {
+		return ""
+	}
+	at := "mean"
+	if x.Percentile > 0 {
+		at = "p" + strconv.FormatFloat(x.Percentile, 'g', -1, 64)
+	}
+	return fmt.Sprintf("the target %s latency of %s is unreachable: the best allocation weighed (%d pods) models %s, and adding pods cannot bring it below the floor set by the service time E[S] = %s; the workload is sized near that floor. Raise the target or lower the percentile",
+		at, seconds(x.Target), best.Replicas, seconds(best.ModelledLatency), seconds(x.ServiceTime))
 }
