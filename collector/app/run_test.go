@@ -37,7 +37,7 @@ func startProxy(t *testing.T) (serving, statsURL string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); <-done }) //nolint:errcheck // waits for the end; the error is the cancellation
 	return "http://" + srv.Addr(), "http://" + srv.AdminAddr() + "/stats"
 }
 

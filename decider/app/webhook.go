@@ -26,7 +26,7 @@ func init() {
 			if err != nil {
 				return err
 			}
-			defer log.Sync()
+			defer func() { _ = log.Sync() }()
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			return inject.Run(ctx, o, log)

@@ -263,7 +263,7 @@ func startDecider(t *testing.T, cfg *rest.Config, ns string, db *influxtest.Serv
 func (d *deciderProc) stop() {
 	if d.cancel != nil {
 		d.cancel()
-		<-d.done
+		<-d.done //nolint:errcheck // waits for the end; the error is the cancellation
 		d.cancel = nil
 	}
 }

@@ -212,7 +212,7 @@ func (s *standIns) start(ctx context.Context, pod *corev1.Pod) (*podProcs, error
 		}
 		for _, p := range pp.procs {
 			if exited, err := p.Exited(); exited {
-				return nil, fmt.Errorf("%s exited (%v): %s", p.Name, err, p.Output())
+				return nil, fmt.Errorf("%s exited (%w): %s", p.Name, err, p.Output())
 			}
 		}
 		if time.Now().After(deadline) {

@@ -166,7 +166,7 @@ func startReplica(t *testing.T, ctx context.Context, mgr *certs.Manager) *replic
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(srvCtx) }()
-	t.Cleanup(func() { stop(); <-done })
+	t.Cleanup(func() { stop(); <-done }) //nolint:errcheck // waits for the end; the error is the cancellation
 	return &replica{mgr: mgr, addr: (<-addrc).String()}
 }
 

@@ -68,5 +68,3 @@ func TestOptions(t *testing.T) {
 	err = o2.Complete(func(string) string { return "" }, func() (string, error) { return "", errors.New("no uts") })
 	require.ErrorContains(t, err, "--identity")
 }
-
-var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)

@@ -213,7 +213,7 @@ func (w *Writer) flush(ctx context.Context) error {
 				}
 				if !w.dbRefused {
 					w.retried.Add(float64(n))
-					return fmt.Errorf("%w: %v", errDatabaseCreated, err)
+					return fmt.Errorf("%w: %w", errDatabaseCreated, err)
 				}
 			}
 			if permanent(err) {

@@ -48,7 +48,7 @@ func (c *Commands) build() (string, error) {
 		args := append(append([]string{"build"}, c.Flags...), "-o", c.dir+"/")
 		out, err := exec.Command("go", append(args, c.Packages...)...).CombinedOutput()
 		if err != nil {
-			c.err = fmt.Errorf("go build: %v\n%s", err, out)
+			c.err = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
 	return c.dir, c.err

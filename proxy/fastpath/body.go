@@ -152,10 +152,10 @@ func (s sink) copyLine(src *bufio.Reader) ([]byte, error) {
 	}
 	line, err := src.ReadSlice('\n')
 	if err != nil {
-		if err == bufio.ErrBufferFull {
+		if errors.Is(err, bufio.ErrBufferFull) {
 			return nil, errChunked
 		}
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
 		return nil, err

@@ -10,7 +10,7 @@ import (
 )
 
 func TestNoLimitAdmitsAll(t *testing.T) {
-	var l *Limiter = New(0, 5)
+	l := New(0, 5)
 	rec := measure.New(nil, 0, 0)
 	for i := 0; i < 3; i++ {
 		require.Equal(t, Admitted, l.Admit(rec, rec.Now(), nil))

@@ -15,9 +15,7 @@ func newFake() (*fakeClock, *Recorder) {
 	c := &fakeClock{t: time.Unix(1000, 0)}
 	return c, New(c.now, 0, 0)
 }
-func near(t *testing.T, want, got float64)        { require.InDelta(t, want, got, 1e-9) }
-func sec(d time.Duration) float64                 { return d.Seconds() }
-func (c *fakeClock) at(d time.Duration) time.Time { return time.Unix(1000, 0).Add(d) }
+func near(t *testing.T, want, got float64) { require.InDelta(t, want, got, 1e-9) }
 
 func TestInFlightIntegralAndBusyTime(t *testing.T) {
 	c, r := newFake()

@@ -49,7 +49,7 @@ func start(t *testing.T, upstream string, cfg Config, opts Options) *running {
 	go func() { r.done <- srv.Serve(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		<-r.done
+		<-r.done //nolint:errcheck // nil or the cancellation: either way the test server has stopped
 	})
 	return r
 }

@@ -170,7 +170,7 @@ func collectorRunsAsItsServiceAccount(ctx context.Context, t *testing.T, c *kube
 	defer p.Stop(stopGrace)
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		if exited, err := p.Exited(); exited {
-			return false, fmt.Errorf("qas-collector exited: %v", err)
+			return false, fmt.Errorf("qas-collector exited: %w", err)
 		}
 		return strings.Contains(p.Output(), `"msg":"collecting"`), nil
 	})

@@ -154,7 +154,7 @@ func (s *Server) start() error {
 	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
 		if exited, err := s.proc.Exited(); exited {
-			return fmt.Errorf("influxd exited during start-up: %v", err)
+			return fmt.Errorf("influxd exited during start-up: %w", err)
 		}
 		resp, err := http.Get(s.URL + "/ping")
 		if err == nil {
@@ -246,7 +246,7 @@ func (s *Server) query(q string) ([]queryResult, error) {
 		Results []queryResult `json:"results"`
 	}
 	if err := json.Unmarshal(body, &out); err != nil {
-		return nil, fmt.Errorf("influxd query %q: %v: %s", q, err, body)
+		return nil, fmt.Errorf("influxd query %q: %w: %s", q, err, body)
 	}
 	for _, r := range out.Results {
 		if r.Error != "" {

@@ -374,7 +374,7 @@ func (c *Cluster) run(name, bin string, args ...string) (*process, error) {
 
 func (p *process) exited() error {
 	if exited, err := p.Exited(); exited {
-		return fmt.Errorf("kubetest: %s exited: %v (log %s)", p.Name, err, p.logPath)
+		return fmt.Errorf("kubetest: %s exited: %w (log %s)", p.Name, err, p.logPath)
 	}
 	return nil
 }
@@ -394,7 +394,7 @@ func waitHTTP(ctx context.Context, p *process, url string, check func(context.Co
 		return last == nil, nil
 	})
 	if err != nil && last != nil {
-		return fmt.Errorf("kubetest: %s not ready: %w (last: %v)", p.Name, err, last)
+		return fmt.Errorf("kubetest: %s not ready: %w (last: %w)", p.Name, err, last)
 	}
 	return err
 }

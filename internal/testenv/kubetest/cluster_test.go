@@ -109,7 +109,7 @@ func TestAggregatedAPIService(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/apis/example.qas.dev/v1", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(metav1.APIResourceList{
+		_ = json.NewEncoder(w).Encode(metav1.APIResourceList{
 			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
 			GroupVersion: "example.qas.dev/v1",
 			APIResources: []metav1.APIResource{{Name: "widgets", Kind: "Widget", Verbs: []string{"get", "list"}}},
@@ -151,7 +151,7 @@ func TestMutatingWebhookOnLoopback(t *testing.T) {
 			Patch: []byte(`[{"op":"add","path":"/metadata/labels","value":{"mutated":"yes"}}]`),
 		}
 		review.Request = nil
-		json.NewEncoder(w).Encode(review)
+		_ = json.NewEncoder(w).Encode(review)
 	}))
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
