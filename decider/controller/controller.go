@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
+	"github.com/qas-dev/qas/decider/controller/resources"
 	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/measurement"
 )
@@ -104,13 +105,13 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 		return decide.Decision{}, fmt.Errorf("decode %s/%s: %w", ns, name, err)
 	}
 	now := c.Clock.Now()
-	spec, err := qa.Spec.DecideSpec()
+	spec, err := resources.Spec(qa.Spec)
 	if err != nil {
 		c.Recorder.Event(&qa, corev1.EventTypeWarning, "InvalidSpec", err.Error())
 		d := c.hold(ctx, &qa, qa.Status.CurrentReplicas, now, "invalid spec: "+err.Error())
 		return d, c.writeStatus(ctx, &qa, now, func(st *v1alpha1.QueueAutoscalerStatus) {
-			holdStatus(st, d, c.dryRun(&qa), now)
-			setCondition(st, "Ready", metav1.ConditionFalse, "InvalidSpec", err.Error(), qa.Generation, now)
+			resources.HoldStatus(st, d, c.dryRun(&qa), now)
+			resources.SetCondition(st, "Ready", metav1.ConditionFalse, "InvalidSpec", err.Error(), qa.Generation, now)
 		})
 	}
 	target, err := c.resolveTarget(ctx, &qa)
@@ -118,8 +119,8 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 		c.Recorder.Event(&qa, corev1.EventTypeWarning, "FailedGetScale", err.Error())
 		d := c.hold(ctx, &qa, qa.Status.CurrentReplicas, now, "cannot read the target's scale: "+err.Error())
 		_ = c.writeStatus(ctx, &qa, now, func(st *v1alpha1.QueueAutoscalerStatus) {
-			holdStatus(st, d, c.dryRun(&qa), now)
-			setCondition(st, "AbleToScale", metav1.ConditionFalse, "FailedGetScale", err.Error(), qa.Generation, now)
+			resources.HoldStatus(st, d, c.dryRun(&qa), now)
+			resources.SetCondition(st, "AbleToScale", metav1.ConditionFalse, "FailedGetScale", err.Error(), qa.Generation, now)
 		})
 		return d, err
 	}
@@ -128,9 +129,9 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 	if busy {
 		d := c.hold(ctx, &qa, target.replicas, now, why)
 		if err := c.writeStatus(ctx, &qa, now, func(st *v1alpha1.QueueAutoscalerStatus) {
-			holdStatus(st, d, c.dryRun(&qa), now)
+			resources.HoldStatus(st, d, c.dryRun(&qa), now)
 			st.CurrentReplicas = target.replicas
-			setCondition(st, "ScalingActive", metav1.ConditionFalse, "Migrating", why, qa.Generation, now)
+			resources.SetCondition(st, "ScalingActive", metav1.ConditionFalse, "Migrating", why, qa.Generation, now)
 		}); err != nil {
 			return d, errors.Join(migErr, err)
 		}
@@ -165,7 +166,7 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 	c.reportNoMigration(&qa, d)
 	initTime := decide.InitTime(snap.InitTimes, spec.Predictive.InitPercentile)
 	if err := c.writeStatus(ctx, &qa, now, func(st *v1alpha1.QueueAutoscalerStatus) {
-		fillStatus(st, &qa, d, snap, target, actErr, c.dryRun(&qa), initTime, now)
+		resources.FillStatus(st, &qa, d, snap, target.replicas, actErr, c.dryRun(&qa), initTime, now)
 	}); err != nil {
 		return d, errors.Join(saveErr, err)
 	}
@@ -288,7 +289,7 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 	for _, p := range pods {
 		owned[p.Namespace+"/"+p.Name] = true
 		q.Pods = append(q.Pods, p.Name)
-		if IsReady(p) {
+		if resources.IsReady(p) {
 			ready++
 			q.Ready = append(q.Ready, p.Name)
 		}
@@ -317,15 +318,15 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 	if limit == 0 {
 		limit = 20
 	}
-	storage := Storage{Claims: w.claims, Volumes: w.volumes, Nodes: nodes}
+	storage := resources.Storage{Claims: w.claims, Volumes: w.volumes, Nodes: nodes}
 	return decide.Snapshot{
 		Now:          now,
 		ArrivalRates: m.ArrivalRates, ServiceTime: m.ServiceTime, ServiceSCV: m.ServiceSCV,
 		MeasuredLatency: m.MeasuredLatency,
 		CurrentReplicas: t.replicas, ReadyReplicas: ready,
-		Pods:      DecidePods(pods, qa.Spec.ScaleTargetRef, m, storage),
-		Nodes:     DecideNodes(nodes, allPods, owned, m, storage),
-		InitTimes: InitTimes(pods, w.ready, limit),
+		Pods:      resources.DecidePods(pods, qa.Spec.ScaleTargetRef, m, storage),
+		Nodes:     resources.DecideNodes(nodes, allPods, owned, m, storage),
+		InitTimes: resources.InitTimes(pods, w.ready, limit),
 		DataTime:  m.DataTime, Complete: m.Complete,
 	}, pods, nil
 }
@@ -364,7 +365,7 @@ func (c *Controller) resizePods(ctx context.Context, pods []*corev1.Pod, cpu int
 		if p.DeletionTimestamp != nil || p.Spec.NodeName == "" {
 			continue
 		}
-		plan, err := resizePlan(p, cpu)
+		plan, err := resources.ResizePlan(p, cpu)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -444,9 +445,9 @@ func (c *Controller) report(ctx context.Context, qa *v1alpha1.QueueAutoscaler, d
 			verb = "DryRun"
 		}
 		c.Recorder.Eventf(qa, corev1.EventTypeNormal, verb, "%s to %d replicas, %dm CPU: %s (λ=%.3g/s, E[S]=%.3gs, L=%s, G=%.2f)",
-			d.Action, d.DesiredReplicas, d.DesiredCPU, x.Reason, x.ArrivalRate, x.ServiceTime, seconds(x.Latency), x.Normalized)
+			d.Action, d.DesiredReplicas, d.DesiredCPU, x.Reason, x.ArrivalRate, x.ServiceTime, resources.Seconds(x.Latency), x.Normalized)
 	}
-	if why := Unreachable(x); why != "" {
+	if why := resources.Unreachable(x); why != "" {
 		c.Recorder.Event(qa, corev1.EventTypeWarning, "TargetUnreachable", why)
 	}
 	if c.Sink != nil {

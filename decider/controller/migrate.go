@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
+	"github.com/qas-dev/qas/decider/controller/resources"
 	"github.com/qas-dev/qas/decider/decide"
 )
 
@@ -390,7 +391,7 @@ func (c *Controller) readyReplacement(ctx context.Context, ns string, sel labels
 		if m.Method == decide.MoveEvict {
 			existed = slices.Contains(m.BeforeUIDs, p.UID)
 		}
-		if !existed && p.Spec.NodeName != "" && p.Spec.NodeName != m.FromNode && IsReady(p) {
+		if !existed && p.Spec.NodeName != "" && p.Spec.NodeName != m.FromNode && resources.IsReady(p) {
 			return p.Name, nil
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/qas-dev/qas/decider/controller"
+	"github.com/qas-dev/qas/decider/controller/resources"
 	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/measurement"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
@@ -171,7 +172,7 @@ func TestEvictionFinishedAfterACrash(t *testing.T) {
 	require.NoError(t, e.c.Clientset().CoreV1().Pods(e.ns).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: victim.Name, Namespace: e.ns}}))
 	e.eventually(t, "the StatefulSet recreates the evicted pod off the hot node", func() bool {
 		p := e.pod(t, victim.Name)
-		return p != nil && p.UID != victim.UID && p.Spec.NodeName != hot && controller.IsReady(p)
+		return p != nil && p.UID != victim.UID && p.Spec.NodeName != hot && resources.IsReady(p)
 	})
 	replacement := e.pod(t, victim.Name)
 
@@ -242,7 +243,7 @@ func TestStatefulSetEvictionWaitsForDisruptionBudget(t *testing.T) {
 		require.Equal(t, "evict/replacing", e.migrationPhase(t, "guarded"))
 		e.eventually(t, "the evicted pod is recreated off the hot node", func() bool {
 			p := e.pod(t, victim.Name)
-			return p != nil && p.UID != victim.UID && p.Spec.NodeName != hot && controller.IsReady(p)
+			return p != nil && p.UID != victim.UID && p.Spec.NodeName != hot && resources.IsReady(p)
 		})
 		e.clock.SetTime(e.clock.Now().Add(15 * time.Second))
 		_, err = e.reconcile(t, restarted, "guarded")

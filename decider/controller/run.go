@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
+	"github.com/qas-dev/qas/decider/controller/resources"
 	"github.com/qas-dev/qas/decider/measurement"
 )
 
@@ -63,7 +64,7 @@ func New(cfg *rest.Config, metrics measurement.Source, sink measurement.Decision
 		Kube: kube, Dynamic: dyn, Metadata: meta, Scales: scales, Mapper: mapper, Metrics: metrics, Sink: sink,
 		Recorder: recorder, Clock: clk, Log: log,
 		watch: &watches{
-			log: log, delay: 2 * time.Second, ready: NewReadyTracker(),
+			log: log, delay: 2 * time.Second, ready: resources.NewReadyTracker(),
 			queue:  workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: "queueautoscalers"}),
 			queued: make(chan string),
 			deps:   map[string]dependency{}, orphans: map[string]*v1alpha1.QueueAutoscaler{},

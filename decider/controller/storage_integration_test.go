@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qas-dev/qas/decider/controller"
+	"github.com/qas-dev/qas/decider/controller/resources"
 	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
 )
@@ -89,7 +89,7 @@ func (e *env) filler(t *testing.T, node string) {
 	require.NoError(t, err)
 	e.eventually(t, "the filler pod runs on "+node, func() bool {
 		got, err := e.c.Clientset().CoreV1().Pods(e.ns).Get(ctx, p.Name, metav1.GetOptions{})
-		return err == nil && got.Spec.NodeName == node && controller.IsReady(got)
+		return err == nil && got.Spec.NodeName == node && resources.IsReady(got)
 	})
 	t.Cleanup(func() {
 		zero := int64(0)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/qas-dev/qas/decider/controller"
+	"github.com/qas-dev/qas/decider/controller/resources"
 	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/measurement"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
@@ -107,7 +108,7 @@ func (e *env) barePod(t *testing.T, app string) string {
 	require.NoError(t, err)
 	e.eventually(t, "pod "+p.Name+" Ready", func() bool {
 		got, err := e.c.Clientset().CoreV1().Pods(e.ns).Get(ctx, p.Name, metav1.GetOptions{})
-		return err == nil && controller.IsReady(got)
+		return err == nil && resources.IsReady(got)
 	})
 	return p.Name
 }
@@ -172,7 +173,7 @@ func TestScalesAnyScalableKind(t *testing.T) {
 func (e *env) readyPods(t *testing.T, app string) []corev1.Pod {
 	var out []corev1.Pod
 	for _, p := range e.pods(t, app) {
-		if controller.IsReady(&p) {
+		if resources.IsReady(&p) {
 			out = append(out, p)
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
+	"github.com/qas-dev/qas/decider/controller/resources"
 )
 
 // watches are the controller's informers and what they trigger. Pods, nodes,
@@ -48,7 +49,7 @@ type watches struct {
 	nodes   corelisters.NodeLister
 	claims  corelisters.PersistentVolumeClaimLister
 	volumes corelisters.PersistentVolumeLister
-	ready   *ReadyTracker
+	ready   *resources.ReadyTracker
 	qas     cache.Store // the QueueAutoscalers, for the names a cycle goes through
 
 	queue  workqueue.TypedDelayingInterface[string]
@@ -92,7 +93,7 @@ func (c *Controller) Start(ctx context.Context) error {
 		AddFunc: func(obj any, initial bool) {
 			if p, ok := obj.(*corev1.Pod); ok {
 				w.ready.Observe(p, !initial)
-				if !initial && IsReady(p) {
+				if !initial && resources.IsReady(p) {
 					w.podChanged(p)
 				}
 			}
@@ -104,7 +105,7 @@ func (c *Controller) Start(ctx context.Context) error {
 				return
 			}
 			w.ready.Observe(p, false)
-			if IsReady(o) != IsReady(p) {
+			if resources.IsReady(o) != resources.IsReady(p) {
 				w.podChanged(p)
 			}
 		},

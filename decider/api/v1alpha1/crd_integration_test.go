@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
+	"github.com/qas-dev/qas/decider/controller/resources"
 	"github.com/qas-dev/qas/internal/testenv"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
 )
@@ -72,7 +73,7 @@ func TestCRDAcceptsValidAndDefaults(t *testing.T) {
 	require.Equal(t, 0.1, typed.Spec.Tolerance)
 	require.Equal(t, "per-pod", typed.Spec.Model)
 	require.Equal(t, &v1alpha1.MigrationSpec{Enabled: true, NodeThreshold: 0.85, Mover: "own", Cooldown: "5m"}, typed.Spec.Migration)
-	_, err = typed.Spec.DecideSpec()
+	_, err = resources.Spec(typed.Spec)
 	require.NoError(t, err, "what the apiserver accepts, the decider accepts")
 }
 

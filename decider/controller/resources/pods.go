@@ -1,4 +1,4 @@
-package controller
+package resources
 
 import (
 	corev1 "k8s.io/api/core/v1"

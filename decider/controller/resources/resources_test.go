@@ -1,4 +1,4 @@
-package controller
+package resources
 
 import (
 	"testing"
@@ -292,30 +292,30 @@ func TestResizePlan(t *testing.T) {
 		name    string
 		pod     *corev1.Pod
 		cpu     int64
-		want    []containerCPU
+		want    []ContainerCPU
 		wantErr string
 	}{
 		{"injected pod: the app takes what the sidecar leaves", pod(ctr("app", "400m", "800m"), ctr(sidecar.ContainerName, "100m", "200m")), 900,
-			[]containerCPU{{Name: "app", Request: 800, Limit: 1600}}, ""},
+			[]ContainerCPU{{Name: "app", Request: 800, Limit: 1600}}, ""},
 		{"sidecar listed first", pod(ctr(sidecar.ContainerName, "100m", "100m"), ctr("app", "400m", "400m")), 300,
-			[]containerCPU{{Name: "app", Request: 200, Limit: 200}}, ""},
+			[]ContainerCPU{{Name: "app", Request: 200, Limit: 200}}, ""},
 		{"already at the decision", pod(ctr("app", "400m", ""), ctr(sidecar.ContainerName, "100m", "")), 500, nil, ""},
 		{"no limit stays no limit", pod(ctr("app", "400m", ""), ctr(sidecar.ContainerName, "100m", "")), 1100,
-			[]containerCPU{{Name: "app", Request: 1000}}, ""},
+			[]ContainerCPU{{Name: "app", Request: 1000}}, ""},
 		{"several apps share in proportion", pod(ctr("web", "300m", "600m"), ctr("worker", "100m", "100m"), ctr(sidecar.ContainerName, "100m", "")), 900,
-			[]containerCPU{{Name: "web", Request: 600, Limit: 1200}, {Name: "worker", Request: 200, Limit: 200}}, ""},
+			[]ContainerCPU{{Name: "web", Request: 600, Limit: 1200}, {Name: "worker", Request: 200, Limit: 200}}, ""},
 		{"rounding goes to the biggest", pod(ctr("a", "200m", ""), ctr("b", "100m", "")), 1000,
-			[]containerCPU{{Name: "a", Request: 667}, {Name: "b", Request: 333}}, ""},
+			[]ContainerCPU{{Name: "a", Request: 667}, {Name: "b", Request: 333}}, ""},
 		{"no requests: equal shares", pod(ctr("a", "", ""), ctr("b", "", "")), 500,
-			[]containerCPU{{Name: "a", Request: 250}, {Name: "b", Request: 250}}, ""},
+			[]ContainerCPU{{Name: "a", Request: 250}, {Name: "b", Request: 250}}, ""},
 		{"without a sidecar the app gets it all", pod(ctr("app", "500m", "1")), 750,
-			[]containerCPU{{Name: "app", Request: 750, Limit: 1500}}, ""},
+			[]ContainerCPU{{Name: "app", Request: 750, Limit: 1500}}, ""},
 		{"nothing left for the app", pod(ctr("app", "400m", ""), ctr(sidecar.ContainerName, "200m", "")), 200, nil, "leaves no CPU for the app"},
 		{"only the sidecar", pod(ctr(sidecar.ContainerName, "100m", "")), 500, nil, "no container besides qas-proxy"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := resizePlan(tt.pod, tt.cpu)
+			got, err := ResizePlan(tt.pod, tt.cpu)
 			if tt.wantErr != "" {
 				require.ErrorContains(t, err, tt.wantErr)
 				return
@@ -340,8 +340,35 @@ func TestResizePlan(t *testing.T) {
 	}
 }
 
-func TestSidecarNameMatchesTheWebhook(t *testing.T) {
-	require.Equal(t, sidecar.ContainerName, sidecar.ContainerName)
+func TestUnreachable(t *testing.T) {
+	meets := decide.Candidate{Kind: decide.CandidateHorizontal, Replicas: 4, ModelledLatency: 0.15, MeetsTarget: true, Feasible: true}
+	short := decide.Candidate{Kind: decide.CandidateHorizontal, Replicas: 9, ModelledLatency: 0.055, Feasible: true}
+	resized := decide.Candidate{Kind: decide.CandidateVertical, Replicas: 2, ModelledLatency: 0.02, MeetsTarget: true, Feasible: false}
+	for _, tc := range []struct {
+		name string
+		x    decide.Explanation
+		want []string // substrings; none means ""
+	}{
+		{"a candidate meets the target", decide.Explanation{Target: 0.2, Candidates: []decide.Candidate{short, meets}}, nil},
+		{"nothing weighed (within the tolerance band)", decide.Explanation{Target: 0.2}, nil},
+		{"held for data", decide.Explanation{Target: 0.001, HeldBecause: "no arrival-rate data", Candidates: []decide.Candidate{short}}, nil},
+		{"only a hold candidate", decide.Explanation{Target: 0.001, Candidates: []decide.Candidate{{Kind: decide.CandidateHold}}}, nil},
+		{"none meets", decide.Explanation{Target: 0.001, Percentile: 99.999, ServiceTime: 0.05, Candidates: []decide.Candidate{short}},
+			[]string{"p99.999 latency of 1ms is unreachable", "(9 pods) models 55ms", "E[S] = 50ms"}},
+		{"meeting it only with an infeasible resize", decide.Explanation{Target: 0.01, ServiceTime: 0.05, Candidates: []decide.Candidate{short, resized}},
+			[]string{"mean latency of 10ms is unreachable", "(2 pods) models 20ms"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Unreachable(tc.x)
+			if tc.want == nil {
+				require.Empty(t, got)
+				return
+			}
+			for _, w := range tc.want {
+				require.Contains(t, got, w)
+			}
+		})
+	}
 }
 
 func TestResizeProblem(t *testing.T) {

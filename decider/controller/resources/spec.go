@@ -1,17 +1,18 @@
-package v1alpha1
+package resources
 
 import (
 	"fmt"
 	"time"
 
+	"github.com/qas-dev/qas/decider/api/v1alpha1"
 	"github.com/qas-dev/qas/decider/decide"
 )
 
-// DecideSpec converts the resource's spec into the decision engine's Spec, applying
+// Spec converts the resource's spec into the decision engine's Spec, applying
 // the same defaults the CRD schema applies (so an object that bypassed defaulting, such
 // as one built in a test, means the same thing), and validates the result. Errors name
 // the field at fault in the resource's terms.
-func (s QueueAutoscalerSpec) DecideSpec() (decide.Spec, error) {
+func Spec(s v1alpha1.QueueAutoscalerSpec) (decide.Spec, error) {
 	target, err := parseDuration("spec.target.latency", s.Target.Latency)
 	if err != nil {
 		return decide.Spec{}, err
@@ -90,7 +91,7 @@ func (s QueueAutoscalerSpec) DecideSpec() (decide.Spec, error) {
 
 // rules overlays the user's rules on the direction's defaults, field by field, as the
 // HPA does.
-func rules(in *ScalingRules, defaults func() decide.ScalingRules) *decide.ScalingRules {
+func rules(in *v1alpha1.ScalingRules, defaults func() decide.ScalingRules) *decide.ScalingRules {
 	if in == nil {
 		return nil
 	}
@@ -121,13 +122,4 @@ func parseDuration(field, v string) (time.Duration, error) {
 		return 0, fmt.Errorf("%s: %q must be positive", field, v)
 	}
 	return d, nil
-}
-
-// Summary returns the objective in the short form kubectl shows, e.g. "p95<200ms" or
-// "mean<200ms".
-func (t LatencyTarget) Summary() string {
-	if t.Percentile == nil {
-		return "mean<" + t.Latency
-	}
-	return fmt.Sprintf("p%g<%s", *t.Percentile, t.Latency)
 }

@@ -1,4 +1,4 @@
-package controller
+package resources
 
 import (
 	"fmt"
@@ -13,22 +13,22 @@ import (
 	"github.com/qas-dev/qas/decider/decide"
 )
 
-// fillStatus writes what the cycle observed and decided into the status.
+// FillStatus writes what the cycle observed and decided into the status.
 // initTime is the observed pod start time, reported whether or not predictive
 // scaling uses it.
-func fillStatus(st *v1alpha1.QueueAutoscalerStatus, qa *v1alpha1.QueueAutoscaler, d decide.Decision, snap decide.Snapshot, t target, actErr error, dryRun bool, initTime time.Duration, now time.Time) {
+func FillStatus(st *v1alpha1.QueueAutoscalerStatus, qa *v1alpha1.QueueAutoscaler, d decide.Decision, snap decide.Snapshot, replicas int32, actErr error, dryRun bool, initTime time.Duration, now time.Time) {
 	x := d.Explanation
 	gen := qa.Generation
 	st.Reference = qa.Spec.ScaleTargetRef.Kind + "/" + qa.Spec.ScaleTargetRef.Name
 	st.TargetSummary = qa.Spec.Target.Summary()
-	st.CurrentReplicas = t.replicas
+	st.CurrentReplicas = replicas
 	st.DesiredReplicas = d.DesiredReplicas
 	if x.HeldBecause == "" {
 		st.ArrivalRate = strconv.FormatFloat(x.ArrivalRate, 'g', 4, 64) + "/s"
-		st.ServiceTime = seconds(x.ServiceTime)
-		st.ModelledLatency = seconds(x.Latency)
+		st.ServiceTime = Seconds(x.ServiceTime)
+		st.ModelledLatency = Seconds(x.Latency)
 		if x.MeasuredLatency > 0 {
-			st.MeasuredLatency = seconds(x.MeasuredLatency)
+			st.MeasuredLatency = Seconds(x.MeasuredLatency)
 		}
 	}
 	if initTime > 0 {
@@ -43,50 +43,50 @@ func fillStatus(st *v1alpha1.QueueAutoscalerStatus, qa *v1alpha1.QueueAutoscaler
 	st.LastDecision = &v1alpha1.DecisionSummary{
 		Time:   metav1.NewTime(now),
 		Action: d.Action.String(),
-		Reason: summary(x),
+		Reason: Summary(x),
 		Model:  fmt.Sprintf("%s %s", x.Model, x.ServiceModel),
 		DryRun: dryRun,
 	}
-	setCondition(st, "Ready", metav1.ConditionTrue, "Reconciled", "the spec is valid and the target was found", gen, now)
+	SetCondition(st, "Ready", metav1.ConditionTrue, "Reconciled", "the spec is valid and the target was found", gen, now)
 	if actErr != nil {
-		setCondition(st, "AbleToScale", metav1.ConditionFalse, "FailedAction", actErr.Error(), gen, now)
+		SetCondition(st, "AbleToScale", metav1.ConditionFalse, "FailedAction", actErr.Error(), gen, now)
 	} else {
-		setCondition(st, "AbleToScale", metav1.ConditionTrue, "SucceededGetScale", "the scale subresource of the target answers", gen, now)
+		SetCondition(st, "AbleToScale", metav1.ConditionTrue, "SucceededGetScale", "the scale subresource of the target answers", gen, now)
 	}
 	if x.HeldBecause != "" {
-		setCondition(st, "ScalingActive", metav1.ConditionFalse, "Holding", x.HeldBecause, gen, now)
+		SetCondition(st, "ScalingActive", metav1.ConditionFalse, "Holding", x.HeldBecause, gen, now)
 	} else {
-		setCondition(st, "ScalingActive", metav1.ConditionTrue, "ValidMeasurements", "the latency model has fresh measurements", gen, now)
+		SetCondition(st, "ScalingActive", metav1.ConditionTrue, "ValidMeasurements", "the latency model has fresh measurements", gen, now)
 	}
 	limited := d.DesiredReplicas == qa.Spec.MaxReplicas && x.Recommendation > qa.Spec.MaxReplicas ||
 		d.DesiredReplicas == qa.Spec.MinReplicas && x.Recommendation < qa.Spec.MinReplicas && x.Recommendation > 0
 	if why := Unreachable(x); why != "" {
-		setCondition(st, "ScalingLimited", metav1.ConditionTrue, "TargetUnreachable", why, gen, now)
+		SetCondition(st, "ScalingLimited", metav1.ConditionTrue, "TargetUnreachable", why, gen, now)
 	} else if limited {
-		setCondition(st, "ScalingLimited", metav1.ConditionTrue, "OutsideBounds",
+		SetCondition(st, "ScalingLimited", metav1.ConditionTrue, "OutsideBounds",
 			fmt.Sprintf("the model recommends %d replicas, outside [%d, %d]", x.Recommendation, qa.Spec.MinReplicas, qa.Spec.MaxReplicas), gen, now)
 	} else {
-		setCondition(st, "ScalingLimited", metav1.ConditionFalse, "DesiredWithinRange", "the recommendation is within the bounds", gen, now)
+		SetCondition(st, "ScalingLimited", metav1.ConditionFalse, "DesiredWithinRange", "the recommendation is within the bounds", gen, now)
 	}
 }
 
-// holdStatus records a cycle that did not reach the engine (holding decision d) as
+// HoldStatus records a cycle that did not reach the engine (holding decision d) as
 // the last decision.
-func holdStatus(st *v1alpha1.QueueAutoscalerStatus, d decide.Decision, dryRun bool, now time.Time) {
-	st.LastDecision = &v1alpha1.DecisionSummary{Time: metav1.NewTime(now), Action: d.Action.String(), Reason: summary(d.Explanation), DryRun: dryRun}
+func HoldStatus(st *v1alpha1.QueueAutoscalerStatus, d decide.Decision, dryRun bool, now time.Time) {
+	st.LastDecision = &v1alpha1.DecisionSummary{Time: metav1.NewTime(now), Action: d.Action.String(), Reason: Summary(d.Explanation), DryRun: dryRun}
 }
 
-// summary is a decision's reason in one line.
-func summary(x decide.Explanation) string {
+// Summary is a decision's reason in one line.
+func Summary(x decide.Explanation) string {
 	if x.HeldBecause != "" {
 		return "held: " + x.HeldBecause
 	}
 	return x.Reason
 }
 
-// setCondition adds or updates a condition, keeping its transition time unless its
+// SetCondition adds or updates a condition, keeping its transition time unless its
 // status changed.
-func setCondition(st *v1alpha1.QueueAutoscalerStatus, typ string, status metav1.ConditionStatus, reason, msg string, gen int64, now time.Time) {
+func SetCondition(st *v1alpha1.QueueAutoscalerStatus, typ string, status metav1.ConditionStatus, reason, msg string, gen int64, now time.Time) {
 	if len(msg) > 1024 {
 		msg = msg[:1024]
 	}
@@ -106,9 +106,9 @@ func setCondition(st *v1alpha1.QueueAutoscalerStatus, typ string, status metav1.
 	})
 }
 
-// seconds formats a latency in seconds the way kubectl users read durations; an
+// Seconds formats a latency in seconds the way kubectl users read durations; an
 // unstable queue's infinite latency reads "unstable".
-func seconds(s float64) string {
+func Seconds(s float64) string {
 	if math.IsInf(s, 0) || math.IsNaN(s) {
 		return "unstable"
 	}
@@ -145,5 +145,5 @@ func Unreachable(x decide.Explanation) string {
 		at = "p" + strconv.FormatFloat(x.Percentile, 'g', -1, 64)
 	}
 	return fmt.Sprintf("the target %s latency of %s is unreachable: the best allocation weighed (%d pods) models %s, and adding pods cannot bring it below the floor set by the service time E[S] = %s; the workload is sized near that floor. Raise the target or lower the percentile",
-		at, seconds(x.Target), best.Replicas, seconds(best.ModelledLatency), seconds(x.ServiceTime))
+		at, Seconds(x.Target), best.Replicas, Seconds(best.ModelledLatency), Seconds(x.ServiceTime))
 }
