@@ -8,7 +8,7 @@ PKGS := ./...
 export QAS_CACHE ?= $(HOME)/.cache/qas
 WITH_INFRA := bash test/infra/env.sh
 
-.PHONY: all build test unit bench lint fmt vet demo proxy-demo fuzz generate clean
+.PHONY: all build test unit bench lint fmt vet golangci demo proxy-demo fuzz generate clean
 
 all: build
 
@@ -29,7 +29,11 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 	@for b in test/bench/*.sh; do [ -f "$$b" ] && { echo "== $$b"; bash "$$b" || exit 1; }; done; true
 
-lint: fmt vet
+## lint: gofmt, go vet, then golangci-lint (.golangci.yml: layering, aliases, errors, staticcheck).
+lint: fmt vet golangci
+
+golangci:
+	bash hack/lint.sh
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
