@@ -68,6 +68,14 @@ type Controller struct {
 	// ResizeBackoff is how long vertical scaling stays off after a resize was
 	// Infeasible or Deferred too long; default 10 min.
 	ResizeBackoff time.Duration
+	// Workers is how many QueueAutoscalers a cycle reconciles at once (default 5,
+	// as the HPA's --horizontal-pod-autoscaler-workers): one whose measurements
+	// are slow to come holds up only its own worker.
+	Workers int
+	// MeasureTimeout bounds each read of a workload's measurements (default 5 s).
+	// A workload whose data is not back by then is held this cycle, so that a hung
+	// InfluxDB cannot stretch the cycle past its interval.
+	MeasureTimeout time.Duration
 	// EventDelay is how long a reconcile triggered by a pod or target event waits,
 	// so that a burst of events (a rollout's pods turning Ready one after another)
 	// gives one reconcile; default 2 s. Spec changes are reconciled at once.
@@ -140,9 +148,12 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 	if migErr != nil {
 		return decide.Decision{}, migErr
 	}
-	snap, pods, err := c.snapshot(ctx, &qa, spec, target, now)
-	if err != nil {
-		return decide.Decision{}, err
+	snap, pods, measureErr := c.snapshot(ctx, &qa, spec, target, now)
+	var noData *measureError
+	if errors.As(measureErr, &noData) {
+		measureErr = nil // the engine holds on the empty snapshot; the hold says why below
+	} else if measureErr != nil {
+		return decide.Decision{}, measureErr
 	}
 	if spec.Vertical.Enabled {
 		blocked, err := c.resizeFollowThrough(ctx, &qa, pods, now)
@@ -160,6 +171,11 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 	if err != nil {
 		err = fmt.Errorf("decide %s/%s: %w", ns, name, err)
 		return c.hold(ctx, &qa, target.replicas, now, err.Error()), err
+	}
+	if noData != nil && d.Explanation.HeldBecause != "" {
+		// The engine saw no data; say why there was none.
+		d.Explanation.HeldBecause = noData.Error()
+		d.Explanation.Reason = "hold: " + noData.Error()
 	}
 	actErr, saveErr := c.actAndRemember(ctx, &qa, target, d, pods, engine)
 	c.report(ctx, &qa, d, actErr)
@@ -262,7 +278,9 @@ func (c *Controller) resolveTarget(ctx context.Context, qa *v1alpha1.QueueAutosc
 }
 
 // snapshot builds the engine's input from the informer caches and the metrics
-// source; it also returns the workload's pods.
+// source; it also returns the workload's pods. When the measurements cannot be read
+// (in time), the snapshot has none, so that the engine holds, and the error is a
+// *measureError.
 func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler, spec decide.Spec, t target, now time.Time) (decide.Snapshot, []*corev1.Pod, error) {
 	w := c.watch
 	pods, err := w.pods.Pods(qa.Namespace).List(t.selector)
@@ -306,11 +324,21 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 	}
 	slices.Sort(q.Nodes)
 	q.Nodes = slices.Compact(q.Nodes)
-	m, err := c.Metrics.Measure(ctx, q)
+	timeout := c.MeasureTimeout
+	if timeout <= 0 {
+		timeout = DefaultMeasureTimeout
+	}
+	var measureErr error
+	mctx, cancel := context.WithTimeout(ctx, timeout)
+	m, err := c.Metrics.Measure(mctx, q)
+	cancel()
 	if err != nil {
 		// No data: the engine holds (it never scales on missing data).
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			err = fmt.Errorf("measurements late: not read within %s (is InfluxDB overloaded or hung?): %w", timeout, err)
+		}
 		c.Log.Warn("no measurements", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.Error(err))
-		m = measurement.Workload{}
+		m, measureErr = measurement.Workload{}, &measureError{err}
 	} else if !m.Complete {
 		c.Log.Info("measurements incomplete: no scale-down this cycle", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.String("missing", m.MissingSummary()))
 	}
@@ -328,8 +356,19 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 		Nodes:     resources.DecideNodes(nodes, allPods, owned, m, storage),
 		InitTimes: resources.InitTimes(pods, w.ready, limit),
 		DataTime:  m.DataTime, Complete: m.Complete,
-	}, pods, nil
+	}, pods, measureErr
 }
+
+// DefaultMeasureTimeout is Controller.MeasureTimeout's default: a third of the
+// default 15 s cycle.
+const DefaultMeasureTimeout = 5 * time.Second
+
+// measureError is a failed read of the measurements: the cycle goes on and the
+// engine holds.
+type measureError struct{ err error }
+
+func (e *measureError) Error() string { return "no measurements: " + e.err.Error() }
+func (e *measureError) Unwrap() error { return e.err }
 
 // act carries out a decision. Replica changes set an absolute count through the scale
 // subresource, so repeating an action after a restart changes nothing.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -74,25 +76,45 @@ func New(cfg *rest.Config, metrics measurement.Source, sink measurement.Decision
 	return c, broadcaster.Shutdown, nil
 }
 
-// RunOnce reconciles every QueueAutoscaler in the cluster once, in the order of
-// their keys. Which ones exist comes from the watch's cache (Reconcile reads each
-// from the API server): one created since is queued by the watch, one deleted since
-// is forgotten by its reconcile. Errors of single resources are logged and do not
-// stop the others; the count of failures is returned.
+// DefaultWorkers is Controller.Workers' default, the HPA's default too.
+const DefaultWorkers = 5
+
+// RunOnce reconciles every QueueAutoscaler in the cluster once, Workers at a time,
+// started in the order of their keys. Which ones exist comes from the watch's cache
+// (Reconcile reads each from the API server): one created since is queued by the
+// watch, one deleted since is forgotten by its reconcile. Errors of single
+// resources are logged and do not stop the others; the count of failures is
+// returned.
 func (c *Controller) RunOnce(ctx context.Context) (failed int, err error) {
 	if c.watch == nil || !c.watch.started.Load() {
 		return 0, errors.New("controller not started: call Start first")
 	}
 	keys := c.watch.qas.ListKeys()
 	slices.Sort(keys)
-	for _, k := range keys {
-		ns, name, _ := strings.Cut(k, "/")
-		if _, err := c.Reconcile(ctx, ns, name); err != nil {
-			failed++
-			c.Log.Warn("reconcile failed", zap.String("queueautoscaler", k), zap.Error(err))
-		}
+	workers := c.Workers
+	if workers <= 0 {
+		workers = DefaultWorkers
 	}
-	return failed, nil
+	next := make(chan string)
+	var failures atomic.Int32
+	var wg sync.WaitGroup
+	for range min(workers, len(keys)) {
+		wg.Go(func() {
+			for k := range next {
+				ns, name, _ := strings.Cut(k, "/")
+				if _, err := c.Reconcile(ctx, ns, name); err != nil {
+					failures.Add(1)
+					c.Log.Warn("reconcile failed", zap.String("queueautoscaler", k), zap.Error(err))
+				}
+			}
+		})
+	}
+	for _, k := range keys {
+		next <- k
+	}
+	close(next)
+	wg.Wait()
+	return int(failures.Load()), nil
 }
 
 // Hooks let Run's caller observe it (the runner's metrics); nil fields are skipped.

@@ -5,6 +5,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/internal/cli"
 	"github.com/qas-dev/qas/internal/influx"
 )
@@ -18,6 +19,8 @@ type Options struct {
 	Kubeconfig                                string
 	Influx                                    influx.Options
 	Interval, Window, MaxPodAge               time.Duration
+	MeasureTimeout                            time.Duration
+	Workers                                   int
 	DryRun                                    bool
 	LeaderElect                               bool
 	LeaseNamespace, LeaseName, Identity       string
@@ -34,6 +37,8 @@ func (o *Options) FlagSet() *flag.FlagSet {
 	fs.DurationVar(&o.Interval, "interval", 15*time.Second, "decision cycle period")
 	fs.DurationVar(&o.Window, "window", 10*time.Minute, "how much arrival-rate history each decision reads (the forecast's input)")
 	fs.DurationVar(&o.MaxPodAge, "max-pod-data-age", time.Minute, "a Ready pod without a measurement this recent counts as missing data (no scale-down)")
+	fs.DurationVar(&o.MeasureTimeout, "measure-timeout", controller.DefaultMeasureTimeout, "deadline of each read of a workload's measurements; a workload whose data is late holds this cycle")
+	fs.IntVar(&o.Workers, "workers", controller.DefaultWorkers, "QueueAutoscalers reconciled at once in a cycle")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "decide and record every QueueAutoscaler, change nothing")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "act only while holding the leader Lease (run several replicas)")
 	fs.StringVar(&o.LeaseNamespace, "leader-election-namespace", "", "namespace of the Lease (default $POD_NAMESPACE, else qas-system)")
@@ -79,6 +84,10 @@ func (o *Options) Validate() error {
 		return cli.Usagef("interval", "%s is not positive", o.Interval)
 	case o.Window < o.Interval:
 		return cli.Usagef("window", "%s is shorter than --interval (%s)", o.Window, o.Interval)
+	case o.MeasureTimeout <= 0 || o.MeasureTimeout >= o.Interval:
+		return cli.Usagef("measure-timeout", "%s must be positive and shorter than --interval (%s), so that a cycle ends in time", o.MeasureTimeout, o.Interval)
+	case o.Workers < 1:
+		return cli.Usagef("workers", "%d: at least 1 is needed", o.Workers)
 	case o.MaxPodAge <= 0:
 		return cli.Usagef("max-pod-data-age", "%s is not positive", o.MaxPodAge)
 	case o.LeaseName == "":

@@ -28,6 +28,8 @@ func TestOptions(t *testing.T) {
 	require.Equal(t, "host-1", o.Identity)
 	require.Equal(t, 15*time.Second, o.Interval)
 	require.True(t, o.LeaderElect)
+	require.Equal(t, 5, o.Workers, "the HPA's default")
+	require.Equal(t, 5*time.Second, o.MeasureTimeout)
 
 	o, err = parse(t, nil, map[string]string{"POD_NAMESPACE": "ops", "POD_NAME": "qas-decider-7", "QAS_DECIDER_DRY_RUN": "true"})
 	require.NoError(t, err)
@@ -44,6 +46,9 @@ func TestOptions(t *testing.T) {
 		{[]string{"--interval", "0s"}, "interval"},
 		{[]string{"--window", "5s"}, "window"},
 		{[]string{"--max-pod-data-age", "0s"}, "max-pod-data-age"},
+		{[]string{"--measure-timeout", "0s"}, "measure-timeout"},
+		{[]string{"--measure-timeout", "15s"}, "measure-timeout"},
+		{[]string{"--workers", "0"}, "workers"},
 		{[]string{"--leader-election-id", ""}, "leader-election-id"},
 		{[]string{"--leader-lease-duration", "5s"}, "leader-lease-duration"},
 		{[]string{"--leader-retry-period", "0s"}, "leader-renew-deadline"},
