@@ -6,18 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
 	"github.com/qas-dev/qas/decider/controller/resources"
@@ -28,19 +25,6 @@ import (
 // restarted or newly elected decider finishes (or aborts) it instead of starting it
 // again.
 const MigrationAnnotation = "qas.dev/migration"
-
-// HotTaint keeps new pods off a node while a pod is moved off it. The decider adds it
-// only for the duration of a migration and removes it when the last migration off that
-// node ends.
-const HotTaint = "qas.dev/hot"
-
-// HotTaintHolders is the node annotation that lists, comma-separated and sorted, the
-// QueueAutoscalers (namespace/name) whose migrations hold the node's hot taint. Several
-// workloads can move pods off one hot node at once; the taint goes when the last of
-// them lets go, and letting go twice (a standby that repeats the undo of a deleted
-// QueueAutoscaler's migration) changes nothing. A hot taint without this annotation
-// was put there by someone else and is left alone.
-const HotTaintHolders = "qas.dev/hot-holders"
 
 // DeletionCostAnnotation is the ReplicaSet controller's hint of which pod to delete
 // first on scale-down (lowest cost first).
@@ -511,190 +495,6 @@ func (c *Controller) abortStored(ctx context.Context, qa *v1alpha1.QueueAutoscal
 		return fmt.Errorf("abort the migration of %s off %s: %w", m.Pod, m.FromNode, err)
 	}
 	return nil
-}
-
-// setReplicas sets the target's replica count through the scale subresource.
-func (c *Controller) setReplicas(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t target, n int32) error {
-	sc, err := c.Scales.Scales(qa.Namespace).Get(ctx, t.resource.GroupResource(), qa.Spec.ScaleTargetRef.Name, metav1.GetOptions{})
-	if err == nil && sc.Spec.Replicas != n {
-		sc.Spec.Replicas = n
-		_, err = c.Scales.Scales(qa.Namespace).Update(ctx, t.resource.GroupResource(), sc, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		return fmt.Errorf("scale %s to %d: %w", qa.Spec.ScaleTargetRef.Name, n, err)
-	}
-	return nil
-}
-
-// unsurge scales the target from its surged count (before+1) back to before. Any
-// other count is left as it is: the surge was undone already (a repeated undo), or
-// someone scaled the target since, and their count stands.
-func (c *Controller) unsurge(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t target, before int32) error {
-	gr := t.resource.GroupResource()
-	sc, err := c.Scales.Scales(qa.Namespace).Get(ctx, gr, qa.Spec.ScaleTargetRef.Name, metav1.GetOptions{})
-	if err == nil && sc.Spec.Replicas != before+1 {
-		if sc.Spec.Replicas != before {
-			c.Log.Info("migration undone without scaling back: the target's replica count changed since the surge",
-				zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.Int32("replicas", sc.Spec.Replicas), zap.Int32("surged", before+1))
-		}
-		return nil
-	}
-	if err == nil {
-		sc.Spec.Replicas = before
-		_, err = c.Scales.Scales(qa.Namespace).Update(ctx, gr, sc, metav1.UpdateOptions{}) // a conflict means someone else scaled it: retried next time
-	}
-	if err != nil {
-		return fmt.Errorf("scale %s back to %d: %w", qa.Spec.ScaleTargetRef.Name, before, err)
-	}
-	return nil
-}
-
-// holderKey names qa among a node's hot-taint holders.
-func holderKey(qa *v1alpha1.QueueAutoscaler) string { return qa.Namespace + "/" + qa.Name }
-
-// holdHotTaint makes holder one of the holders of node's hot taint, adding the taint
-// when the node has none. It reports whether holder holds it: false when the node
-// has a hot taint that QAS did not put there (no holders annotation), which is then
-// left to whoever put it.
-func (c *Controller) holdHotTaint(ctx context.Context, node, holder string) (bool, error) {
-	held := false
-	err := c.updateNode(ctx, node, func(n *corev1.Node) bool {
-		holders := splitHolders(n.Annotations[HotTaintHolders])
-		tainted := hasHotTaint(n)
-		if tainted && len(holders) == 0 {
-			return false // someone else's taint
-		}
-		held = true
-		if tainted && slices.Contains(holders, holder) {
-			return false
-		}
-		if !tainted {
-			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: HotTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule})
-			holders = nil // a stale list of a taint someone removed
-		}
-		setHolders(n, append(holders, holder))
-		return true
-	})
-	if apierrors.IsNotFound(err) {
-		return false, fmt.Errorf("node %s: %w", node, err)
-	}
-	return held, err
-}
-
-// releaseHotTaint takes holder off node's hot-taint holders and removes the taint with
-// the last of them. A holder that is not on the list has let go already: nothing
-// changes.
-func (c *Controller) releaseHotTaint(ctx context.Context, node, holder string) error {
-	err := c.updateNode(ctx, node, func(n *corev1.Node) bool {
-		holders := splitHolders(n.Annotations[HotTaintHolders])
-		if !slices.Contains(holders, holder) {
-			return false
-		}
-		holders = slices.DeleteFunc(holders, func(h string) bool { return h == holder })
-		if len(holders) > 0 {
-			setHolders(n, holders)
-			return true
-		}
-		delete(n.Annotations, HotTaintHolders)
-		n.Spec.Taints = slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool { return t.Key == HotTaint })
-		return true
-	})
-	if apierrors.IsNotFound(err) {
-		return nil // the node is gone, and its taint with it
-	}
-	return err
-}
-
-// updateNode reads node, lets change modify it (false: nothing to write) and writes
-// it back, read again and retried on conflicts with other writers.
-func (c *Controller) updateNode(ctx context.Context, node string, change func(*corev1.Node) bool) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n, err := c.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("node %s: %w", node, err)
-		}
-		if !change(n) {
-			return nil
-		}
-		if _, err := c.Kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("taint node %s: %w", node, err)
-		}
-		return nil
-	})
-}
-
-func hasHotTaint(n *corev1.Node) bool {
-	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == HotTaint })
-}
-
-func splitHolders(v string) []string {
-	if v == "" {
-		return nil
-	}
-	return strings.Split(v, ",")
-}
-
-func setHolders(n *corev1.Node, holders []string) {
-	slices.Sort(holders)
-	if n.Annotations == nil {
-		n.Annotations = map[string]string{}
-	}
-	n.Annotations[HotTaintHolders] = strings.Join(slices.Compact(holders), ",")
-}
-
-// pdbAllows checks that the PodDisruptionBudgets selecting pod allow one more
-// disruption now. During a surge their status counts the replacement once it is Ready.
-func (c *Controller) pdbAllows(ctx context.Context, pod *corev1.Pod) error {
-	pdbs, err := c.Kube.PolicyV1().PodDisruptionBudgets(pod.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("list PodDisruptionBudgets: %w", err)
-	}
-	for _, pdb := range pdbs.Items {
-		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
-			continue
-		}
-		if pdb.Status.DisruptionsAllowed < 1 {
-			return fmt.Errorf("PodDisruptionBudget %s allows no disruption now (%d healthy, %d required)", pdb.Name, pdb.Status.CurrentHealthy, pdb.Status.DesiredHealthy)
-		}
-	}
-	return nil
-}
-
-// evict asks the Eviction API to remove pod ("namespace/name", or a bare name in
-// namespace def), provided it is still the pod with uid (a StatefulSet's replacement
-// has the same name). The Eviction API enforces the pod's PodDisruptionBudgets: when
-// one refuses (429), refused says so and err is nil. A pod that is gone, or replaced
-// already, counts as evicted.
-func (c *Controller) evict(ctx context.Context, pod, def string, uid types.UID) (refused string, err error) {
-	ns, name := splitPod(pod, def)
-	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	if uid != "" {
-		ev.DeleteOptions = &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
-	}
-	err = c.Kube.CoreV1().Pods(ns).EvictV1(ctx, ev)
-	switch {
-	case err == nil, apierrors.IsNotFound(err):
-		return "", nil
-	case apierrors.IsTooManyRequests(err):
-		return fmt.Sprintf("eviction of %s refused by its PodDisruptionBudget: %v", pod, err), nil
-	case apierrors.IsConflict(err) && uid != "":
-		// The precondition failed: is the pod with that name another one now?
-		p, gerr := c.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(gerr) || (gerr == nil && p.UID != uid) {
-			return "", nil
-		}
-	}
-	return "", fmt.Errorf("evict %s: %w", pod, err)
-}
-
-// splitPod splits "namespace/name" (how the engine names neighbour pods); a bare name
-// is in def.
-func splitPod(pod, def string) (ns, name string) {
-	if ns, name, ok := strings.Cut(pod, "/"); ok {
-		return ns, name
-	}
-	return def, pod
 }
 
 // continueMigration advances a migration left on qa by an earlier cycle (or an earlier

@@ -89,3 +89,35 @@ func (c *Controller) revertResize(ctx context.Context, p *corev1.Pod) error {
 	}
 	return nil
 }
+
+// resizePods gives every running pod cpu millicores in total, in place (pods/resize):
+// the app containers take what the qas-proxy sidecar leaves (resizePlan).
+func (c *Controller) resizePods(ctx context.Context, pods []*corev1.Pod, cpu int64) error {
+	var errs []error
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil || p.Spec.NodeName == "" {
+			continue
+		}
+		plan, err := resources.ResizePlan(p, cpu)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if len(plan) == 0 {
+			continue
+		}
+		ctrs := make([]any, 0, len(plan))
+		for _, cc := range plan {
+			res := map[string]any{"requests": map[string]any{"cpu": fmt.Sprintf("%dm", cc.Request)}}
+			if cc.Limit > 0 {
+				res["limits"] = map[string]any{"cpu": fmt.Sprintf("%dm", cc.Limit)}
+			}
+			ctrs = append(ctrs, map[string]any{"name": cc.Name, "resources": res})
+		}
+		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"containers": ctrs}})
+		if _, err := c.Kube.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "resize"); err != nil {
+			errs = append(errs, fmt.Errorf("resize %s to %dm: %w", p.Name, cpu, err))
+		}
+	}
+	return errors.Join(errs...)
+}
