@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
@@ -480,8 +481,25 @@ func (c *Controller) reportNoMigration(qa *v1alpha1.QueueAutoscaler, d decide.De
 	}
 }
 
+// writeStatus applies mutate to qa's status and writes it. On a conflict (the
+// resource changed since this cycle read it) it reads the resource again, keeps the
+// status computed so far, applies mutate again and retries, as updateNode does.
 func (c *Controller) writeStatus(ctx context.Context, qa *v1alpha1.QueueAutoscaler, now time.Time, mutate func(*v1alpha1.QueueAutoscalerStatus)) error {
-	for attempt := 0; ; attempt++ {
+	reread := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if reread {
+			fresh, err := c.Dynamic.Resource(GVR).Namespace(qa.Namespace).Get(ctx, qa.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			status := qa.Status
+			*qa = v1alpha1.QueueAutoscaler{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(fresh.Object, qa); err != nil {
+				return err
+			}
+			qa.Status = status
+		}
+		reread = true
 		mutate(&qa.Status)
 		qa.Status.ObservedGeneration = qa.Generation
 		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(qa)
@@ -489,21 +507,10 @@ func (c *Controller) writeStatus(ctx context.Context, qa *v1alpha1.QueueAutoscal
 			return err
 		}
 		_, err = c.Dynamic.Resource(GVR).Namespace(qa.Namespace).UpdateStatus(ctx, &unstructured.Unstructured{Object: obj}, metav1.UpdateOptions{})
-		if err == nil || !apierrors.IsConflict(err) || attempt == 3 {
-			if err != nil {
-				return fmt.Errorf("update status: %w", err)
-			}
-			return nil
-		}
-		fresh, gerr := c.Dynamic.Resource(GVR).Namespace(qa.Namespace).Get(ctx, qa.Name, metav1.GetOptions{})
-		if gerr != nil {
-			return gerr
-		}
-		status := qa.Status
-		*qa = v1alpha1.QueueAutoscaler{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(fresh.Object, qa); err != nil {
-			return err
-		}
-		qa.Status = status
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("update status: %w", err)
 	}
+	return nil
 }
