@@ -149,12 +149,12 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 	if migErr != nil {
 		return decide.Decision{}, migErr
 	}
-	snap, pods, measureErr := c.snapshot(ctx, &qa, spec, target, now)
+	// Without measurements the snapshot has none and the engine holds; the hold
+	// says why below (noData).
+	snap, pods, err := c.snapshot(ctx, &qa, spec, target, now)
 	var noData *measureError
-	if errors.As(measureErr, &noData) {
-		measureErr = nil // the engine holds on the empty snapshot; the hold says why below
-	} else if measureErr != nil {
-		return decide.Decision{}, measureErr
+	if err != nil && !errors.As(err, &noData) {
+		return decide.Decision{}, err
 	}
 	if spec.Vertical.Enabled {
 		blocked, err := c.resizeFollowThrough(ctx, &qa, pods, now)

@@ -93,7 +93,7 @@ func (e *env) newController(t *testing.T) *controller.Controller {
 // startController builds a controller on cfg with the given sink, lets configure
 // change it (may be nil), and starts its informers until the test ends.
 func (e *env) startController(t *testing.T, cfg *rest.Config, sink measurement.DecisionSink, configure ...func(*controller.Controller)) *controller.Controller {
-	ctrl, stop, err := controller.New(cfg, e.metrics, sink, zaptest.NewLogger(t), e.clock)
+	ctrl, stop, err := controller.NewForConfig(cfg, e.metrics, sink, zaptest.NewLogger(t), e.clock)
 	require.NoError(t, err)
 	for _, f := range configure {
 		f(ctrl)

@@ -86,7 +86,7 @@ func TestHungInfluxDBHoldsEachWorkloadWithinTheCycle(t *testing.T) {
 	client := influxdb2.NewClient("http://"+db.ln.Addr().String(), "")
 	t.Cleanup(client.Close)
 	src := store.Source{Store: &store.Flux{Query: client.QueryAPI(""), Bucket: influxtest.Bucket}, Window: time.Minute}
-	ctrl, stop, err := controller.New(e.c.Config, src, nil, zaptest.NewLogger(t), e.clock)
+	ctrl, stop, err := controller.NewForConfig(e.c.Config, src, nil, zaptest.NewLogger(t), e.clock)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); stop() })

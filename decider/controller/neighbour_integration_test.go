@@ -71,7 +71,7 @@ func TestNeighbourMoverReadsNeighbourCPU(t *testing.T) {
 	mem.Write(pts...)
 
 	src := store.Source{Store: mem, Window: time.Minute, MaxPodAge: time.Minute}
-	ctrl, stop, err := controller.New(e.c.Config, src, nil, zaptest.NewLogger(t), e.clock)
+	ctrl, stop, err := controller.NewForConfig(e.c.Config, src, nil, zaptest.NewLogger(t), e.clock)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); stop() })

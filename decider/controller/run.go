@@ -11,14 +11,18 @@ import (
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/scale"
@@ -31,27 +35,77 @@ import (
 	"github.com/qas-dev/qas/decider/measurement"
 )
 
-// New builds a Controller talking to the cluster at cfg. The returned stop function
-// shuts the event broadcaster down.
-func New(cfg *rest.Config, metrics measurement.Source, sink measurement.DecisionSink, log *zap.Logger, clk clock.PassiveClock) (*Controller, func(), error) {
+// Clients are the API clients the controller acts through.
+type Clients struct {
+	Kube     kubernetes.Interface
+	Dynamic  dynamic.Interface
+	Metadata metadata.Interface
+	Scales   scale.ScalesGetter
+	Mapper   meta.RESTMapper
+}
+
+// NewClients builds the clients for the cluster at cfg; the REST mapper discovers
+// kinds lazily (and again when a scale target's kind is unknown).
+func NewClients(cfg *rest.Config) (Clients, error) {
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, nil, err
+		return Clients{}, err
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return nil, nil, err
+		return Clients{}, err
 	}
-	meta, err := metadata.NewForConfig(cfg)
+	md, err := metadata.NewForConfig(cfg)
 	if err != nil {
-		return nil, nil, err
+		return Clients{}, err
 	}
 	cached := memory.NewMemCacheClient(kube.Discovery())
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(cached)
 	scales, err := scale.NewForConfig(cfg, mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(cached))
 	if err != nil {
-		return nil, nil, err
+		return Clients{}, err
 	}
+	return Clients{Kube: kube, Dynamic: dyn, Metadata: md, Scales: scales, Mapper: mapper}, nil
+}
+
+// Informers are the shared informer factories the controller reads from: pods,
+// nodes, claims and volumes (Core), QueueAutoscalers, and the metadata of scale
+// targets. Start starts them.
+type Informers struct {
+	Core             informers.SharedInformerFactory
+	QueueAutoscalers dynamicinformer.DynamicSharedInformerFactory
+	Targets          metadatainformer.SharedInformerFactory
+}
+
+// NewInformers builds informer factories on cl without resync.
+func NewInformers(cl Clients) Informers {
+	return Informers{
+		Core:             informers.NewSharedInformerFactory(cl.Kube, 0),
+		QueueAutoscalers: dynamicinformer.NewDynamicSharedInformerFactory(cl.Dynamic, 0),
+		Targets:          metadatainformer.NewSharedInformerFactory(cl.Metadata, 0),
+	}
+}
+
+// New builds a Controller on the given clients and informers, as the HPA's
+// NewHorizontalController does, so that tests can hand it client-go fakes. The
+// recorder carries its Events (NewRecorder builds one for a cluster).
+func New(cl Clients, inf Informers, metrics measurement.Source, sink measurement.DecisionSink, recorder record.EventRecorder, log *zap.Logger, clk clock.PassiveClock) *Controller {
+	return &Controller{
+		Kube: cl.Kube, Dynamic: cl.Dynamic, Metadata: cl.Metadata, Scales: cl.Scales, Mapper: cl.Mapper, Metrics: metrics, Sink: sink,
+		Recorder: recorder, Clock: clk, Log: log,
+		watch: &watches{
+			log: log, delay: 2 * time.Second, ready: resources.NewReadyTracker(), informers: inf,
+			queue:  workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: "queueautoscalers"}),
+			queued: make(chan string),
+			deps:   map[string]dependency{}, orphans: map[string]*v1alpha1.QueueAutoscaler{},
+			watched: map[schema.GroupVersionResource]bool{},
+		},
+	}
+}
+
+// NewRecorder returns an event recorder that writes to the cluster through kube,
+// and the function that stops it.
+func NewRecorder(kube kubernetes.Interface) (record.EventRecorder, func(), error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, nil, err
@@ -61,19 +115,22 @@ func New(cfg *rest.Config, metrics measurement.Source, sink measurement.Decision
 	}
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	recorder := broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "qas-decider"})
-	c := &Controller{
-		Kube: kube, Dynamic: dyn, Metadata: meta, Scales: scales, Mapper: mapper, Metrics: metrics, Sink: sink,
-		Recorder: recorder, Clock: clk, Log: log,
-		watch: &watches{
-			log: log, delay: 2 * time.Second, ready: resources.NewReadyTracker(),
-			queue:  workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: "queueautoscalers"}),
-			queued: make(chan string),
-			deps:   map[string]dependency{}, orphans: map[string]*v1alpha1.QueueAutoscaler{},
-			watched: map[schema.GroupVersionResource]bool{},
-		},
+	return broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "qas-decider"}), broadcaster.Shutdown, nil
+}
+
+// NewForConfig builds a Controller talking to the cluster at cfg, with its own
+// clients, informers and event recorder. The returned stop function shuts the event
+// broadcaster down.
+func NewForConfig(cfg *rest.Config, metrics measurement.Source, sink measurement.DecisionSink, log *zap.Logger, clk clock.PassiveClock) (*Controller, func(), error) {
+	cl, err := NewClients(cfg)
+	if err != nil {
+		return nil, nil, err
 	}
-	return c, broadcaster.Shutdown, nil
+	recorder, stop, err := NewRecorder(cl.Kube)
+	if err != nil {
+		return nil, nil, err
+	}
+	return New(cl, NewInformers(cl), metrics, sink, recorder, log, clk), stop, nil
 }
 
 // DefaultWorkers is Controller.Workers' default, the HPA's default too.

@@ -16,10 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -55,12 +52,12 @@ type watches struct {
 	queue  workqueue.TypedDelayingInterface[string]
 	queued chan string
 
-	mu      sync.Mutex
-	deps    map[string]dependency // by QueueAutoscaler key
-	orphans map[string]*v1alpha1.QueueAutoscaler
-	targets metadatainformer.SharedInformerFactory
-	watched map[schema.GroupVersionResource]bool
-	stop    <-chan struct{}
+	mu        sync.Mutex
+	deps      map[string]dependency // by QueueAutoscaler key
+	orphans   map[string]*v1alpha1.QueueAutoscaler
+	informers Informers
+	watched   map[schema.GroupVersionResource]bool
+	stop      <-chan struct{}
 }
 
 // dependency is what one QueueAutoscaler's reconcile reads: its target and the pods
@@ -80,13 +77,13 @@ const SyncTimeout = 2 * time.Minute
 // fails Start with an error naming it.
 func (c *Controller) Start(ctx context.Context) error {
 	w := c.watch
-	if w.started.Load() || w.queue == nil {
+	if w.started.Load() || w.queue == nil || w.informers.Core == nil || w.informers.QueueAutoscalers == nil || w.informers.Targets == nil {
 		return errors.New("controller: Start called twice, or on a Controller not built by New")
 	}
 	if c.EventDelay > 0 {
 		w.delay = c.EventDelay
 	}
-	factory := informers.NewSharedInformerFactory(c.Kube, 0)
+	factory := w.informers.Core
 	core := factory.Core().V1()
 	podInf := core.Pods().Informer()
 	if _, err := podInf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
@@ -129,7 +126,7 @@ func (c *Controller) Start(ctx context.Context) error {
 		"persistentvolumes":      core.PersistentVolumes().Informer().HasSynced,
 	}
 
-	qaFactory := dynamicinformer.NewDynamicSharedInformerFactory(c.Dynamic, 0)
+	qaFactory := w.informers.QueueAutoscalers
 	qaInf := qaFactory.ForResource(GVR).Informer()
 	if _, err := qaInf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
@@ -155,7 +152,6 @@ func (c *Controller) Start(ctx context.Context) error {
 	synced["queueautoscalers"] = qaInf.HasSynced
 	w.qas = qaInf.GetStore()
 
-	w.targets = metadatainformer.NewSharedInformerFactory(c.Metadata, 0)
 	w.stop = ctx.Done()
 	factory.Start(ctx.Done())
 	qaFactory.Start(ctx.Done())
@@ -294,7 +290,7 @@ func (w *watches) watchTargets(ctx context.Context, c *Controller, gvr schema.Gr
 		return
 	}
 	gr := gvr.GroupResource()
-	inf := w.targets.ForResource(gvr).Informer()
+	inf := w.informers.Targets.ForResource(gvr).Informer()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			if m, ok := obj.(*metav1.PartialObjectMetadata); ok && !initial {
@@ -317,7 +313,7 @@ func (w *watches) watchTargets(ctx context.Context, c *Controller, gvr schema.Gr
 		w.log.Warn("cannot watch targets", zap.String("resource", gvr.String()), zap.Error(err))
 		return
 	}
-	w.targets.Start(w.stop)
+	w.informers.Targets.Start(w.stop)
 }
 
 // mayWatch asks the API server whether the decider may list and watch gvr in every

@@ -123,7 +123,7 @@ func Run(ctx context.Context, o Options, cfg *rest.Config, log *zap.Logger) erro
 	defer client.Close()
 	src := store.Source{Store: &store.Flux{Query: client.QueryAPI(o.Influx.Org), Bucket: o.Influx.Bucket}, Window: o.Window, MaxPodAge: o.MaxPodAge}
 	sink := store.InfluxSink{W: w}
-	ctrl, stopEvents, err := controller.New(cfg, src, countingSink{sink, m}, log, clock.RealClock{})
+	ctrl, stopEvents, err := controller.NewForConfig(cfg, src, countingSink{sink, m}, log, clock.RealClock{})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,192 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	scalefake "k8s.io/client-go/scale/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/qas-dev/qas/decider/api/v1alpha1"
+	"github.com/qas-dev/qas/decider/controller"
+	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/decider/measurement"
+)
+
+// measured is a measurement.Source that returns one answer.
+type measured struct {
+	w   measurement.Workload
+	err error
+}
+
+func (m measured) Measure(context.Context, measurement.Query) (measurement.Workload, error) {
+	return m.w, m.err
+}
+
+// fakeCluster is a controller on client-go fakes: a Deployment "web" whose scale
+// subresource reports replicas pods selected by app=web, those pods Ready on node
+// n1, and the QueueAutoscaler "web" with spec.
+type fakeCluster struct {
+	ctrl     *controller.Controller
+	dyn      *dynamicfake.FakeDynamicClient
+	recorder *record.FakeRecorder
+	scaledTo []int32
+}
+
+func newFakeCluster(t *testing.T, replicas int32, spec map[string]any, src measurement.Source, scaleErr error) *fakeCluster {
+	t.Helper()
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	var objs []k8sruntime.Object
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16")}
+	objs = append(objs, node)
+	for i := range replicas {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-" + string(rune('a'+i)), Namespace: "ns", Labels: map[string]string{"app": "web"},
+			CreationTimestamp: metav1.NewTime(now.Add(-time.Hour))}}
+		p.Spec.NodeName = "n1"
+		p.Spec.Containers = []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}}}
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))}}
+		objs = append(objs, p)
+	}
+	kube := kubefake.NewClientset(objs...)
+
+	full := map[string]any{
+		"scaleTargetRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+		"minReplicas":    int64(1), "maxReplicas": int64(20),
+		"target": map[string]any{"latency": "200ms", "percentile": 95.0},
+	}
+	for k, v := range spec {
+		full[k] = v
+	}
+	qa := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "qas.dev/v1alpha1", "kind": "QueueAutoscaler",
+		"metadata": map[string]any{"name": "web", "namespace": "ns", "generation": int64(1)}, "spec": full,
+	}}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(k8sruntime.NewScheme(),
+		map[schema.GroupVersionResource]string{controller.GVR: "QueueAutoscalerList"}, qa)
+
+	f := &fakeCluster{dyn: dyn, recorder: record.NewFakeRecorder(100)}
+	scales := &scalefake.FakeScaleClient{}
+	scales.AddReactor("get", "deployments", func(k8stesting.Action) (bool, k8sruntime.Object, error) {
+		if scaleErr != nil {
+			return true, nil, scaleErr
+		}
+		return true, &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns"},
+			Spec: autoscalingv1.ScaleSpec{Replicas: replicas}, Status: autoscalingv1.ScaleStatus{Replicas: replicas, Selector: "app=web"}}, nil
+	})
+	scales.AddReactor("update", "deployments", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+		sc := a.(k8stesting.UpdateAction).GetObject().(*autoscalingv1.Scale)
+		f.scaledTo = append(f.scaledTo, sc.Spec.Replicas)
+		return true, sc, nil
+	})
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{appsv1.SchemeGroupVersion})
+	mapper.Add(appsv1.SchemeGroupVersion.WithKind("Deployment"), meta.RESTScopeNamespace)
+
+	cl := controller.Clients{Kube: kube, Dynamic: dyn, Metadata: metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme()), Scales: scales, Mapper: mapper}
+	f.ctrl = controller.New(cl, controller.NewInformers(cl), src, nil, f.recorder, zaptest.NewLogger(t), clocktesting.NewFakePassiveClock(now))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	require.NoError(t, f.ctrl.Start(ctx))
+	return f
+}
+
+func (f *fakeCluster) qa(t *testing.T) v1alpha1.QueueAutoscaler {
+	obj, err := f.dyn.Resource(controller.GVR).Namespace("ns").Get(context.Background(), "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	var qa v1alpha1.QueueAutoscaler
+	require.NoError(t, k8sruntime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &qa))
+	return qa
+}
+
+func (f *fakeCluster) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func load(lambda, es float64) measurement.Workload {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	return measurement.Workload{
+		ArrivalRates: []decide.Sample{{Time: now.Add(-10 * time.Second), Rate: lambda}, {Time: now, Rate: lambda}},
+		ServiceTime:  es, DataTime: now, Complete: true,
+	}
+}
+
+// TestReconcile runs one cycle per case on client-go fakes: what is scaled, what the
+// status says, which events are recorded.
+func TestReconcile(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		spec      map[string]any
+		src       measurement.Source
+		scaleErr  error
+		wantErr   bool
+		scaledTo  []int32 // nil: the target is not changed
+		condition [3]string
+		events    []string // each a prefix of a recorded event, in order
+	}{
+		{name: "scales up under load", src: measured{w: load(60, 0.05)},
+			// 12 pods meet the target; the HPA's default scale-up rules allow max(+4 pods, +100 %) a period: 2 → 6.
+			scaledTo: []int32{6}, condition: [3]string{"ScalingActive", "True", "ValidMeasurements"}, events: []string{"Normal Scaled horizontal to 6 replicas"}},
+		{name: "dry run changes nothing", spec: map[string]any{"dryRun": true}, src: measured{w: load(60, 0.05)},
+			condition: [3]string{"ScalingActive", "True", "ValidMeasurements"}, events: []string{"Normal DryRun horizontal to 6 replicas"}},
+		{name: "holds without measurements", src: measured{err: errors.New("influxdb is down")},
+			condition: [3]string{"ScalingActive", "False", "Holding"}},
+		{name: "an invalid spec is reported, not retried", spec: map[string]any{"target": map[string]any{"latency": "soon"}}, src: measured{w: load(60, 0.05)},
+			condition: [3]string{"Ready", "False", "InvalidSpec"}, events: []string{"Warning InvalidSpec spec.target.latency"}},
+		{name: "a target that cannot be read", src: measured{w: load(60, 0.05)}, wantErr: true,
+			scaleErr:  apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web"),
+			condition: [3]string{"AbleToScale", "False", "FailedGetScale"}, events: []string{"Warning FailedGetScale"}},
+		{name: "an unreachable target is said", spec: map[string]any{"target": map[string]any{"latency": "1ms", "percentile": 95.0}}, src: measured{w: load(10, 0.05)},
+			scaledTo: []int32{6}, condition: [3]string{"ScalingLimited", "True", "TargetUnreachable"},
+			events: []string{"Normal Scaled", "Warning TargetUnreachable the target p95 latency of 1ms is unreachable"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeCluster(t, 2, tc.spec, tc.src, tc.scaleErr)
+			_, err := f.ctrl.Reconcile(context.Background(), "ns", "web")
+			if tc.wantErr {
+				require.Error(t, err)
+			} else {
+				require.NoError(t, err)
+			}
+			require.Equal(t, tc.scaledTo, f.scaledTo)
+			qa := f.qa(t)
+			c := meta.FindStatusCondition(qa.Status.Conditions, tc.condition[0])
+			require.NotNil(t, c, "condition %s in %+v", tc.condition[0], qa.Status.Conditions)
+			require.Equal(t, tc.condition[1], string(c.Status), c.Message)
+			require.Equal(t, tc.condition[2], c.Reason, c.Message)
+			events := f.events()
+			require.Len(t, events, len(tc.events), "%q", events)
+			for i, want := range tc.events {
+				require.Contains(t, events[i], want)
+			}
+		})
+	}
+}
