@@ -26,6 +26,7 @@ import (
 	"github.com/qas-dev/qas/internal/cli"
 	"github.com/qas-dev/qas/internal/influx"
 	"github.com/qas-dev/qas/internal/kubeconfig"
+	"github.com/qas-dev/qas/internal/kubelog"
 	"github.com/qas-dev/qas/internal/version"
 )
 
@@ -212,6 +213,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		return cli.ExitTo(stdout, stderr, "qas-collector", err)
 	}
 	defer func() { _ = log.Sync() }()
+	kubelog.Route(log)
 	cfg, err := kubeconfig.Load(f.Kubeconfig)
 	if err != nil {
 		return cli.ExitTo(stdout, stderr, "qas-collector", err)

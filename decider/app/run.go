@@ -9,6 +9,7 @@ import (
 	"github.com/qas-dev/qas/decider/runner"
 	"github.com/qas-dev/qas/internal/cli"
 	"github.com/qas-dev/qas/internal/kubeconfig"
+	"github.com/qas-dev/qas/internal/kubelog"
 )
 
 func init() {
@@ -29,6 +30,7 @@ func init() {
 				return err
 			}
 			defer func() { _ = log.Sync() }()
+			kubelog.Route(log)
 			cfg, err := kubeconfig.Load(o.Kubeconfig)
 			if err != nil {
 				return err

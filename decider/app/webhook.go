@@ -7,6 +7,7 @@ import (
 
 	"github.com/qas-dev/qas/decider/inject"
 	"github.com/qas-dev/qas/internal/cli"
+	"github.com/qas-dev/qas/internal/kubelog"
 )
 
 func init() {
@@ -27,6 +28,7 @@ func init() {
 				return err
 			}
 			defer func() { _ = log.Sync() }()
+			kubelog.Route(log)
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			return inject.Run(ctx, o, log)
