@@ -174,11 +174,17 @@ func TestCARolloverHasNoGap(t *testing.T) {
 	require.NoError(t, verifies(t, final, final.CABundle(expired), expired))
 }
 
+// pointerClock reads the time a test moves by hand.
+type pointerClock struct{ t *time.Time }
+
+func (c pointerClock) Now() time.Time                  { return *c.t }
+func (c pointerClock) Since(t time.Time) time.Duration { return c.t.Sub(t) }
+
 func newManager(client *fake.Clientset, now *time.Time) *Manager {
 	return &Manager{
 		Client: client, Namespace: "qas", SecretName: "qas-webhook-tls", WebhookConfig: "qas",
 		DNSNames: names, CAValidity: life.CAValidity, Validity: life.Validity,
-		CARenewBefore: life.CARenewBefore, RenewBefore: life.RenewBefore, Now: func() time.Time { return *now },
+		CARenewBefore: life.CARenewBefore, RenewBefore: life.RenewBefore, Clock: pointerClock{now},
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
 )
 
 // Manager keeps the webhook's certificate in a Secret and its CA in the caBundle of
@@ -25,11 +26,11 @@ type Manager struct {
 	SecretName    string
 	WebhookConfig string // MutatingWebhookConfiguration name; empty skips caBundle
 	DNSNames      []string
-	CAValidity    time.Duration // default 10 years
-	Validity      time.Duration // default 1 year
-	CARenewBefore time.Duration // default a third of CAValidity
-	RenewBefore   time.Duration // default a third of Validity
-	Now           func() time.Time
+	CAValidity    time.Duration      // default 10 years
+	Validity      time.Duration      // default 1 year
+	CARenewBefore time.Duration      // default a third of CAValidity
+	RenewBefore   time.Duration      // default a third of Validity
+	Clock         clock.PassiveClock // default the real clock
 	Reloader      *Reloader
 	Log           *zap.Logger
 }
@@ -47,8 +48,8 @@ func (m *Manager) defaults() {
 	if m.RenewBefore == 0 {
 		m.RenewBefore = m.Validity / 3
 	}
-	if m.Now == nil {
-		m.Now = time.Now
+	if m.Clock == nil {
+		m.Clock = clock.RealClock{}
 	}
 	if m.Log == nil {
 		m.Log = zap.NewNop()
@@ -66,7 +67,7 @@ const maxWriteAttempts = 5
 // whether it changed the Secret.
 func (m *Manager) Sync(ctx context.Context) (rotated bool, err error) {
 	m.defaults()
-	now := m.Now()
+	now := m.Clock.Now()
 	lt := Lifetimes{CAValidity: m.CAValidity, Validity: m.Validity, CARenewBefore: m.CARenewBefore, RenewBefore: m.RenewBefore}
 	secrets := m.Client.CoreV1().Secrets(m.Namespace)
 	var b Bundle

@@ -187,7 +187,7 @@ type Hooks struct {
 // the watches queue (see watches), until ctx ends. Start must have been called.
 func (c *Controller) Run(ctx context.Context, ticks <-chan time.Time, hooks Hooks) {
 	for {
-		start := time.Now()
+		start := c.Clock.Now()
 		failed, err := c.RunOnce(ctx)
 		if ctx.Err() != nil {
 			return // leadership lost or shutting down mid-cycle
@@ -196,7 +196,7 @@ func (c *Controller) Run(ctx context.Context, ticks <-chan time.Time, hooks Hook
 			c.Log.Warn("cycle failed", zap.Error(err))
 		}
 		if hooks.Cycle != nil {
-			hooks.Cycle(failed, err, time.Since(start))
+			hooks.Cycle(failed, err, c.Clock.Since(start))
 		}
 		for waiting := true; waiting; {
 			select {

@@ -192,7 +192,7 @@ func TestWebhookThroughRealAPIServer(t *testing.T) {
 		return &certs.Manager{
 			Client: cs, Namespace: ns, SecretName: "qas-webhook-tls", WebhookConfig: "qas-inject-" + ns,
 			DNSNames: []string{"127.0.0.1"}, CAValidity: 20 * time.Hour, CARenewBefore: 11 * time.Hour,
-			Validity: 12 * time.Hour, RenewBefore: 4 * time.Hour, Now: func() time.Time { return now },
+			Validity: 12 * time.Hour, RenewBefore: 4 * time.Hour, Clock: nowClock{&now},
 		}
 	}
 	a, b := startReplica(t, ctx, newManager()), startReplica(t, ctx, newManager())
@@ -412,3 +412,9 @@ func TestAnnotationOptInReachesDiscovery(t *testing.T) {
 	require.Len(t, rs.Items, 1)
 	require.NotContains(t, rs.Items[0].Labels, sidecar.InjectLabel, "the ReplicaSet is not labelled: discovery resolved it anyway")
 }
+
+// nowClock reads the time the test moves by hand.
+type nowClock struct{ t *time.Time }
+
+func (c nowClock) Now() time.Time                  { return *c.t }
+func (c nowClock) Since(t time.Time) time.Duration { return c.t.Sub(t) }
