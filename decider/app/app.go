@@ -1,16 +1,14 @@
-// Package app is the qas-decider command: a dispatcher over subcommands that
-// register themselves from their own files (model, simulate, run, ...), so that
-// each subcommand can be added without touching the others.
+// Package app is the qas-decider command: a dispatcher over the subcommands in
+// the table commands (model, simulate, run, webhook), each in its own file.
 package app
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"sort"
-	"sync"
 
 	"github.com/qas-dev/qas/internal/cli"
 	"github.com/qas-dev/qas/internal/version"
@@ -21,10 +19,20 @@ const Name = "qas-decider"
 
 // Env is what a subcommand may take from its process, injected so tests need none of it.
 type Env struct {
-	Stdout io.Writer
-	Stderr io.Writer
+	// Context ends when the process is asked to stop (SIGTERM, SIGINT); nil means
+	// never.
+	Context context.Context
+	Stdout  io.Writer
+	Stderr  io.Writer
 	// Getenv reads environment overrides; nil means no environment.
 	Getenv func(string) string
+}
+
+func (e Env) context() context.Context {
+	if e.Context == nil {
+		return context.Background()
+	}
+	return e.Context
 }
 
 // Command is one subcommand of qas-decider.
@@ -38,24 +46,12 @@ type Command struct {
 	Run func(args []string, env Env) error
 }
 
-var (
-	mu       sync.Mutex
-	commands = map[string]Command{}
-)
-
-// Register adds a subcommand; it is called from init() in the subcommand's file.
-// Registering a name twice, or an empty name or nil Run, panics: that is a
-// programming error that must fail at start-up.
-func Register(name string, c Command) {
-	mu.Lock()
-	defer mu.Unlock()
-	if name == "" || c.Run == nil {
-		panic("app: Register needs a name and a Run function")
-	}
-	if _, dup := commands[name]; dup {
-		panic("app: subcommand " + name + " registered twice")
-	}
-	commands[name] = c
+// commands is qas-decider's subcommand table.
+var commands = map[string]Command{
+	"model":    {Summary: "print the queueing model (M/M/c) of a load: utilisation, waits, latency, servers needed", Run: runModel},
+	"simulate": {Summary: "replay a trace through a request-level simulation and compare autoscaling policies", Run: runSimulate},
+	"run":      {Summary: "the controller: decide every QueueAutoscaler from the collector's measurements and act (leader-elected)", Run: runRun},
+	"webhook":  {Summary: "serve the sidecar-injection mutating webhook with self-managed (or cert-manager) TLS", Run: runWebhook},
 }
 
 // ExitError is an error with a specific exit status.
@@ -67,9 +63,10 @@ type ExitError struct {
 func (e *ExitError) Error() string { return e.Err.Error() }
 func (e *ExitError) Unwrap() error { return e.Err }
 
-// Main runs qas-decider with args (without the program name) and returns the exit status.
-func Main(args []string, stdout, stderr io.Writer) int {
-	return MainEnv(args, Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv})
+// Main runs qas-decider with args (without the program name) until ctx ends, and
+// returns the exit status: the idiom of every QAS command.
+func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	return MainEnv(args, Env{Context: ctx, Stdout: stdout, Stderr: stderr, Getenv: getenv})
 }
 
 // MainEnv is Main with an explicit environment.
@@ -90,9 +87,7 @@ func MainEnv(args []string, env Env) int {
 		fmt.Fprintln(env.Stdout, version.String(Name))
 		return 0
 	}
-	mu.Lock()
 	c, ok := commands[name]
-	mu.Unlock()
 	if !ok {
 		fmt.Fprintf(env.Stderr, "%s: unknown subcommand %q\n", Name, name)
 		usage(env.Stderr)
@@ -122,7 +117,6 @@ func exitStatus(name string, err error, env Env) int {
 }
 
 func usage(w io.Writer) {
-	mu.Lock()
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
@@ -132,6 +126,5 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].Summary)
 	}
-	mu.Unlock()
 	fmt.Fprintf(w, "\nRun '%s <subcommand> -h' for its flags.\n", Name)
 }

@@ -19,13 +19,6 @@ import (
 // (utilisation ≥ 1): the command ran correctly but there is no finite answer.
 const ExitUnstable = 3
 
-func init() {
-	Register("model", Command{
-		Summary: "print the queueing model (M/M/c) of a load: utilisation, waits, latency, servers needed",
-		Run:     runModel,
-	})
-}
-
 // modelOutput is the JSON contract of `qas-decider model`. Times are seconds.
 type modelOutput struct {
 	Utilization                   float64  `json:"utilization"`

@@ -221,14 +221,17 @@ func TestDispatcher(t *testing.T) {
 	code, _, errs = run(t, nil, "frobnicate")
 	require.Equal(t, 2, code)
 	require.Contains(t, errs, `unknown subcommand "frobnicate"`)
-	code, out, _ := run(t, nil, "help")
+	code, help, _ := run(t, nil, "help")
 	require.Equal(t, 0, code)
-	require.Contains(t, out, "model")
-	code, out, _ = run(t, nil, "model", "-h")
+	require.Contains(t, help, "model")
+	code, out, _ := run(t, nil, "model", "-h")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "-arrival-rate")
-	require.Panics(t, func() { Register("model", Command{Run: runModel}) })
-	require.Panics(t, func() { Register("", Command{Run: runModel}) })
+	for name, c := range commands {
+		require.NotEmpty(t, c.Summary, name)
+		require.NotNil(t, c.Run, name)
+		require.Contains(t, help, name+" ", "the command list names every subcommand")
+	}
 }
 
 // TestBinary builds qas-decider and runs it once as a user would.

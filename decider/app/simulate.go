@@ -18,13 +18,6 @@ import (
 	"github.com/qas-dev/qas/internal/cli"
 )
 
-func init() {
-	Register("simulate", Command{
-		Summary: "replay a trace through a request-level simulation and compare autoscaling policies",
-		Run:     runSimulate,
-	})
-}
-
 // simulateOutput is the JSON contract of `qas-decider simulate --json`.
 type simulateOutput struct {
 	Trace       string        `json:"trace"`
