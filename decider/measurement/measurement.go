@@ -26,8 +26,7 @@ type Query struct {
 	// pods whose data must be present for the measurement to be complete.
 	Pods, Ready []string
 	// Nodes are the nodes whose CPU the decision reads: those the workload's pods
-	// run on, and for migration every candidate node. Their other pods' CPU is read
-	// too (Workload.Neighbours).
+	// run on, and for migration every candidate node.
 	Nodes []string
 	// NeedNodes is true when the decision uses node CPU (vertical or migration
 	// enabled); node data then counts towards completeness.
@@ -54,8 +53,9 @@ type Workload struct {
 	// Nodes are the newest points of the nodes asked for (and of those the pods run
 	// on), sorted by name.
 	Nodes []Node
-	// Neighbours are other workloads' pods on those nodes, Name being
-	// "namespace/name", sorted by name: the CPU the neighbour mover compares.
+	// Neighbours are other workloads' pods on the nodes the workload's pods run
+	// on, Name being "namespace/name", sorted by name: the CPU the neighbour mover
+	// compares.
 	Neighbours []Pod
 	// Complete is true when every Ready pod, and every node of a pod when the
 	// query needs nodes, has fresh data (Judge sets it); Missing says what lacks.

@@ -144,7 +144,11 @@ func (f *Flux) Snapshot(ctx context.Context, q Query) (measurement.Workload, err
 		if err != nil {
 			return measurement.Workload{}, err
 		}
-		err = f.each(ctx, NeighboursQuery(f.Bucket, q, names), func(r *query.FluxRecord) {
+	}
+	// Neighbours matter only on the nodes the workload's pods run on (a hot node is
+	// one of those); reading them there bounds the query on a big cluster.
+	if hosts := nodeNames(Query{}, pods); len(hosts) > 0 {
+		err = f.each(ctx, NeighboursQuery(f.Bucket, q, hosts), func(r *query.FluxRecord) {
 			p := podRow{name: str(r, influx.TagNamespace) + "/" + str(r, influx.TagPod), node: str(r, influx.TagNode), time: r.Time(),
 				cpuUsage: num(r, influx.FieldCPUUsage), req: num(r, influx.FieldCPURequest), lim: num(r, influx.FieldCPULimit)}
 			newer(neighbours, p.name, p, podTime)

@@ -111,6 +111,9 @@ func (m *Memory) Snapshot(_ context.Context, q Query) (measurement.Workload, err
 		if n, ok := nodes[name]; ok {
 			nodeRows = append(nodeRows, n)
 		}
+	}
+	// Neighbours only on the nodes the workload's pods run on, as Flux reads them.
+	for _, name := range nodeNames(Query{}, podRows) {
 		for _, r := range others {
 			if r.node == name {
 				newer(neighbours, r.name, r, podTime)

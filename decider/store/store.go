@@ -24,7 +24,7 @@ type Store interface {
 	// ServiceTime, ServiceSCV and MeasuredLatency (the newest workload point), Pods
 	// (each pod's newest point), Nodes (the newest point of each node the pods run
 	// on or the query names), Neighbours (the newest point of every other
-	// workload's pod on those nodes) and DataTime (the newest workload point's
+	// workload's pod on the nodes the pods run on) and DataTime (the newest workload point's
 	// time). It judges nothing: Complete stays false and stale pods stay in
 	// (measurement.Workload.Judge). It returns ErrNoData when the window holds no
 	// workload point.

@@ -44,13 +44,14 @@ func fixture() []*write.Point {
 	pts = append(pts, node("n1", 0, 1), node("n1", 10*time.Second, 2), node("n2", 5*time.Second, 3), node("n3", 5*time.Second, 0.5), node("n9", 5*time.Second, 4))
 	// Neighbours: other workloads' pods. db-0 shares n1 (an older and a newer
 	// point), x/w-a has the name of one of the workload's pods in another namespace
-	// and shares n2, y/far runs on n9, which is not read.
+	// and shares n2, y/far runs on n9, which is not read, and z/z-0 on n3, whose
+	// CPU is read (a destination) but which hosts none of the workload's pods.
 	other := func(ns, workload, name, node string, at time.Duration, cpu float64) *write.Point {
 		return write.NewPoint(influx.Pod, map[string]string{"namespace": ns, "workload": workload, "pod": name, "node": node},
 			map[string]any{"arrival_rate": 1.0, "service_mean_seconds": 0.5, "cpu_usage_cores": cpu, "cpu_request_cores": 1.0, "cpu_limit_cores": 0.0}, t0.Add(at))
 	}
 	return append(pts, other("ns", "db", "db-0", "n1", 0, 0.5), other("ns", "db", "db-0", "n1", 10*time.Second, 1.2),
-		other("x", "w", "w-a", "n2", 5*time.Second, 0.7), other("y", "far", "far", "n9", 5*time.Second, 3))
+		other("x", "w", "w-a", "n2", 5*time.Second, 0.7), other("y", "far", "far", "n9", 5*time.Second, 3), other("z", "z", "z-0", "n3", 5*time.Second, 2))
 }
 
 // want is what fixture reads as for workload ns/w, with n3 asked for besides the
