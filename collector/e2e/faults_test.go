@@ -41,7 +41,9 @@ func (f *faultyPod) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(`{"version":1,"instance_id":"x","arrivals":"many"}`))
 	case "reset":
 		s := rec.Snapshot()
-		s.Arrivals, s.Completions, s.ServiceSecondsSum = 0, 0, 0
+		s.Arrivals, s.Completions, s.ServiceSecondsSum, s.ServiceSecondsSumSq, s.TTFBSecondsSum = 0, 0, 0, 0, 0
+		s.InFlightSeconds, s.BusySeconds, s.Codes = 0, 0, [5]uint64{}
+		s.Latency.Counts = make([]uint64, len(s.Latency.Counts))
 		_ = json.NewEncoder(w).Encode(s)
 	default:
 		server.NewAdmin(rec, "127.0.0.1:1", new(atomic.Bool)).ServeHTTP(w, r)
