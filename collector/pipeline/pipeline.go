@@ -3,8 +3,11 @@ package pipeline
 import (
 	"context"
 	"sort"
+	"time"
 
 	"github.com/influxdata/influxdb-client-go/v2/api/write"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 
 	"github.com/qas-dev/qas/collector/aggregate"
 	"github.com/qas-dev/qas/collector/scrape"
@@ -19,6 +22,15 @@ type Sink interface {
 type Pipeline struct {
 	Scraper *scrape.Scraper
 	Sink    Sink
+	// Log (nil: none) and Invalid (nil: not counted) report intervals left out because
+	// a quantity derived from them is not a finite number.
+	Log     *zap.Logger
+	Invalid prometheus.Counter
+	// MaxClockOffset: a proxy whose clock is further than this from the collector's is
+	// logged (rate-limited by the caller's level) and counted in Skewed; its points
+	// are still written, timed by the collector's clock (0: 10 s).
+	MaxClockOffset time.Duration
+	Skewed         prometheus.Gauge
 }
 
 // WorkloadKey names a workload.
@@ -54,11 +66,25 @@ func (p *Pipeline) RunWith(ctx context.Context, targets []scrape.Target, resourc
 	c := Cycle{Results: res, Pods: map[string]aggregate.Metrics{}, Workloads: map[WorkloadKey]aggregate.Metrics{}}
 	byWorkload := map[WorkloadKey][]scrape.Interval{}
 	var points []*write.Point
+	maxOffset := p.MaxClockOffset
+	if maxOffset <= 0 {
+		maxOffset = 10 * time.Second
+	}
+	skewed := 0
 	for _, r := range res {
 		if !r.OK {
 			continue
 		}
 		m := aggregate.Pod(r.Interval)
+		if err := m.Check(); err != nil {
+			p.invalid(r.Target.Key(), err)
+			continue
+		}
+		if off := r.Interval.ClockOffset; off > maxOffset || off < -maxOffset {
+			skewed++
+			p.log().Warn("proxy clock is off the collector's; its points carry the collector's time",
+				zap.String("pod", r.Target.Key()), zap.String("node", r.Target.Node), zap.Duration("offset", off))
+		}
 		c.Pods[r.Target.Key()] = m
 		pt := PodPoint(r.Target, m)
 		if rs, ok := resources[r.Target.Key()]; ok {
@@ -84,12 +110,34 @@ func (p *Pipeline) RunWith(ctx context.Context, targets []scrape.Target, resourc
 		if err != nil {
 			continue // cannot happen: every key has at least one interval
 		}
+		if err := m.Check(); err != nil {
+			p.invalid(k.Namespace+"/"+k.Workload, err)
+			continue
+		}
 		c.Workloads[k] = m
 		points = append(points, WorkloadPoint(k.Namespace, k.Workload, m))
+	}
+	if p.Skewed != nil {
+		p.Skewed.Set(float64(skewed))
 	}
 	if len(points) > 0 {
 		p.Sink.Write(points...)
 	}
 	c.Points = len(points)
 	return c
+}
+
+func (p *Pipeline) log() *zap.Logger {
+	if p.Log == nil {
+		return zap.NewNop()
+	}
+	return p.Log
+}
+
+// invalid reports what was left out of a cycle's points and why.
+func (p *Pipeline) invalid(what string, err error) {
+	if p.Invalid != nil {
+		p.Invalid.Inc()
+	}
+	p.log().Warn("left out of this cycle: a derived quantity is not a finite number", zap.String("of", what), zap.Error(err))
 }

@@ -22,7 +22,16 @@ func (t Target) Key() string { return t.Namespace + "/" + t.Pod }
 // Interval is what one pod's proxy measured between two snapshots of the same process.
 type Interval struct {
 	Target
+	// Start and End are the two snapshots' times on the proxy's clock: their difference
+	// is the interval's length, whatever that clock's offset.
 	Start, End time.Time
+	// ScrapedAt is when the collector received the second snapshot, on the collector's
+	// clock: the time the interval's points carry, so that one node's clock ahead or
+	// behind does not move its pods' points away from the others' (zero: use End).
+	ScrapedAt time.Time
+	// ClockOffset is the proxy's clock minus the collector's at the second scrape
+	// (positive: the proxy is ahead), taken against the middle of the request.
+	ClockOffset time.Duration
 	// Counters over the interval.
 	Arrivals, Completions, Queued, Rejected, Errors5xx          uint64
 	ServiceSecondsSum, ServiceSecondsSumSq, QueueWaitSecondsSum float64
@@ -33,6 +42,14 @@ type Interval struct {
 
 // Seconds is the interval's length.
 func (iv Interval) Seconds() float64 { return iv.End.Sub(iv.Start).Seconds() }
+
+// Time is the time the interval's points carry: ScrapedAt, or End when it is unknown.
+func (iv Interval) Time() time.Time {
+	if iv.ScrapedAt.IsZero() {
+		return iv.End
+	}
+	return iv.ScrapedAt
+}
 
 // Rebase reasons: why a snapshot starts a new baseline instead of producing an interval.
 const (
