@@ -60,7 +60,7 @@ func (m *Memory) Snapshot(_ context.Context, q Query) (decide.Snapshot, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	start := q.Now.Add(-q.Window)
-	in := func(p memPoint) bool { return !p.time.Before(start) && !p.time.After(q.Now) }
+	in := func(p memPoint) bool { return !p.time.Before(start) && !p.time.After(q.stop()) }
 	var wl []memPoint
 	pods := map[string]podRow{}
 	nodes := map[string]nodeRow{}
