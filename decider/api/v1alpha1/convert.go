@@ -78,6 +78,11 @@ func (s QueueAutoscalerSpec) DecideSpec() (decide.Spec, error) {
 			}
 		}
 	}
+	if s.MaxDataAge != "" {
+		if out.MaxDataAge, err = parseDuration("spec.maxDataAge", s.MaxDataAge); err != nil {
+			return decide.Spec{}, err
+		}
+	}
 	if b := s.Behavior; b != nil {
 		out.Behavior.ScaleUp = rules(b.ScaleUp, decide.DefaultScaleUp)
 		out.Behavior.ScaleDown = rules(b.ScaleDown, decide.DefaultScaleDown)

@@ -80,6 +80,12 @@ func TestDecideSpec(t *testing.T) {
 			mutate: func(s *QueueAutoscalerSpec) { s.Migration = &MigrationSpec{Enabled: true, Cooldown: "90s"} },
 			check:  func(t *testing.T, s decide.Spec) { require.Equal(t, 90*time.Second, s.Migration.Cooldown) },
 		},
+		{
+			name:   "max data age",
+			mutate: func(s *QueueAutoscalerSpec) { s.MaxDataAge = "30s" },
+			check:  func(t *testing.T, s decide.Spec) { require.Equal(t, 30*time.Second, s.MaxDataAge) },
+		},
+		{name: "bad max data age", mutate: func(s *QueueAutoscalerSpec) { s.MaxDataAge = "old" }, wantErr: `spec.maxDataAge: "old" is not a duration`},
 		{name: "bad cooldown", mutate: func(s *QueueAutoscalerSpec) { s.Migration = &MigrationSpec{Cooldown: "a while"} }, wantErr: `spec.migration.cooldown: "a while" is not a duration`},
 		{name: "bad lead", mutate: func(s *QueueAutoscalerSpec) { s.Predictive = &PredictiveSpec{LeadOverride: "soon"} }, wantErr: "spec.predictive.leadOverride"},
 		{name: "min above max", mutate: func(s *QueueAutoscalerSpec) { s.MinReplicas = 11 }, wantErr: "invalid QueueAutoscaler spec"},
