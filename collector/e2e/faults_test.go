@@ -257,3 +257,70 @@ func TestProxyClockAheadKeepsTheWorkloadMeasured(t *testing.T) {
 	require.InDelta(t, ahead.Seconds(), res.Record().Value(), 1)
 	require.NoError(t, res.Close())
 }
+
+// TestTwoCollectorsAtOnce: two collectors (a rollout's old and new pod, or a second
+// release) scrape the same real proxies into one real InfluxDB. Each keeps its own
+// baselines, so each writes a complete series whose intervals add up to exactly the
+// requests the proxies served; the decider reads both series interleaved, never a
+// sum of them, so λ is not doubled.
+func TestTwoCollectorsAtOnce(t *testing.T) {
+	db := influxtest.Start(t)
+	var targets []scrape.Target
+	var serving, statsURLs []string
+	for i := range 2 {
+		s, st := startPod(t)
+		serving, statsURLs = append(serving, s), append(statsURLs, st)
+		targets = append(targets, scrape.Target{Namespace: "ns", Workload: "w", Pod: fmt.Sprintf("w-%d", i), Node: "n", URL: st})
+	}
+	w, err := influx.NewWriter(influx.WriterConfig{URL: db.URL, Bucket: influxtest.Bucket, FlushInterval: 50 * time.Millisecond}, nil, zap.NewNop())
+	require.NoError(t, err)
+	collectors := []*pipeline.Pipeline{
+		{Scraper: scrape.NewScraper(nil, 4, 2*time.Second, nil, zap.NewNop()), Sink: w},
+		{Scraper: scrape.NewScraper(nil, 4, 2*time.Second, nil, zap.NewNop()), Sink: w},
+	}
+	ctx := context.Background()
+	const cycles, perPod = 6, 5
+	arrivals := make([]float64, len(collectors)) // Σ λ·Δt of each collector's workload points
+	var rates []float64
+	for c := range cycles {
+		if c > 0 {
+			for _, s := range serving {
+				for range perPod {
+					resp, err := http.Get(s + "/work?sleep=1ms")
+					require.NoError(t, err)
+					resp.Body.Close()
+				}
+			}
+		}
+		for i, p := range collectors {
+			cyc := p.Run(ctx, targets)
+			if wl, ok := cyc.Workloads[pipeline.WorkloadKey{Namespace: "ns", Workload: "w"}]; ok {
+				var dt float64
+				for _, r := range cyc.Results {
+					dt = r.Interval.Seconds() // the pods' intervals differ by microseconds
+				}
+				arrivals[i] += wl.ArrivalRate * dt
+				rates = append(rates, wl.ArrivalRate)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	require.NoError(t, w.Close(cctx))
+	for i, a := range arrivals {
+		require.InDelta(t, float64((cycles-1)*perPod*len(serving)), a, 0.5, "collector %d: its intervals add up to every request", i)
+	}
+	client := influxdb2.NewClient(db.URL, "")
+	defer client.Close()
+	st := &store.Flux{Query: client.QueryAPI(""), Bucket: influxtest.Bucket}
+	snap, err := st.Snapshot(ctx, store.Query{Namespace: "ns", Workload: "w", Now: time.Now(), Window: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, snap.ArrivalRates, 2*(cycles-1), "both collectors' points, interleaved")
+	var read []float64
+	for _, s := range snap.ArrivalRates {
+		read = append(read, s.Rate)
+	}
+	require.ElementsMatch(t, rates, read, "what each collector computed, never a sum of the two")
+	require.Len(t, snap.Pods, 2)
+}

@@ -2,6 +2,8 @@ package controller_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/influxdata/influxdb-client-go/v2/api/write"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/qas-dev/qas/decider/controller"
@@ -21,19 +24,27 @@ import (
 // workload name's pods (λ = 60/s, E[S] = 50 ms): workload and pod points every 5 s
 // over the minute before at.
 func (e *env) measuredBy(t *testing.T, db *influxtest.Server, name string, at time.Time) {
+	e.measuredAt(t, db, name, at, 60, 0)
+}
+
+// measuredAt is measuredBy at arrival rate lambda, with the last silent pods (in name
+// order) not reporting (uninjected, or their proxy not answering).
+func (e *env) measuredAt(t *testing.T, db *influxtest.Server, name string, at time.Time, lambda float64, silent int) {
 	t.Helper()
 	pods, err := e.c.Clientset().CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=" + name})
 	require.NoError(t, err)
+	slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	pods.Items = pods.Items[:len(pods.Items)-silent]
 	w, err := influx.NewWriter(influx.WriterConfig{URL: db.URL, Bucket: influxtest.Bucket, FlushInterval: time.Hour}, nil, zap.NewNop())
 	require.NoError(t, err)
 	var pts []*write.Point
 	for ts := at.Add(-time.Minute); !ts.After(at); ts = ts.Add(5 * time.Second) {
 		pts = append(pts, write.NewPoint(influx.Workload, map[string]string{"namespace": e.ns, "workload": name},
-			map[string]any{"arrival_rate": 60.0, "service_mean_seconds": 0.05, "service_scv": 1.0, "latency_p95_seconds": 0.15,
+			map[string]any{"arrival_rate": lambda, "service_mean_seconds": 0.05, "service_scv": 1.0, "latency_p95_seconds": 0.15,
 				"pods": int64(len(pods.Items))}, ts))
 		for _, p := range pods.Items {
 			pts = append(pts, write.NewPoint(influx.Pod, map[string]string{"namespace": e.ns, "workload": name, "pod": p.Name, "node": p.Spec.NodeName},
-				map[string]any{"arrival_rate": 60.0 / float64(len(pods.Items)), "service_mean_seconds": 0.05}, ts))
+				map[string]any{"arrival_rate": lambda / float64(len(pods.Items)), "service_mean_seconds": 0.05}, ts))
 		}
 	}
 	w.Write(pts...)
@@ -105,4 +116,28 @@ func TestStaleDataHoldsAtTheSpecsMaxDataAge(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, d.Explanation.HeldBecause)
 	require.Greater(t, d.DesiredReplicas, int32(2))
+}
+
+// TestSomePodsNotReportingNeverScalesDown: of three Ready pods only two report (the
+// third was created while the injection webhook was down, so it runs without a proxy,
+// or its proxy does not answer). At a load one pod could serve, QAS does not scale
+// down on the partial data; at a load the three cannot serve, it still scales up.
+func TestSomePodsNotReportingNeverScalesDown(t *testing.T) {
+	db := influxtest.Start(t)
+	e := setup(t)
+	e.deployment(t, "partial", 3)
+	ctrl := e.startController(t, e.c.Config, nil, func(c *controller.Controller) { c.Metrics = fluxSource(t, db) })
+	e.queueAutoscaler(t, "partial", "partial", true)
+
+	e.measuredAt(t, db, "partial", e.clock.Now(), 2, 1)
+	d, err := e.reconcile(t, ctrl, "partial")
+	require.NoError(t, err)
+	require.Equal(t, int32(3), d.DesiredReplicas, "reason: %s", d.Explanation.Reason)
+	require.Equal(t, "incomplete data: never scale down on missing data", d.Explanation.HeldBecause)
+
+	e.clock.SetTime(e.clock.Now().Add(time.Minute))
+	e.measuredAt(t, db, "partial", e.clock.Now(), 120, 1)
+	d, err = e.reconcile(t, ctrl, "partial")
+	require.NoError(t, err)
+	require.Greater(t, d.DesiredReplicas, int32(3), "120/s of 50 ms is 6 Erlangs: scale up on partial data; reason: %s", d.Explanation.Reason)
 }
