@@ -196,7 +196,7 @@ func (s Snapshot) Validate() error {
 	if uint64(s.InFlight) > s.Arrivals {
 		return fmt.Errorf("stats: in_flight %d exceeds arrivals %d", s.InFlight, s.Arrivals)
 	}
-	if len(s.Latency.Counts) != len(s.Latency.Bounds)+1  {
+	if len(s.Latency.Counts) != len(s.Latency.Bounds)+1 {
 		return fmt.Errorf("stats: latency has %d counts for %d bounds, want bounds+1",
 			len(s.Latency.Counts), len(s.Latency.Bounds))
 	}
