@@ -126,14 +126,8 @@ func Decode(r io.Reader) (Snapshot, error) {
 	return s, nil
 }
 
-// The bounds of a plausible document: its times lie within [minTime, maxTime] (line
-// protocol's nanosecond timestamps end in 2262), and its time sums may exceed the
-// uptime by the wall clock's error, uptimeSlackSeconds or uptimeSlackRatio of it.
-var (
-	minTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
-	maxTime = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
-)
-
+// A document's time sums may exceed its uptime by the wall clock's error:
+// uptimeSlackSeconds, or uptimeSlackRatio of the uptime if more.
 const (
 	uptimeSlackSeconds = 60
 	uptimeSlackRatio   = 0.01
@@ -156,10 +150,6 @@ func (s Snapshot) Validate() error {
 	}
 	if s.Completions > s.Arrivals {
 		return fmt.Errorf("stats: completions %d exceed arrivals %d", s.Completions, s.Arrivals)
-	}
-	if s.StartTime.Before(minTime) || s.Time.After(maxTime) {
-		return fmt.Errorf("stats: start_time %s or time %s is outside [%d, %d]", s.StartTime.Format(time.RFC3339),
-			s.Time.Format(time.RFC3339), minTime.Year(), maxTime.Year())
 	}
 	// Every time sum is bounded by what the process could have accumulated since it
 	// started: no request lasts longer than the uptime U, so each per-request sum is at
