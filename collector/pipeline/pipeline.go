@@ -27,10 +27,13 @@ type Pipeline struct {
 	Log     *zap.Logger
 	Invalid prometheus.Counter
 	// MaxClockOffset: a proxy whose clock is further than this from the collector's is
-	// logged (rate-limited by the caller's level) and counted in Skewed; its points
-	// are still written, timed by the collector's clock (0: 10 s).
+	// counted in Skewed (nil: not counted) and logged when it goes beyond and when it
+	// comes back, not every cycle; its points are still written, timed by the
+	// collector's clock (0: 10 s).
 	MaxClockOffset time.Duration
 	Skewed         prometheus.Gauge
+
+	skewed map[string]bool // pods beyond MaxClockOffset at their last interval
 }
 
 // WorkloadKey names a workload.
@@ -80,10 +83,22 @@ func (p *Pipeline) RunWith(ctx context.Context, targets []scrape.Target, resourc
 			p.invalid(r.Target.Key(), err)
 			continue
 		}
-		if off := r.Interval.ClockOffset; off > maxOffset || off < -maxOffset {
+		off := r.Interval.ClockOffset
+		beyond := off > maxOffset || off < -maxOffset
+		if beyond {
 			skewed++
+		}
+		if p.skewed == nil {
+			p.skewed = map[string]bool{}
+		}
+		switch key := r.Target.Key(); {
+		case beyond && !p.skewed[key]:
+			p.skewed[key] = true
 			p.log().Warn("proxy clock is off the collector's; its points carry the collector's time",
-				zap.String("pod", r.Target.Key()), zap.String("node", r.Target.Node), zap.Duration("offset", off))
+				zap.String("pod", key), zap.String("node", r.Target.Node), zap.Duration("offset", off), zap.Duration("max", maxOffset))
+		case !beyond && p.skewed[key]:
+			delete(p.skewed, key)
+			p.log().Info("proxy clock agrees with the collector's again", zap.String("pod", key), zap.Duration("offset", off))
 		}
 		c.Pods[r.Target.Key()] = m
 		pt := PodPoint(r.Target, m)
@@ -116,6 +131,17 @@ func (p *Pipeline) RunWith(ctx context.Context, targets []scrape.Target, resourc
 		}
 		c.Workloads[k] = m
 		points = append(points, WorkloadPoint(k.Namespace, k.Workload, m))
+	}
+	if len(p.skewed) > 0 {
+		current := make(map[string]bool, len(targets))
+		for _, t := range targets {
+			current[t.Key()] = true
+		}
+		for key := range p.skewed {
+			if !current[key] {
+				delete(p.skewed, key) // the pod is gone
+			}
+		}
 	}
 	if p.Skewed != nil {
 		p.Skewed.Set(float64(skewed))

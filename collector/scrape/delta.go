@@ -58,6 +58,10 @@ const (
 	ReasonCounterDecrease = "counter_decrease"
 	ReasonBoundsChanged   = "histogram_bounds_changed"
 	ReasonTimeNotAdvanced = "time_not_advanced"
+	// ReasonClockStepped: a newer snapshot (higher seq) of the same process whose time
+	// is not after the baseline's: the proxy's clock stepped back (an NTP correction of
+	// a clock that was ahead).
+	ReasonClockStepped = "clock_stepped_back"
 )
 
 // Delta returns the interval from prev to cur, or the reason cur must become the new
@@ -135,7 +139,14 @@ func (tr *Tracker) Observe(t Target, cur stats.Snapshot) (iv Interval, reason st
 	}
 	iv, reason = Delta(t, prev, cur)
 	if reason == ReasonTimeNotAdvanced {
-		return Interval{}, reason, false // keep the older baseline
+		if cur.Seq <= prev.Seq {
+			return Interval{}, reason, false // a stale or replayed document: keep the older baseline
+		}
+		// The proxy served a newer document dated no later: its clock stepped back.
+		// Keeping the older baseline would leave the pod without intervals until the
+		// clock caught up with it (minutes, for a clock corrected from minutes ahead).
+		tr.prev[t.Key()] = cur
+		return Interval{}, ReasonClockStepped, false
 	}
 	tr.prev[t.Key()] = cur
 	return iv, reason, reason == ""
