@@ -51,7 +51,7 @@ func Parse(args []string, getenv func(string) string) (Flags, error) {
 	fs.DurationVar(&f.Interval, "interval", 5*time.Second, "scrape interval")
 	fs.DurationVar(&f.ScrapeTimeout, "scrape-timeout", 2*time.Second, "limit on one /stats request")
 	fs.IntVar(&f.Concurrency, "concurrency", 64, "proxies scraped at once")
-	fs.IntVar(&f.BufferPoints, "buffer-points", 100_000, "points held while InfluxDB is unreachable (about 530 bytes each); older ones are dropped (and counted) beyond this")
+	fs.IntVar(&f.BufferPoints, "buffer-points", 100_000, "points held while InfluxDB is unreachable (at most about 610 bytes each); older ones are dropped (and counted) beyond this")
 	fs.StringVar(&f.Namespace, "namespace", "", "only this namespace (empty = all)")
 	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "kubeconfig file (empty = in-cluster)")
 	fs.StringVar(&f.MetricsListen, "metrics-listen", ":9902", "address for /metrics and /healthz")

@@ -26,7 +26,7 @@ type WriterConfig struct {
 	URL, Token, Org, Bucket string
 	// BufferPoints bounds the points held while InfluxDB is slow or down; beyond it the
 	// oldest points are dropped, counted and logged. A point is held as its line
-	// protocol, about 500 bytes for a qas_pod point (BenchmarkWriterBufferBytesPerPoint).
+	// protocol, about 610 bytes for a qas_pod point, the largest (BenchmarkWriterBufferBytesPerPoint).
 	BufferPoints int
 	// BatchPoints is the most points sent in one request.
 	BatchPoints int
