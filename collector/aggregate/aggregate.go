@@ -5,6 +5,7 @@ package aggregate
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"time"
 
@@ -14,7 +15,14 @@ import (
 
 // Metrics are the derived quantities of one pod or one workload over an interval.
 type Metrics struct {
+	// Time is when the interval ended on the collector's clock (scrape.Interval.Time;
+	// for a workload, the newest of its pods').
 	Time time.Time
+	// ProxyTime is when it ended on the proxy's clock (a pod's only).
+	ProxyTime time.Time
+	// ClockOffset is the proxy's clock minus the collector's, in s; for a workload, the
+	// offset of largest magnitude among its pods.
+	ClockOffset float64
 	// ArrivalRate λ in requests per second; ErrorRate in 5xx per second.
 	ArrivalRate, ErrorRate float64
 	// ServiceMean E[S] and ServiceVariance in s and s²; ServiceSCV = Var/E[S]².
@@ -34,7 +42,9 @@ type Metrics struct {
 
 // Pod derives one pod's metrics from its interval.
 func Pod(iv scrape.Interval) Metrics {
-	return combine(iv.End, []scrape.Interval{iv})
+	m := combine(iv.Time(), []scrape.Interval{iv})
+	m.ProxyTime = iv.End
+	return m
 }
 
 // Workload derives a workload's metrics from its pods' intervals of one cycle. Rates
@@ -44,10 +54,10 @@ func Workload(ivs []scrape.Interval) (Metrics, error) {
 	if len(ivs) == 0 {
 		return Metrics{}, errors.New("aggregate: no intervals")
 	}
-	end := ivs[0].End
+	end := ivs[0].Time()
 	for _, iv := range ivs {
-		if iv.End.After(end) {
-			end = iv.End
+		if iv.Time().After(end) {
+			end = iv.Time()
 		}
 	}
 	return combine(end, ivs), nil
@@ -59,6 +69,9 @@ func combine(end time.Time, ivs []scrape.Interval) Metrics {
 	var sum, sumSq, wait float64
 	var merged stats.Histogram
 	for _, iv := range ivs {
+		if off := iv.ClockOffset.Seconds(); math.Abs(off) > math.Abs(m.ClockOffset) {
+			m.ClockOffset = off
+		}
 		dt := iv.Seconds()
 		if dt > 0 {
 			m.ArrivalRate += float64(iv.Arrivals) / dt
@@ -88,6 +101,30 @@ func combine(end time.Time, ivs []scrape.Interval) Metrics {
 	m.LatencyP95 = Quantile(merged, 0.95)
 	m.LatencyP99 = Quantile(merged, 0.99)
 	return m
+}
+
+// Check returns an error naming the first quantity that is not a finite number ≥ 0
+// (ClockOffset may be negative), or nil. Validated /stats documents cannot produce one,
+// but the points written from these metrics must never carry one: InfluxDB cannot
+// store it.
+func (m Metrics) Check() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"arrival_rate", m.ArrivalRate}, {"error_rate", m.ErrorRate}, {"service_mean_seconds", m.ServiceMean},
+		{"service_variance", m.ServiceVariance}, {"service_scv", m.ServiceSCV}, {"queue_wait_mean_seconds", m.QueueWaitMean},
+		{"in_flight_mean", m.InFlightMean}, {"busy_ratio", m.BusyRatio}, {"latency_p50_seconds", m.LatencyP50},
+		{"latency_p95_seconds", m.LatencyP95}, {"latency_p99_seconds", m.LatencyP99},
+	} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
+			return fmt.Errorf("aggregate: %s is %v, want a finite number ≥ 0", f.name, f.v)
+		}
+	}
+	if math.IsNaN(m.ClockOffset) || math.IsInf(m.ClockOffset, 0) {
+		return fmt.Errorf("aggregate: clock_offset_seconds is %v, want a finite number", m.ClockOffset)
+	}
+	return nil
 }
 
 // Merge adds b's counts to a's. A histogram with other bounds than the first one is

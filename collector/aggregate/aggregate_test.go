@@ -120,3 +120,57 @@ func FuzzQuantile(f *testing.F) {
 		require.LessOrEqual(t, b, 0.4)
 	})
 }
+
+func TestMetricsCheckNamesTheField(t *testing.T) {
+	ok := Pod(interval(1, 3, []float64{0.01, 0.02}))
+	require.NoError(t, ok.Check())
+	for _, tc := range []struct {
+		name string
+		mod  func(*Metrics)
+		want string
+	}{
+		{"infinite rate", func(m *Metrics) { m.ArrivalRate = math.Inf(1) }, "arrival_rate is +Inf"},
+		{"NaN scv", func(m *Metrics) { m.ServiceSCV = math.NaN() }, "service_scv is NaN"},
+		{"negative in-flight", func(m *Metrics) { m.InFlightMean = -1 }, "in_flight_mean is -1"},
+		{"infinite offset", func(m *Metrics) { m.ClockOffset = math.Inf(-1) }, "clock_offset_seconds is -Inf"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := ok
+			tc.mod(&m)
+			require.ErrorContains(t, m.Check(), tc.want)
+		})
+	}
+	m := ok
+	m.ClockOffset = -180
+	require.NoError(t, m.Check(), "a proxy clock behind is a finite offset, not an error")
+}
+
+// FuzzValidatedSnapshotsGiveFiniteMetrics: whatever two documents pass
+// stats.Snapshot.Validate, the interval between them gives finite pod and workload
+// metrics: the parser's bounds are what keep +Inf out of the points.
+func FuzzValidatedSnapshotsGiveFiniteMetrics(f *testing.F) {
+	f.Add(uint64(10), uint64(20), 1.0, 2.0, 1.0, 4.0, 0.5, 1.5, int64(1), int64(5_000_000_000))
+	f.Add(uint64(1), uint64(1<<63), 0.0, 1.7976931348623157e308, 0.0, 1e300, 0.0, 1e308, int64(1), int64(1))
+	f.Fuzz(func(t *testing.T, a1, a2 uint64, s1, s2, q1, q2, i1, i2 float64, up, dt int64) {
+		start := t0
+		snap := func(arrivals uint64, sum, sumSq, inFlight float64, at time.Time) stats.Snapshot {
+			return stats.Snapshot{Version: stats.SchemaVersion, InstanceID: "x", StartTime: start, Time: at,
+				Arrivals: arrivals, Completions: arrivals, ServiceSecondsSum: sum, ServiceSecondsSumSq: sumSq,
+				InFlightSeconds: inFlight, BusySeconds: 0,
+				Latency: stats.Histogram{Bounds: []float64{0.1, 1}, Counts: []uint64{arrivals, 0, 0}}}
+		}
+		prevAt := start.Add(time.Duration(up))
+		p, c := snap(a1, s1, q1, i1, prevAt), snap(a2, s2, q2, i2, prevAt.Add(time.Duration(dt)))
+		if p.Validate() != nil || c.Validate() != nil {
+			return
+		}
+		iv, reason := scrape.Delta(scrape.Target{Namespace: "ns", Workload: "w", Pod: "p"}, p, c)
+		if reason != "" {
+			return
+		}
+		require.NoError(t, Pod(iv).Check())
+		wl, err := Workload([]scrape.Interval{iv, iv})
+		require.NoError(t, err)
+		require.NoError(t, wl.Check())
+	})
+}

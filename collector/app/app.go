@@ -52,7 +52,7 @@ func Parse(args []string, getenv func(string) string) (Flags, error) {
 	fs.DurationVar(&f.Interval, "interval", 5*time.Second, "scrape interval")
 	fs.DurationVar(&f.ScrapeTimeout, "scrape-timeout", 2*time.Second, "limit on one /stats request")
 	fs.IntVar(&f.Concurrency, "concurrency", 64, "proxies scraped at once")
-	fs.IntVar(&f.BufferPoints, "buffer-points", 100_000, "points held while InfluxDB is unreachable; older ones are dropped (and counted) beyond this")
+	fs.IntVar(&f.BufferPoints, "buffer-points", 100_000, "points held while InfluxDB is unreachable (at most about 610 bytes each); older ones are dropped (and counted) beyond this")
 	fs.StringVar(&f.Namespace, "namespace", "", "only this namespace (empty = all)")
 	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "kubeconfig file (empty = in-cluster)")
 	fs.StringVar(&f.MetricsListen, "metrics-listen", ":9902", "address for /metrics and /healthz")
@@ -155,10 +155,16 @@ func Run(ctx context.Context, f Flags, cfg *rest.Config, log *zap.Logger) error 
 	factory := discovery.NewFactory(kube, f.Namespace)
 	c := &Collector{
 		Discovery: discovery.New(factory), Writer: w, Log: log,
-		Pipeline:  &pipeline.Pipeline{Scraper: scrape.NewScraper(nil, f.Concurrency, f.ScrapeTimeout, reg, log.Named("scrape")), Sink: w},
+		Pipeline: &pipeline.Pipeline{Scraper: scrape.NewScraper(nil, f.Concurrency, f.ScrapeTimeout, reg, log.Named("scrape")), Sink: w,
+			Log: log.Named("pipeline"),
+			Invalid: prometheus.NewCounter(prometheus.CounterOpts{Name: "qas_collector_invalid_intervals_total",
+				Help: "Pod or workload intervals left out because a derived quantity was not a finite number."}),
+			Skewed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "qas_collector_skewed_proxies",
+				Help: "Proxies whose clock was more than 10 s off the collector's at the last cycle (their points carry the collector's time)."}),
+		},
 		cpuErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "qas_collector_cpu_errors_total", Help: "Failed reads of metrics.k8s.io."}),
 	}
-	reg.MustRegister(c.cpuErrors, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "qas_collector_build_info",
+	reg.MustRegister(c.cpuErrors, c.Pipeline.Invalid, c.Pipeline.Skewed, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "qas_collector_build_info",
 		Help: "Always 1; the labels say which build of qas-collector this is.", ConstLabels: version.Labels()}, func() float64 { return 1 }))
 	if f.CPU {
 		mc, err := metricsclient.NewForConfig(cfg)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/qas-dev/qas/decider/store"
 	"github.com/qas-dev/qas/examples/app"
+	"github.com/qas-dev/qas/internal/influx"
 	"github.com/qas-dev/qas/internal/testenv"
 	"github.com/qas-dev/qas/internal/testenv/influxtest"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
@@ -145,7 +146,9 @@ func TestRunAgainstRealComponents(t *testing.T) {
 	stopLoad()
 	<-loadDone
 	waitFor("the buffer to drain", func() bool { return metric(t, metricsURL, "qas_collector_points_buffered") == "0" })
-	require.Equal(t, "0", metric(t, metricsURL, "qas_collector_points_dropped_total"))
+	for _, reason := range []string{influx.DropBufferFull, influx.DropInvalid, influx.DropRefused, influx.DropClosed} {
+		require.Equal(t, "0", metric(t, metricsURL, `qas_collector_points_dropped_total{reason="`+reason+`"}`), reason)
+	}
 	stop()
 	require.NoError(t, <-done)
 	require.NotZero(t, logs.Len())

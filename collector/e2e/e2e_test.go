@@ -31,10 +31,15 @@ import (
 // startPod runs the example app behind a real qas-proxy on loopback and returns the
 // proxy's serving URL and its /stats URL.
 func startPod(t *testing.T) (serving, statsURL string) {
+	return startPodWithClock(t, nil)
+}
+
+// startPodWithClock is startPod with the proxy's clock (nil: the machine's).
+func startPodWithClock(t *testing.T, clock measure.Clock) (serving, statsURL string) {
 	t.Helper()
 	upstream := httptest.NewServer(app.Handler())
 	t.Cleanup(upstream.Close)
-	rec := measure.New(nil, 0, 0)
+	rec := measure.New(clock, 0, 0)
 	srv, err := server.Listen(server.Config{Upstream: upstream.Listener.Addr().String(), UpstreamTimeout: 10 * time.Second},
 		server.Options{Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0"}, rec, zap.NewNop())
 	require.NoError(t, err)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	influxdb2 "github.com/influxdata/influxdb-client-go/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
@@ -19,6 +21,8 @@ import (
 	"github.com/qas-dev/qas/collector/pipeline"
 	"github.com/qas-dev/qas/collector/scrape"
 	"github.com/qas-dev/qas/decider/store"
+	"github.com/qas-dev/qas/internal/influx"
+	"github.com/qas-dev/qas/internal/testenv/influxtest"
 	"github.com/qas-dev/qas/proxy/measure"
 	"github.com/qas-dev/qas/proxy/server"
 )
@@ -29,7 +33,7 @@ import (
 type faultyPod struct {
 	mu   sync.Mutex
 	rec  *measure.Recorder
-	mode string // "", "garbage", "reset"
+	mode string // "", "garbage", "extreme", "reset"
 }
 
 func (f *faultyPod) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -39,9 +43,15 @@ func (f *faultyPod) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch mode {
 	case "garbage":
 		_, _ = w.Write([]byte(`{"version":1,"instance_id":"x","arrivals":"many"}`))
+	case "extreme":
+		s := rec.Snapshot()
+		s.InFlightSeconds = 1.7976931348623157e308 // finite, so a bare finiteness check passes it
+		_ = json.NewEncoder(w).Encode(s)
 	case "reset":
 		s := rec.Snapshot()
-		s.Arrivals, s.Completions, s.ServiceSecondsSum = 0, 0, 0
+		s.Arrivals, s.Completions, s.ServiceSecondsSum, s.ServiceSecondsSumSq, s.TTFBSecondsSum = 0, 0, 0, 0, 0
+		s.InFlightSeconds, s.BusySeconds, s.Codes = 0, 0, [5]uint64{}
+		s.Latency.Counts = make([]uint64, len(s.Latency.Counts))
 		_ = json.NewEncoder(w).Encode(s)
 	default:
 		server.NewAdmin(rec, "127.0.0.1:1", new(atomic.Bool)).ServeHTTP(w, r)
@@ -139,4 +149,179 @@ func TestOneBadPodLeavesOthersAlone(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, snap.ArrivalRates, 5)
 	require.Len(t, snap.Pods, 3)
+}
+
+// collectInto runs cycles of p over targets with traffic through serving in between,
+// then closes w and returns the Flux store over db.
+func collectInto(t *testing.T, db *influxtest.Server, w *influx.Writer, p *pipeline.Pipeline, targets []scrape.Target, serving []string, cycles int) *store.Flux {
+	t.Helper()
+	ctx := context.Background()
+	for range cycles {
+		for _, s := range serving {
+			for range 5 {
+				resp, err := http.Get(s + "/work?sleep=1ms")
+				require.NoError(t, err)
+				resp.Body.Close()
+			}
+		}
+		p.Run(ctx, targets)
+		time.Sleep(20 * time.Millisecond) // the proxies' intervals must have a length
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	require.NoError(t, w.Close(cctx))
+	client := influxdb2.NewClient(db.URL, "")
+	t.Cleanup(client.Close)
+	return &store.Flux{Query: client.QueryAPI(""), Bucket: influxtest.Bucket}
+}
+
+// TestExtremeStatsValueDoesNotBlindTheWorkload: one proxy whose /stats carries a
+// finite but extreme value (in_flight_seconds = 1.8e308) among two healthy proxies, all
+// real, written to a real InfluxDB. That proxy is refused as an invalid document; the
+// healthy pods and their workload are written and read back, and nothing is dropped.
+// Before, the value passed, made the workload point +Inf, and the writer retried the
+// batch forever: nothing was written and every read said "no data".
+func TestExtremeStatsValueDoesNotBlindTheWorkload(t *testing.T) {
+	db := influxtest.Start(t)
+	var targets []scrape.Target
+	var serving []string
+	for i := range 2 {
+		s, st := startPod(t)
+		serving = append(serving, s)
+		targets = append(targets, scrape.Target{Namespace: "ns", Workload: "w", Pod: fmt.Sprintf("good-%d", i), Node: "n", URL: st})
+	}
+	bad := &faultyPod{rec: measure.New(nil, 0, 0), mode: "extreme"}
+	badSrv := httptest.NewServer(bad)
+	t.Cleanup(badSrv.Close)
+	targets = append(targets, scrape.Target{Namespace: "ns", Workload: "w", Pod: "bad", Node: "n", URL: badSrv.URL + "/stats"})
+	arrived := bad.rec.Arrive()
+	bad.rec.End(arrived, bad.rec.Begin(), 0, http.StatusOK, measure.OK)
+
+	w, err := influx.NewWriter(influx.WriterConfig{URL: db.URL, Bucket: influxtest.Bucket, FlushInterval: 50 * time.Millisecond}, nil, zap.NewNop())
+	require.NoError(t, err)
+	sc := scrape.NewScraper(nil, 4, 2*time.Second, nil, zap.NewNop())
+	st := collectInto(t, db, w, &pipeline.Pipeline{Scraper: sc, Sink: w}, targets, serving, 5)
+
+	require.Equal(t, 5.0, sc.Failures(scrape.FailDecode), "the extreme document is refused every cycle")
+	written, retried, dropped := w.Counts()
+	require.Zero(t, dropped)
+	require.Zero(t, retried)
+	require.Equal(t, 4.0*3, written, "4 intervals of 2 pods and their workload")
+	snap, err := st.Snapshot(context.Background(), store.Query{Namespace: "ns", Workload: "w", Now: time.Now(), Window: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, snap.ArrivalRates, 4)
+	require.Len(t, snap.Pods, 2)
+	for _, r := range snap.ArrivalRates {
+		require.Positive(t, r.Rate)
+	}
+}
+
+// TestProxyClockAheadKeepsTheWorkloadMeasured: one real proxy's clock runs 3 minutes
+// ahead of the collector's (and the decider's). Its points, and the workload's, carry
+// the collector's scrape time, so the decider's read at its own now finds the workload
+// and both pods; the offset is kept as a field. Before, the points carried the proxy's
+// time, the workload took its newest pod's, and the whole workload was 3 minutes in
+// the decider's future: "no measurements".
+func TestProxyClockAheadKeepsTheWorkloadMeasured(t *testing.T) {
+	db := influxtest.Start(t)
+	const ahead = 3 * time.Minute
+	s0, st0 := startPod(t)
+	s1, st1 := startPodWithClock(t, func() time.Time { return time.Now().Add(ahead) })
+	targets := []scrape.Target{
+		{Namespace: "ns", Workload: "w", Pod: "on-time", Node: "n0", URL: st0},
+		{Namespace: "ns", Workload: "w", Pod: "ahead", Node: "n1", URL: st1},
+	}
+	core, logs := observer.New(zapcore.WarnLevel)
+	w, err := influx.NewWriter(influx.WriterConfig{URL: db.URL, Bucket: influxtest.Bucket, FlushInterval: 50 * time.Millisecond}, nil, zap.NewNop())
+	require.NoError(t, err)
+	p := &pipeline.Pipeline{Scraper: scrape.NewScraper(nil, 4, 2*time.Second, nil, zap.NewNop()), Sink: w, Log: zap.New(core)}
+	before := time.Now()
+	st := collectInto(t, db, w, p, targets, []string{s0, s1}, 4)
+
+	snap, err := st.Snapshot(context.Background(), store.Query{Namespace: "ns", Workload: "w", Now: time.Now(), Window: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, snap.ArrivalRates, 3)
+	require.Len(t, snap.Pods, 2)
+	require.False(t, snap.DataTime.Before(before))
+	require.False(t, snap.DataTime.After(time.Now()))
+	skewLogs := logs.FilterMessage("proxy clock is off the collector's; its points carry the collector's time")
+	require.Equal(t, 1, skewLogs.Len(), "logged when it went off, not every cycle")
+	require.Equal(t, "ns/ahead", skewLogs.All()[0].ContextMap()["pod"])
+
+	// The offset is kept: the workload's is the ahead proxy's, about +180 s.
+	client := influxdb2.NewClient(db.URL, "")
+	defer client.Close()
+	res, err := client.QueryAPI("").Query(context.Background(), fmt.Sprintf(`from(bucket: %q) |> range(start: -1h)
+  |> filter(fn: (r) => r._measurement == "qas_workload" and r._field == "clock_offset_seconds") |> last()`, influxtest.Bucket))
+	require.NoError(t, err)
+	require.True(t, res.Next(), "a workload clock_offset_seconds: %v", res.Err())
+	require.InDelta(t, ahead.Seconds(), res.Record().Value(), 1)
+	require.NoError(t, res.Close())
+}
+
+// TestTwoCollectorsAtOnce: two collectors (a rollout's old and new pod, or a second
+// release) scrape the same real proxies into one real InfluxDB. Each keeps its own
+// baselines, so each writes a complete series whose intervals add up to exactly the
+// requests the proxies served; the decider reads both series interleaved, never a
+// sum of them, so λ is not doubled.
+func TestTwoCollectorsAtOnce(t *testing.T) {
+	db := influxtest.Start(t)
+	var targets []scrape.Target
+	var serving, statsURLs []string
+	for i := range 2 {
+		s, st := startPod(t)
+		serving, statsURLs = append(serving, s), append(statsURLs, st)
+		targets = append(targets, scrape.Target{Namespace: "ns", Workload: "w", Pod: fmt.Sprintf("w-%d", i), Node: "n", URL: st})
+	}
+	w, err := influx.NewWriter(influx.WriterConfig{URL: db.URL, Bucket: influxtest.Bucket, FlushInterval: 50 * time.Millisecond}, nil, zap.NewNop())
+	require.NoError(t, err)
+	collectors := []*pipeline.Pipeline{
+		{Scraper: scrape.NewScraper(nil, 4, 2*time.Second, nil, zap.NewNop()), Sink: w},
+		{Scraper: scrape.NewScraper(nil, 4, 2*time.Second, nil, zap.NewNop()), Sink: w},
+	}
+	ctx := context.Background()
+	const cycles, perPod = 6, 5
+	arrivals := make([]float64, len(collectors)) // Σ λ·Δt of each collector's workload points
+	var rates []float64
+	for c := range cycles {
+		if c > 0 {
+			for _, s := range serving {
+				for range perPod {
+					resp, err := http.Get(s + "/work?sleep=1ms")
+					require.NoError(t, err)
+					resp.Body.Close()
+				}
+			}
+		}
+		for i, p := range collectors {
+			cyc := p.Run(ctx, targets)
+			if wl, ok := cyc.Workloads[pipeline.WorkloadKey{Namespace: "ns", Workload: "w"}]; ok {
+				var dt float64
+				for _, r := range cyc.Results {
+					dt = r.Interval.Seconds() // the pods' intervals differ by microseconds
+				}
+				arrivals[i] += wl.ArrivalRate * dt
+				rates = append(rates, wl.ArrivalRate)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	require.NoError(t, w.Close(cctx))
+	for i, a := range arrivals {
+		require.InDelta(t, float64((cycles-1)*perPod*len(serving)), a, 0.5, "collector %d: its intervals add up to every request", i)
+	}
+	client := influxdb2.NewClient(db.URL, "")
+	defer client.Close()
+	st := &store.Flux{Query: client.QueryAPI(""), Bucket: influxtest.Bucket}
+	snap, err := st.Snapshot(ctx, store.Query{Namespace: "ns", Workload: "w", Now: time.Now(), Window: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, snap.ArrivalRates, 2*(cycles-1), "both collectors' points, interleaved")
+	var read []float64
+	for _, s := range snap.ArrivalRates {
+		read = append(read, s.Rate)
+	}
+	require.ElementsMatch(t, rates, read, "what each collector computed, never a sum of the two")
+	require.Len(t, snap.Pods, 2)
 }

@@ -3,8 +3,11 @@ package pipeline
 import (
 	"context"
 	"sort"
+	"time"
 
 	"github.com/influxdata/influxdb-client-go/v2/api/write"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 
 	"github.com/qas-dev/qas/collector/aggregate"
 	"github.com/qas-dev/qas/collector/scrape"
@@ -19,6 +22,18 @@ type Sink interface {
 type Pipeline struct {
 	Scraper *scrape.Scraper
 	Sink    Sink
+	// Log (nil: none) and Invalid (nil: not counted) report intervals left out because
+	// a quantity derived from them is not a finite number.
+	Log     *zap.Logger
+	Invalid prometheus.Counter
+	// MaxClockOffset: a proxy whose clock is further than this from the collector's is
+	// counted in Skewed (nil: not counted) and logged when it goes beyond and when it
+	// comes back, not every cycle; its points are still written, timed by the
+	// collector's clock (0: 10 s).
+	MaxClockOffset time.Duration
+	Skewed         prometheus.Gauge
+
+	skewed map[string]bool // pods beyond MaxClockOffset at their last interval
 }
 
 // WorkloadKey names a workload.
@@ -54,11 +69,37 @@ func (p *Pipeline) RunWith(ctx context.Context, targets []scrape.Target, resourc
 	c := Cycle{Results: res, Pods: map[string]aggregate.Metrics{}, Workloads: map[WorkloadKey]aggregate.Metrics{}}
 	byWorkload := map[WorkloadKey][]scrape.Interval{}
 	var points []*write.Point
+	maxOffset := p.MaxClockOffset
+	if maxOffset <= 0 {
+		maxOffset = 10 * time.Second
+	}
+	skewed := 0
 	for _, r := range res {
 		if !r.OK {
 			continue
 		}
 		m := aggregate.Pod(r.Interval)
+		if err := m.Check(); err != nil {
+			p.invalid(r.Target.Key(), err)
+			continue
+		}
+		off := r.Interval.ClockOffset
+		beyond := off > maxOffset || off < -maxOffset
+		if beyond {
+			skewed++
+		}
+		if p.skewed == nil {
+			p.skewed = map[string]bool{}
+		}
+		switch key := r.Target.Key(); {
+		case beyond && !p.skewed[key]:
+			p.skewed[key] = true
+			p.log().Warn("proxy clock is off the collector's; its points carry the collector's time",
+				zap.String("pod", key), zap.String("node", r.Target.Node), zap.Duration("offset", off), zap.Duration("max", maxOffset))
+		case !beyond && p.skewed[key]:
+			delete(p.skewed, key)
+			p.log().Info("proxy clock agrees with the collector's again", zap.String("pod", key), zap.Duration("offset", off))
+		}
 		c.Pods[r.Target.Key()] = m
 		pt := PodPoint(r.Target, m)
 		if rs, ok := resources[r.Target.Key()]; ok {
@@ -84,12 +125,45 @@ func (p *Pipeline) RunWith(ctx context.Context, targets []scrape.Target, resourc
 		if err != nil {
 			continue // cannot happen: every key has at least one interval
 		}
+		if err := m.Check(); err != nil {
+			p.invalid(k.Namespace+"/"+k.Workload, err)
+			continue
+		}
 		c.Workloads[k] = m
 		points = append(points, WorkloadPoint(k.Namespace, k.Workload, m))
+	}
+	if len(p.skewed) > 0 {
+		current := make(map[string]bool, len(targets))
+		for _, t := range targets {
+			current[t.Key()] = true
+		}
+		for key := range p.skewed {
+			if !current[key] {
+				delete(p.skewed, key) // the pod is gone
+			}
+		}
+	}
+	if p.Skewed != nil {
+		p.Skewed.Set(float64(skewed))
 	}
 	if len(points) > 0 {
 		p.Sink.Write(points...)
 	}
 	c.Points = len(points)
 	return c
+}
+
+func (p *Pipeline) log() *zap.Logger {
+	if p.Log == nil {
+		return zap.NewNop()
+	}
+	return p.Log
+}
+
+// invalid reports what was left out of a cycle's points and why.
+func (p *Pipeline) invalid(what string, err error) {
+	if p.Invalid != nil {
+		p.Invalid.Inc()
+	}
+	p.log().Warn("left out of this cycle: a derived quantity is not a finite number", zap.String("of", what), zap.Error(err))
 }

@@ -8,8 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/qas-dev/qas/collector/scrape"
 	"github.com/qas-dev/qas/decider/store"
@@ -63,4 +67,55 @@ func TestRunWithJoinsCPU(t *testing.T) {
 	require.EqualValues(t, 250, snap.Pods[0].CPURequest)
 	require.EqualValues(t, 500, snap.Pods[0].CPULimit)
 	require.Zero(t, snap.Pods[1].CPUUsage)
+}
+
+// TestSkewedProxyIsCountedAndLoggedOnChange: a proxy whose clock steps 3 minutes
+// ahead is counted in Skewed every cycle but logged once, and once more when its clock
+// is corrected; its points carry the collector's time and its offset. The correction
+// (the clock stepping back) starts a new baseline instead of blinding the pod until
+// its clock catches up with the old one.
+func TestSkewedProxyIsCountedAndLoggedOnChange(t *testing.T) {
+	var ahead atomic.Int64
+	rec := measure.New(func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }, 0, 0)
+	srv := httptest.NewServer(server.NewAdmin(rec, "127.0.0.1:1", new(atomic.Bool)))
+	t.Cleanup(srv.Close)
+	targets := []scrape.Target{{Namespace: "ns", Workload: "w", Pod: "p", Node: "n", URL: srv.URL + "/stats"}}
+	core, logs := observer.New(zapcore.InfoLevel)
+	gauge := prometheus.NewGauge(prometheus.GaugeOpts{Name: "skewed"})
+	sc := scrape.NewScraper(nil, 1, time.Second, nil, zap.NewNop())
+	p := &Pipeline{Scraper: sc, Sink: &recording{}, Log: zap.New(core), Skewed: gauge}
+	ctx := context.Background()
+	p.Run(ctx, targets)
+	ahead.Store(int64(3 * time.Minute)) // the node's clock steps ahead
+	for range 3 {
+		before := time.Now()
+		c := p.Run(ctx, targets)
+		require.Contains(t, c.Pods, "ns/p")
+		require.Equal(t, 1.0, gaugeValue(gauge))
+		m := c.Pods["ns/p"]
+		require.False(t, m.Time.Before(before), "timed by the collector's clock")
+		require.False(t, m.Time.After(time.Now()))
+		require.InDelta(t, 180, m.ClockOffset, 1)
+	}
+	offLog := "proxy clock is off the collector's; its points carry the collector's time"
+	require.Equal(t, 1, logs.FilterMessage(offLog).Len())
+
+	ahead.Store(0) // corrected: the proxy's clock steps back 3 minutes
+	c := p.Run(ctx, targets)
+	require.NotContains(t, c.Pods, "ns/p")
+	require.Equal(t, 1.0, sc.Rebases(scrape.ReasonClockStepped))
+	c = p.Run(ctx, targets)
+	require.Contains(t, c.Pods, "ns/p", "measured again at once")
+	require.InDelta(t, 0, c.Pods["ns/p"].ClockOffset, 1)
+	require.Equal(t, 0.0, gaugeValue(gauge))
+	require.Equal(t, 1, logs.FilterMessage("proxy clock agrees with the collector's again").Len())
+	require.Equal(t, 1, logs.FilterMessage(offLog).Len())
+}
+
+func gaugeValue(g prometheus.Gauge) float64 {
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		return -1
+	}
+	return m.GetGauge().GetValue()
 }

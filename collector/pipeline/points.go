@@ -10,8 +10,8 @@ import (
 	"github.com/qas-dev/qas/internal/influx"
 )
 
-// PodPoint is the qas_pod point of one pod's interval. CPU fields are added by the
-// CPU source when it has them.
+// PodPoint is the qas_pod point of one pod's interval, timed by the collector's clock
+// (m.Time). CPU fields are added by the CPU source when it has them.
 func PodPoint(t scrape.Target, m aggregate.Metrics) *write.Point {
 	return write.NewPoint(influx.Pod,
 		map[string]string{"namespace": t.Namespace, "workload": t.Workload, "pod": t.Pod, "node": t.Node},
@@ -26,6 +26,8 @@ func PodPoint(t scrape.Target, m aggregate.Metrics) *write.Point {
 			"latency_p50_seconds":     m.LatencyP50,
 			"latency_p95_seconds":     m.LatencyP95,
 			"latency_p99_seconds":     m.LatencyP99,
+			"proxy_time_seconds":      float64(m.ProxyTime.UnixNano()) / 1e9,
+			"clock_offset_seconds":    m.ClockOffset,
 		}, m.Time)
 }
 
@@ -43,5 +45,6 @@ func WorkloadPoint(namespace, workload string, m aggregate.Metrics) *write.Point
 			"latency_p95_seconds":  m.LatencyP95,
 			"latency_p99_seconds":  m.LatencyP99,
 			"pods":                 int64(m.Pods),
+			"clock_offset_seconds": m.ClockOffset,
 		}, m.Time)
 }

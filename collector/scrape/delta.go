@@ -22,7 +22,16 @@ func (t Target) Key() string { return t.Namespace + "/" + t.Pod }
 // Interval is what one pod's proxy measured between two snapshots of the same process.
 type Interval struct {
 	Target
+	// Start and End are the two snapshots' times on the proxy's clock: their difference
+	// is the interval's length, whatever that clock's offset.
 	Start, End time.Time
+	// ScrapedAt is when the collector received the second snapshot, on the collector's
+	// clock: the time the interval's points carry, so that one node's clock ahead or
+	// behind does not move its pods' points away from the others' (zero: use End).
+	ScrapedAt time.Time
+	// ClockOffset is the proxy's clock minus the collector's at the second scrape
+	// (positive: the proxy is ahead), taken against the middle of the request.
+	ClockOffset time.Duration
 	// Counters over the interval.
 	Arrivals, Completions, Queued, Rejected, Errors5xx          uint64
 	ServiceSecondsSum, ServiceSecondsSumSq, QueueWaitSecondsSum float64
@@ -34,6 +43,14 @@ type Interval struct {
 // Seconds is the interval's length.
 func (iv Interval) Seconds() float64 { return iv.End.Sub(iv.Start).Seconds() }
 
+// Time is the time the interval's points carry: ScrapedAt, or End when it is unknown.
+func (iv Interval) Time() time.Time {
+	if iv.ScrapedAt.IsZero() {
+		return iv.End
+	}
+	return iv.ScrapedAt
+}
+
 // Rebase reasons: why a snapshot starts a new baseline instead of producing an interval.
 const (
 	ReasonFirst           = "first_snapshot"
@@ -41,6 +58,10 @@ const (
 	ReasonCounterDecrease = "counter_decrease"
 	ReasonBoundsChanged   = "histogram_bounds_changed"
 	ReasonTimeNotAdvanced = "time_not_advanced"
+	// ReasonClockStepped: a newer snapshot (higher seq) of the same process whose time
+	// is not after the baseline's: the proxy's clock stepped back (an NTP correction of
+	// a clock that was ahead).
+	ReasonClockStepped = "clock_stepped_back"
 )
 
 // Delta returns the interval from prev to cur, or the reason cur must become the new
@@ -118,7 +139,14 @@ func (tr *Tracker) Observe(t Target, cur stats.Snapshot) (iv Interval, reason st
 	}
 	iv, reason = Delta(t, prev, cur)
 	if reason == ReasonTimeNotAdvanced {
-		return Interval{}, reason, false // keep the older baseline
+		if cur.Seq <= prev.Seq {
+			return Interval{}, reason, false // a stale or replayed document: keep the older baseline
+		}
+		// The proxy served a newer document dated no later: its clock stepped back.
+		// Keeping the older baseline would leave the pod without intervals until the
+		// clock caught up with it (minutes, for a clock corrected from minutes ahead).
+		tr.prev[t.Key()] = cur
+		return Interval{}, ReasonClockStepped, false
 	}
 	tr.prev[t.Key()] = cur
 	return iv, reason, reason == ""

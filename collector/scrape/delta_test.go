@@ -116,3 +116,32 @@ func FuzzDelta(f *testing.F) {
 		require.Positive(t, iv.Seconds())
 	})
 }
+
+// TestTrackerRebasesWhenTheProxyClockStepsBack: a newer document (higher seq) dated
+// before the baseline means the proxy's clock stepped back (corrected from ahead): it
+// becomes the baseline at once, instead of leaving the pod without intervals until the
+// clock catches up with the old baseline. A replayed document (same seq) still keeps
+// the older baseline.
+func TestTrackerRebasesWhenTheProxyClockStepsBack(t *testing.T) {
+	tr := NewTracker()
+	tg := Target{Namespace: "ns", Pod: "p"}
+	seq := func(n uint64) func(*stats.Snapshot) { return func(s *stats.Snapshot) { s.Seq = n } }
+	steps := []struct {
+		s        stats.Snapshot
+		ok       bool
+		reason   string
+		arrivals uint64
+	}{
+		{snap(3*time.Minute, 100, seq(1)), false, ReasonFirst, 0},
+		{snap(3*time.Minute+5*time.Second, 110, seq(2)), true, "", 10},
+		{snap(3*time.Minute+5*time.Second, 110, seq(2)), false, ReasonTimeNotAdvanced, 0}, // replayed
+		{snap(10*time.Second, 120, seq(3)), false, ReasonClockStepped, 0},                 // corrected by -3 min
+		{snap(15*time.Second, 125, seq(4)), true, "", 5},
+	}
+	for i, st := range steps {
+		iv, reason, ok := tr.Observe(tg, st.s)
+		require.Equal(t, st.ok, ok, "step %d", i)
+		require.Equal(t, st.reason, reason, "step %d", i)
+		require.Equal(t, st.arrivals, iv.Arrivals, "step %d", i)
+	}
+}

@@ -20,6 +20,8 @@ type Scraper struct {
 	Client      *http.Client
 	Concurrency int
 	Timeout     time.Duration
+	// Now is the collector's clock (default time.Now): every point is timed by it.
+	Now func() time.Time
 
 	log     *zap.Logger
 	tracker *Tracker
@@ -49,7 +51,7 @@ func NewScraper(client *http.Client, concurrency int, timeout time.Duration, reg
 		timeout = 2 * time.Second
 	}
 	s := &Scraper{
-		Client: client, Concurrency: concurrency, Timeout: timeout, log: log, tracker: NewTracker(),
+		Client: client, Concurrency: concurrency, Timeout: timeout, Now: time.Now, log: log, tracker: NewTracker(),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "qas_collector_scrape_failures_total", Help: "Scrapes skipped, by reason.",
 		}, []string{"reason"}),
@@ -83,14 +85,21 @@ func (s *Scraper) Cycle(ctx context.Context, targets []Target) []Result {
 	sem := make(chan struct{}, s.Concurrency)
 	var wg sync.WaitGroup
 	snaps := make([]stats.Snapshot, len(targets))
+	received := make([]time.Time, len(targets))
+	offsets := make([]time.Duration, len(targets))
 	for i, t := range targets {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			sent := s.Now()
 			snap, reason, err := s.fetch(ctx, t.URL)
+			received[i] = s.Now()
 			results[i] = Result{Target: t, Reason: reason, Err: err}
 			snaps[i] = snap
+			// The proxy took its snapshot while the request was out: compare its clock
+			// with the middle of the round trip.
+			offsets[i] = snap.Time.Sub(sent.Add(received[i].Sub(sent) / 2))
 		}()
 	}
 	wg.Wait()
@@ -106,6 +115,9 @@ func (s *Scraper) Cycle(ctx context.Context, targets []Target) []Result {
 			continue
 		}
 		iv, reason, ok := s.tracker.Observe(t, snaps[i])
+		if ok {
+			iv.ScrapedAt, iv.ClockOffset = received[i], offsets[i]
+		}
 		results[i].Interval, results[i].OK, results[i].Reason = iv, ok, reason
 		if !ok {
 			s.rebases.WithLabelValues(reason).Inc()

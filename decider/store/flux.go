@@ -30,11 +30,11 @@ func FluxString(s string) string {
 
 func fluxTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
-// rangeFilter is the common head of every query: the window [now-window, now] and the
-// measurement.
+// rangeFilter is the common head of every query: the window [now-window, now+ahead]
+// and the measurement.
 func rangeFilter(bucket string, q Query, measurement string) string {
 	return fmt.Sprintf("from(bucket: %s)\n  |> range(start: %s, stop: %s)\n  |> filter(fn: (r) => r._measurement == %s)\n",
-		FluxString(bucket), fluxTime(q.Now.Add(-q.Window)), fluxTime(q.Now.Add(time.Nanosecond)), FluxString(measurement))
+		FluxString(bucket), fluxTime(q.Now.Add(-q.Window)), fluxTime(q.stop().Add(time.Nanosecond)), FluxString(measurement))
 }
 
 func workloadFilter(q Query) string {

@@ -61,7 +61,7 @@ func (m *Memory) Snapshot(_ context.Context, q Query) (measurement.Workload, err
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	start := q.Now.Add(-q.Window)
-	in := func(p memPoint) bool { return !p.time.Before(start) && !p.time.After(q.Now) }
+	in := func(p memPoint) bool { return !p.time.Before(start) && !p.time.After(q.stop()) }
 	ours := func(p memPoint) bool {
 		return p.tags[influx.TagNamespace] == q.Namespace && p.tags[influx.TagWorkload] == q.Workload
 	}

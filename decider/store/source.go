@@ -19,7 +19,15 @@ type Source struct {
 	// MaxPodAge: a pod whose newest point is older than the workload's newest
 	// point by more than this counts as missing (default 1 min).
 	MaxPodAge time.Duration
+	// MaxClockSkew is how far ahead of the decider's clock the collector's may be and
+	// its points still be read (default 10 min). The measurement's DataTime then lies
+	// in the decider's future, which the controller reports as a ClockSkew condition;
+	// the data itself is used.
+	MaxClockSkew time.Duration
 }
+
+// DefaultMaxClockSkew is Source.MaxClockSkew's default.
+const DefaultMaxClockSkew = 10 * time.Minute
 
 // Measure implements measurement.Source.
 func (s Source) Measure(ctx context.Context, q measurement.Query) (measurement.Workload, error) {
@@ -27,11 +35,16 @@ func (s Source) Measure(ctx context.Context, q measurement.Query) (measurement.W
 	if maxAge <= 0 {
 		maxAge = time.Minute
 	}
+	ahead := s.MaxClockSkew
+	if ahead <= 0 {
+		ahead = DefaultMaxClockSkew
+	}
 	w, err := s.Store.Snapshot(ctx, Query{Namespace: q.Namespace, Workload: q.Workload, Now: q.Now,
-		Window: s.Window, Percentile: q.Percentile, Nodes: q.Nodes})
+		Window: s.Window, Percentile: q.Percentile, Nodes: q.Nodes, Ahead: ahead})
 	if err != nil {
 		if errors.Is(err, ErrNoData) {
-			return measurement.Workload{}, fmt.Errorf("no measurements of %s/%s in the last %s: is qas-collector running and the sidecar injected?", q.Namespace, q.Workload, s.Window)
+			return measurement.Workload{}, fmt.Errorf("no measurements of %s/%s between %s before and %s after the decider's now: "+
+				"is qas-collector running (and its clock within %[4]s of the decider's) and the sidecar injected?", q.Namespace, q.Workload, s.Window, ahead)
 		}
 		return measurement.Workload{}, fmt.Errorf("read measurements of %s/%s: %w", q.Namespace, q.Workload, err)
 	}

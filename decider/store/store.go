@@ -43,7 +43,15 @@ type Query struct {
 	// Nodes are nodes to read besides those the workload's pods run on (migration
 	// destinations).
 	Nodes []string
+	// Ahead extends the window past Now: points are timed by the collector's clock, and
+	// a collector whose clock is ahead of the decider's writes points in the decider's
+	// future. Reading them (DataTime then lies after Now) lets the decider report the
+	// skew instead of seeing no data; 0 reads up to Now.
+	Ahead time.Duration
 }
+
+// stop is the end of the window.
+func (q Query) stop() time.Time { return q.Now.Add(q.Ahead) }
 
 // latencyField names the workload field holding the measured latency at the query's
 // percentile, or "" when the collector does not write that percentile.
@@ -73,6 +81,8 @@ func (q Query) Validate() error {
 		return errors.New("store: now is zero")
 	case q.Window <= 0:
 		return fmt.Errorf("store: window %s is not positive", q.Window)
+	case q.Ahead < 0:
+		return fmt.Errorf("store: ahead %s is negative", q.Ahead)
 	case q.Percentile < 0 || q.Percentile >= 100:
 		return fmt.Errorf("store: percentile %v is outside [0, 100)", q.Percentile)
 	}

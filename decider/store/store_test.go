@@ -98,6 +98,7 @@ func TestMemory(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want(), got)
 	checkPercentiles(t, m, q)
+	checkAhead(t, m)
 
 	// A window that starts after the first point leaves it out.
 	q.Window = 16 * time.Second
@@ -122,6 +123,7 @@ func TestQueryValidate(t *testing.T) {
 		{"now", func(q *Query) { q.Now = time.Time{} }, "now"},
 		{"window", func(q *Query) { q.Window = 0 }, "window"},
 		{"percentile", func(q *Query) { q.Percentile = 100 }, "percentile 100"},
+		{"ahead", func(q *Query) { q.Ahead = -time.Second }, "ahead -1s is negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := ok
@@ -233,10 +235,26 @@ func TestFluxMatchesMemory(t *testing.T) {
 	require.Equal(t, want(), utcTimes(got))
 
 	checkPercentiles(t, fl, q)
+	checkAhead(t, fl)
 
 	q.Workload = "missing"
 	_, err = fl.Snapshot(ctx, q)
 	require.ErrorIs(t, err, ErrNoData)
+}
+
+// checkAhead asserts that points dated after the query's now (a collector whose clock
+// is ahead) are read only within Ahead, and that DataTime then lies after now.
+func checkAhead(t *testing.T, st Store) {
+	t.Helper()
+	q := Query{Namespace: "ns", Workload: "w", Now: t0.Add(-30 * time.Second), Window: time.Minute}
+	_, err := st.Snapshot(context.Background(), q)
+	require.ErrorIs(t, err, ErrNoData, "every point is after now")
+	q.Ahead = 35 * time.Second // reaches t0 and t0+5s, not t0+10s
+	got, err := st.Snapshot(context.Background(), q)
+	require.NoError(t, err)
+	require.Len(t, got.ArrivalRates, 2)
+	require.Equal(t, t0.Add(5*time.Second), got.DataTime.UTC())
+	require.Equal(t, 20.0, got.ArrivalRates[1].Rate)
 }
 
 // checkPercentiles asserts that the measured latency follows the query's percentile,

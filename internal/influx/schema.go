@@ -30,7 +30,7 @@ const (
 // Schema is every measurement QAS writes.
 var Schema = []Measurement{
 	{
-		Name: Pod, Help: "One pod's proxy measurements and CPU over one scrape interval.",
+		Name: Pod, Help: "One pod's proxy measurements and CPU over one scrape interval, timed by the collector's clock when it scraped the proxy.",
 		Tags: []string{"namespace", "workload", "pod", "node"},
 		Fields: []Field{
 			{"arrival_rate", "1/s", "requests arriving per second (λ of this pod)"},
@@ -46,10 +46,12 @@ var Schema = []Measurement{
 			{"cpu_usage_cores", "cores", "absolute CPU usage of the pod (metrics.k8s.io)"},
 			{"cpu_request_cores", "cores", "sum of the pod's containers' CPU requests"},
 			{"cpu_limit_cores", "cores", "sum of CPU limits; 0 when any container has none"},
+			{"proxy_time_seconds", "s", "end of the interval on the proxy's clock (Unix time); the point's own time is the collector's scrape time"},
+			{"clock_offset_seconds", "s", "the proxy's clock minus the collector's at the scrape (positive: the proxy is ahead)"},
 		},
 	},
 	{
-		Name: Workload, Help: "A workload's aggregate over its pods for one interval: what the decider models.",
+		Name: Workload, Help: "A workload's aggregate over its pods for one interval: what the decider models. Timed by the collector's clock (its newest pod's scrape).",
 		Tags: []string{"namespace", "workload"},
 		Fields: []Field{
 			{"arrival_rate", "1/s", "λ: requests per second over all pods"},
@@ -61,6 +63,7 @@ var Schema = []Measurement{
 			{"latency_p95_seconds", "s", "95th percentile latency from the merged histograms"},
 			{"latency_p99_seconds", "s", "99th percentile latency from the merged histograms"},
 			{"pods", "1", "pods scraped successfully this interval"},
+			{"clock_offset_seconds", "s", "the largest (in magnitude) offset of a pod's proxy clock from the collector's"},
 		},
 	},
 	{

@@ -3,6 +3,7 @@ package influx
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -137,8 +138,9 @@ func TestWriterDropsWhatInfluxRefuses(t *testing.T) {
 	w.Write(conflicting...)
 	require.Eventually(t, func() bool { _, _, d := w.Counts(); return d == 5 }, 30*time.Second, 20*time.Millisecond)
 	require.NoError(t, w.Close(context.Background()))
-	entries := logs.FilterMessage("influx rejected a batch; dropped").All()
-	require.Len(t, entries, 1)
+	entries := logs.FilterMessage("influx refused points; dropped").All()
+	require.Len(t, entries, 1, "one warning for the five (rate-limited)")
+	require.Equal(t, 5.0, w.Dropped(DropRefused))
 	require.Contains(t, fmt.Sprint(entries[0].ContextMap()["error"]), "field type conflict")
 	_, retried, _ := w.Counts()
 	require.Zero(t, retried, "a refused batch is not retried forever")
@@ -200,6 +202,89 @@ func TestWriterCreatesTheDatabaseOnlyAsAdmin(t *testing.T) {
 	admin, _ := newWriter(t, srv, WriterConfig{Token: influxtest.AdminToken})
 	admin.Write(points("auth", 0, 5)...)
 	requireDelivered(t, srv, admin, "auth", 5)
+}
+
+// TestWriterDropsOnlyTheBadPoints: a point that cannot be encoded (an infinite field,
+// as one extreme /stats value made) is dropped when written, and a point InfluxDB
+// refuses (a field type conflict) in the middle of a batch is found by splitting the
+// batch: both are dropped and counted by reason, and every other point of the batch is
+// written. Before, the infinite point failed every attempt to encode the batch, which
+// was retried forever: nothing was written and nothing counted.
+func TestWriterDropsOnlyTheBadPoints(t *testing.T) {
+	srv := influxtest.Start(t)
+	w, logs := newWriter(t, srv, WriterConfig{BatchPoints: 100, FlushInterval: time.Hour})
+	w.Write(points("bad", 0, 1)...) // field seq is an integer from now on
+	require.NoError(t, w.flush(context.Background()))
+
+	batch := points("bad", 1, 40)
+	batch[10] = influxdb2.NewPoint("bad", map[string]string{"pod": "p"}, map[string]any{"seq": math.Inf(1)}, time.Now())
+	batch[25] = influxdb2.NewPoint("bad", map[string]string{"pod": "p"}, map[string]any{"seq": "text"}, time.Now())
+	w.Write(batch...)
+	require.Equal(t, 1.0, w.Dropped(DropInvalid), "the infinite point is dropped when written")
+	require.Equal(t, 39, w.Buffered())
+	require.NoError(t, w.flush(context.Background()), "a refused point is not an error to retry")
+	require.NoError(t, w.Close(context.Background()))
+
+	written, retried, dropped := w.Counts()
+	require.Equal(t, 1.0+38, written)
+	require.Zero(t, retried)
+	require.Equal(t, 2.0, dropped)
+	require.Equal(t, 1.0, w.Dropped(DropRefused))
+	require.Equal(t, int64(39), count(t, srv, "bad"))
+	invalid := logs.FilterMessage("influx: dropped points that cannot be encoded").All()
+	require.Len(t, invalid, 1)
+	require.Contains(t, fmt.Sprint(invalid[0].ContextMap()["error"]), "field seq is +Inf, want a finite number")
+	refused := logs.FilterMessage("influx refused points; dropped").All()
+	require.Len(t, refused, 1)
+	require.Contains(t, fmt.Sprint(refused[0].ContextMap()["error"]), "field type conflict")
+	require.Contains(t, refused[0].ContextMap()["first"], `seq="text"`)
+}
+
+// TestWriterRetriesAsSoonAsInfluxAnswers: while InfluxDB is down the writer backs off
+// (here ten minutes), but probes /ping meanwhile and writes as soon as InfluxDB is
+// back, instead of waiting out the backoff while its buffer fills.
+func TestWriterRetriesAsSoonAsInfluxAnswers(t *testing.T) {
+	srv := influxtest.Start(t)
+	core, logs := observer.New(zap.InfoLevel)
+	w, err := NewWriter(WriterConfig{URL: srv.URL, Bucket: influxtest.Bucket, FlushInterval: 50 * time.Millisecond,
+		MinBackoff: 10 * time.Minute, MaxBackoff: 10 * time.Minute, ProbeInterval: 50 * time.Millisecond}, nil, zap.New(core))
+	require.NoError(t, err)
+	srv.Stop()
+	w.Write(points("probe", 0, 20)...)
+	require.Eventually(t, func() bool { _, retried, _ := w.Counts(); return retried > 0 }, 30*time.Second, 20*time.Millisecond)
+	srv.Restart()
+	// Delivered long before the ten-minute backoff ends.
+	require.Eventually(t, func() bool { written, _, _ := w.Counts(); return written == 20 }, 2*time.Minute, 20*time.Millisecond)
+	require.Equal(t, 1, logs.FilterMessage("InfluxDB answers again; retrying now").Len())
+	require.NoError(t, w.Close(context.Background()))
+	require.Equal(t, int64(20), count(t, srv, "probe"))
+}
+
+// TestWriterRateLimitsItsWarnings: a long outage past the buffer drops points every
+// cycle; the warning comes once per LogEvery with the count since the last one, not
+// once per cycle.
+func TestWriterRateLimitsItsWarnings(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	core, logs := observer.New(zap.InfoLevel)
+	w, err := NewWriter(WriterConfig{URL: "http://127.0.0.1:1", Bucket: "qas/autogen", BufferPoints: 10, BatchPoints: 10,
+		FlushInterval: time.Hour, LogEvery: 10 * time.Second, Now: func() time.Time { return now }}, nil, zap.New(core))
+	require.NoError(t, err)
+	t.Cleanup(func() { close(w.stop); <-w.stopped })
+	w.Write(points("limit", 0, 10)...)
+	for i := range 100 { // 100 cycles of 3 points each within one second
+		w.Write(points("limit", 10+3*i, 3)...)
+		now = now.Add(10 * time.Millisecond)
+	}
+	full := logs.FilterMessage("influx buffer full: dropped the oldest points").All()
+	require.Len(t, full, 1)
+	require.Equal(t, int64(3), full[0].ContextMap()["dropped"])
+	now = now.Add(10 * time.Second)
+	w.Write(points("limit", 400, 3)...)
+	full = logs.FilterMessage("influx buffer full: dropped the oldest points").All()
+	require.Len(t, full, 2)
+	require.Equal(t, int64(300), full[1].ContextMap()["dropped"], "the 297 left unlogged and these 3")
+	require.Equal(t, 303.0, w.Dropped(DropBufferFull))
+	require.Equal(t, 10, w.Buffered())
 }
 
 func TestNewWriterValidates(t *testing.T) {

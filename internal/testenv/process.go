@@ -110,6 +110,17 @@ func (p *Process) Stop(grace time.Duration) {
 	})
 }
 
+// Kill kills the process at once (SIGKILL: no drain, as when a node fails or the
+// kernel's OOM killer strikes) and waits for it. Like Stop, only the first call of
+// either signals.
+func (p *Process) Kill() {
+	p.stop.Do(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	})
+	<-p.done
+}
+
 // syncBuffer is a bytes.Buffer the process writes while the test reads it.
 type syncBuffer struct {
 	mu sync.Mutex

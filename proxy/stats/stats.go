@@ -126,7 +126,15 @@ func Decode(r io.Reader) (Snapshot, error) {
 	return s, nil
 }
 
-// Validate checks the invariants a consumer relies on.
+// A document's time sums may exceed its uptime by the wall clock's error:
+// uptimeSlackSeconds, or uptimeSlackRatio of the uptime if more.
+const (
+	uptimeSlackSeconds = 60
+	uptimeSlackRatio   = 0.01
+)
+
+// Validate checks the invariants a consumer relies on, and that every number is
+// finite and within what the process could have measured since it started.
 func (s Snapshot) Validate() error {
 	if s.Version != SchemaVersion {
 		return fmt.Errorf("stats: version %d, want %d", s.Version, SchemaVersion)
@@ -143,17 +151,40 @@ func (s Snapshot) Validate() error {
 	if s.Completions > s.Arrivals {
 		return fmt.Errorf("stats: completions %d exceed arrivals %d", s.Completions, s.Arrivals)
 	}
-	for name, v := range map[string]float64{
-		"service_seconds_sum": s.ServiceSecondsSum, "service_seconds_sum_sq": s.ServiceSecondsSumSq,
-		"ttfb_seconds_sum": s.TTFBSecondsSum, "queue_wait_seconds_sum": s.QueueWaitSecondsSum,
-		"in_flight_seconds": s.InFlightSeconds, "busy_seconds": s.BusySeconds,
+	// Every time sum is bounded by what the process could have accumulated since it
+	// started: no request lasts longer than the uptime U, so each per-request sum is at
+	// most arrivals·U, the in-flight integral too (at most arrivals in flight), busy time
+	// at most U, and the sum of squares at most U times the sum. A finite value beyond
+	// these (1e308 seconds) is a broken or hostile proxy, and would overflow the
+	// rates and sums computed from it.
+	uptime := s.Time.Sub(s.StartTime).Seconds()
+	limit := uptime + max(uptimeSlackSeconds, uptime*uptimeSlackRatio)
+	perRequest := float64(s.Arrivals) * limit
+	for _, c := range []struct {
+		name  string
+		v     float64
+		bound float64
+		why   string
+	}{
+		{"service_seconds_sum", s.ServiceSecondsSum, perRequest, "arrivals × uptime"},
+		{"service_seconds_sum_sq", s.ServiceSecondsSumSq, s.ServiceSecondsSum * limit, "service_seconds_sum × uptime"},
+		{"ttfb_seconds_sum", s.TTFBSecondsSum, perRequest, "arrivals × uptime"},
+		{"queue_wait_seconds_sum", s.QueueWaitSecondsSum, perRequest, "arrivals × uptime"},
+		{"in_flight_seconds", s.InFlightSeconds, perRequest, "arrivals × uptime"},
+		{"busy_seconds", s.BusySeconds, limit, "uptime"},
 	} {
-		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-			return fmt.Errorf("stats: %s is %v, want a finite value ≥ 0", name, v)
+		if math.IsNaN(c.v) || math.IsInf(c.v, 0) || c.v < 0 {
+			return fmt.Errorf("stats: %s is %v, want a finite value ≥ 0", c.name, c.v)
+		}
+		if c.v > c.bound {
+			return fmt.Errorf("stats: %s is %v, more than %s (%v) allows", c.name, c.v, c.why, c.bound)
 		}
 	}
 	if s.InFlight < 0 || s.Waiting < 0 || s.ConcurrencyLimit < 0 || s.QueueLimit < 0 {
 		return errors.New("stats: negative gauge or limit")
+	}
+	if uint64(s.InFlight) > s.Arrivals {
+		return fmt.Errorf("stats: in_flight %d exceeds arrivals %d", s.InFlight, s.Arrivals)
 	}
 	if len(s.Latency.Counts) != len(s.Latency.Bounds)+1 {
 		return fmt.Errorf("stats: latency has %d counts for %d bounds, want bounds+1",
@@ -163,6 +194,15 @@ func (s Snapshot) Validate() error {
 		if math.IsNaN(b) || math.IsInf(b, 0) || b <= 0 || (i > 0 && b <= s.Latency.Bounds[i-1]) {
 			return fmt.Errorf("stats: latency bound %d (%v) is not positive and increasing", i, b)
 		}
+	}
+	// Every observation is a request that arrived; summing with a cap at arrivals also
+	// keeps a hostile document from overflowing the total.
+	var total uint64
+	for _, c := range s.Latency.Counts {
+		if c > s.Arrivals-total {
+			return fmt.Errorf("stats: latency histogram counts more observations than arrivals %d", s.Arrivals)
+		}
+		total += c
 	}
 	return nil
 }

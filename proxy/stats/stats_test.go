@@ -3,6 +3,7 @@ package stats
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,17 @@ func TestDecodeRejects(t *testing.T) {
 		{name: "negative gauge", mutate: func(s *Snapshot) { s.InFlight = -1 }, wantErr: "negative gauge"},
 		{name: "bucket count", mutate: func(s *Snapshot) { s.Latency.Counts = s.Latency.Counts[:2] }, wantErr: "counts for 2 bounds"},
 		{name: "bounds order", mutate: func(s *Snapshot) { s.Latency.Bounds = []float64{1, 0.1} }, wantErr: "latency bound 1"},
+		// One extreme but finite value (a broken or hostile proxy) made +Inf rates and
+		// blocked every write to InfluxDB (issue #18).
+		{name: "extreme in-flight integral", mutate: func(s *Snapshot) { s.InFlightSeconds = 1.7976931348623157e308 }, wantErr: "in_flight_seconds is 1.7976931348623157e+308, more than arrivals × uptime"},
+		{name: "service sum beyond uptime", mutate: func(s *Snapshot) { s.ServiceSecondsSum = 10 * 121 }, wantErr: "service_seconds_sum"},
+		{name: "sum of squares beyond uptime", mutate: func(s *Snapshot) { s.ServiceSecondsSumSq = 0.9*121 + 1 }, wantErr: "service_seconds_sum_sq"},
+		{name: "ttfb beyond uptime", mutate: func(s *Snapshot) { s.TTFBSecondsSum = 1e300 }, wantErr: "ttfb_seconds_sum"},
+		{name: "queue wait beyond uptime", mutate: func(s *Snapshot) { s.QueueWaitSecondsSum = 1e20 }, wantErr: "queue_wait_seconds_sum"},
+		{name: "busy beyond uptime", mutate: func(s *Snapshot) { s.BusySeconds = 121 }, wantErr: "busy_seconds is 121, more than uptime"},
+		{name: "in flight beyond arrivals", mutate: func(s *Snapshot) { s.InFlight = 11 }, wantErr: "in_flight 11 exceeds arrivals 10"},
+		{name: "histogram beyond arrivals", mutate: func(s *Snapshot) { s.Latency.Counts = []uint64{8, 1, 2} }, wantErr: "more observations than arrivals 10"},
+		{name: "histogram overflow", mutate: func(s *Snapshot) { s.Arrivals = math.MaxUint64; s.Latency.Counts = []uint64{math.MaxUint64, 1, 0} }, wantErr: "more observations than arrivals"},
 		{name: "unknown field", raw: `{"version":1,"surprise":true}`, wantErr: "unknown field"},
 		{name: "garbage", raw: `<html>`, wantErr: "decode"},
 		{name: "trailing", raw: "TRAIL", wantErr: "trailing data"},

@@ -319,6 +319,12 @@ func dashboardQueries(t *testing.T) map[string]string {
 // reference asks for: ${v:regex} is (a|b) with each value's regexp metacharacters
 // escaped) and v.* by the dashboard's time range.
 func grafanaExpand(q string, vars map[string][]string) string {
+	return grafanaExpandRange(q, vars, "-1h", "now()", "10s")
+}
+
+// grafanaExpandRange is grafanaExpand for a dashboard time range from start to stop
+// (Flux expressions) and the window period Grafana derives from it.
+func grafanaExpandRange(q string, vars map[string][]string, start, stop, windowPeriod string) string {
 	q = reVarRef.ReplaceAllStringFunc(q, func(m string) string {
 		sub := reVarRef.FindStringSubmatch(m)
 		values, ok := vars[sub[1]+sub[2]]
@@ -339,7 +345,7 @@ func grafanaExpand(q string, vars map[string][]string) string {
 			return strings.Join(values, ",")
 		}
 	})
-	return strings.NewReplacer("v.timeRangeStart", "-1h", "v.timeRangeStop", "now()", "v.windowPeriod", "10s").Replace(q)
+	return strings.NewReplacer("v.timeRangeStart", start, "v.timeRangeStop", stop, "v.windowPeriod", windowPeriod).Replace(q)
 }
 
 // one is a single-valued variable for grafanaExpand.

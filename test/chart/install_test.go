@@ -321,16 +321,18 @@ func checkDashboardsOnRealData(ctx context.Context, t *testing.T, influxURL, ns 
 	// database first (until then, queries fail: "no database").
 	var table string
 	var queryErr error
+	// The decider holds (no measurements yet): its decisions are "none", which the
+	// Replicas panel draws and the Decisions table and annotation leave out.
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		for where, q := range queries {
-			if strings.Contains(where, `"Decisions"`) {
+			if strings.Contains(where, `"Replicas" A`) {
 				table, queryErr = fluxQuery(ctx, influxURL, grafanaExpand(q, vars))
 			}
 		}
-		return queryErr == nil && strings.Contains(table, "held: no arrival-rate data"), nil
+		return queryErr == nil && strings.Contains(table, "desired_replicas"), nil
 	})
 	if err != nil {
-		t.Fatalf("the Decisions panel shows no decision of the decider: %v (last query: %v)\n%s", err, queryErr, table)
+		t.Fatalf("the Replicas panel shows no decision of the decider: %v (last query: %v)\n%s", err, queryErr, table)
 	}
 	writeCollectorPoints(ctx, t, influxURL, ns)
 	if len(queries) < 10 {
@@ -364,10 +366,14 @@ func checkDashboardsOnRealData(ctx context.Context, t *testing.T, influxURL, ns 
 		switch {
 		case err != nil:
 			t.Errorf("%s: %v", where, err)
+		case strings.Contains(where, "annotation") || strings.Contains(where, `"Decisions"`):
+			// Only "none" decisions so far: these leave them out (TestDashboardsOverSevenDays
+			// checks them with decisions that act).
+			if dataRows(out) != 0 {
+				t.Errorf("%s: shows decisions to do nothing:\n%s", where, out)
+			}
 		case dataRows(out) == 0:
 			t.Errorf("%s: no data:\n%s\n%s", where, grafanaExpand(q, vars), out)
-		case strings.Contains(where, "annotation") && !strings.Contains(out, "none: held: no arrival-rate data"):
-			t.Errorf("%s: no decision annotation in\n%s", where, out)
 		case strings.Contains(where, "variable queueautoscaler") && !strings.Contains(out, "demo"):
 			t.Errorf("%s: QueueAutoscaler demo not offered:\n%s", where, out)
 		case strings.Contains(where, `"Replicas" A`) && !strings.Contains(out, "desired_replicas"):

@@ -72,6 +72,8 @@ func TestBadValuesRefused(t *testing.T) {
 		{values: "collector: {interval: 0s, scrapeTimeout: 0s}", want: []string{"/collector/interval", "/collector/scrapeTimeout"},
 			container: "collector", flags: []string{"--interval=0s", "--scrape-timeout=0s"}, binaryErr: "invalid --interval: 0s is not positive"},
 		{values: "collector: {interval: 1h, scrapeTimeout: 1.5ns}", want: []string{"/collector/scrapeTimeout", "1.5ns"}},
+		{values: "collector: {bufferPoints: 100}", want: []string{"/collector/bufferPoints", "100"},
+			container: "collector", flags: []string{"--buffer-points=100"}, binaryErr: "invalid --buffer-points: 100 is less than one batch (5000)"},
 		// The informer lists pods in a namespace that cannot exist: nothing is ever found.
 		{values: "collector: {namespace: My_Apps}", want: []string{"/collector/namespace", "My_Apps"}},
 
@@ -190,6 +192,14 @@ func TestGoodValuesPassBinaries(t *testing.T) {
 			}
 			if got.Collector.Interval != time.Minute || got.Collector.ScrapeTimeout != 2500*time.Millisecond {
 				t.Errorf("collector interval %v timeout %v", got.Collector.Interval, got.Collector.ScrapeTimeout)
+			}
+		},
+	}, {
+		name:   "a large buffer",
+		values: "collector: {bufferPoints: 2000000}",
+		check: func(t *testing.T, got binaryFlags, _ rendered) {
+			if got.Collector.BufferPoints != 2_000_000 {
+				t.Errorf("collector buffer %d points, want 2000000 (not 2e+06)", got.Collector.BufferPoints)
 			}
 		},
 	}, {

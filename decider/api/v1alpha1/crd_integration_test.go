@@ -73,6 +73,7 @@ func TestCRDAcceptsValidAndDefaults(t *testing.T) {
 	require.Equal(t, 0.1, typed.Spec.Tolerance)
 	require.Equal(t, "per-pod", typed.Spec.Model)
 	require.Equal(t, &v1alpha1.MigrationSpec{Enabled: true, NodeThreshold: 0.85, Mover: "own", Cooldown: "5m"}, typed.Spec.Migration)
+	require.Equal(t, "2m", typed.Spec.MaxDataAge, "maxDataAge defaults to the engine's 2 minutes")
 	_, err = resources.Spec(typed.Spec)
 	require.NoError(t, err, "what the apiserver accepts, the decider accepts")
 }
@@ -95,6 +96,8 @@ func TestCRDAcceptsValidVariants(t *testing.T) {
 		func(s map[string]any) {
 			s["migration"] = map[string]any{"enabled": true, "cooldown": "1h30m"}
 		},
+		func(s map[string]any) { s["maxDataAge"] = "30s" },
+		func(s map[string]any) { s["maxDataAge"] = "1h" },
 		func(s map[string]any) {
 			s["vertical"] = map[string]any{"enabled": true, "minCPU": "0.25", "maxCPU": "1500m", "podOverheadCPU": "50m"}
 		},
@@ -130,6 +133,9 @@ func TestCRDRejectsInvalidWithClearMessages(t *testing.T) {
 		{"unknown mover", func(s map[string]any) {
 			s["migration"] = map[string]any{"enabled": true, "mover": "anyone"}
 		}, `spec.migration.mover: Unsupported value: "anyone"`},
+		{"max data age too short", func(s map[string]any) { s["maxDataAge"] = "1s" }, "maxDataAge must be between 5s and 1h"},
+		{"max data age too long", func(s map[string]any) { s["maxDataAge"] = "2h" }, "maxDataAge must be between 5s and 1h"},
+		{"max data age not a duration", func(s map[string]any) { s["maxDataAge"] = "stale" }, `spec.maxDataAge: Invalid value: "stale"`},
 		{"cooldown too short", func(s map[string]any) {
 			s["migration"] = map[string]any{"enabled": true, "cooldown": "10s"}
 		}, "migration.cooldown must be between 1m and 24h"},

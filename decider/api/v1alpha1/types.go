@@ -104,6 +104,16 @@ type QueueAutoscalerSpec struct {
 	// +optional
 	Behavior *Behavior `json:"behavior,omitempty"`
 
+	// MaxDataAge is how old the newest measurement may be for QAS to act on it, e.g.
+	// "2m". Older data (qas-collector stopped, or its clock behind the decider's) makes
+	// QAS hold, with the data's age in the ScalingActive condition. Keep it above the
+	// collector's interval.
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('5s') && duration(self) <= duration('1h')",message="maxDataAge must be between 5s and 1h"
+	// +kubebuilder:default="2m"
+	// +optional
+	MaxDataAge string `json:"maxDataAge,omitempty"`
+
 	// DryRun makes QAS decide and explain, but change nothing.
 	// +optional
 	DryRun bool `json:"dryRun,omitempty"`

@@ -79,6 +79,11 @@ func Spec(s v1alpha1.QueueAutoscalerSpec) (decide.Spec, error) {
 			}
 		}
 	}
+	if s.MaxDataAge != "" {
+		if out.MaxDataAge, err = parseDuration("spec.maxDataAge", s.MaxDataAge); err != nil {
+			return decide.Spec{}, err
+		}
+	}
 	if b := s.Behavior; b != nil {
 		out.Behavior.ScaleUp = rules(b.ScaleUp, decide.DefaultScaleUp)
 		out.Behavior.ScaleDown = rules(b.ScaleDown, decide.DefaultScaleDown)

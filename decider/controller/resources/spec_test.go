@@ -81,6 +81,12 @@ func TestSpec(t *testing.T) {
 			},
 			check: func(t *testing.T, s decide.Spec) { require.Equal(t, 90*time.Second, s.Migration.Cooldown) },
 		},
+		{
+			name:   "max data age",
+			mutate: func(s *v1alpha1.QueueAutoscalerSpec) { s.MaxDataAge = "30s" },
+			check:  func(t *testing.T, s decide.Spec) { require.Equal(t, 30*time.Second, s.MaxDataAge) },
+		},
+		{name: "bad max data age", mutate: func(s *v1alpha1.QueueAutoscalerSpec) { s.MaxDataAge = "old" }, wantErr: `spec.maxDataAge: "old" is not a duration`},
 		{name: "bad cooldown", mutate: func(s *v1alpha1.QueueAutoscalerSpec) { s.Migration = &v1alpha1.MigrationSpec{Cooldown: "a while"} }, wantErr: `spec.migration.cooldown: "a while" is not a duration`},
 		{name: "bad lead", mutate: func(s *v1alpha1.QueueAutoscalerSpec) { s.Predictive = &v1alpha1.PredictiveSpec{LeadOverride: "soon"} }, wantErr: "spec.predictive.leadOverride"},
 		{name: "min above max", mutate: func(s *v1alpha1.QueueAutoscalerSpec) { s.MinReplicas = 11 }, wantErr: "invalid QueueAutoscaler spec"},

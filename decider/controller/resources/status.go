@@ -58,6 +58,7 @@ func FillStatus(st *v1alpha1.QueueAutoscalerStatus, qa *v1alpha1.QueueAutoscaler
 	} else {
 		SetCondition(st, "ScalingActive", metav1.ConditionTrue, "ValidMeasurements", "the latency model has fresh measurements", gen, now)
 	}
+	clockSkewCondition(st, snap.DataTime, gen, now)
 	limited := d.DesiredReplicas == qa.Spec.MaxReplicas && x.Recommendation > qa.Spec.MaxReplicas ||
 		d.DesiredReplicas == qa.Spec.MinReplicas && x.Recommendation < qa.Spec.MinReplicas && x.Recommendation > 0
 	if why := Unreachable(x); why != "" {
@@ -67,6 +68,27 @@ func FillStatus(st *v1alpha1.QueueAutoscalerStatus, qa *v1alpha1.QueueAutoscaler
 			fmt.Sprintf("the model recommends %d replicas, outside [%d, %d]", x.Recommendation, qa.Spec.MinReplicas, qa.Spec.MaxReplicas), gen, now)
 	} else {
 		SetCondition(st, "ScalingLimited", metav1.ConditionFalse, "DesiredWithinRange", "the recommendation is within the bounds", gen, now)
+	}
+}
+
+// ClockSkewTolerance: measurements dated more than this after the decider's now mean
+// that the collector's clock (which times every point) is ahead of the decider's.
+const ClockSkewTolerance = 5 * time.Second
+
+// clockSkewCondition reports a collector clock ahead of the decider's as the ClockSkew
+// condition (the data is still used), rather than as missing data. Once the clocks
+// agree again the condition turns False; it is never added while they agree.
+func clockSkewCondition(st *v1alpha1.QueueAutoscalerStatus, dataTime time.Time, gen int64, now time.Time) {
+	if ahead := dataTime.Sub(now); !dataTime.IsZero() && ahead > ClockSkewTolerance {
+		SetCondition(st, "ClockSkew", metav1.ConditionTrue, "CollectorClockAhead", fmt.Sprintf(
+			"the newest measurement is dated %s after the decider's clock: qas-collector's clock is ahead (the data is used; synchronise the clocks)",
+			ahead.Round(time.Second)), gen, now)
+		return
+	}
+	for _, c := range st.Conditions {
+		if c.Type == "ClockSkew" {
+			SetCondition(st, "ClockSkew", metav1.ConditionFalse, "ClocksAgree", "no measurement is dated after the decider's clock", gen, now)
+		}
 	}
 }
 

@@ -290,16 +290,7 @@ current-context: kubetest
 	if c.clientset, err = kubernetes.NewForConfig(c.Config); err != nil {
 		return err
 	}
-	return waitHTTP(ctx, p, "", func(ctx context.Context) error {
-		body, err := c.clientset.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		if err != nil {
-			return err
-		}
-		if !bytes.Equal(bytes.TrimSpace(body), []byte("ok")) {
-			return fmt.Errorf("readyz: %s", body)
-		}
-		return nil
-	})
+	return waitHTTP(ctx, p, "", c.apiserverReady)
 }
 
 // componentArgs are the flags kube-scheduler and kube-controller-manager share.
@@ -356,6 +347,8 @@ type process struct {
 	*testenv.Process
 	logPath string
 	url     string
+	bin     string
+	args    []string
 }
 
 func (c *Cluster) run(name, bin string, args ...string) (*process, error) {
@@ -367,9 +360,63 @@ func (c *Cluster) run(name, bin string, args ...string) (*process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubetest: start %s: %w", name, err)
 	}
-	p := &process{Process: tp, logPath: logPath}
+	p := &process{Process: tp, logPath: logPath, bin: bin, args: args}
 	c.procs = append(c.procs, p)
 	return p, nil
+}
+
+// KillAPIServer kills kube-apiserver at once (SIGKILL: no drain, open watches and
+// requests cut), as a crashed apiserver; etcd and the other components keep running.
+// StartAPIServer starts it again.
+func (c *Cluster) KillAPIServer() error {
+	p := c.proc("kube-apiserver")
+	if p == nil {
+		return errors.New("kubetest: no kube-apiserver")
+	}
+	p.Kill()
+	return nil
+}
+
+// StartAPIServer starts kube-apiserver again after KillAPIServer, on the same address
+// with the same flags and state (etcd), and waits until it is ready.
+func (c *Cluster) StartAPIServer(ctx context.Context) error {
+	for i, p := range c.procs {
+		if p.Name != "kube-apiserver" {
+			continue
+		}
+		if exited, _ := p.Exited(); !exited {
+			return errors.New("kubetest: kube-apiserver is running")
+		}
+		tp, err := testenv.StartProcessLog(p.Name, p.bin, p.args, nil, p.logPath)
+		if err != nil {
+			return fmt.Errorf("kubetest: restart kube-apiserver: %w", err)
+		}
+		np := &process{Process: tp, logPath: p.logPath, url: p.url, bin: p.bin, args: p.args}
+		c.procs[i] = np
+		return waitHTTP(ctx, np, "", c.apiserverReady)
+	}
+	return errors.New("kubetest: no kube-apiserver")
+}
+
+// apiserverReady checks kube-apiserver's /readyz.
+func (c *Cluster) apiserverReady(ctx context.Context) error {
+	body, err := c.clientset.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(bytes.TrimSpace(body), []byte("ok")) {
+		return fmt.Errorf("readyz: %s", body)
+	}
+	return nil
+}
+
+func (c *Cluster) proc(name string) *process {
+	for _, p := range c.procs {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
 }
 
 func (p *process) exited() error {
