@@ -154,9 +154,21 @@ func (c *conn) serve() {
 		if err != nil {
 			return // EOF, or a slow client cut off by the header deadline
 		}
-		if head == nil || !parseRequest(head, &c.req) {
+		v := handOver
+		if head != nil {
+			v = parseRequest(head, &c.req)
+		}
+		switch v {
+		case handOver:
 			handed = true
 			c.handOver()
+			return
+		case refuse:
+			// Not recorded, as the general path's 400s are not: it never reaches
+			// the application.
+			c.s.refused.Add(1)
+			c.writeError(400, "qas-proxy: ambiguous request framing (RFC 9112 section 6.3)", "", true)
+			_ = c.bw.Flush()
 			return
 		}
 		if c.readDeadline {
@@ -182,7 +194,7 @@ func (c *conn) handOver() {
 	c.s.handedOver.Add(1)
 	c.s.forget(c)
 	_ = c.rwc.SetReadDeadline(time.Time{})
-	c.s.fallback.push(&handedConn{Conn: c.rwc, br: c.br})
+	c.s.fallback.push(Guard(&handedConn{Conn: c.rwc, br: c.br}, c.s.cfg.MaxHeaderBytes+4<<10))
 }
 
 // readHead peeks at the client's bytes until a whole request head is buffered and
@@ -545,7 +557,7 @@ func (c *conn) writeError(code int, msg, extra string, closeConn bool) {
 	_, _ = w.WriteString("\n")
 }
 
-var statusText = map[int]string{502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
+var statusText = map[int]string{400: "Bad Request", 502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
 
 // arm has the sweeper start watching the client if the request is still with the
 // application a tick from now, unless the client has already sent more than the

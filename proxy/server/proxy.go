@@ -59,10 +59,11 @@ var UpstreamProtocols = []UpstreamProtocol{UpstreamHTTP1, UpstreamH2C}
 
 // Proxy is the serving handler.
 type Proxy struct {
-	rec *measure.Recorder
-	rp  *httputil.ReverseProxy
-	lim *limit.Limiter
-	log *zap.Logger
+	rec       *measure.Recorder
+	rp        *httputil.ReverseProxy
+	transport *http.Transport
+	lim       *limit.Limiter
+	log       *zap.Logger
 }
 
 type ctxKey struct{}
@@ -110,7 +111,7 @@ func NewProxy(cfg Config, rec *measure.Recorder, lim *limit.Limiter, log *zap.Lo
 		transport.Protocols = new(http.Protocols)
 		transport.Protocols.SetUnencryptedHTTP2(true)
 	}
-	p := &Proxy{rec: rec, log: log, lim: lim}
+	p := &Proxy{rec: rec, log: log, lim: lim, transport: transport}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -125,6 +126,10 @@ func NewProxy(cfg Config, rec *measure.Recorder, lim *limit.Limiter, log *zap.Lo
 	}
 	return p, nil
 }
+
+// CloseIdle closes the idle connections to the application, once the proxy has
+// stopped serving.
+func (p *Proxy) CloseIdle() { p.transport.CloseIdleConnections() }
 
 // keepTrailers makes a response that announces trailers reach an HTTP/1 client
 // chunked, the only framing that carries them: an HTTP/2 app may send a

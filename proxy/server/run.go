@@ -43,6 +43,7 @@ type Server struct {
 	Recorder *measure.Recorder
 	serving  *http.Server
 	fast     *fastpath.Server
+	proxy    *Proxy
 	admin    *http.Server
 	servingL net.Listener
 	adminL   net.Listener
@@ -58,7 +59,7 @@ func Listen(cfg Config, opts Options, rec *measure.Recorder, log *zap.Logger) (*
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Recorder: rec, log: log, opts: opts}
+	s := &Server{Recorder: rec, log: log, opts: opts, proxy: p}
 	if opts.FastPath && cfg.UpstreamProtocol != UpstreamH2C {
 		s.fast, err = fastpath.New(fastpath.Config{
 			Upstream: cfg.Upstream, UpstreamTimeout: cfg.UpstreamTimeout, DialTimeout: cfg.DialTimeout,
@@ -108,7 +109,12 @@ func (s *Server) Serve(ctx context.Context) error {
 		go func() { errc <- s.fast.Serve(s.servingL) }()
 		go func() { errc <- s.serving.Serve(s.fast.Fallback()) }()
 	} else {
-		go func() { errc <- s.serving.Serve(s.servingL) }()
+		// The fast path guards the connections it hands over; here every one is.
+		maxHead := s.serving.MaxHeaderBytes
+		if maxHead == 0 {
+			maxHead = http.DefaultMaxHeaderBytes
+		}
+		go func() { errc <- s.serving.Serve(fastpath.GuardListener(s.servingL, maxHead+4<<10)) }()
 	}
 	go func() { errc <- s.admin.Serve(s.adminL) }()
 	select {
@@ -120,6 +126,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 		s.serving.Close()
 		s.admin.Close()
+		s.proxy.CloseIdle()
 		return err
 	case <-ctx.Done():
 	}
@@ -146,6 +153,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	if ferr := <-fastErr; err == nil {
 		err = ferr
 	}
+	s.proxy.CloseIdle()
 	s.log.Info("stopped", zap.Int64("in_flight_left", s.Recorder.InFlight()))
 	return err
 }
