@@ -262,29 +262,41 @@ func (c *conn) forward(head []byte) bool {
 func (c *conn) closeAfter() bool { return c.req.close || c.s.draining.Load() }
 
 // roundTrip sends the request to the application and its response to the client.
+//
+// A request is sent again, on a new connection, only if the application provably
+// read none of it or may read it twice: pool.get checks every reused connection
+// before it is used (a connection the application closed while idle is never sent
+// on), and a request that then meets a connection closed without an answer is resent
+// only if it has no body and its method is idempotent (RFC 9110 §9.2.2: GET, HEAD,
+// OPTIONS, TRACE, as net/http's Transport resends, or it carries an Idempotency-Key).
 func (c *conn) roundTrip(head []byte) (measure.Outcome, bool) {
 	s := c.s
 	isHead := string(head[:5]) == "HEAD "
 	hasBody := c.req.contentLength > 0
+	resend := !hasBody && (c.req.idempotencyKey || idempotent(head))
+	consumed := false // the head is taken from the client's buffer once, whatever happens
+	consume := func() {
+		if !consumed {
+			_, _ = c.br.Discard(len(head))
+			consumed = true
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		var up *upConn
 		var err error
 		if attempt == 0 {
-			up, err = s.pool.get(hasBody)
+			up, err = s.pool.get()
 		} else {
-			// A pooled connection was dead (the application closed it, or
-			// restarted and left the whole pool dead): the retry dials.
+			// A reused connection died under the request: the retry dials.
 			up, err = s.pool.dial()
 		}
 		if err != nil {
 			s.log.Debug("upstream dial", zap.Error(err))
-			_, _ = c.br.Discard(len(head))
+			consume()
 			return c.failed(measure.UpstreamError, hasBody)
 		}
 		c.writeUpstreamHead(up.bw, head)
-		if attempt == 0 {
-			_, _ = c.br.Discard(len(head))
-		}
+		consume()
 		if hasBody {
 			rerr, werr := sink{up.bw}.copyN(c.br, c.req.contentLength)
 			if rerr != nil { // the client left or broke off its body
@@ -302,19 +314,37 @@ func (c *conn) roundTrip(head []byte) (measure.Outcome, bool) {
 		up.deferSend = !hasBody
 		err = up.bw.Flush()
 		up.deferSend = false
+		retry := up.reused && resend && attempt == 0
 		if err != nil {
 			up.nc.Close()
-			if up.reused && !hasBody && attempt == 0 {
+			if retry {
 				continue
 			}
 			return c.failed(measure.UpstreamError, hasBody)
 		}
-		outcome, keep, retry := c.relay(up, isHead, up.reused && !hasBody && attempt == 0)
-		if retry {
+		outcome, keep, again := c.relay(up, isHead, retry)
+		if again {
 			continue
 		}
 		return outcome, keep
 	}
+}
+
+// idempotent reports whether the request line's method is one net/http's Transport
+// resends: GET, HEAD, OPTIONS or TRACE. PUT and DELETE are idempotent too, but an
+// application may not implement them so, and net/http does not resend them.
+func idempotent(head []byte) bool {
+	switch head[0] {
+	case 'G':
+		return string(head[:4]) == "GET "
+	case 'H':
+		return string(head[:5]) == "HEAD "
+	case 'O':
+		return len(head) > 8 && string(head[:8]) == "OPTIONS "
+	case 'T':
+		return len(head) > 6 && string(head[:6]) == "TRACE "
+	}
+	return false
 }
 
 // relay reads the application's response and copies it to the client, all but the

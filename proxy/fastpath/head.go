@@ -26,6 +26,9 @@ type requestHead struct {
 	contentLength int64 // -1: no body
 	close         bool  // the client asked to close after this response
 	xff           int   // X-Forwarded-For fields, combined into one by writeUpstreamHead
+	// idempotencyKey: the request has an Idempotency-Key or X-Idempotency-Key field,
+	// which makes it one net/http's Transport resends.
+	idempotencyKey bool
 }
 
 // responseHead is a parsed response head from the application.
@@ -248,6 +251,8 @@ const (
 	hdrForwarded
 	hdrHost
 	hdrHTTP2Settings
+	hdrIdempotencyKey
+	hdrXIdempotencyKey
 	hdrKeepAlive
 	hdrProxyAuthn
 	hdrProxyAuthz
@@ -265,6 +270,7 @@ const (
 var hdrNames = [...]string{
 	hdrConnection: "connection", hdrContentLength: "content-length", hdrExpect: "expect",
 	hdrForwarded: "forwarded", hdrHost: "host", hdrHTTP2Settings: "http2-settings",
+	hdrIdempotencyKey: "idempotency-key", hdrXIdempotencyKey: "x-idempotency-key",
 	hdrKeepAlive: "keep-alive", hdrProxyAuthn: "proxy-authenticate", hdrProxyAuthz: "proxy-authorization",
 	hdrProxyConnection: "proxy-connection", hdrTE: "te", hdrTrailer: "trailer",
 	hdrTransferEncoding: "transfer-encoding", hdrUpgrade: "upgrade", hdrXForwardedFor: "x-forwarded-for",
@@ -338,7 +344,7 @@ const (
 // repeated Host, or any line net/http would parse differently or reject; and refuse
 // for an ambiguous length, whatever else the head holds.
 func parseRequest(head []byte, h *requestHead) verdict {
-	h.fields, h.contentLength, h.close, h.host, h.xff = h.fields[:0], -1, false, [2]int{}, 0
+	h.fields, h.contentLength, h.close, h.host, h.xff, h.idempotencyKey = h.fields[:0], -1, false, [2]int{}, 0, false
 	nl := bytes.IndexByte(head, '\n')
 	if nl < 1 || head[nl-1] != '\r' {
 		return ambiguity(head)
@@ -408,6 +414,8 @@ func parseRequest(head []byte, h *requestHead) verdict {
 			v = handOver
 		case hdrKeepAlive, hdrProxyConnection, hdrProxyAuthn, hdrProxyAuthz, hdrTrailer:
 			f.drop = true
+		case hdrIdempotencyKey, hdrXIdempotencyKey:
+			h.idempotencyKey = true
 		case hdrXForwardedFor:
 			// Not forwarded as is: writeUpstreamHead writes one X-Forwarded-For with
 			// these fields' values and the client's address. X-Forwarded-Host,

@@ -84,10 +84,12 @@ func newPool(addr string, dialTimeout time.Duration, maxIdle int, now func() tim
 	return &pool{addr: addr, dialer: net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}, max: maxIdle, now: now}
 }
 
-// get returns an idle connection, or a new one. With fresh, a reused connection is
-// first checked for having been closed by the application while idle: a request
-// whose body cannot be sent again must not go out on a dead connection.
-func (p *pool) get(fresh bool) (*upConn, error) {
+// get returns an idle connection, or a new one. Every reused connection is first
+// checked for having been closed by the application while idle, or for bytes the
+// application sent unasked (a 408 before closing, the body of a response to HEAD): such
+// a connection is closed, so no request is sent on a connection already dead and no
+// byte read on it ever reaches another client.
+func (p *pool) get() (*upConn, error) {
 	for {
 		p.mu.Lock()
 		n := len(p.idle)
@@ -99,7 +101,7 @@ func (p *pool) get(fresh bool) (*upConn, error) {
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
-		if fresh && !alive(c) {
+		if !alive(c) {
 			c.nc.Close()
 			continue
 		}

@@ -28,35 +28,33 @@ func idlePool(tb testing.TB) (*pool, *upConn, net.Conn) {
 	}()
 	p := newPool(ln.Addr().String(), time.Second, 4, time.Now)
 	tb.Cleanup(p.close)
-	c, err := p.get(true)
+	c, err := p.get()
 	require.NoError(tb, err)
 	require.False(tb, c.reused, "an empty pool dials")
 	p.put(c)
 	return p, c, <-accepted
 }
 
-// TestPoolGetChecksIdleConnection: a request that cannot be sent again gets an idle
-// connection only if the application has neither closed it nor sent on it unasked.
+// TestPoolGetChecksIdleConnection: every request gets an idle connection only if the
+// application has neither closed it nor sent on it unasked.
 func TestPoolGetChecksIdleConnection(t *testing.T) {
 	tests := []struct {
 		name    string
 		app     func(t *testing.T, app net.Conn) // what the application does while the connection idles
-		fresh   bool
 		reusing bool
 	}{
-		{name: "open", app: func(*testing.T, net.Conn) {}, fresh: true, reusing: true},
-		{name: "closed by the app", app: func(_ *testing.T, app net.Conn) { app.Close() }, fresh: true, reusing: false},
+		{name: "open", app: func(*testing.T, net.Conn) {}, reusing: true},
+		{name: "closed by the app", app: func(_ *testing.T, app net.Conn) { app.Close() }, reusing: false},
 		{name: "sent on unasked", app: func(t *testing.T, app net.Conn) {
 			_, err := app.Write([]byte("HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n"))
 			require.NoError(t, err)
-		}, fresh: true, reusing: false},
-		{name: "closed, but retryable requests are not checked", app: func(_ *testing.T, app net.Conn) { app.Close() }, fresh: false, reusing: true},
+		}, reusing: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p, idle, app := idlePool(t)
 			tt.app(t, app)
-			c, err := p.get(tt.fresh)
+			c, err := p.get()
 			require.NoError(t, err)
 			require.Equal(t, tt.reusing, c == idle, "whether the idle connection is reused")
 			require.Equal(t, tt.reusing, c.reused)
@@ -68,7 +66,7 @@ func TestPoolGetChecksIdleConnection(t *testing.T) {
 func TestPoolGetFreshAllocatesNothing(t *testing.T) {
 	p, idle, _ := idlePool(t)
 	allocs := testing.AllocsPerRun(200, func() {
-		c, err := p.get(true)
+		c, err := p.get()
 		if err != nil || c != idle {
 			t.Fatal("the idle connection was not reused", err)
 		}
@@ -77,12 +75,12 @@ func TestPoolGetFreshAllocatesNothing(t *testing.T) {
 	require.Zero(t, allocs)
 }
 
-// BenchmarkPoolGetFresh: taking an idle connection for a request with a body, which
-// first checks that the application has not closed it.
+// BenchmarkPoolGetFresh: taking an idle connection, which first checks that the
+// application has neither closed it nor sent on it.
 func BenchmarkPoolGetFresh(b *testing.B) {
 	p, idle, _ := idlePool(b)
 	for b.Loop() {
-		c, err := p.get(true)
+		c, err := p.get()
 		if err != nil || c != idle {
 			b.Fatal("the idle connection was not reused", err)
 		}

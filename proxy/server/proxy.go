@@ -36,6 +36,10 @@ type Config struct {
 	ConcurrencyLimit, QueueLimit int
 	// MaxIdleConnsPerHost sizes the keep-alive pool to the application.
 	MaxIdleConnsPerHost int
+	// UpstreamWriteTimeout bounds each write to the application (0: none): an
+	// application that stops reading a request body fails the request instead of
+	// holding it.
+	UpstreamWriteTimeout time.Duration
 	// UpstreamProtocol is how the proxy speaks to the application: UpstreamHTTP1 (the
 	// default when empty) or UpstreamH2C. With h2c every request takes the general
 	// path, whatever protocol the client speaks.
@@ -62,8 +66,10 @@ type Proxy struct {
 	rec       *measure.Recorder
 	rp        *httputil.ReverseProxy
 	transport *http.Transport
-	lim       *limit.Limiter
-	log       *zap.Logger
+	// traceConns: requests tell their appConn when they take it (HTTP/1.1 upstream).
+	traceConns bool
+	lim        *limit.Limiter
+	log        *zap.Logger
 }
 
 type ctxKey struct{}
@@ -94,13 +100,17 @@ func NewProxy(cfg Config, rec *measure.Recorder, lim *limit.Limiter, log *zap.Lo
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = 2 * time.Second
 	}
+	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
 	transport := &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           dialer.DialContext,
 		MaxIdleConns:          0, // no global cap: there is one upstream
 		MaxIdleConnsPerHost:   cfg.MaxIdleConnsPerHost,
 		IdleConnTimeout:       90 * time.Second,
 		ResponseHeaderTimeout: cfg.UpstreamTimeout,
 		DisableCompression:    true, // pass bodies through as the app sent them
+	}
+	if cfg.UpstreamProtocol == UpstreamHTTP1 {
+		transport.DialContext = dialApp(dialer, cfg.UpstreamWriteTimeout)
 	}
 	if cfg.UpstreamProtocol == UpstreamH2C {
 		// net/http's own HTTP/2 client, with prior knowledge on plain TCP. Unlike a
@@ -111,7 +121,7 @@ func NewProxy(cfg Config, rec *measure.Recorder, lim *limit.Limiter, log *zap.Lo
 		transport.Protocols = new(http.Protocols)
 		transport.Protocols.SetUnencryptedHTTP2(true)
 	}
-	p := &Proxy{rec: rec, log: log, lim: lim, transport: transport}
+	p := &Proxy{rec: rec, log: log, lim: lim, transport: transport, traceConns: cfg.UpstreamProtocol == UpstreamHTTP1}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -161,17 +171,24 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "qas-proxy: concurrency limit reached and queue full", http.StatusServiceUnavailable)
 		return
 	case limit.Gone:
-		return
+		// The client left while queued: nothing may be written, or net/http would
+		// answer 200 for a request the app never saw (a client that only
+		// half-closed still reads it).
+		panic(http.ErrAbortHandler)
 	}
 	defer p.lim.Release()
 	began := p.rec.Begin()
 	mw := &measuringWriter{ResponseWriter: w, began: began, rec: p.rec}
 	box := &outcomeBox{}
+	recorded := false
 	defer func() {
 		// ReverseProxy aborts the response with a panic (http.ErrAbortHandler) when
 		// copying the body fails; the request still ends and must be recorded, or it
 		// would stay in flight forever.
 		if v := recover(); v != nil {
+			if recorded {
+				panic(v)
+			}
 			outcome := measure.UpstreamError
 			if r.Context().Err() != nil {
 				outcome = measure.ClientCancel
@@ -180,13 +197,24 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			panic(v)
 		}
 	}()
-	p.rp.ServeHTTP(mw, r.WithContext(context.WithValue(r.Context(), ctxKey{}, box)))
+	ctx := context.WithValue(r.Context(), ctxKey{}, box)
+	if p.traceConns {
+		ctx = traceAppConn(ctx)
+	}
+	p.rp.ServeHTTP(mw, r.WithContext(ctx))
 	code := mw.status()
 	outcome := box.outcome
 	if outcome == measure.OK && r.Context().Err() != nil && !mw.done() {
 		outcome = measure.ClientCancel
 	}
 	p.rec.End(arrived, began, mw.ttfb, code, outcome)
+	if outcome == measure.ClientCancel && !mw.done() {
+		// The client left (or half-closed) before any answer: abort the
+		// connection rather than let net/http invent a 200 for a request the app
+		// may never have seen.
+		recorded = true
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // upstreamError answers when the application could not produce a response: 504 if it

@@ -42,6 +42,7 @@ type recordingApp struct {
 	reqs  []appRequest
 	conns int
 	open  sync.WaitGroup
+	live  []net.Conn
 	// handle, if set, answers instead of the default 200; it may write anything.
 	handle func(conn net.Conn, req *http.Request, body string) (keep bool)
 }
@@ -78,6 +79,7 @@ func (a *recordingApp) accept() {
 		a.conns++
 		id := a.conns
 		a.open.Add(1)
+		a.live = append(a.live, nc)
 		a.mu.Unlock()
 		go a.serve(id, nc)
 	}
@@ -197,3 +199,16 @@ func (c *rawConn) closed() bool {
 	n, err := c.br.Read(b[:])
 	return n == 0 && err != nil
 }
+
+// crash stops the app as a crash would: no new connections, and every open one closed.
+func (a *recordingApp) crash() {
+	a.ln.Close()
+	a.mu.Lock()
+	conns := append([]net.Conn(nil), a.live...)
+	a.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+func itoa(n int) string { return fmt.Sprint(n) }
