@@ -127,13 +127,16 @@ func (c *conn) serve() {
 	}()
 	for first := true; ; first = false {
 		if !first {
-			if c.s.draining.Load() {
+			if c.s.closing.Load() {
 				return
 			}
 			// The sweeper closes the connection if it stays idle too long (no
 			// deadline to set and clear on every request).
 			c.idleGen.Store(c.s.gen.Load())
 			c.state.Store(stateIdle)
+			if c.s.closing.Load() && c.state.CompareAndSwap(stateIdle, stateClosed) {
+				return // the drain began as the connection went idle
+			}
 			if _, err := c.br.Peek(1); err != nil {
 				return
 			}
@@ -255,11 +258,11 @@ func (c *conn) forward(head []byte) bool {
 	if c.bw.Flush() != nil {
 		return false
 	}
-	return keep && !c.req.close && !s.draining.Load()
+	return keep && !c.req.close && !s.closing.Load()
 }
 
 // closeAfter reports whether the response must close the client connection.
-func (c *conn) closeAfter() bool { return c.req.close || c.s.draining.Load() }
+func (c *conn) closeAfter() bool { return c.req.close || c.s.closing.Load() }
 
 // roundTrip sends the request to the application and its response to the client.
 //

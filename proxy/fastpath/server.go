@@ -51,7 +51,8 @@ type Server struct {
 	mu       sync.Mutex
 	ln       net.Listener
 	conns    map[*conn]struct{}
-	draining atomic.Bool
+	draining atomic.Bool // Shutdown began: no new connections
+	closing  atomic.Bool // StartDrain began: every response closes its connection
 	stop     chan struct{}
 
 	served, handedOver, refused atomic.Uint64
@@ -153,9 +154,13 @@ func (s *Server) housekeeping() {
 		gen := uint64(time.Since(s.epoch) / watchTick)
 		s.gen.Store(gen)
 		s.mu.Lock()
+		idle := idleTicks
+		if s.closing.Load() && (idle == 0 || idle > ticks(drainIdle)) {
+			idle = ticks(drainIdle)
+		}
 		for c := range s.conns {
 			c.startWatch(gen)
-			c.expire(gen, idleTicks, upTicks)
+			c.expire(gen, idle, upTicks)
 		}
 		s.mu.Unlock()
 		if i%int(reapInterval/watchTick) == 0 {
@@ -190,6 +195,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.draining.Swap(true) {
 		return nil
 	}
+	s.closing.Store(true)
 	s.mu.Lock()
 	if s.ln != nil {
 		s.ln.Close()
@@ -212,6 +218,19 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	}
 }
+
+// StartDrain begins the drain before Shutdown: from now on every response says
+// Connection: close and closes its connection, and connections idle for longer than
+// drainIdle are closed, so that when Shutdown closes the listener no client is left
+// on a keep-alive connection it may send on as it closes. An idle connection is not
+// closed at once: under load its next request is usually on the way, and is better
+// answered (with Connection: close) than met with a close. New connections are still
+// served (endpoints leave Services only with a lag), each for one request.
+func (s *Server) StartDrain() { s.closing.Store(true) }
+
+// drainIdle is how long a connection may stay idle during the drain before it is
+// closed.
+const drainIdle = 500 * time.Millisecond
 
 // closeIdle closes the idle connections and reports whether none remain.
 func (s *Server) closeIdle() bool {

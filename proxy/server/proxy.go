@@ -13,6 +13,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -68,8 +69,10 @@ type Proxy struct {
 	transport *http.Transport
 	// traceConns: requests tell their appConn when they take it (HTTP/1.1 upstream).
 	traceConns bool
-	lim        *limit.Limiter
-	log        *zap.Logger
+	// draining: every HTTP/1 response closes its connection.
+	draining atomic.Bool
+	lim      *limit.Limiter
+	log      *zap.Logger
 }
 
 type ctxKey struct{}
@@ -164,6 +167,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the Transport's last read that sees its end) then has its connection torn
 		// down mid-response ("invalid Read on closed Body").
 		_ = http.NewResponseController(w).EnableFullDuplex()
+		if p.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
 	}
 	switch p.lim.Admit(p.rec, arrived, r.Context().Done()) {
 	case limit.Full:

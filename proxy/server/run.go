@@ -131,6 +131,13 @@ func (s *Server) Serve(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	s.draining.Store(true)
+	// From now on every response closes its connection (the general path's say
+	// so in Proxy.ServeHTTP), so that no client is on a keep-alive connection when
+	// the listener closes.
+	s.proxy.draining.Store(true)
+	if s.fast != nil {
+		s.fast.StartDrain()
+	}
 	s.log.Info("draining", zap.Duration("period", s.opts.DrainPeriod))
 	time.Sleep(s.opts.DrainPeriod)
 	timeout := s.opts.ShutdownTimeout
