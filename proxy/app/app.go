@@ -47,7 +47,7 @@ func Parse(args []string, getenv func(string) string) (Flags, error) {
 	fs.DurationVar(&f.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "cut off clients that take longer to send request headers")
 	fs.DurationVar(&f.IdleTimeout, "idle-timeout", 120*time.Second, "close idle client connections after this")
 	fs.DurationVar(&f.Drain, "drain", 5*time.Second, "after SIGTERM, keep serving this long with /readyz failing")
-	fs.DurationVar(&f.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "after the drain, wait this long for in-flight requests")
+	fs.DurationVar(&f.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "after the drain, wait this long for in-flight requests; --drain plus this must end within the pod's terminationGracePeriodSeconds (Kubernetes' default 30 s; the injection webhook sets both from it)")
 	fs.IntVar(&f.Concurrency, "concurrency", 0, "requests served at once, k (0 = unlimited)")
 	fs.IntVar(&f.Queue, "queue", 1000, "requests that may wait for a slot when --concurrency is set; more get 503")
 	fs.IntVar(&f.MaxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block; larger gets 431")

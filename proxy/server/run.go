@@ -32,11 +32,21 @@ type Options struct {
 	DrainPeriod time.Duration
 	// ShutdownTimeout bounds the wait for in-flight requests after the drain period.
 	ShutdownTimeout time.Duration
+	// AdminIdleTimeout closes idle admin connections (0: DefaultAdminIdleTimeout).
+	AdminIdleTimeout time.Duration
 	// FastPath serves plain HTTP/1.1 on the fast path (proxy/fastpath) and hands every
 	// other connection to the general net/http path. The fast path speaks only
 	// HTTP/1.1 to the application, so it is off when Config.UpstreamProtocol is h2c.
 	FastPath bool
 }
+
+// Admin connection limits: a scrape or probe is one small request.
+const (
+	adminReadTimeout  = 10 * time.Second
+	adminWriteTimeout = 30 * time.Second
+	// DefaultAdminIdleTimeout closes idle admin connections (Options.AdminIdleTimeout).
+	DefaultAdminIdleTimeout = 60 * time.Second
+)
 
 // Server is a running proxy: the serving and admin listeners.
 type Server struct {
@@ -88,7 +98,13 @@ func Listen(cfg Config, opts Options, rec *measure.Recorder, log *zap.Logger) (*
 		IdleTimeout:       opts.IdleTimeout,
 		ErrorLog:          zap.NewStdLog(log.Named("http")),
 	}
-	s.admin = &http.Server{Handler: NewAdmin(rec, cfg.Upstream, &s.draining), ReadHeaderTimeout: 5 * time.Second}
+	// Scrapers and probes keep connections alive; one that goes quiet, or never
+	// reads, is closed instead of being held forever.
+	s.admin = &http.Server{Handler: NewAdmin(rec, cfg.Upstream, &s.draining), ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout: adminReadTimeout, WriteTimeout: adminWriteTimeout, IdleTimeout: opts.AdminIdleTimeout, MaxHeaderBytes: 16 << 10}
+	if s.admin.IdleTimeout <= 0 {
+		s.admin.IdleTimeout = DefaultAdminIdleTimeout
+	}
 	return s, nil
 }
 
