@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ func idlePool(tb testing.TB) (*pool, *upConn, net.Conn) {
 			accepted <- c
 		}
 	}()
-	p := newPool(ln.Addr().String(), time.Second, 4, time.Now)
+	p := newPool(ln.Addr().String(), time.Second, 4, new(atomic.Uint64), 0)
 	tb.Cleanup(p.close)
 	c, err := p.get()
 	require.NoError(tb, err)
@@ -86,4 +87,27 @@ func BenchmarkPoolGetFresh(b *testing.B) {
 		}
 		p.put(c)
 	}
+}
+
+// TestPoolGetSkipsExpired: a connection idle for longer than the upstream idle timeout
+// is closed, not reused, before the application's own idle timeout can race a request
+// on it; reap closes such connections too.
+func TestPoolGetSkipsExpired(t *testing.T) {
+	p, idle, _ := idlePool(t)
+	p.idleTicks = 3
+	p.gen.Add(3)
+	c, err := p.get()
+	require.NoError(t, err)
+	require.Same(t, idle, c, "idle for the timeout exactly: reused")
+	p.put(c)
+	p.gen.Add(4)
+	c, err = p.get()
+	require.NoError(t, err)
+	require.NotSame(t, idle, c, "idle past the timeout: a new connection")
+	p.put(c)
+	p.gen.Add(4)
+	p.reap()
+	p.mu.Lock()
+	require.Empty(t, p.idle, "reaped")
+	p.mu.Unlock()
 }

@@ -30,8 +30,15 @@ type Config struct {
 	Upstream                     string
 	UpstreamTimeout, DialTimeout time.Duration
 	MaxIdleConnsPerHost          int
-	ReadHeaderTimeout            time.Duration
-	IdleTimeout                  time.Duration
+	// UpstreamIdleTimeout closes pooled application connections idle for longer
+	// (0: never).
+	UpstreamIdleTimeout time.Duration
+	// Stall limits (0: none), kept by the sweeper: how long one read of a request
+	// body from the client, one write to the application, or one write of a
+	// response to the client may make no progress before both connections close.
+	ClientBodyTimeout, UpstreamWriteTimeout, ClientWriteTimeout time.Duration
+	ReadHeaderTimeout                                           time.Duration
+	IdleTimeout                                                 time.Duration
 	// MaxHeaderBytes is the general path's limit; the fast path reads heads of at
 	// most min(8 KiB, MaxHeaderBytes+4 KiB) and hands larger ones over, so it never
 	// accepts a head the general path would refuse.
@@ -80,12 +87,13 @@ func New(cfg Config, rec *measure.Recorder, lim *limit.Limiter, log *zap.Logger)
 	}
 	s := &Server{
 		cfg: cfg, rec: rec, lim: lim, log: log,
-		pool:     newPool(cfg.Upstream, cfg.DialTimeout, cfg.MaxIdleConnsPerHost, rec.Now),
+		pool:     newPool(cfg.Upstream, cfg.DialTimeout, cfg.MaxIdleConnsPerHost, nil, ticks(cfg.UpstreamIdleTimeout)),
 		readSize: min(8<<10, cfg.MaxHeaderBytes+4<<10),
 		conns:    map[*conn]struct{}{},
 		stop:     make(chan struct{}),
 		epoch:    time.Now(),
 	}
+	s.pool.gen = &s.gen
 	s.fallback = newChanListener()
 	return s, nil
 }
@@ -163,7 +171,7 @@ func (s *Server) housekeeping() {
 			c.expire(gen, idle, upTicks)
 		}
 		s.mu.Unlock()
-		if i%int(reapInterval/watchTick) == 0 {
+		if i%reapTicks == 0 {
 			s.pool.reap()
 		}
 	}

@@ -37,6 +37,13 @@ type Config struct {
 	ConcurrencyLimit, QueueLimit int
 	// MaxIdleConnsPerHost sizes the keep-alive pool to the application.
 	MaxIdleConnsPerHost int
+	// UpstreamIdleTimeout closes pooled connections to the application idle for
+	// longer (0: never); keep it below the application's own keep-alive timeout.
+	UpstreamIdleTimeout time.Duration
+	// ClientBodyTimeout bounds each read of a request body from the client, and
+	// ClientWriteTimeout each write of a response to it (0: none): a client that
+	// stalls is cut off instead of holding an application connection.
+	ClientBodyTimeout, ClientWriteTimeout time.Duration
 	// UpstreamWriteTimeout bounds each write to the application (0: none): an
 	// application that stops reading a request body fails the request instead of
 	// holding it.
@@ -108,7 +115,7 @@ func NewProxy(cfg Config, rec *measure.Recorder, lim *limit.Limiter, log *zap.Lo
 		DialContext:           dialer.DialContext,
 		MaxIdleConns:          0, // no global cap: there is one upstream
 		MaxIdleConnsPerHost:   cfg.MaxIdleConnsPerHost,
-		IdleConnTimeout:       90 * time.Second,
+		IdleConnTimeout:       cfg.UpstreamIdleTimeout,
 		ResponseHeaderTimeout: cfg.UpstreamTimeout,
 		DisableCompression:    true, // pass bodies through as the app sent them
 	}

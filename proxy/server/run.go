@@ -74,6 +74,8 @@ func Listen(cfg Config, opts Options, rec *measure.Recorder, log *zap.Logger) (*
 		s.fast, err = fastpath.New(fastpath.Config{
 			Upstream: cfg.Upstream, UpstreamTimeout: cfg.UpstreamTimeout, DialTimeout: cfg.DialTimeout,
 			MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost, ReadHeaderTimeout: opts.ReadHeaderTimeout,
+			UpstreamIdleTimeout: cfg.UpstreamIdleTimeout, UpstreamWriteTimeout: cfg.UpstreamWriteTimeout,
+			ClientBodyTimeout: cfg.ClientBodyTimeout, ClientWriteTimeout: cfg.ClientWriteTimeout,
 			IdleTimeout: opts.IdleTimeout, MaxHeaderBytes: opts.MaxHeaderBytes,
 		}, rec, lim, log.Named("fastpath"))
 		if err != nil {
