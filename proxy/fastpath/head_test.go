@@ -185,7 +185,7 @@ func TestCopyChunked(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
 			w := bufio.NewWriter(&out)
-			rerr, werr := sink{w}.copyChunked(bufio.NewReader(strings.NewReader(tt.in + "NEXT")))
+			rerr, werr := sink{w: w}.copyChunked(bufio.NewReader(strings.NewReader(tt.in + "NEXT")))
 			require.NoError(t, werr)
 			if tt.err {
 				require.Error(t, rerr)
@@ -348,7 +348,7 @@ func FuzzCopyChunked(f *testing.F) {
 		var out bytes.Buffer
 		w := bufio.NewWriter(&out)
 		src := bufio.NewReaderSize(bytes.NewReader(b), 64)
-		rerr, werr := sink{w}.copyChunked(src)
+		rerr, werr := sink{w: w}.copyChunked(src)
 		if werr != nil {
 			t.Fatal(werr)
 		}

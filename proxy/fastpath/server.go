@@ -153,6 +153,10 @@ func (s *Server) housekeeping() {
 	t := time.NewTicker(watchTick)
 	defer t.Stop()
 	idleTicks, upTicks := ticks(s.cfg.IdleTimeout), ticks(s.cfg.UpstreamTimeout)
+	var stallTicks [4]uint64
+	stallTicks[phaseBodyRead] = ticks(s.cfg.ClientBodyTimeout)
+	stallTicks[phaseAppWrite] = ticks(s.cfg.UpstreamWriteTimeout)
+	stallTicks[phaseClientWrite] = ticks(s.cfg.ClientWriteTimeout)
 	for i := 1; ; i++ {
 		select {
 		case <-s.stop:
@@ -169,6 +173,8 @@ func (s *Server) housekeeping() {
 		for c := range s.conns {
 			c.startWatch(gen)
 			c.expire(gen, idle, upTicks)
+			c.checkStall(gen, &stallTicks)
+			c.checkEarly(gen)
 		}
 		s.mu.Unlock()
 		if i%reapTicks == 0 {

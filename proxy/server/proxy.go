@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -78,8 +79,10 @@ type Proxy struct {
 	traceConns bool
 	// draining: every HTTP/1 response closes its connection.
 	draining atomic.Bool
-	lim      *limit.Limiter
-	log      *zap.Logger
+	// Per-read and per-write limits on the client connection (0: none).
+	bodyTimeout, writeTimeout time.Duration
+	lim                       *limit.Limiter
+	log                       *zap.Logger
 }
 
 type ctxKey struct{}
@@ -131,7 +134,8 @@ func NewProxy(cfg Config, rec *measure.Recorder, lim *limit.Limiter, log *zap.Lo
 		transport.Protocols = new(http.Protocols)
 		transport.Protocols.SetUnencryptedHTTP2(true)
 	}
-	p := &Proxy{rec: rec, log: log, lim: lim, transport: transport, traceConns: cfg.UpstreamProtocol == UpstreamHTTP1}
+	p := &Proxy{rec: rec, log: log, lim: lim, transport: transport, traceConns: cfg.UpstreamProtocol == UpstreamHTTP1,
+		bodyTimeout: cfg.ClientBodyTimeout, writeTimeout: cfg.ClientWriteTimeout}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -192,6 +196,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer p.lim.Release()
 	began := p.rec.Begin()
 	mw := &measuringWriter{ResponseWriter: w, began: began, rec: p.rec}
+	if p.bodyTimeout > 0 || p.writeTimeout > 0 {
+		rc := http.NewResponseController(w)
+		if p.writeTimeout > 0 {
+			mw.rc, mw.writeTimeout = rc, p.writeTimeout
+		}
+		if p.bodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
+			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc, timeout: p.bodyTimeout}
+		}
+	}
 	box := &outcomeBox{}
 	recorded := false
 	defer func() {
@@ -259,14 +272,46 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	p.log.Debug("upstream error", zap.String("path", r.URL.Path), zap.Error(err))
 }
 
-// measuringWriter notes the status code and the time of the first byte.
+// measuringWriter notes the status code and the time of the first byte, and bounds
+// each write to the client (writeTimeout, through rc) so a client that reads nothing
+// cannot hold the request and its application connection.
 type measuringWriter struct {
 	http.ResponseWriter
-	rec   *measure.Recorder
-	began time.Time
-	code  int
-	ttfb  time.Duration
-	wrote bool
+	rec          *measure.Recorder
+	began        time.Time
+	code         int
+	ttfb         time.Duration
+	wrote        bool
+	rc           *http.ResponseController
+	writeTimeout time.Duration
+}
+
+// deadline extends the write deadline before a write.
+func (m *measuringWriter) deadline() {
+	if m.rc != nil {
+		_ = m.rc.SetWriteDeadline(time.Now().Add(m.writeTimeout))
+	}
+}
+
+// deadlineBody bounds each read of a request body from the client, and clears the
+// deadline at the body's end: net/http's background read of the connection, which
+// follows, would otherwise take a deadline's expiry for the client leaving.
+type deadlineBody struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		// After another error (the deadline's) the deadline stays, so net/http's
+		// discarding of the rest of the body fails at once and the connection
+		// closes.
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }
 
 func (m *measuringWriter) WriteHeader(code int) {
@@ -277,6 +322,7 @@ func (m *measuringWriter) WriteHeader(code int) {
 			m.wrote = true
 		}
 	}
+	m.deadline()
 	m.ResponseWriter.WriteHeader(code)
 }
 
@@ -288,6 +334,7 @@ func (m *measuringWriter) Write(b []byte) (int, error) {
 			m.code = http.StatusOK
 		}
 	}
+	m.deadline()
 	return m.ResponseWriter.Write(b)
 }
 
@@ -319,5 +366,6 @@ func (m *measuringWriter) Flush() {
 			m.code = http.StatusOK
 		}
 	}
+	m.deadline()
 	_ = http.NewResponseController(m.ResponseWriter).Flush()
 }
