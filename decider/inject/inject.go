@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -194,7 +195,7 @@ func (c Config) Mutate(pod *corev1.Pod) (Result, error) {
 	for _, pr := range []*corev1.Probe{app.LivenessProbe, app.ReadinessProbe, app.StartupProbe} {
 		retargetProbe(pr, serving, appPort)
 	}
-	containers = append(containers, c.sidecar(serving, appPort, concurrency, h2c))
+	containers = append(containers, c.sidecar(serving, appPort, concurrency, h2c, pod.Spec.TerminationGracePeriodSeconds))
 
 	ann := map[string]string{}
 	for k, v := range pod.Annotations {
@@ -249,13 +250,16 @@ func retargetProbe(pr *corev1.Probe, serving corev1.ContainerPort, appPort int32
 	}
 }
 
-func (c Config) sidecar(serving corev1.ContainerPort, appPort int32, concurrency int, h2c bool) corev1.Container {
+func (c Config) sidecar(serving corev1.ContainerPort, appPort int32, concurrency int, h2c bool, graceSeconds *int64) corev1.Container {
 	yes, no := true, false
 	uid := int64(65532)
+	drain, shutdown := drainWithin(graceSeconds)
 	args := []string{
 		fmt.Sprintf("--listen=:%d", serving.ContainerPort),
 		fmt.Sprintf("--admin-listen=:%d", c.AdminPort),
 		fmt.Sprintf("--upstream=127.0.0.1:%d", appPort),
+		"--drain=" + drain.String(),
+		"--shutdown-timeout=" + shutdown.String(),
 	}
 	if h2c {
 		args = append(args, "--upstream-protocol=h2c")
@@ -284,6 +288,28 @@ func (c Config) sidecar(serving corev1.ContainerPort, appPort int32, concurrency
 			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 	}
+}
+
+// DefaultTerminationGracePeriod is Kubernetes' default terminationGracePeriodSeconds.
+const DefaultTerminationGracePeriod = 30 * time.Second
+
+// drainWithin splits the pod's termination grace period (Kubernetes' default when
+// unset) into the proxy's --drain and --shutdown-timeout so that both end before the
+// kubelet kills the pod: a quarter, at most 5 s, drains (the endpoints go), and the
+// rest less a margin (a fifth, at most 2 s) lets in-flight requests finish. A proxy
+// still waiting when the grace period ends would be killed with those requests.
+func drainWithin(graceSeconds *int64) (drain, shutdown time.Duration) {
+	grace := DefaultTerminationGracePeriod
+	if graceSeconds != nil {
+		grace = time.Duration(max(*graceSeconds, 0)) * time.Second
+	}
+	drain = min(5*time.Second, grace/4)
+	margin := min(2*time.Second, grace/5)
+	shutdown = grace - drain - margin
+	if shutdown <= 0 {
+		shutdown = time.Millisecond // 0 would mean the proxy's default
+	}
+	return drain, shutdown
 }
 
 // MarshalPatch encodes a patch as JSON.

@@ -3,6 +3,7 @@ package inject
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -80,7 +81,7 @@ func TestMutateInjects(t *testing.T) {
 		{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
 		{Name: sidecar.AdminPortName, ContainerPort: sidecar.DefaultAdminPort, Protocol: corev1.ProtocolTCP},
 	}, proxy.Ports)
-	require.Equal(t, []string{"--listen=:8080", "--admin-listen=:9901", "--upstream=127.0.0.1:18080"}, proxy.Args)
+	require.Equal(t, []string{"--listen=:8080", "--admin-listen=:9901", "--upstream=127.0.0.1:18080", "--drain=5s", "--shutdown-timeout=23s"}, proxy.Args)
 	require.Equal(t, DefaultImage, proxy.Image)
 
 	// The app moves to the app port and is told about it; other ports stay.
@@ -216,5 +217,41 @@ func TestDefaultObjectSelector(t *testing.T) {
 		{map[string]string{sidecar.InjectLabel: "false"}, false},
 	} {
 		require.Equal(t, tc.sent, sel.Matches(labels.Set(tc.labels)), "%v", tc.labels)
+	}
+}
+
+// TestSidecarDrainFitsGracePeriod: the proxy's drain and shutdown wait end within the
+// pod's terminationGracePeriodSeconds (Kubernetes' 30 s when unset), so the kubelet
+// never kills it with requests in flight (issue #17, defect 9).
+func TestSidecarDrainFitsGracePeriod(t *testing.T) {
+	grace := func(s int64) *int64 { return &s }
+	for _, tc := range []struct {
+		grace           *int64
+		drain, shutdown string
+	}{
+		{nil, "5s", "23s"},
+		{grace(30), "5s", "23s"},
+		{grace(120), "5s", "1m53s"},
+		{grace(10), "2.5s", "5.5s"},
+		{grace(0), "0s", "1ms"},
+	} {
+		pod := appPod(nil)
+		pod.Spec.TerminationGracePeriodSeconds = tc.grace
+		got, res := apply(t, DefaultConfig(), pod)
+		require.Empty(t, res.Skip)
+		args := container(got, sidecar.ContainerName).Args
+		require.Contains(t, args, "--drain="+tc.drain)
+		require.Contains(t, args, "--shutdown-timeout="+tc.shutdown)
+		g := DefaultTerminationGracePeriod
+		if tc.grace != nil {
+			g = time.Duration(*tc.grace) * time.Second
+		}
+		d, err := time.ParseDuration(tc.drain)
+		require.NoError(t, err)
+		s, err := time.ParseDuration(tc.shutdown)
+		require.NoError(t, err)
+		if g > 0 {
+			require.Less(t, d+s, g, "drain and shutdown end before the grace period")
+		}
 	}
 }

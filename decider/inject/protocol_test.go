@@ -45,7 +45,7 @@ func TestUpstreamProtocol(t *testing.T) {
 			got, res := apply(t, DefaultConfig(), pod)
 			require.Empty(t, res.Skip)
 			proxy := container(got, sidecar.ContainerName)
-			want := []string{"--listen=:8080", "--admin-listen=:9901", "--upstream=127.0.0.1:18080"}
+			want := []string{"--listen=:8080", "--admin-listen=:9901", "--upstream=127.0.0.1:18080", "--drain=5s", "--shutdown-timeout=23s"}
 			if tc.h2c {
 				want = append(want, "--upstream-protocol=h2c")
 			}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/qas-dev/qas/internal/cli"
 	"github.com/qas-dev/qas/internal/version"
+	"github.com/qas-dev/qas/proxy/fastpath"
 	"github.com/qas-dev/qas/proxy/measure"
 	"github.com/qas-dev/qas/proxy/server"
 	"github.com/qas-dev/qas/proxy/sidecar"
@@ -27,6 +28,10 @@ type Flags struct {
 	Listen, AdminListen, Upstream      string
 	UpstreamProtocol                   string
 	UpstreamTimeout, DialTimeout       time.Duration
+	UpstreamIdleTimeout                time.Duration
+	ClientBodyTimeout                  time.Duration
+	ClientWriteTimeout                 time.Duration
+	UpstreamWriteTimeout               time.Duration
 	ReadHeaderTimeout, IdleTimeout     time.Duration
 	Drain, ShutdownTimeout             time.Duration
 	Concurrency, Queue, MaxHeaderBytes int
@@ -45,10 +50,14 @@ func Parse(args []string, getenv func(string) string) (Flags, error) {
 	fs.StringVar(&f.UpstreamProtocol, "upstream-protocol", string(server.UpstreamHTTP1), "how the proxy speaks to the app: http1 (pooled HTTP/1.1 keep-alive) or h2c (HTTP/2 cleartext with prior knowledge, for gRPC and other HTTP/2-only apps; every request then takes the general net/http path, as the fast path speaks only HTTP/1.1 upstream)")
 	fs.DurationVar(&f.UpstreamTimeout, "upstream-timeout", 60*time.Second, "answer 504 when the app sends no response headers within this (0 = no limit)")
 	fs.DurationVar(&f.DialTimeout, "dial-timeout", 2*time.Second, "limit on connecting to the app")
+	fs.DurationVar(&f.UpstreamIdleTimeout, "upstream-idle-timeout", fastpath.DefaultUpstreamIdleTimeout, "close pooled connections to the app idle for longer than this (0 = never); keep it below the app's own keep-alive timeout (Node 5s, gunicorn 2s), or requests race the app's close")
+	fs.DurationVar(&f.ClientBodyTimeout, "client-body-timeout", 30*time.Second, "cut off a client whose request body makes no progress for this long (0 = no limit)")
+	fs.DurationVar(&f.ClientWriteTimeout, "client-write-timeout", 30*time.Second, "cut off a client that reads none of its response for this long (0 = no limit)")
+	fs.DurationVar(&f.UpstreamWriteTimeout, "upstream-write-timeout", 30*time.Second, "fail a request whose body the app reads none of for this long (0 = no limit)")
 	fs.DurationVar(&f.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "cut off clients that take longer to send request headers")
 	fs.DurationVar(&f.IdleTimeout, "idle-timeout", 120*time.Second, "close idle client connections after this")
 	fs.DurationVar(&f.Drain, "drain", 5*time.Second, "after SIGTERM, keep serving this long with /readyz failing")
-	fs.DurationVar(&f.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "after the drain, wait this long for in-flight requests")
+	fs.DurationVar(&f.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "after the drain, wait this long for in-flight requests; --drain plus this must end within the pod's terminationGracePeriodSeconds (Kubernetes' default 30 s; the injection webhook sets both from it)")
 	fs.IntVar(&f.Concurrency, "concurrency", 0, "requests served at once, k (0 = unlimited)")
 	fs.IntVar(&f.Queue, "queue", 1000, "requests that may wait for a slot when --concurrency is set; more get 503")
 	fs.IntVar(&f.MaxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block; larger gets 431")
@@ -74,6 +83,8 @@ func (f Flags) validate() error {
 		return cli.Usagef("admin-listen", "must differ from --listen: admin endpoints are never served on the serving port")
 	}
 	for name, d := range map[string]time.Duration{"upstream-timeout": f.UpstreamTimeout, "dial-timeout": f.DialTimeout,
+		"upstream-idle-timeout": f.UpstreamIdleTimeout, "client-body-timeout": f.ClientBodyTimeout,
+		"client-write-timeout": f.ClientWriteTimeout, "upstream-write-timeout": f.UpstreamWriteTimeout,
 		"read-header-timeout": f.ReadHeaderTimeout, "idle-timeout": f.IdleTimeout, "drain": f.Drain, "shutdown-timeout": f.ShutdownTimeout} {
 		if d < 0 {
 			return cli.Usagef(name, "%s is negative", d)
@@ -108,6 +119,8 @@ func Run(ctx context.Context, f Flags, log *zap.Logger, ready func(addr, admin s
 	srv, err := server.Listen(server.Config{
 		Upstream: f.Upstream, UpstreamTimeout: f.UpstreamTimeout, DialTimeout: f.DialTimeout,
 		ConcurrencyLimit: f.Concurrency, QueueLimit: queue, UpstreamProtocol: server.UpstreamProtocol(f.UpstreamProtocol),
+		UpstreamIdleTimeout: f.UpstreamIdleTimeout, ClientBodyTimeout: f.ClientBodyTimeout, ClientWriteTimeout: f.ClientWriteTimeout,
+		UpstreamWriteTimeout: f.UpstreamWriteTimeout,
 	}, server.Options{
 		Listen: f.Listen, AdminListen: f.AdminListen, ReadHeaderTimeout: f.ReadHeaderTimeout,
 		MaxHeaderBytes: f.MaxHeaderBytes, IdleTimeout: f.IdleTimeout, DrainPeriod: f.Drain, ShutdownTimeout: f.ShutdownTimeout,

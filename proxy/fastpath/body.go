@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"io"
+	"sync/atomic"
 )
 
 // errChunked is a malformed chunked body from the application.
@@ -17,17 +18,58 @@ const maxChunkLine = 4096
 // bodies) reach the client as the application produces them.
 type sink struct {
 	w *bufio.Writer
+	// t, if set, is told what each copy blocks on and when it moves, for the
+	// sweeper's stall limits; readWait and writeWait are the phases a blocking
+	// read of the source and a write to w are.
+	t                   *tracker
+	readWait, writeWait int32
+}
+
+// Phases of a copy that the sweeper times (tracker.phase).
+const (
+	phaseNone        int32 = iota // not copying, or waiting on nothing timed
+	phaseBodyRead                 // reading a request body from the client
+	phaseAppWrite                 // writing a request to the application
+	phaseClientWrite              // writing a response to the client
+)
+
+// tracker is what a connection's copies tell the sweeper: the phase they are in and a
+// count of their progress.
+type tracker struct {
+	phase atomic.Int32
+	moved atomic.Uint64
+}
+
+func (s sink) wait(phase int32) {
+	if s.t != nil {
+		s.t.phase.Store(phase)
+	}
+}
+
+func (s sink) progress() {
+	if s.t != nil {
+		s.t.moved.Add(1)
+	}
+}
+
+func (s sink) done() {
+	if s.t != nil {
+		s.t.phase.Store(phaseNone)
+	}
 }
 
 // copyN copies exactly n bytes from src to s, flushing before every read that may
 // block. Errors reading src are returned as readErr and writing as writeErr so the
 // caller can tell an application failure from a client that left.
 func (s sink) copyN(src *bufio.Reader, n int64) (readErr, writeErr error) {
+	defer s.done()
 	for n > 0 {
 		if src.Buffered() == 0 {
+			s.wait(s.writeWait)
 			if err := s.w.Flush(); err != nil {
 				return nil, err
 			}
+			s.wait(s.readWait)
 			if _, err := src.Peek(1); err != nil {
 				if err == io.EOF {
 					err = io.ErrUnexpectedEOF
@@ -36,11 +78,13 @@ func (s sink) copyN(src *bufio.Reader, n int64) (readErr, writeErr error) {
 			}
 		}
 		b, _ := src.Peek(int(min(int64(src.Buffered()), n)))
+		s.wait(s.writeWait)
 		if _, err := s.w.Write(b); err != nil {
 			return nil, err
 		}
 		_, _ = src.Discard(len(b))
 		n -= int64(len(b))
+		s.progress()
 	}
 	return nil, nil
 }
@@ -49,11 +93,14 @@ func (s sink) copyN(src *bufio.Reader, n int64) (readErr, writeErr error) {
 // length the application gave only by closing the connection). It writes the last
 // chunk.
 func (s sink) copyToEOF(src *bufio.Reader) (readErr, writeErr error) {
+	defer s.done()
 	for {
 		if src.Buffered() == 0 {
+			s.wait(s.writeWait)
 			if err := s.w.Flush(); err != nil {
 				return nil, err
 			}
+			s.wait(s.readWait)
 			if _, err := src.Peek(1); err != nil {
 				if err == io.EOF {
 					_, err := s.w.WriteString("0\r\n\r\n")
@@ -63,6 +110,8 @@ func (s sink) copyToEOF(src *bufio.Reader) (readErr, writeErr error) {
 			}
 		}
 		b, _ := src.Peek(src.Buffered())
+		s.wait(s.writeWait)
+		s.progress()
 		if err := s.chunkHeader(len(b)); err != nil {
 			return nil, err
 		}
@@ -96,6 +145,7 @@ func (s sink) chunkHeader(n int) error {
 // copyChunked copies a chunked body from src to s unchanged (chunk extensions and
 // trailers included), checking its framing so the end of the message is found.
 func (s sink) copyChunked(src *bufio.Reader) (readErr, writeErr error) {
+	defer s.done()
 	var cw errClientWrite
 	if err := s.chunks(src); errors.As(err, &cw) {
 		return nil, cw.error
@@ -146,10 +196,12 @@ func (s sink) chunks(src *bufio.Reader) error {
 // errClientWrite.
 func (s sink) copyLine(src *bufio.Reader) ([]byte, error) {
 	if src.Buffered() == 0 {
+		s.wait(s.writeWait)
 		if err := s.w.Flush(); err != nil {
 			return nil, errClientWrite{err}
 		}
 	}
+	s.wait(s.readWait)
 	line, err := src.ReadSlice('\n')
 	if err != nil {
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -163,6 +215,8 @@ func (s sink) copyLine(src *bufio.Reader) ([]byte, error) {
 	if len(line) > maxChunkLine || len(line) < 2 || line[len(line)-2] != '\r' {
 		return nil, errChunked
 	}
+	s.wait(s.writeWait)
+	s.progress()
 	if _, err := s.w.Write(line); err != nil {
 		return nil, errClientWrite{err}
 	}

@@ -82,6 +82,24 @@ type conn struct {
 	upWait       atomic.Int32  // upDone, upWaiting or upTimedOut
 	readDeadline bool          // a read deadline (the header timeout) is set
 
+	// What the current copy waits on, for the sweeper's stall limits
+	// (Config.ClientBodyTimeout, UpstreamWriteTimeout, ClientWriteTimeout).
+	track tracker
+	// The sweeper's own view of track (used by the sweeper goroutine only).
+	seenMoved uint64
+	seenPhase int32
+	stallGen  uint64
+	stalled   atomic.Int32 // the phase that stalled past its limit, if any
+
+	// The early answer: while a request body is sent (sending), the sweeper looks
+	// for a response from the application; if one has come (early), it interrupts
+	// the body's copy, and the response is relayed at once.
+	sendMu  sync.Mutex
+	sending bool
+	sendGen uint64
+	early   bool
+	noReuse bool // the application connection must not be pooled after this request
+
 	// The current request's measurement.
 	began time.Time
 	ttfb  time.Duration
@@ -127,13 +145,16 @@ func (c *conn) serve() {
 	}()
 	for first := true; ; first = false {
 		if !first {
-			if c.s.draining.Load() {
+			if c.s.closing.Load() {
 				return
 			}
 			// The sweeper closes the connection if it stays idle too long (no
 			// deadline to set and clear on every request).
 			c.idleGen.Store(c.s.gen.Load())
 			c.state.Store(stateIdle)
+			if c.s.closing.Load() && c.state.CompareAndSwap(stateIdle, stateClosed) {
+				return // the drain began as the connection went idle
+			}
 			if _, err := c.br.Peek(1); err != nil {
 				return
 			}
@@ -154,9 +175,21 @@ func (c *conn) serve() {
 		if err != nil {
 			return // EOF, or a slow client cut off by the header deadline
 		}
-		if head == nil || !parseRequest(head, &c.req) {
+		v := handOver
+		if head != nil {
+			v = parseRequest(head, &c.req)
+		}
+		switch v {
+		case handOver:
 			handed = true
 			c.handOver()
+			return
+		case refuse:
+			// Not recorded, as the general path's 400s are not: it never reaches
+			// the application.
+			c.s.refused.Add(1)
+			c.writeError(400, "qas-proxy: ambiguous request framing (RFC 9112 section 6.3)", "", true)
+			_ = c.bw.Flush()
 			return
 		}
 		if c.readDeadline {
@@ -182,7 +215,7 @@ func (c *conn) handOver() {
 	c.s.handedOver.Add(1)
 	c.s.forget(c)
 	_ = c.rwc.SetReadDeadline(time.Time{})
-	c.s.fallback.push(&handedConn{Conn: c.rwc, br: c.br})
+	c.s.fallback.push(Guard(&handedConn{Conn: c.rwc, br: c.br}, c.s.cfg.MaxHeaderBytes+4<<10))
 }
 
 // readHead peeks at the client's bytes until a whole request head is buffered and
@@ -232,6 +265,8 @@ func (c *conn) forward(head []byte) bool {
 		defer s.lim.Release()
 	}
 	c.began, c.ttfb, c.code = s.rec.Begin(), 0, 0
+	c.noReuse = false
+	c.stalled.Store(phaseNone)
 	outcome, keep := c.roundTrip(head)
 	code := c.code
 	if code == 0 {
@@ -240,48 +275,77 @@ func (c *conn) forward(head []byte) bool {
 	s.rec.End(arrived, c.began, c.ttfb, code, outcome)
 	// As on the general path, the request is recorded before the response's last
 	// buffered bytes are flushed, so a client that has its response sees it counted.
-	if c.bw.Flush() != nil {
+	c.track.phase.Store(phaseClientWrite)
+	err := c.bw.Flush()
+	c.track.phase.Store(phaseNone)
+	if err != nil {
 		return false
 	}
-	return keep && !c.req.close && !s.draining.Load()
+	return keep && !c.req.close && !s.closing.Load()
 }
 
 // closeAfter reports whether the response must close the client connection.
-func (c *conn) closeAfter() bool { return c.req.close || c.s.draining.Load() }
+func (c *conn) closeAfter() bool { return c.req.close || c.s.closing.Load() }
 
 // roundTrip sends the request to the application and its response to the client.
+//
+// A request is sent again, on a new connection, only if the application provably
+// read none of it or may read it twice: pool.get checks every reused connection
+// before it is used (a connection the application closed while idle is never sent
+// on), and a request that then meets a connection closed without an answer is resent
+// only if it has no body and its method is idempotent (RFC 9110 §9.2.2: GET, HEAD,
+// OPTIONS, TRACE, as net/http's Transport resends, or it carries an Idempotency-Key).
 func (c *conn) roundTrip(head []byte) (measure.Outcome, bool) {
 	s := c.s
 	isHead := string(head[:5]) == "HEAD "
 	hasBody := c.req.contentLength > 0
+	resend := !hasBody && (c.req.idempotencyKey || idempotent(head))
+	consumed := false // the head is taken from the client's buffer once, whatever happens
+	consume := func() {
+		if !consumed {
+			_, _ = c.br.Discard(len(head))
+			consumed = true
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		var up *upConn
 		var err error
 		if attempt == 0 {
-			up, err = s.pool.get(hasBody)
+			up, err = s.pool.get()
 		} else {
-			// A pooled connection was dead (the application closed it, or
-			// restarted and left the whole pool dead): the retry dials.
+			// A reused connection died under the request: the retry dials.
 			up, err = s.pool.dial()
 		}
 		if err != nil {
 			s.log.Debug("upstream dial", zap.Error(err))
-			_, _ = c.br.Discard(len(head))
+			consume()
 			return c.failed(measure.UpstreamError, hasBody)
 		}
 		c.writeUpstreamHead(up.bw, head)
-		if attempt == 0 {
-			_, _ = c.br.Discard(len(head))
-		}
+		consume()
 		if hasBody {
-			rerr, werr := sink{up.bw}.copyN(c.br, c.req.contentLength)
-			if rerr != nil { // the client left or broke off its body
+			c.beginSend(up)
+			rerr, werr := sink{w: up.bw, t: &c.track, readWait: phaseBodyRead, writeWait: phaseAppWrite}.copyN(c.br, c.req.contentLength)
+			if c.endSend(up) && (rerr != nil || werr != nil) {
+				// The application answered before taking the whole body (a
+				// 413, a 401): its answer is relayed, the rest of the body is
+				// never read, so both connections close after it.
+				c.req.close, c.noReuse = true, true
+				outcome, _, _ := c.relay(up, isHead, false)
+				return outcome, false
+			}
+			if rerr != nil { // the client left, broke off its body, or stalled
 				up.nc.Close()
+				c.up.Store(nil)
 				c.code = 499
 				return measure.ClientCancel, false
 			}
 			if werr != nil {
 				up.nc.Close()
+				c.up.Store(nil)
+				if c.stalled.Load() == phaseAppWrite {
+					return c.failed(measure.UpstreamTimeout, true)
+				}
 				return c.failed(measure.UpstreamError, true)
 			}
 		}
@@ -290,19 +354,37 @@ func (c *conn) roundTrip(head []byte) (measure.Outcome, bool) {
 		up.deferSend = !hasBody
 		err = up.bw.Flush()
 		up.deferSend = false
+		retry := up.reused && resend && attempt == 0
 		if err != nil {
 			up.nc.Close()
-			if up.reused && !hasBody && attempt == 0 {
+			if retry {
 				continue
 			}
 			return c.failed(measure.UpstreamError, hasBody)
 		}
-		outcome, keep, retry := c.relay(up, isHead, up.reused && !hasBody && attempt == 0)
-		if retry {
+		outcome, keep, again := c.relay(up, isHead, retry)
+		if again {
 			continue
 		}
 		return outcome, keep
 	}
+}
+
+// idempotent reports whether the request line's method is one net/http's Transport
+// resends: GET, HEAD, OPTIONS or TRACE. PUT and DELETE are idempotent too, but an
+// application may not implement them so, and net/http does not resend them.
+func idempotent(head []byte) bool {
+	switch head[0] {
+	case 'G':
+		return string(head[:4]) == "GET "
+	case 'H':
+		return string(head[:5]) == "HEAD "
+	case 'O':
+		return len(head) > 8 && string(head[:8]) == "OPTIONS "
+	case 'T':
+		return len(head) > 6 && string(head[:6]) == "TRACE "
+	}
+	return false
 }
 
 // relay reads the application's response and copies it to the client, all but the
@@ -316,7 +398,7 @@ func (c *conn) relay(up *upConn, isHead, retryable bool) (_ measure.Outcome, kee
 	release := func(reuse bool) {
 		c.disarm()
 		c.up.Store(nil)
-		if reuse && up.br.Buffered() == 0 && !c.gone.Load() {
+		if reuse && up.br.Buffered() == 0 && !c.gone.Load() && !c.noReuse {
 			s.pool.put(up)
 		} else {
 			up.nc.Close()
@@ -366,7 +448,7 @@ func (c *conn) relay(up *upConn, isHead, retryable bool) (_ measure.Outcome, kee
 	closeClient := c.closeAfter()
 	c.writeResponseHead(up, h, h.chunked && !noBody || toEOF, closeClient)
 	_, _ = up.br.Discard(headLen)
-	out := sink{c.bw}
+	out := sink{w: c.bw, t: &c.track, writeWait: phaseClientWrite}
 	var rerr, werr error
 	switch {
 	case noBody:
@@ -545,7 +627,77 @@ func (c *conn) writeError(code int, msg, extra string, closeConn bool) {
 	_, _ = w.WriteString("\n")
 }
 
-var statusText = map[int]string{502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
+var statusText = map[int]string{400: "Bad Request", 502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
+
+// beginSend notes that the request body is being sent on up, for the sweeper's early
+// answer check.
+func (c *conn) beginSend(up *upConn) {
+	c.up.Store(up)
+	c.sendMu.Lock()
+	c.sending, c.early, c.sendGen = true, false, c.s.gen.Load()
+	c.sendMu.Unlock()
+}
+
+// endSend ends the body's sending and reports whether the application answered
+// early; the deadlines the sweeper set to interrupt the copy are cleared.
+func (c *conn) endSend(up *upConn) bool {
+	c.sendMu.Lock()
+	early := c.early
+	c.sending, c.early = false, false
+	c.sendMu.Unlock()
+	if early {
+		c.setReadDeadline(time.Time{})
+		_ = up.nc.SetWriteDeadline(time.Time{})
+	}
+	return early
+}
+
+// checkEarly is called by the sweeper at generation gen: if a request body has been
+// sent for at least a tick and the application has answered (or closed) meanwhile,
+// the body's copy is interrupted so the answer reaches the client at once.
+func (c *conn) checkEarly(gen uint64) {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	if !c.sending || c.early || gen-c.sendGen < 1 {
+		return
+	}
+	up := c.up.Load()
+	if up == nil || !Pending(up.nc) {
+		return
+	}
+	c.early = true
+	c.dlMu.Lock()
+	_ = c.rwc.SetReadDeadline(aLongTimeAgo)
+	c.dlMu.Unlock()
+	_ = up.nc.SetWriteDeadline(aLongTimeAgo)
+}
+
+// checkStall is called by the sweeper at generation gen: a copy that has made no
+// progress in its phase for longer than the phase's limit (in ticks; 0: none) is cut
+// off by closing the connections it waits on.
+func (c *conn) checkStall(gen uint64, limits *[4]uint64) {
+	ph, moved := c.track.phase.Load(), c.track.moved.Load()
+	if ph != c.seenPhase || moved != c.seenMoved || ph == phaseNone {
+		c.seenPhase, c.seenMoved, c.stallGen = ph, moved, gen
+		return
+	}
+	limit := limits[ph]
+	if limit == 0 || gen-c.stallGen <= limit || !c.stalled.CompareAndSwap(phaseNone, ph) {
+		return
+	}
+	up := c.up.Load()
+	switch ph {
+	case phaseAppWrite:
+		if up != nil {
+			up.nc.Close() // the client's request fails with 504; the client may go on
+		}
+	default:
+		c.rwc.Close()
+		if up != nil {
+			up.nc.Close()
+		}
+	}
+}
 
 // arm has the sweeper start watching the client if the request is still with the
 // application a tick from now, unless the client has already sent more than the

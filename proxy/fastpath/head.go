@@ -26,6 +26,9 @@ type requestHead struct {
 	contentLength int64 // -1: no body
 	close         bool  // the client asked to close after this response
 	xff           int   // X-Forwarded-For fields, combined into one by writeUpstreamHead
+	// idempotencyKey: the request has an Idempotency-Key or X-Idempotency-Key field,
+	// which makes it one net/http's Transport resends.
+	idempotencyKey bool
 }
 
 // responseHead is a parsed response head from the application.
@@ -217,11 +220,19 @@ func (cn *connHeader) add(f *field, value []byte) bool {
 	})
 }
 
-// drop marks the fields named by Connection tokens as hop-by-hop.
+// drop marks the fields named by Connection tokens as hop-by-hop. The framing fields
+// (Content-Length, Transfer-Encoding) and Host are never hop-by-hop, whatever
+// Connection names (RFC 9110 §7.6.1 lets a proxy keep them, and RFC 9112 §6.3 makes
+// them end-to-end): dropping Content-Length while forwarding the body would let the
+// body reach the application as a second request.
 func (cn *connHeader) drop(head []byte, fs []field) {
 	for _, n := range cn.names[:cn.n] {
 		name := head[n[0]:n[1]]
 		for i := range fs {
+			switch fs[i].kind {
+			case hdrContentLength, hdrTransferEncoding, hdrHost:
+				continue
+			}
 			if bytes.EqualFold(head[fs[i].name[0]:fs[i].name[1]], name) {
 				fs[i].drop = true
 			}
@@ -240,6 +251,8 @@ const (
 	hdrForwarded
 	hdrHost
 	hdrHTTP2Settings
+	hdrIdempotencyKey
+	hdrXIdempotencyKey
 	hdrKeepAlive
 	hdrProxyAuthn
 	hdrProxyAuthz
@@ -257,6 +270,7 @@ const (
 var hdrNames = [...]string{
 	hdrConnection: "connection", hdrContentLength: "content-length", hdrExpect: "expect",
 	hdrForwarded: "forwarded", hdrHost: "host", hdrHTTP2Settings: "http2-settings",
+	hdrIdempotencyKey: "idempotency-key", hdrXIdempotencyKey: "x-idempotency-key",
 	hdrKeepAlive: "keep-alive", hdrProxyAuthn: "proxy-authenticate", hdrProxyAuthz: "proxy-authorization",
 	hdrProxyConnection: "proxy-connection", hdrTE: "te", hdrTrailer: "trailer",
 	hdrTransferEncoding: "transfer-encoding", hdrUpgrade: "upgrade", hdrXForwardedFor: "x-forwarded-for",
@@ -308,39 +322,57 @@ var (
 	tUpgrade   = []byte("upgrade")
 )
 
+// verdict is what the fast path does with a request head.
+type verdict uint8
+
+const (
+	// handOver: the general path serves the connection from this request on.
+	handOver verdict = iota
+	// forward: the fast path forwards the request.
+	forward
+	// refuse: the request's framing is ambiguous (RFC 9112 §6.3: Content-Length
+	// with Transfer-Encoding, or Content-Length values that disagree); it is
+	// answered 400 and the connection closed, as a message another parser may frame
+	// differently must reach no one.
+	refuse
+)
+
 // parseRequest parses a complete request head (through its empty line) into h,
-// reusing h's storage. It reports false for anything the fast path leaves to the
+// reusing h's storage. It returns handOver for anything the fast path leaves to the
 // general path: not HTTP/1.1, a target that is not plain origin-form, Upgrade, Expect,
 // a request body that is not a single Content-Length, TE, HTTP2-Settings, a missing or
-// repeated Host, or any line net/http would parse differently or reject.
-func parseRequest(head []byte, h *requestHead) bool {
-	h.fields, h.contentLength, h.close, h.host, h.xff = h.fields[:0], -1, false, [2]int{}, 0
+// repeated Host, or any line net/http would parse differently or reject; and refuse
+// for an ambiguous length, whatever else the head holds.
+func parseRequest(head []byte, h *requestHead) verdict {
+	h.fields, h.contentLength, h.close, h.host, h.xff, h.idempotencyKey = h.fields[:0], -1, false, [2]int{}, 0, false
 	nl := bytes.IndexByte(head, '\n')
 	if nl < 1 || head[nl-1] != '\r' {
-		return false
+		return ambiguity(head)
 	}
 	line := head[:nl-1]
 	sp1 := bytes.IndexByte(line, ' ')
 	if sp1 < 1 {
-		return false
+		return ambiguity(head)
 	}
 	for _, c := range line[:sp1] {
 		if !tokenChar[c] {
-			return false
+			return ambiguity(head)
 		}
 	}
 	rest := line[sp1+1:]
 	sp2 := bytes.IndexByte(rest, ' ')
 	if sp2 < 0 || !validTarget(rest[:sp2]) || string(rest[sp2+1:]) != "HTTP/1.1" {
-		return false
+		return ambiguity(head)
 	}
 	h.lineEnd = nl + 1
 	var ok bool
 	if h.fields, ok = parseFields(head, h.lineEnd, h.fields); !ok {
-		return false
+		return ambiguity(head)
 	}
 	var conn connHeader
-	hosts := 0
+	hosts, lengths := 0, 0
+	v := forward
+	te := false
 	for i := range h.fields {
 		f := &h.fields[i]
 		name := head[f.name[0]:f.name[1]]
@@ -350,28 +382,40 @@ func parseRequest(head []byte, h *requestHead) bool {
 		case hdrHost:
 			hosts++
 			if len(value) == 0 {
-				return false
+				v = handOver
 			}
 			for _, c := range value {
 				if !hostChar[c] {
-					return false
+					v = handOver
 				}
 			}
 			h.host = f.value
 		case hdrContentLength:
+			lengths++
 			n, ok := parseDecimal(value)
-			if !ok || h.contentLength >= 0 {
-				return false
+			switch {
+			case !ok:
+				// Not one plain number: a list ("5, 5" or "5, 6") or
+				// garbage. Its values are checked for agreement below.
+				v = handOver
+			case h.contentLength >= 0 && h.contentLength != n:
+				return refuse
+			case h.contentLength >= 0:
+				v = handOver // the same value twice: net/http takes it
 			}
 			h.contentLength = n
 		case hdrConnection:
 			if !conn.add(f, value) {
-				return false
+				v = handOver
 			}
-		case hdrTransferEncoding, hdrUpgrade, hdrExpect, hdrTE, hdrHTTP2Settings:
-			return false
+		case hdrTransferEncoding:
+			te = true
+		case hdrUpgrade, hdrExpect, hdrTE, hdrHTTP2Settings:
+			v = handOver
 		case hdrKeepAlive, hdrProxyConnection, hdrProxyAuthn, hdrProxyAuthz, hdrTrailer:
 			f.drop = true
+		case hdrIdempotencyKey, hdrXIdempotencyKey:
+			h.idempotencyKey = true
 		case hdrXForwardedFor:
 			// Not forwarded as is: writeUpstreamHead writes one X-Forwarded-For with
 			// these fields' values and the client's address. X-Forwarded-Host,
@@ -379,12 +423,22 @@ func parseRequest(head []byte, h *requestHead) bool {
 			h.xff++
 		}
 	}
-	if hosts != 1 || conn.upgrade {
-		return false
+	if te && lengths > 0 {
+		return refuse
+	}
+	if v == handOver && lengths > 0 {
+		// A length that is a list: refused if its values disagree.
+		return ambiguity(head)
+	}
+	if te || hosts != 1 || conn.upgrade {
+		return handOver
+	}
+	if v != forward {
+		return v
 	}
 	h.close = conn.close
 	conn.drop(head, h.fields)
-	return true
+	return forward
 }
 
 // errHead describes why a response head could not be used.
@@ -482,4 +536,66 @@ func parseResponse(head []byte, h *responseHead) error {
 	}
 	conn.drop(head, h.fields)
 	return nil
+}
+
+// ambiguity returns refuse if head, a request head the fast path does not parse
+// itself, has an ambiguous length (AmbiguousLength), and handOver otherwise.
+func ambiguity(head []byte) verdict {
+	if AmbiguousLength(head) {
+		return refuse
+	}
+	return handOver
+}
+
+// AmbiguousLength reports whether the request head (through its empty line) frames
+// its body ambiguously in the sense of RFC 9112 §6.3: a Transfer-Encoding field
+// together with a Content-Length field, or Content-Length values that disagree. It
+// reads the head as leniently as any parser might (lines ending in LF or CRLF, names
+// in any case, white space before the colon, values as comma-separated lists), so that
+// whatever another parser takes for a framing field counts here.
+func AmbiguousLength(head []byte) bool {
+	te, cl := false, int64(-1)
+	lines := head
+	if nl := bytes.IndexByte(lines, '\n'); nl >= 0 {
+		lines = lines[nl+1:] // the request line
+	}
+	for len(lines) > 0 {
+		var line []byte
+		if nl := bytes.IndexByte(lines, '\n'); nl >= 0 {
+			line, lines = lines[:nl], lines[nl+1:]
+		} else {
+			line, lines = lines, nil
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon < 0 || len(line) > 0 && (line[0] == ' ' || line[0] == '\t') {
+			continue // the empty line, garbage or a continuation
+		}
+		name := bytes.TrimRight(line[:colon], " \t")
+		switch lookupHdr(name) {
+		case hdrTransferEncoding:
+			te = true
+		case hdrContentLength:
+			ambiguous := false
+			connTokens(bytes.TrimRight(line[colon+1:], "\r"), func(tok []byte) bool {
+				n, ok := parseDecimal(tok)
+				if !ok {
+					// Garbage: every parser refuses it; not a second framing.
+					return true
+				}
+				if cl >= 0 && cl != n {
+					ambiguous = true
+					return false
+				}
+				cl = n
+				return true
+			})
+			if ambiguous {
+				return true
+			}
+			if cl < 0 {
+				cl = -2 // present, unparsable
+			}
+		}
+	}
+	return te && cl != -1
 }

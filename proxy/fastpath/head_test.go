@@ -67,7 +67,7 @@ func TestParseRequest(t *testing.T) {
 			var h requestHead
 			head := []byte(tt.head)
 			require.Equal(t, len(head), headEnd(head, 0))
-			require.Equal(t, tt.fast, parseRequest(head, &h))
+			require.Equal(t, tt.fast, parseRequest(head, &h) == forward)
 			if !tt.fast {
 				return
 			}
@@ -185,7 +185,7 @@ func TestCopyChunked(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
 			w := bufio.NewWriter(&out)
-			rerr, werr := sink{w}.copyChunked(bufio.NewReader(strings.NewReader(tt.in + "NEXT")))
+			rerr, werr := sink{w: w}.copyChunked(bufio.NewReader(strings.NewReader(tt.in + "NEXT")))
 			require.NoError(t, werr)
 			if tt.err {
 				require.Error(t, rerr)
@@ -223,7 +223,7 @@ func FuzzParseRequest(f *testing.F) {
 		"GET / HTTP/1.1\r\nHost: a\r\nForwarded:\r\nX-Forwarded-For:\r\n\r\n",
 	}, func(t *testing.T, head []byte) {
 		var h requestHead
-		if !parseRequest(head, &h) {
+		if parseRequest(head, &h) != forward {
 			return
 		}
 		req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
@@ -348,7 +348,7 @@ func FuzzCopyChunked(f *testing.F) {
 		var out bytes.Buffer
 		w := bufio.NewWriter(&out)
 		src := bufio.NewReaderSize(bytes.NewReader(b), 64)
-		rerr, werr := sink{w}.copyChunked(src)
+		rerr, werr := sink{w: w}.copyChunked(src)
 		if werr != nil {
 			t.Fatal(werr)
 		}
@@ -379,7 +379,7 @@ func TestParseAllocatesNothing(t *testing.T) {
 	var req requestHead
 	var resp responseHead
 	allocs := testing.AllocsPerRun(100, func() {
-		if !parseRequest(benchRequest, &req) {
+		if parseRequest(benchRequest, &req) != forward {
 			t.Fatal("request refused")
 		}
 		if err := parseResponse(benchResponse, &resp); err != nil {
@@ -399,7 +399,7 @@ func TestUpstreamHeadAllocatesNothing(t *testing.T) {
 	c := &conn{clientIP: "10.0.0.1"}
 	w := bufio.NewWriter(io.Discard)
 	allocs := testing.AllocsPerRun(100, func() {
-		if !parseRequest(head, &c.req) {
+		if parseRequest(head, &c.req) != forward {
 			t.Fatal("request refused")
 		}
 		c.writeUpstreamHead(w, head)

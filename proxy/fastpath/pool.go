@@ -4,17 +4,18 @@ import (
 	"bufio"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // upConn is a keep-alive connection to the application.
 type upConn struct {
-	nc        net.Conn
-	sock      *sock // nc's socket for raw reads and writes; nil: use nc
-	br        *bufio.Reader
-	bw        *bufio.Writer
-	reused    bool
-	idleSince time.Time
+	nc      net.Conn
+	sock    *sock // nc's socket for raw reads and writes; nil: use nc
+	br      *bufio.Reader
+	bw      *bufio.Writer
+	reused  bool
+	idleGen uint64 // the sweeper's generation when it was pooled
 
 	// With deferSend, what bw flushes is kept in pending and sent by the next read,
 	// which then waits for the reply without first trying to read (sock.WriteThenRead).
@@ -61,10 +62,15 @@ func (r upReader) Read(p []byte) (int, error) {
 
 // Buffer sizes. A response head from the application must fit in upReadSize.
 const (
-	upReadSize   = 16 << 10
-	upWriteSize  = 8 << 10
-	idleConnTTL  = 90 * time.Second
-	reapInterval = 30 * time.Second
+	upReadSize  = 16 << 10
+	upWriteSize = 8 << 10
+	// DefaultUpstreamIdleTimeout closes pooled connections before common
+	// applications close them (Node 5 s, gunicorn 2 s): a request sent on a
+	// connection the application is closing fails, and only some can be resent.
+	DefaultUpstreamIdleTimeout = time.Second
+	// reapTicks is how often, in sweeper generations, expired idle connections are
+	// closed.
+	reapTicks = 10
 )
 
 // pool keeps idle connections to the application, newest first out (so that the
@@ -73,21 +79,26 @@ type pool struct {
 	addr   string
 	dialer net.Dialer
 	max    int
-	now    func() time.Time
+	// gen is the sweeper's clock (Server.gen); a connection idle for more than
+	// idleTicks of it is closed, not reused.
+	gen       *atomic.Uint64
+	idleTicks uint64
 
 	mu     sync.Mutex
 	idle   []*upConn
 	closed bool
 }
 
-func newPool(addr string, dialTimeout time.Duration, maxIdle int, now func() time.Time) *pool {
-	return &pool{addr: addr, dialer: net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}, max: maxIdle, now: now}
+func newPool(addr string, dialTimeout time.Duration, maxIdle int, gen *atomic.Uint64, idleTicks uint64) *pool {
+	return &pool{addr: addr, dialer: net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}, max: maxIdle, gen: gen, idleTicks: idleTicks}
 }
 
-// get returns an idle connection, or a new one. With fresh, a reused connection is
-// first checked for having been closed by the application while idle: a request
-// whose body cannot be sent again must not go out on a dead connection.
-func (p *pool) get(fresh bool) (*upConn, error) {
+// get returns an idle connection, or a new one. Every reused connection is first
+// checked for having been closed by the application while idle, or for bytes the
+// application sent unasked (a 408 before closing, the body of a response to HEAD): such
+// a connection is closed, so no request is sent on a connection already dead and no
+// byte read on it ever reaches another client.
+func (p *pool) get() (*upConn, error) {
 	for {
 		p.mu.Lock()
 		n := len(p.idle)
@@ -99,7 +110,7 @@ func (p *pool) get(fresh bool) (*upConn, error) {
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
-		if fresh && !alive(c) {
+		if p.expired(c, p.gen.Load()) || !alive(c) {
 			c.nc.Close()
 			continue
 		}
@@ -123,7 +134,7 @@ func (p *pool) dial() (*upConn, error) {
 
 // put returns a connection whose last response was read to its end.
 func (p *pool) put(c *upConn) {
-	c.idleSince = p.now()
+	c.idleGen = p.gen.Load()
 	p.mu.Lock()
 	if p.closed || len(p.idle) >= p.max {
 		p.mu.Unlock()
@@ -134,13 +145,24 @@ func (p *pool) put(c *upConn) {
 	p.mu.Unlock()
 }
 
-// reap closes connections idle for longer than idleConnTTL.
+// expired reports whether c has been idle for longer than the idle timeout at
+// generation gen.
+func (p *pool) expired(c *upConn, gen uint64) bool {
+	return p.idleTicks > 0 && gen-c.idleGen > p.idleTicks
+}
+
+// reap closes connections idle for longer than the idle timeout: the oldest are first
+// in the pool.
 func (p *pool) reap() {
-	cutoff := p.now().Add(-idleConnTTL)
+	gen := p.gen.Load()
 	p.mu.Lock()
 	n := 0
-	for n < len(p.idle) && p.idle[n].idleSince.Before(cutoff) {
+	for n < len(p.idle) && p.expired(p.idle[n], gen) {
 		n++
+	}
+	if n == 0 {
+		p.mu.Unlock()
+		return
 	}
 	old := append([]*upConn(nil), p.idle[:n]...)
 	p.idle = append(p.idle[:0], p.idle[n:]...)

@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,37 +27,35 @@ func idlePool(tb testing.TB) (*pool, *upConn, net.Conn) {
 			accepted <- c
 		}
 	}()
-	p := newPool(ln.Addr().String(), time.Second, 4, time.Now)
+	p := newPool(ln.Addr().String(), time.Second, 4, new(atomic.Uint64), 0)
 	tb.Cleanup(p.close)
-	c, err := p.get(true)
+	c, err := p.get()
 	require.NoError(tb, err)
 	require.False(tb, c.reused, "an empty pool dials")
 	p.put(c)
 	return p, c, <-accepted
 }
 
-// TestPoolGetChecksIdleConnection: a request that cannot be sent again gets an idle
-// connection only if the application has neither closed it nor sent on it unasked.
+// TestPoolGetChecksIdleConnection: every request gets an idle connection only if the
+// application has neither closed it nor sent on it unasked.
 func TestPoolGetChecksIdleConnection(t *testing.T) {
 	tests := []struct {
 		name    string
 		app     func(t *testing.T, app net.Conn) // what the application does while the connection idles
-		fresh   bool
 		reusing bool
 	}{
-		{name: "open", app: func(*testing.T, net.Conn) {}, fresh: true, reusing: true},
-		{name: "closed by the app", app: func(_ *testing.T, app net.Conn) { app.Close() }, fresh: true, reusing: false},
+		{name: "open", app: func(*testing.T, net.Conn) {}, reusing: true},
+		{name: "closed by the app", app: func(_ *testing.T, app net.Conn) { app.Close() }, reusing: false},
 		{name: "sent on unasked", app: func(t *testing.T, app net.Conn) {
 			_, err := app.Write([]byte("HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n"))
 			require.NoError(t, err)
-		}, fresh: true, reusing: false},
-		{name: "closed, but retryable requests are not checked", app: func(_ *testing.T, app net.Conn) { app.Close() }, fresh: false, reusing: true},
+		}, reusing: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p, idle, app := idlePool(t)
 			tt.app(t, app)
-			c, err := p.get(tt.fresh)
+			c, err := p.get()
 			require.NoError(t, err)
 			require.Equal(t, tt.reusing, c == idle, "whether the idle connection is reused")
 			require.Equal(t, tt.reusing, c.reused)
@@ -68,7 +67,7 @@ func TestPoolGetChecksIdleConnection(t *testing.T) {
 func TestPoolGetFreshAllocatesNothing(t *testing.T) {
 	p, idle, _ := idlePool(t)
 	allocs := testing.AllocsPerRun(200, func() {
-		c, err := p.get(true)
+		c, err := p.get()
 		if err != nil || c != idle {
 			t.Fatal("the idle connection was not reused", err)
 		}
@@ -77,15 +76,38 @@ func TestPoolGetFreshAllocatesNothing(t *testing.T) {
 	require.Zero(t, allocs)
 }
 
-// BenchmarkPoolGetFresh: taking an idle connection for a request with a body, which
-// first checks that the application has not closed it.
+// BenchmarkPoolGetFresh: taking an idle connection, which first checks that the
+// application has neither closed it nor sent on it.
 func BenchmarkPoolGetFresh(b *testing.B) {
 	p, idle, _ := idlePool(b)
 	for b.Loop() {
-		c, err := p.get(true)
+		c, err := p.get()
 		if err != nil || c != idle {
 			b.Fatal("the idle connection was not reused", err)
 		}
 		p.put(c)
 	}
+}
+
+// TestPoolGetSkipsExpired: a connection idle for longer than the upstream idle timeout
+// is closed, not reused, before the application's own idle timeout can race a request
+// on it; reap closes such connections too.
+func TestPoolGetSkipsExpired(t *testing.T) {
+	p, idle, _ := idlePool(t)
+	p.idleTicks = 3
+	p.gen.Add(3)
+	c, err := p.get()
+	require.NoError(t, err)
+	require.Same(t, idle, c, "idle for the timeout exactly: reused")
+	p.put(c)
+	p.gen.Add(4)
+	c, err = p.get()
+	require.NoError(t, err)
+	require.NotSame(t, idle, c, "idle past the timeout: a new connection")
+	p.put(c)
+	p.gen.Add(4)
+	p.reap()
+	p.mu.Lock()
+	require.Empty(t, p.idle, "reaped")
+	p.mu.Unlock()
 }

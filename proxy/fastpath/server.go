@@ -30,8 +30,15 @@ type Config struct {
 	Upstream                     string
 	UpstreamTimeout, DialTimeout time.Duration
 	MaxIdleConnsPerHost          int
-	ReadHeaderTimeout            time.Duration
-	IdleTimeout                  time.Duration
+	// UpstreamIdleTimeout closes pooled application connections idle for longer
+	// (0: never).
+	UpstreamIdleTimeout time.Duration
+	// Stall limits (0: none), kept by the sweeper: how long one read of a request
+	// body from the client, one write to the application, or one write of a
+	// response to the client may make no progress before both connections close.
+	ClientBodyTimeout, UpstreamWriteTimeout, ClientWriteTimeout time.Duration
+	ReadHeaderTimeout                                           time.Duration
+	IdleTimeout                                                 time.Duration
 	// MaxHeaderBytes is the general path's limit; the fast path reads heads of at
 	// most min(8 KiB, MaxHeaderBytes+4 KiB) and hands larger ones over, so it never
 	// accepts a head the general path would refuse.
@@ -51,12 +58,13 @@ type Server struct {
 	mu       sync.Mutex
 	ln       net.Listener
 	conns    map[*conn]struct{}
-	draining atomic.Bool
+	draining atomic.Bool // Shutdown began: no new connections
+	closing  atomic.Bool // StartDrain began: every response closes its connection
 	stop     chan struct{}
 
-	served, handedOver atomic.Uint64
-	epoch              time.Time     // the sweeper's generations count watchTicks since
-	gen                atomic.Uint64 // the sweeper's latest generation
+	served, handedOver, refused atomic.Uint64
+	epoch                       time.Time     // the sweeper's generations count watchTicks since
+	gen                         atomic.Uint64 // the sweeper's latest generation
 }
 
 // New returns a fast-path server forwarding to cfg.Upstream, recording into rec and
@@ -79,12 +87,13 @@ func New(cfg Config, rec *measure.Recorder, lim *limit.Limiter, log *zap.Logger)
 	}
 	s := &Server{
 		cfg: cfg, rec: rec, lim: lim, log: log,
-		pool:     newPool(cfg.Upstream, cfg.DialTimeout, cfg.MaxIdleConnsPerHost, rec.Now),
+		pool:     newPool(cfg.Upstream, cfg.DialTimeout, cfg.MaxIdleConnsPerHost, nil, ticks(cfg.UpstreamIdleTimeout)),
 		readSize: min(8<<10, cfg.MaxHeaderBytes+4<<10),
 		conns:    map[*conn]struct{}{},
 		stop:     make(chan struct{}),
 		epoch:    time.Now(),
 	}
+	s.pool.gen = &s.gen
 	s.fallback = newChanListener()
 	return s, nil
 }
@@ -97,6 +106,9 @@ func (s *Server) Fallback() net.Listener { return s.fallback }
 // given to the general path.
 func (s *Server) Served() uint64     { return s.served.Load() }
 func (s *Server) HandedOver() uint64 { return s.handedOver.Load() }
+
+// Refused counts the requests refused with 400 for ambiguous framing.
+func (s *Server) Refused() uint64 { return s.refused.Load() }
 
 // Serve accepts connections on ln until Shutdown or Close.
 func (s *Server) Serve(ln net.Listener) error {
@@ -141,6 +153,10 @@ func (s *Server) housekeeping() {
 	t := time.NewTicker(watchTick)
 	defer t.Stop()
 	idleTicks, upTicks := ticks(s.cfg.IdleTimeout), ticks(s.cfg.UpstreamTimeout)
+	var stallTicks [4]uint64
+	stallTicks[phaseBodyRead] = ticks(s.cfg.ClientBodyTimeout)
+	stallTicks[phaseAppWrite] = ticks(s.cfg.UpstreamWriteTimeout)
+	stallTicks[phaseClientWrite] = ticks(s.cfg.ClientWriteTimeout)
 	for i := 1; ; i++ {
 		select {
 		case <-s.stop:
@@ -150,12 +166,18 @@ func (s *Server) housekeeping() {
 		gen := uint64(time.Since(s.epoch) / watchTick)
 		s.gen.Store(gen)
 		s.mu.Lock()
+		idle := idleTicks
+		if s.closing.Load() && (idle == 0 || idle > ticks(drainIdle)) {
+			idle = ticks(drainIdle)
+		}
 		for c := range s.conns {
 			c.startWatch(gen)
-			c.expire(gen, idleTicks, upTicks)
+			c.expire(gen, idle, upTicks)
+			c.checkStall(gen, &stallTicks)
+			c.checkEarly(gen)
 		}
 		s.mu.Unlock()
-		if i%int(reapInterval/watchTick) == 0 {
+		if i%reapTicks == 0 {
 			s.pool.reap()
 		}
 	}
@@ -187,6 +209,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.draining.Swap(true) {
 		return nil
 	}
+	s.closing.Store(true)
 	s.mu.Lock()
 	if s.ln != nil {
 		s.ln.Close()
@@ -209,6 +232,19 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	}
 }
+
+// StartDrain begins the drain before Shutdown: from now on every response says
+// Connection: close and closes its connection, and connections idle for longer than
+// drainIdle are closed, so that when Shutdown closes the listener no client is left
+// on a keep-alive connection it may send on as it closes. An idle connection is not
+// closed at once: under load its next request is usually on the way, and is better
+// answered (with Connection: close) than met with a close. New connections are still
+// served (endpoints leave Services only with a lag), each for one request.
+func (s *Server) StartDrain() { s.closing.Store(true) }
+
+// drainIdle is how long a connection may stay idle during the drain before it is
+// closed.
+const drainIdle = 500 * time.Millisecond
 
 // closeIdle closes the idle connections and reports whether none remain.
 func (s *Server) closeIdle() bool {

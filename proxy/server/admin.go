@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/qas-dev/qas/internal/version"
@@ -33,6 +34,9 @@ type Admin struct {
 func NewAdmin(rec *measure.Recorder, upstream string, draining *atomic.Bool) *Admin {
 	a := &Admin{rec: rec, upstream: upstream, draining: draining, mux: http.NewServeMux()}
 	reg := prometheus.NewRegistry()
+	// The Go runtime's and the process's own metrics (goroutines, memory, open file
+	// descriptors, RSS, CPU), as every Go exporter has them.
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(&collector{rec: rec}, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "qas_proxy_build_info",
 		Help: "Always 1; the labels say which build of qas-proxy this is.", ConstLabels: version.Labels()}, func() float64 { return 1 }))
 	a.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

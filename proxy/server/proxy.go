@@ -8,11 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -36,6 +38,17 @@ type Config struct {
 	ConcurrencyLimit, QueueLimit int
 	// MaxIdleConnsPerHost sizes the keep-alive pool to the application.
 	MaxIdleConnsPerHost int
+	// UpstreamIdleTimeout closes pooled connections to the application idle for
+	// longer (0: never); keep it below the application's own keep-alive timeout.
+	UpstreamIdleTimeout time.Duration
+	// ClientBodyTimeout bounds each read of a request body from the client, and
+	// ClientWriteTimeout each write of a response to it (0: none): a client that
+	// stalls is cut off instead of holding an application connection.
+	ClientBodyTimeout, ClientWriteTimeout time.Duration
+	// UpstreamWriteTimeout bounds each write to the application (0: none): an
+	// application that stops reading a request body fails the request instead of
+	// holding it.
+	UpstreamWriteTimeout time.Duration
 	// UpstreamProtocol is how the proxy speaks to the application: UpstreamHTTP1 (the
 	// default when empty) or UpstreamH2C. With h2c every request takes the general
 	// path, whatever protocol the client speaks.
@@ -59,10 +72,17 @@ var UpstreamProtocols = []UpstreamProtocol{UpstreamHTTP1, UpstreamH2C}
 
 // Proxy is the serving handler.
 type Proxy struct {
-	rec *measure.Recorder
-	rp  *httputil.ReverseProxy
-	lim *limit.Limiter
-	log *zap.Logger
+	rec       *measure.Recorder
+	rp        *httputil.ReverseProxy
+	transport *http.Transport
+	// traceConns: requests tell their appConn when they take it (HTTP/1.1 upstream).
+	traceConns bool
+	// draining: every HTTP/1 response closes its connection.
+	draining atomic.Bool
+	// Per-read and per-write limits on the client connection (0: none).
+	bodyTimeout, writeTimeout time.Duration
+	lim                       *limit.Limiter
+	log                       *zap.Logger
 }
 
 type ctxKey struct{}
@@ -93,13 +113,17 @@ func NewProxy(cfg Config, rec *measure.Recorder, lim *limit.Limiter, log *zap.Lo
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = 2 * time.Second
 	}
+	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
 	transport := &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           dialer.DialContext,
 		MaxIdleConns:          0, // no global cap: there is one upstream
 		MaxIdleConnsPerHost:   cfg.MaxIdleConnsPerHost,
-		IdleConnTimeout:       90 * time.Second,
+		IdleConnTimeout:       cfg.UpstreamIdleTimeout,
 		ResponseHeaderTimeout: cfg.UpstreamTimeout,
 		DisableCompression:    true, // pass bodies through as the app sent them
+	}
+	if cfg.UpstreamProtocol == UpstreamHTTP1 {
+		transport.DialContext = dialApp(dialer, cfg.UpstreamWriteTimeout)
 	}
 	if cfg.UpstreamProtocol == UpstreamH2C {
 		// net/http's own HTTP/2 client, with prior knowledge on plain TCP. Unlike a
@@ -110,7 +134,8 @@ func NewProxy(cfg Config, rec *measure.Recorder, lim *limit.Limiter, log *zap.Lo
 		transport.Protocols = new(http.Protocols)
 		transport.Protocols.SetUnencryptedHTTP2(true)
 	}
-	p := &Proxy{rec: rec, log: log, lim: lim}
+	p := &Proxy{rec: rec, log: log, lim: lim, transport: transport, traceConns: cfg.UpstreamProtocol == UpstreamHTTP1,
+		bodyTimeout: cfg.ClientBodyTimeout, writeTimeout: cfg.ClientWriteTimeout}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -125,6 +150,10 @@ func NewProxy(cfg Config, rec *measure.Recorder, lim *limit.Limiter, log *zap.Lo
 	}
 	return p, nil
 }
+
+// CloseIdle closes the idle connections to the application, once the proxy has
+// stopped serving.
+func (p *Proxy) CloseIdle() { p.transport.CloseIdleConnections() }
 
 // keepTrailers makes a response that announces trailers reach an HTTP/1 client
 // chunked, the only framing that carries them: an HTTP/2 app may send a
@@ -149,6 +178,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the Transport's last read that sees its end) then has its connection torn
 		// down mid-response ("invalid Read on closed Body").
 		_ = http.NewResponseController(w).EnableFullDuplex()
+		if p.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
 	}
 	switch p.lim.Admit(p.rec, arrived, r.Context().Done()) {
 	case limit.Full:
@@ -156,17 +188,33 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "qas-proxy: concurrency limit reached and queue full", http.StatusServiceUnavailable)
 		return
 	case limit.Gone:
-		return
+		// The client left while queued: nothing may be written, or net/http would
+		// answer 200 for a request the app never saw (a client that only
+		// half-closed still reads it).
+		panic(http.ErrAbortHandler)
 	}
 	defer p.lim.Release()
 	began := p.rec.Begin()
 	mw := &measuringWriter{ResponseWriter: w, began: began, rec: p.rec}
+	if p.bodyTimeout > 0 || p.writeTimeout > 0 {
+		rc := http.NewResponseController(w)
+		if p.writeTimeout > 0 {
+			mw.rc, mw.writeTimeout = rc, p.writeTimeout
+		}
+		if p.bodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
+			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc, timeout: p.bodyTimeout}
+		}
+	}
 	box := &outcomeBox{}
+	recorded := false
 	defer func() {
 		// ReverseProxy aborts the response with a panic (http.ErrAbortHandler) when
 		// copying the body fails; the request still ends and must be recorded, or it
 		// would stay in flight forever.
 		if v := recover(); v != nil {
+			if recorded {
+				panic(v)
+			}
 			outcome := measure.UpstreamError
 			if r.Context().Err() != nil {
 				outcome = measure.ClientCancel
@@ -175,13 +223,24 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			panic(v)
 		}
 	}()
-	p.rp.ServeHTTP(mw, r.WithContext(context.WithValue(r.Context(), ctxKey{}, box)))
+	ctx := context.WithValue(r.Context(), ctxKey{}, box)
+	if p.traceConns {
+		ctx = traceAppConn(ctx)
+	}
+	p.rp.ServeHTTP(mw, r.WithContext(ctx))
 	code := mw.status()
 	outcome := box.outcome
 	if outcome == measure.OK && r.Context().Err() != nil && !mw.done() {
 		outcome = measure.ClientCancel
 	}
 	p.rec.End(arrived, began, mw.ttfb, code, outcome)
+	if outcome == measure.ClientCancel && !mw.done() {
+		// The client left (or half-closed) before any answer: abort the
+		// connection rather than let net/http invent a 200 for a request the app
+		// may never have seen.
+		recorded = true
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // upstreamError answers when the application could not produce a response: 504 if it
@@ -213,14 +272,46 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	p.log.Debug("upstream error", zap.String("path", r.URL.Path), zap.Error(err))
 }
 
-// measuringWriter notes the status code and the time of the first byte.
+// measuringWriter notes the status code and the time of the first byte, and bounds
+// each write to the client (writeTimeout, through rc) so a client that reads nothing
+// cannot hold the request and its application connection.
 type measuringWriter struct {
 	http.ResponseWriter
-	rec   *measure.Recorder
-	began time.Time
-	code  int
-	ttfb  time.Duration
-	wrote bool
+	rec          *measure.Recorder
+	began        time.Time
+	code         int
+	ttfb         time.Duration
+	wrote        bool
+	rc           *http.ResponseController
+	writeTimeout time.Duration
+}
+
+// deadline extends the write deadline before a write.
+func (m *measuringWriter) deadline() {
+	if m.rc != nil {
+		_ = m.rc.SetWriteDeadline(time.Now().Add(m.writeTimeout))
+	}
+}
+
+// deadlineBody bounds each read of a request body from the client, and clears the
+// deadline at the body's end: net/http's background read of the connection, which
+// follows, would otherwise take a deadline's expiry for the client leaving.
+type deadlineBody struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		// After another error (the deadline's) the deadline stays, so net/http's
+		// discarding of the rest of the body fails at once and the connection
+		// closes.
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }
 
 func (m *measuringWriter) WriteHeader(code int) {
@@ -231,6 +322,7 @@ func (m *measuringWriter) WriteHeader(code int) {
 			m.wrote = true
 		}
 	}
+	m.deadline()
 	m.ResponseWriter.WriteHeader(code)
 }
 
@@ -242,6 +334,7 @@ func (m *measuringWriter) Write(b []byte) (int, error) {
 			m.code = http.StatusOK
 		}
 	}
+	m.deadline()
 	return m.ResponseWriter.Write(b)
 }
 
@@ -273,5 +366,6 @@ func (m *measuringWriter) Flush() {
 			m.code = http.StatusOK
 		}
 	}
+	m.deadline()
 	_ = http.NewResponseController(m.ResponseWriter).Flush()
 }

@@ -32,17 +32,28 @@ type Options struct {
 	DrainPeriod time.Duration
 	// ShutdownTimeout bounds the wait for in-flight requests after the drain period.
 	ShutdownTimeout time.Duration
+	// AdminIdleTimeout closes idle admin connections (0: DefaultAdminIdleTimeout).
+	AdminIdleTimeout time.Duration
 	// FastPath serves plain HTTP/1.1 on the fast path (proxy/fastpath) and hands every
 	// other connection to the general net/http path. The fast path speaks only
 	// HTTP/1.1 to the application, so it is off when Config.UpstreamProtocol is h2c.
 	FastPath bool
 }
 
+// Admin connection limits: a scrape or probe is one small request.
+const (
+	adminReadTimeout  = 10 * time.Second
+	adminWriteTimeout = 30 * time.Second
+	// DefaultAdminIdleTimeout closes idle admin connections (Options.AdminIdleTimeout).
+	DefaultAdminIdleTimeout = 60 * time.Second
+)
+
 // Server is a running proxy: the serving and admin listeners.
 type Server struct {
 	Recorder *measure.Recorder
 	serving  *http.Server
 	fast     *fastpath.Server
+	proxy    *Proxy
 	admin    *http.Server
 	servingL net.Listener
 	adminL   net.Listener
@@ -58,11 +69,13 @@ func Listen(cfg Config, opts Options, rec *measure.Recorder, log *zap.Logger) (*
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Recorder: rec, log: log, opts: opts}
+	s := &Server{Recorder: rec, log: log, opts: opts, proxy: p}
 	if opts.FastPath && cfg.UpstreamProtocol != UpstreamH2C {
 		s.fast, err = fastpath.New(fastpath.Config{
 			Upstream: cfg.Upstream, UpstreamTimeout: cfg.UpstreamTimeout, DialTimeout: cfg.DialTimeout,
 			MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost, ReadHeaderTimeout: opts.ReadHeaderTimeout,
+			UpstreamIdleTimeout: cfg.UpstreamIdleTimeout, UpstreamWriteTimeout: cfg.UpstreamWriteTimeout,
+			ClientBodyTimeout: cfg.ClientBodyTimeout, ClientWriteTimeout: cfg.ClientWriteTimeout,
 			IdleTimeout: opts.IdleTimeout, MaxHeaderBytes: opts.MaxHeaderBytes,
 		}, rec, lim, log.Named("fastpath"))
 		if err != nil {
@@ -87,7 +100,13 @@ func Listen(cfg Config, opts Options, rec *measure.Recorder, log *zap.Logger) (*
 		IdleTimeout:       opts.IdleTimeout,
 		ErrorLog:          zap.NewStdLog(log.Named("http")),
 	}
-	s.admin = &http.Server{Handler: NewAdmin(rec, cfg.Upstream, &s.draining), ReadHeaderTimeout: 5 * time.Second}
+	// Scrapers and probes keep connections alive; one that goes quiet, or never
+	// reads, is closed instead of being held forever.
+	s.admin = &http.Server{Handler: NewAdmin(rec, cfg.Upstream, &s.draining), ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout: adminReadTimeout, WriteTimeout: adminWriteTimeout, IdleTimeout: opts.AdminIdleTimeout, MaxHeaderBytes: 16 << 10}
+	if s.admin.IdleTimeout <= 0 {
+		s.admin.IdleTimeout = DefaultAdminIdleTimeout
+	}
 	return s, nil
 }
 
@@ -108,7 +127,12 @@ func (s *Server) Serve(ctx context.Context) error {
 		go func() { errc <- s.fast.Serve(s.servingL) }()
 		go func() { errc <- s.serving.Serve(s.fast.Fallback()) }()
 	} else {
-		go func() { errc <- s.serving.Serve(s.servingL) }()
+		// The fast path guards the connections it hands over; here every one is.
+		maxHead := s.serving.MaxHeaderBytes
+		if maxHead == 0 {
+			maxHead = http.DefaultMaxHeaderBytes
+		}
+		go func() { errc <- s.serving.Serve(fastpath.GuardListener(s.servingL, maxHead+4<<10)) }()
 	}
 	go func() { errc <- s.admin.Serve(s.adminL) }()
 	select {
@@ -120,10 +144,18 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 		s.serving.Close()
 		s.admin.Close()
+		s.proxy.CloseIdle()
 		return err
 	case <-ctx.Done():
 	}
 	s.draining.Store(true)
+	// From now on every response closes its connection (the general path's say
+	// so in Proxy.ServeHTTP), so that no client is on a keep-alive connection when
+	// the listener closes.
+	s.proxy.draining.Store(true)
+	if s.fast != nil {
+		s.fast.StartDrain()
+	}
 	s.log.Info("draining", zap.Duration("period", s.opts.DrainPeriod))
 	time.Sleep(s.opts.DrainPeriod)
 	timeout := s.opts.ShutdownTimeout
@@ -146,6 +178,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	if ferr := <-fastErr; err == nil {
 		err = ferr
 	}
+	s.proxy.CloseIdle()
 	s.log.Info("stopped", zap.Int64("in_flight_left", s.Recorder.InFlight()))
 	return err
 }

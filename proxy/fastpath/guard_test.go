@@ -1,0 +1,70 @@
+package fastpath
+
+import (
+	"io"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// guardRead feeds stream to a Guard in pieces of size step and returns what a reader
+// of the guarded connection gets before the end of the stream.
+func guardRead(t *testing.T, stream string, step int) string {
+	t.Helper()
+	client, server := net.Pipe()
+	go func() {
+		for i := 0; i < len(stream); i += step {
+			if _, err := io.WriteString(client, stream[i:min(i+step, len(stream))]); err != nil {
+				return
+			}
+		}
+		client.Close()
+	}()
+	g := Guard(server, 1<<10)
+	var out strings.Builder
+	buf := make([]byte, 7) // odd, small reads, as a parser's buffer may make
+	for {
+		n, err := g.Read(buf)
+		out.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	g.Close()
+	return out.String()
+}
+
+func TestGuardPassesUnambiguousStreams(t *testing.T) {
+	streams := map[string]string{
+		"gets":    "GET / HTTP/1.1\r\nHost: a\r\n\r\nGET /2 HTTP/1.1\r\nHost: a\r\n\r\n",
+		"length":  "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhelloGET / HTTP/1.1\r\nHost: a\r\n\r\n",
+		"chunked": "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;x=1\r\nhello\r\n0\r\nT: 1\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
+		// A chunk holding a head with both fields is data, not a head.
+		"chunk holds a head": "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2c\r\nGET / HTTP/1.1\r\nContent-Length: 1\r\nTE: x\r\n\r\n\r\n0\r\n\r\n",
+		"upgrade":            "GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\nPOST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"h2c preface":        "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00",
+		"incomplete":         "GET / HTTP/1.1\r\nHost: a\r\n",
+		"huge head":          "GET / HTTP/1.1\r\nX: " + strings.Repeat("a", 2000) + "\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+	}
+	for name, s := range streams {
+		for _, step := range []int{1, 3, len(s)} {
+			require.Equal(t, s, guardRead(t, s, step), "%s in steps of %d", name, step)
+		}
+	}
+}
+
+func TestGuardReplacesAmbiguousHead(t *testing.T) {
+	good := "GET / HTTP/1.1\r\nHost: a\r\n\r\nPOST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc"
+	for _, bad := range []string{
+		"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"POST / HTTP/1.0\nHost: a\nTransfer-Encoding : chunked\ncontent-length: 3\n\n0\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+		"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3, 4\r\n\r\nabcd",
+	} {
+		for _, step := range []int{1, 5, 1000} {
+			require.Equal(t, good+string(refusedHead), guardRead(t, good+bad, step), "%q in steps of %d", bad, step)
+		}
+	}
+}
