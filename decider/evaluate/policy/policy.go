@@ -25,6 +25,10 @@ type Second struct {
 	// InFlight is the time-average number of requests in the pods (queued or
 	// in service): Knative's observed concurrency.
 	InFlight float64
+	// LatencySum is the sum of the response times (arrival to completion,
+	// seconds) of the Completions: what a proxy measuring latency reports,
+	// for a mean-latency target.
+	LatencySum float64
 }
 
 // Pod is one pod as the autoscaler sees it.
@@ -48,6 +52,10 @@ type Pod struct {
 	// of their service times (seconds), cumulative, as the pod's proxy counts.
 	Completions int
 	ServiceSum  float64
+	// InService and Queued are the requests the pod holds at the decision
+	// time: in service, and waiting in the pod's own queue (the proxy's
+	// in-flight and queued gauges).
+	InService, Queued int
 }
 
 // Node is one node's capacity and absolute usage.
@@ -77,6 +85,49 @@ type Observation struct {
 	PodStarts int
 	// Concurrency is the per-pod concurrency limit k.
 	Concurrency int
+	// FrontQueued is the requests held in front of the pods at the decision
+	// time: waiting for a first Ready pod, or for a free place behind a
+	// capacity-aware proxy (the activator, pooled routing).
+	FrontQueued int
+	// Latency is the measured response times of the requests finished in
+	// the last seconds (nil when the simulator does not provide them).
+	Latency Latencies
+}
+
+// Latencies are the measured response times of recently finished requests.
+type Latencies interface {
+	// Quantile is the response time at percentile p (0 < p < 100) of the
+	// requests finished in the last w seconds (at most LatencyHistory), to
+	// within 2 %; false when none finished.
+	Quantile(w int, p float64) (float64, bool)
+}
+
+// LatencyHistory is the longest window, in seconds, Latencies.Quantile covers.
+const LatencyHistory = 300
+
+// MeanLatency is the mean response time of the requests finished in the last
+// w seconds; false when none finished.
+func (o *Observation) MeanLatency(w int) (float64, bool) {
+	n := min(w, len(o.Seconds))
+	c, sum := 0, 0.0
+	for _, x := range o.Seconds[len(o.Seconds)-n:] {
+		c += x.Completions
+		sum += x.LatencySum
+	}
+	if c == 0 {
+		return 0, false
+	}
+	return sum / float64(c), true
+}
+
+// InFlightNow is the requests in the pods and in front of them at the
+// decision time (queued or in service).
+func (o *Observation) InFlightNow() int {
+	n := o.FrontQueued
+	for _, p := range o.Pods {
+		n += p.InService + p.Queued
+	}
+	return n
 }
 
 // Ready counts the ready pods.

@@ -131,7 +131,8 @@ func newResult(name string, cfg Config) *Result {
 	}
 }
 
-func (r *Result) record(lat, now float64) {
+// record counts one request's latency and returns its histogram bucket.
+func (r *Result) record(lat, now float64) int {
 	r.Requests++
 	r.latSum += lat
 	if lat > r.target {
@@ -143,6 +144,7 @@ func (r *Result) record(lat, now float64) {
 		r.minutes[m].add(b)
 		r.minuteSum[m] += lat
 	}
+	return b
 }
 
 func (r *Result) finish() {
