@@ -269,6 +269,8 @@ func New(name string, p Params, f Future) (Policy, error) {
 		return NewHPANoCooldown(p, p.cpuTarget()), nil
 	case name == "kpa":
 		return NewKPA(p), nil
+	case name == KPADelayName:
+		return NewKPAWithDelay(p, KPADelay), nil
 	case name == OracleName:
 		if f.Activator {
 			return nil, fmt.Errorf("policy %s is routed through the Service: %s may use the activator", OracleName, PooledOracleName)
@@ -294,7 +296,7 @@ var extra = map[string]func(Params, Future) Policy{}
 
 // Names lists the policies New knows (static:N stands for any N ≥ 1).
 func Names() []string {
-	names := []string{"qas", "qas-reactive", "hpa", "hpa-nocooldown", "kpa", OracleName, PooledOracleName, "static:N"}
+	names := []string{"qas", "qas-reactive", "hpa", "hpa-nocooldown", "kpa", KPADelayName, OracleName, PooledOracleName, "static:N"}
 	for _, n := range []string{"hpa-cooldown", "predictive-hpa", "khpa-a", "alg1", "alg2", "alg3"} {
 		if _, ok := extra[n]; ok {
 			names = append(names, n)
