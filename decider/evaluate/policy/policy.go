@@ -76,7 +76,9 @@ type Observation struct {
 	Pods []Pod
 	// Nodes are the nodes, when the simulation models them.
 	Nodes []Node
-	// InitTimes are the creation→Ready durations (seconds) of pods started so far.
+	// InitTimes are the creation→Ready durations (seconds) of the pods that
+	// became Ready so far, the initial replicas (started before the run)
+	// first.
 	InitTimes []float64
 	// PodStarts counts the pods that have started so far (got a node and
 	// started their containers); the next pod to start is start number
@@ -278,6 +280,11 @@ func New(name string, p Params, f Future) (Policy, error) {
 		return NewOracle(p, f), nil
 	case name == PooledOracleName:
 		return NewPooledOracle(p, f), nil
+	case name == ReactiveOracleName, name == PooledReactiveOracleName:
+		return NewReactiveOracle(name, p, f.Need), nil
+	case name == LowerBoundName, name == PooledLowerBoundName:
+		// Its pods are Ready at once: the simulator must be told (sim.Compare).
+		return NewPooledOracle(p, f), nil
 	case strings.HasPrefix(name, "static:"):
 		n, err := strconv.Atoi(strings.TrimPrefix(name, "static:"))
 		if err != nil || n < 1 {
@@ -296,7 +303,9 @@ var extra = map[string]func(Params, Future) Policy{}
 
 // Names lists the policies New knows (static:N stands for any N ≥ 1).
 func Names() []string {
-	names := []string{"qas", "qas-reactive", "hpa", "hpa-nocooldown", "kpa", KPADelayName, OracleName, PooledOracleName, "static:N"}
+	names := []string{"qas", "qas-reactive", "hpa", "hpa-nocooldown", "kpa", KPADelayName, "static:N"}
+	names = append(names, Yardsticks...)
+	names = append(names, YardsticksName)
 	for _, n := range []string{"hpa-cooldown", "predictive-hpa", "khpa-a", "alg1", "alg2", "alg3"} {
 		if _, ok := extra[n]; ok {
 			names = append(names, n)

@@ -95,7 +95,8 @@ type Result struct {
 	CPURequestedPerSecond []float64
 	Forecast              []float64 // the rate the policy sized for (0 if none)
 	// MinuteLatency is the latency at the percentile of each simulated minute
-	// (0 if no request), and MinuteMeanLatency the mean, by completion time.
+	// (the mean for a mean target; 0 if no request), and MinuteMeanLatency
+	// the mean, by completion time.
 	MinuteLatency, MinuteMeanLatency []float64
 	Requests                         int
 	OverTarget                       int
@@ -151,9 +152,12 @@ func (r *Result) finish() {
 	r.MinuteLatency = make([]float64, len(r.minutes))
 	r.MinuteMeanLatency = make([]float64, len(r.minutes))
 	for i := range r.minutes {
-		r.MinuteLatency[i] = r.minutes[i].Quantile(r.pct)
 		if r.minutes[i].N > 0 {
 			r.MinuteMeanLatency[i] = r.minuteSum[i] / float64(r.minutes[i].N)
+		}
+		r.MinuteLatency[i] = r.MinuteMeanLatency[i]
+		if r.pct > 0 {
+			r.MinuteLatency[i] = r.minutes[i].Quantile(r.pct)
 		}
 	}
 	r.minutes, r.minuteSum = nil, nil
@@ -198,4 +202,14 @@ func (r *Result) CPUUsedSeconds() float64 {
 		s += c
 	}
 	return s
+}
+
+// MeetsSLO reports whether the run meets its latency objective: the mean
+// latency within the target for a mean target (Percentile 0), else at most
+// budget of the requests over it.
+func (r *Result) MeetsSLO(budget float64) bool {
+	if r.pct == 0 {
+		return r.MeanLatency <= r.target
+	}
+	return float64(r.OverTarget) <= budget*float64(r.Requests)
 }

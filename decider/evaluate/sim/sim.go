@@ -327,6 +327,7 @@ func Run(cfg Config, p policy.Policy) *Result {
 	for i := 0; i < cfg.InitialReplicas; i++ {
 		s.startPod(s.addPod(), true)
 	}
+	s.inits = StartingInitTimes(cfg)
 	total := len(cfg.Rates)
 	nextArr := s.nextArrival(0)
 	// The first decision comes one period in: no autoscaler acts on an empty window.
@@ -844,6 +845,21 @@ func (s *sim) observe(o *policy.Observation) {
 	o.InitTimes = s.inits
 	o.PodStarts = s.starts
 	o.FrontQueued = s.front.size
+}
+
+// StartingInitTimes are the creation→Ready times of the initial replicas,
+// which were started before the run: known from t = 0, as a real autoscaler
+// reads them from the pods' conditions (seed 000 averages over every pod
+// ever Ready). They come from their own stream, so they do not shift the
+// init times of the pods started during the run (InitTimes).
+func StartingInitTimes(cfg Config) []float64 {
+	n := max(cfg.InitialReplicas, 1)
+	r := newRand(cfg.Seed, 5)
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = cfg.Init.Sample(r)
+	}
+	return out
 }
 
 // Routing is the data plane that spreads requests over the Ready pods.

@@ -336,7 +336,9 @@ func TestInitTimesAreTheOraclesToKnow(t *testing.T) {
 	for j := range rec.last.PodStarts {
 		expect = append(expect, want.At(j))
 	}
-	got := append([]float64(nil), rec.last.InitTimes...)
+	// The initial replica's init time comes first, known from the start.
+	require.Equal(t, StartingInitTimes(cfg), rec.last.InitTimes[:1])
+	got := append([]float64(nil), rec.last.InitTimes[1:]...)
 	require.Len(t, got, 8)
 	sort.Float64s(got)
 	sort.Float64s(expect)
@@ -352,6 +354,23 @@ func (r *recorder) Decide(o *policy.Observation) policy.Decision {
 	r.last = *o
 	r.last.InitTimes = append([]float64(nil), o.InitTimes...)
 	return r.scripted.Decide(o)
+}
+
+// TestStartingPodsInitTimesKnownFromTheStart: the initial replicas' init
+// times are in the first observation, before any new pod is Ready, so
+// predictive-hpa (seed 000 averages over every pod ever Ready) is not blind
+// until its first new pod; and they do not shift the run's own sequence.
+func TestStartingPodsInitTimesKnownFromTheStart(t *testing.T) {
+	cfg := Config{Rates: constRates(1, 30), Service: mustDist(t, "exp:50ms"), Init: mustDist(t, "exp:135s"), Concurrency: 1, CPU: 1,
+		Target: 1, Percentile: 95, InitialReplicas: 3, Seed: 4}
+	rec := &recorder{scripted: scripted{at: []float64{1}, count: []int{3}}}
+	Run(cfg, rec)
+	require.Len(t, rec.last.InitTimes, 3)
+	require.Equal(t, StartingInitTimes(cfg), rec.last.InitTimes)
+	for _, v := range rec.last.InitTimes {
+		require.Positive(t, v)
+	}
+	require.NotEqual(t, NewInitTimes(cfg.Init, cfg.Seed).At(0), rec.last.InitTimes[0], "their own stream")
 }
 
 // mustDist parses a distribution the test spells out.
