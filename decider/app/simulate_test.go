@@ -61,7 +61,7 @@ func TestSimulateJSONShape(t *testing.T) {
 	}
 	h, err := os.ReadFile(html)
 	require.NoError(t, err)
-	require.Equal(t, 5, strings.Count(string(h), "<svg"))
+	require.Equal(t, 2+2*5+1, strings.Count(string(h), "<svg"), "rate, actions, a pods and a latency chart per policy, the summary")
 	oracles := doc["oracles"].([]any)
 	require.Len(t, oracles, 1)
 	oracle := oracles[0].(map[string]any)
