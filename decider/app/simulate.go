@@ -314,8 +314,11 @@ func printOracles(w io.Writer, oracles []sim.OracleSearch) {
 			verdict = "cannot meet (no schedule tried did; this one misses least)"
 		}
 		kind, window := "clairvoyant", "centred"
-		if o.Reactive {
+		switch {
+		case o.Reactive:
 			kind, window = "reactive (knows the present rate, not the future)", "trailing"
+		case o.ZeroInit:
+			kind = "lower bound (clairvoyant, pods Ready at once)"
 		}
 		fmt.Fprintf(w, "%s: %s, the cheapest of %d simulated schedules that %s the SLO, routed %s: %.3f × the true rate's %d s %s mean\n",
 			o.Policy, kind, o.Runs, verdict, o.Routing, o.Headroom, o.Window, window)

@@ -209,12 +209,12 @@ func Summarize(r *Result, demand []int) Summary {
 
 // Table formats the summaries as a fixed-width table.
 func Table(s []Summary) string {
-	out := fmt.Sprintf("%-22s %9s %7s %7s %9s %9s %9s %10s %10s %7s %6s %6s %6s %6s %6s %7s\n",
-		"policy", "requests", ">T %", "min>T%", "p50 ms", "p95 ms", "p99 ms", "pod-s", "cpu-s", "actions",
+	out := fmt.Sprintf("%-22s %9s %7s %7s %9s %9s %9s %9s %10s %10s %7s %6s %6s %6s %6s %6s %7s\n",
+		"policy", "requests", ">T %", "min>T%", "mean ms", "p50 ms", "p95 ms", "p99 ms", "pod-s", "cpu-s", "actions",
 		"θU%", "θO%", "τU%", "τO%", "inst%", "jitter")
 	for _, x := range s {
-		out += fmt.Sprintf("%-22s %9d %7.2f %7.1f %9.1f %9.1f %9.1f %10.0f %10.0f %7d %6.1f %6.1f %6.1f %6.1f %6.1f %7.2f\n",
-			x.Name, x.Requests, x.RequestsOverTargetPct, x.MinutesOverTargetPct, 1000*x.Latency.P50, 1000*x.Latency.P95,
+		out += fmt.Sprintf("%-22s %9d %7.2f %7.1f %9.1f %9.1f %9.1f %9.1f %10.0f %10.0f %7d %6.1f %6.1f %6.1f %6.1f %6.1f %7.2f\n",
+			x.Name, x.Requests, x.RequestsOverTargetPct, x.MinutesOverTargetPct, 1000*x.MeanLatency, 1000*x.Latency.P50, 1000*x.Latency.P95,
 			1000*x.Latency.P99, x.PodSeconds, x.CPUCoreSeconds, x.Actions, x.Spec.ThetaU, x.Spec.ThetaO, x.Spec.TauU,
 			x.Spec.TauO, x.Spec.Instability, x.Spec.Jitter)
 	}

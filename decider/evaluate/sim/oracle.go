@@ -171,13 +171,20 @@ func searchOracles(cfg Config, p policy.Params, capa *policy.Capacity, groups []
 		w int
 		g oracleGroup
 	}
+	windows, steps := OracleWindows, OracleSteps
+	if len(cfg.OracleWindows) > 0 {
+		windows = cfg.OracleWindows
+	}
+	if cfg.OracleSteps > 0 {
+		steps = cfg.OracleSteps
+	}
 	var cands []cand
 	for _, g := range groups {
-		for _, w := range OracleWindows {
+		for _, w := range windows {
 			cands = append(cands, cand{w: w, g: g})
 		}
 	}
-	total := len(cands) * (OracleSteps + 1)
+	total := len(cands) * (steps + 1)
 	var mu sync.Mutex
 	done := 0
 	tick := func() {
@@ -227,12 +234,12 @@ func searchOracles(cfg Config, p policy.Params, capa *policy.Capacity, groups []
 			best[i] = oracleRun{w: cd.w, g: cd.g, h: hi, r: r, met: met(r)}
 			if !best[i].met {
 				// Even 8 × the rate misses: more pods do not help.
-				for range OracleSteps {
+				for range steps {
 					tick()
 				}
 				return
 			}
-			for range OracleSteps {
+			for range steps {
 				mid := math.Sqrt(lo * hi)
 				r := run(c, cd.w, cd.g, mid)
 				runs[i]++

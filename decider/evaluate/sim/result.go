@@ -54,11 +54,13 @@ func (h *Histogram) Quantile(p float64) float64 {
 }
 
 // DecisionSample is one decision of a policy: at time At (simulated
-// seconds), Running pods were Ready and it requested Requested replicas for
-// the next interval.
+// seconds), Running pods existed (created, not terminating, Ready or not: a
+// Deployment's status.replicas, which seed 004's N(k) reads) and it
+// requested Requested replicas for the next interval. Ready is the Ready
+// pods among them.
 type DecisionSample struct {
-	At                 float64
-	Running, Requested int
+	At                        float64
+	Running, Ready, Requested int
 }
 
 // MoveRecord is one migration the simulator started.

@@ -66,6 +66,11 @@ type Config struct {
 	// puts Knative's activator in the path (ActivatorRouter) is routed
 	// pooled while it does, and by Routing otherwise.
 	Routing Routing
+	// OracleWindows and OracleSteps, when set, replace the yardsticks'
+	// search grid (OracleWindows, OracleSteps): a coarser grid for a large
+	// matrix.
+	OracleWindows []int
+	OracleSteps   int
 	// InitialReplicas are Ready at time 0; default 1.
 	InitialReplicas int
 	Seed            uint64
@@ -367,10 +372,12 @@ func Run(cfg Config, p policy.Policy) *Result {
 		if end >= nextDecision {
 			nextDecision = end + p.Period()
 			s.observe(obs)
-			running := len(s.ready)
+			// status.replicas: the pods created and not terminating (a
+			// migration's replacement is outside the count until it takes over).
+			running, ready := len(s.active)-s.surges, len(s.ready)
 			d := p.Decide(obs)
 			if !d.MeasureOnly {
-				s.res.Decisions = append(s.res.Decisions, DecisionSample{At: end, Running: running, Requested: d.Replicas})
+				s.res.Decisions = append(s.res.Decisions, DecisionSample{At: end, Running: running, Ready: ready, Requested: d.Replicas})
 			}
 			s.res.Forecast[second] = d.Forecast
 			if d.Replicas != lastDesired {

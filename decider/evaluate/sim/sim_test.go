@@ -276,6 +276,27 @@ func TestRequestedVsRunningSeesScaleDowns(t *testing.T) {
 	require.Zero(t, m.ThetaU)
 }
 
+// TestSeed004CountsCreatedPods: seed 004's N(k) is the Deployment's
+// status.replicas, the pods created whether Ready or not, so a scale-up
+// whose pods are still starting is not under-provisioning on its metric at
+// the next decision (comparing with Ready pods, as before, counted 30 s of
+// it after every scale-up).
+func TestSeed004CountsCreatedPods(t *testing.T) {
+	cfg := Config{Rates: constRates(10, 120), Service: mustDist(t, "exp:50ms"), Init: mustDist(t, "30s"), Concurrency: 1, CPU: 1,
+		Target: 1, Percentile: 95, InitialReplicas: 1, Seed: 1}
+	r := Run(cfg, scripted{at: []float64{10}, count: []int{4}})
+	var at11 DecisionSample
+	for _, d := range r.Decisions {
+		if d.At == 11 {
+			at11 = d
+		}
+	}
+	require.Equal(t, DecisionSample{At: 11, Running: 4, Ready: 1, Requested: 4}, at11)
+	m := SeedRequestedVsRunning(r.Decisions)
+	require.InDelta(t, 100*(4.0-1)/4/120, m.ThetaU, 1e-9, "only the decision that asked for more is under")
+	require.InDelta(t, 100.0/120, m.TauU, 1e-9)
+}
+
 // TestFrontQueueDrainsInOrder: requests that wait in front while no pod is
 // Ready all go to the pods once one is Ready, ahead of later arrivals.
 func TestFrontQueueDrainsInOrder(t *testing.T) {
