@@ -83,6 +83,17 @@ func TestRunCell(t *testing.T) {
 		}
 	}
 	require.Equal(t, "leastRequest", r.Summaries[0].Routing)
+	// The matrix's coarser search grid: windows 10, 60 and 300 s, 7 steps.
+	for _, y := range r.Oracles {
+		for _, c := range y.Candidates {
+			require.Contains(t, []int{10, 60, 300}, c.Window)
+		}
+		groups := 1
+		if strings.HasSuffix(y.Policy, "-pooled") {
+			groups = 2
+		}
+		require.Equal(t, groups*3*(7+1), y.Runs, y.Policy)
+	}
 	hs := Headlines([]*Result{r, r}, o)
 	require.Len(t, hs, len(names))
 	require.Equal(t, 2, hs[0].Cells)
