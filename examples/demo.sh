@@ -5,10 +5,10 @@
 # plane: the clairvoyant oracle, the reactive oracle and the lower bound,
 # through a Service for qas and the HPA, pooled (an activator) for the KPA.
 #
-# Real time, no compression: half an hour of the NASA trace (2 July 1995,
-# 10:00-10:30 server time) at ×50, in two settings (lognormal service 50 ms
-# cv 1.2 with 45 s pod init; exponential 50 ms with 2 min init), seed 1,
-# p95 ≤ 200 ms, k = 1. Writes out/demo/results.md, results.json and
+# Real time, no compression: two half hours of the NASA trace, 2 July 1995
+# 10:00-10:30 at ×50 with each logged request multiplied (bursty batches) and
+# 14:00-14:30 at ×100 with Poisson scaling, lognormal service (50 ms, cv 1.2),
+# 45 s pod init, seed 1, p95 ≤ 200 ms, k = 1. Writes out/demo/results.md, results.json and
 # report.html. Set QAS_SHARED to the shared directory if it is not ../shared.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -37,7 +37,7 @@ func runEvaluate(args []string, env Env) error {
 	fs.SetOutput(env.Stdout)
 	nasa := fs.String("nasa", "", "the NASA trace (nasa-1995-07-08.rps.gz) (required)")
 	out := fs.String("out", "out/evaluate", "directory for results.md, results.json and report.html")
-	demo := fs.Bool("demo", false, "the one-minute taste (make demo): one NASA half hour, both settings, seed 1")
+	demo := fs.Bool("demo", false, "the one-minute taste (make demo): two NASA half hours, counts ×50 and Poisson ×100, seed 1")
 	workers := fs.Int("workers", 0, "cells run at once (0: one per core)")
 	detail := fs.Int("detail", 4, "cells, from the first, whose charts the report draws")
 	only := fs.String("only", "", "run only the cells whose name contains this text")

@@ -35,15 +35,15 @@ func sharedNASA(t *testing.T) string {
 // off a terminal.
 func TestEvaluateDemoCell(t *testing.T) {
 	dir := t.TempDir()
-	code, out, stderr := runEval(t, "--demo", "--nasa", sharedNASA(t), "--out", dir, "--only", "exp-init2m", "--detail", "1")
+	code, out, stderr := runEval(t, "--demo", "--nasa", sharedNASA(t), "--out", dir, "--only", "10h-30min", "--detail", "1")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "the demo (a taste of the evaluation matrix): 1 cells, every one in real time (no compression)")
 	require.Contains(t, out, "## Headline (1 cells)")
 	require.Contains(t, out, "| kpa-delay | ")
-	require.Contains(t, stderr, "evaluate: 1/1 cells (nasa-2jul-10h-30min-x50 / exp-init2m / random / seed 1)")
+	require.Contains(t, stderr, "evaluate: 1/1 cells (nasa-2jul-10h-30min-x50 / lognormal-cv1.2-init45s / random / seed 1)")
 	md, err := os.ReadFile(filepath.Join(dir, "results.md"))
 	require.NoError(t, err)
-	require.Contains(t, string(md), "real time; routing random; p95 ≤ 200ms; service exp:50ms; init const:2m0s")
+	require.Contains(t, string(md), "real time; routing random; p95 ≤ 200ms; service lognormal:50ms,cv=1.2; init const:45s")
 	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
 	require.NoError(t, err)
 	var doc struct {

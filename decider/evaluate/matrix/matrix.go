@@ -128,15 +128,18 @@ func Default(nasa string) []Cell {
 	return cells
 }
 
-// Demo is `make demo`'s taste of the matrix: the first NASA window, both
-// settings, seed 1, through a Service.
+// Demo is `make demo`'s taste of the matrix: half an hour of each of the
+// first two NASA windows (2 July 10:00 ×50 with counts multiplied, 14:00 ×100
+// with Poisson scaling), so the taste shows how much the scaling decides,
+// under the first setting, seed 1, through a Service.
 func Demo(nasa string) []Cell {
-	w := Workloads(nasa)[0]
-	w.Window = hours(34, 34.5)
-	w.Name = "nasa-2jul-10h-30min-x50"
+	ws := Workloads(nasa)
 	var cells []Cell
-	for _, s := range Settings() {
-		cells = append(cells, Cell{Workload: w, Setting: s, Seed: 1, Routing: sim.RouteRandom})
+	for i, name := range []string{"nasa-2jul-10h-30min-x50", "nasa-2jul-14h-30min-x100-poisson"} {
+		w := ws[i]
+		w.Window.End = w.Window.Start + 30*time.Minute
+		w.Name = name
+		cells = append(cells, Cell{Workload: w, Setting: Settings()[0], Seed: 1, Routing: sim.RouteRandom})
 	}
 	return cells
 }
