@@ -8,7 +8,7 @@ PKGS := ./...
 export QAS_CACHE ?= $(HOME)/.cache/qas
 WITH_INFRA := bash test/infra/env.sh
 
-.PHONY: all build test unit bench lint fmt vet golangci demo proxy-demo fuzz generate clean
+.PHONY: all build test unit bench lint fmt vet golangci demo evaluate proxy-demo fuzz generate clean
 
 all: build
 
@@ -49,9 +49,15 @@ fuzz:
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz' || true); do \
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; done; done
 
-## demo: the main job on a built-in default.
+## demo: the main job on a built-in default: a one-minute taste of `make evaluate`.
 demo: build
 	bash examples/demo.sh
+
+## evaluate: the whole evaluation matrix in real time on every core (about 10 minutes on 2 cores):
+## out/evaluate/results.md, results.json and report.html.
+QAS_SHARED ?= $(abspath ../shared)
+evaluate: build
+	$(BIN)/qas-decider evaluate --nasa $(QAS_SHARED)/traces/nasa-1995-07-08.rps.gz --out out/evaluate
 
 ## generate: deepcopy code and the QueueAutoscaler CRD (controller-gen).
 generate:

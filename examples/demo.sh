@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# `make demo`: the trace-driven simulator compares QAS with Kubernetes' HPA, Knative's KPA
-# and an oracle that knows the future, on half a day of the real NASA trace. The oracle is
-# routed at random through a Service, as QAS and the HPA are; oracle-pooled may also put a
-# capacity-aware activator in front of the pods, as the KPA does, and is its yardstick.
+# `make demo`: a one-minute taste of `make evaluate`. The trace-driven simulator
+# compares QAS with Kubernetes' HPA and Knative's KPA (at its defaults, and with
+# a 5-minute scale-down-delay), each against the yardsticks of its own data
+# plane: the clairvoyant oracle, the reactive oracle and the lower bound,
+# through a Service for qas and the HPA, pooled (an activator) for the KPA.
 #
-# Window 24h:36h of the trace (2 July 1995, 00:00-12:00 server time), rates ×100, compressed
-# 10× (ten trace seconds per simulated second: 72 simulated minutes), lognormal service
-# times (mean 50 ms, cv 1), 30 s pod init, p95 ≤ 200 ms. Writes out/demo.json and
-# out/demo-report.html. Set QAS_SHARED to the shared directory if it is not ../shared.
+# Real time, no compression: two half hours of the NASA trace, 2 July 1995
+# 10:00-10:30 at ×50 with each logged request multiplied (bursty batches) and
+# 14:00-14:30 at ×100 with Poisson scaling, lognormal service (50 ms, cv 1.2),
+# 45 s pod init, seed 1, p95 ≤ 200 ms, k = 1. Writes out/demo/results.md, results.json and
+# report.html. Set QAS_SHARED to the shared directory if it is not ../shared.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="$root/bin/qas-decider"
@@ -15,11 +17,4 @@ bin="$root/bin/qas-decider"
 shared="${QAS_SHARED:-$(cd "$root/.." && pwd)/shared}"
 nasa="$shared/traces/nasa-1995-07-08.rps.gz"
 [ -f "$nasa" ] || { echo "demo: $nasa not found: set QAS_SHARED" >&2; exit 1; }
-mkdir -p "$root/out"
-window=24h:36h scale=100 compress=10
-echo "demo: NASA trace window $window (trace time), scale ×$scale, compression $compress trace s per simulated s"
-"$bin" simulate --trace "$nasa" --window "$window" --scale "$scale" --compress "$compress" \
-	--slo 200ms --percentile 95 --service lognormal:50ms,cv=1 --init 30s \
-	--policies qas,hpa,kpa,oracle,oracle-pooled --seed 1 \
-	--json "$root/out/demo.json" --report "$root/out/demo-report.html"
-echo "demo: wrote out/demo.json and out/demo-report.html"
+"$bin" evaluate --demo --nasa "$nasa" --out "$root/out/demo"

@@ -1,5 +1,5 @@
 // Package app is the qas-decider command: a dispatcher over the subcommands in
-// the table commands (model, simulate, run, webhook), each in its own file.
+// the table commands (model, simulate, evaluate, run, webhook), each in its own file.
 package app
 
 import (
@@ -51,6 +51,7 @@ var commands = map[string]Command{
 	"model":    {Summary: "print the queueing model (M/M/c) of a load: utilisation, waits, latency, servers needed", Run: runModel},
 	"simulate": {Summary: "replay a trace through a request-level simulation and compare autoscaling policies", Run: runSimulate},
 	"run":      {Summary: "the controller: decide every QueueAutoscaler from the collector's measurements and act (leader-elected)", Run: runRun},
+	"evaluate": {Summary: "run the evaluation matrix (traces × settings × seeds × data planes, every policy and yardstick) and write a table and a report", Run: runEvaluate},
 	"webhook":  {Summary: "serve the sidecar-injection mutating webhook with self-managed (or cert-manager) TLS", Run: runWebhook},
 }
 

@@ -20,10 +20,21 @@ import (
 
 // simulateOutput is the JSON contract of `qas-decider simulate --json`.
 type simulateOutput struct {
-	Trace       string        `json:"trace"`
-	Window      string        `json:"window"`
-	Scale       float64       `json:"scale"`
-	Compression int           `json:"compression"`
+	Trace       string  `json:"trace"`
+	Window      string  `json:"window"`
+	Scale       float64 `json:"scale"`
+	Compression int     `json:"compression"`
+	// CompressionMode is "scaled" (every time constant scaled with the
+	// trace: simulated as the equivalent real-time system, figures in trace
+	// time) or "trace-only" (only the trace runs faster); empty without
+	// compression.
+	CompressionMode string `json:"compression_mode,omitempty"`
+	// Scaling is how the trace's counts were scaled: "counts" or "poisson".
+	Scaling string `json:"scaling"`
+	// Routing is the data plane: random, leastRequest or pooled.
+	Routing string `json:"routing"`
+	// Conditions is one line saying every condition the figures hold under.
+	Conditions  string        `json:"conditions"`
 	Seed        uint64        `json:"seed"`
 	Description string        `json:"description"`
 	SLOSeconds  float64       `json:"slo_seconds"`
@@ -43,17 +54,21 @@ type simulateOutput struct {
 func runSimulate(args []string, env Env) error {
 	fs := flag.NewFlagSet("qas-decider simulate", flag.ContinueOnError)
 	fs.SetOutput(env.Stdout) // --help, as for model and run
-	src := fs.String("trace", "", "trace file (.gz or plain) or pattern:flash-crowd | pattern:increase-decrease (required)")
+	src := fs.String("trace", "", "trace file (.gz or plain) or "+strings.Join(trace.PatternNames(), " | ")+" (required)")
 	win := fs.String("window", "", "part of the trace, in trace time, e.g. 2h:8h")
 	scale := fs.Float64("scale", 1, "multiply the trace's rates")
+	scaling := fs.String("scaling", "counts", "how --scale applies: counts (each second's count × scale: a logged request becomes a correlated batch) or poisson (Poisson arrivals at scale × the count's centred mean over --poisson-window)")
+	poissonWindow := fs.Duration("poisson-window", time.Minute, "with --scaling poisson, the centred window the trace's counts are averaged over")
 	compress := fs.Int("compress", 1, "trace seconds per simulated second")
+	compressMode := fs.String("compress-mode", "scaled", "with --compress N > 1: scaled (init times, periods and windows scale with the trace: simulated as the same system in trace time) or trace-only (only the trace runs faster, which favours some policies)")
+	routingFlag := fs.String("routing", "random", "data plane in front of the pods: random (a Service), leastRequest (Envoy's two-choice least request) or pooled (an activator's queue for every policy); the kpa is pooled while its activator is in the path")
 	slo := fs.Duration("slo", 0, "latency target, e.g. 200ms (required)")
-	pct := fs.Float64("percentile", 95, "latency percentile the target applies to, in (0,100)")
+	pctFlag := fs.String("percentile", "95", "latency percentile the target applies to, in (0,100), or mean (seed 003's mean-latency target)")
 	svc := fs.String("service", "lognormal:50ms,cv=1.5", "service-time distribution: exp:D, lognormal:D,cv=X, bimodal:D1,D2,p=X, const:D")
 	initD := fs.String("init", "30s", "pod init-time distribution (same syntax)")
-	pols := fs.String("policies", "qas,hpa,kpa,oracle", "comma-separated policies: "+strings.Join(policy.Names(), ", ")+
-		"; oracle is the cheapest schedule that meets the SLO with requests routed at random through a Service (as qas and hpa are), "+
-		"oracle-pooled the cheapest with the routing free (a Service, or a capacity-aware activator in front of the pods as kpa may use)")
+	pols := fs.String("policies", "qas,hpa,kpa,yardsticks", "comma-separated policies: "+strings.Join(policy.Names(), ", ")+
+		"; the yardsticks: oracle (clairvoyant) and oracle-reactive (knows the present only) are the cheapest schedules that meet the SLO on the run's data plane (--routing), "+
+		"lower-bound the pod-seconds of sizing each second at its true rate with no init cost; the -pooled ones may also use a pooled queue (an activator), the kpa's yardsticks; yardsticks lists all six")
 	seed := fs.Uint64("seed", 1, "random seed")
 	conc := fs.Int("concurrency", 1, "requests one pod serves at once, k")
 	sharing := fs.Bool("sharing", false, "processor sharing: a pod's up to --concurrency requests share its CPU request at once (a request alone runs at full speed on --busy-cpu cores, default min(1, --cpu)), instead of k slots served first come first served")
@@ -83,8 +98,27 @@ func runSimulate(args []string, env Env) error {
 	if *slo <= 0 {
 		return cli.Usagef("slo", "must be a positive duration such as 200ms")
 	}
-	if !(*pct > 0 && *pct < 100) {
-		return cli.Usagef("percentile", "must be in (0,100), got %v", *pct)
+	pctV := 0.0
+	if *pctFlag != "mean" {
+		v, err := strconv.ParseFloat(*pctFlag, 64)
+		if err != nil || !(v > 0 && v < 100) {
+			return cli.Usagef("percentile", "must be in (0,100) or mean, got %q", *pctFlag)
+		}
+		pctV = v
+	}
+	pct := &pctV
+	routing, err := sim.ParseRouting(*routingFlag)
+	if err != nil {
+		return cli.Usagef("routing", "%v", err)
+	}
+	if *scaling != "counts" && *scaling != "poisson" {
+		return cli.Usagef("scaling", "must be counts or poisson, got %q", *scaling)
+	}
+	if *scaling == "poisson" && *poissonWindow < time.Second {
+		return cli.Usagef("poisson-window", "must be at least 1s, got %v", *poissonWindow)
+	}
+	if *compressMode != "scaled" && *compressMode != "trace-only" {
+		return cli.Usagef("compress-mode", "must be scaled or trace-only, got %q", *compressMode)
 	}
 	if !(*scale > 0) {
 		return cli.Usagef("scale", "must be positive, got %v", *scale)
@@ -163,7 +197,34 @@ func runSimulate(args []string, env Env) error {
 	if err != nil {
 		return cli.Usagef("policies", "%v", err)
 	}
-	prof, err := trace.Load(trace.Options{Source: *src, Window: w, Scale: *scale, Compress: *compress})
+	smooth := 0
+	if *scaling == "poisson" {
+		smooth = int(poissonWindow.Seconds())
+	}
+	opts := trace.Options{Source: *src, Window: w, Scale: *scale, Compress: *compress, Smooth: smooth, Seed: *seed}
+	target := slo.Seconds()
+	mode := ""
+	timeNote := "real time"
+	if *compress > 1 {
+		mode = *compressMode
+		if mode == "scaled" {
+			// Compressing the trace N× with every time constant (init times,
+			// sync periods, windows) scaled by 1/N is the same system as the
+			// real-time trace at scale/N with service times and the target
+			// ×N, in trace time: simulated that way, so no policy constant
+			// needs rewriting and none is left behind.
+			n := float64(*compress)
+			opts.Scale, opts.Compress = *scale/n, 1
+			service = service.Scaled(n)
+			target *= n
+			timeNote = fmt.Sprintf("compression %d× with init times, periods and windows scaled with it, simulated as the same system in trace time: scale ×%g, service %s, target %s; every time below (latencies, pod-seconds) is in trace time, %d× the compressed run's",
+				*compress, opts.Scale, service, time.Duration(target*float64(time.Second)), *compress)
+		} else {
+			timeNote = fmt.Sprintf("compression %d× of the trace only: init times, sync periods and windows stay in simulated seconds, which favours some policies (DESIGN §6: qas 1.10× the oracle compressed, 1.54× in real time)", *compress)
+		}
+	}
+	params.Target = target
+	prof, err := trace.Load(opts)
 	if err != nil {
 		if strings.HasPrefix(*src, "pattern:") {
 			return cli.Usagef("trace", "%v", err)
@@ -171,9 +232,16 @@ func runSimulate(args []string, env Env) error {
 		return err
 	}
 	cfg := sim.Config{Rates: prof.Rates, Service: service, Init: initDist, Concurrency: *conc, CPU: *cpu,
-		Target: slo.Seconds(), Percentile: *pct, InitialReplicas: *initial, Seed: *seed,
+		Target: target, Percentile: *pct, InitialReplicas: *initial, Seed: *seed, Routing: routing,
 		Nodes: *nodes, NodeCPU: *nodeCPU, Backgrounds: backgrounds, Sharing: *sharing, BusyCPU: *busyCPU, CPUBound: *cpuBound}
+	pctName := "p" + strconv.FormatFloat(*pct, 'g', -1, 64)
+	if *pct == 0 {
+		pctName = "mean"
+	}
+	conditions := fmt.Sprintf("%s; %s; routing %s; %s ≤ %s; service %s; init %s; k = %d; seed %d",
+		prof.Description, timeNote, routing, pctName, time.Duration(target*float64(time.Second)), service, initDist, *conc, *seed)
 	fmt.Fprintf(env.Stdout, "trace: %s\n", prof.Description)
+	fmt.Fprintf(env.Stdout, "conditions: %s\n", conditions)
 	var progress func(string, int, int)
 	if f, ok := env.Stderr.(*os.File); ok && isTerminal(f) {
 		progress = func(name string, s, t int) {
@@ -199,8 +267,9 @@ func runSimulate(args []string, env Env) error {
 		total += s.Requests
 	}
 	fmt.Fprintf(env.Stdout, "simulated %d requests in %s\n", total, time.Since(start).Round(time.Millisecond))
-	out := simulateOutput{Trace: *src, Window: *win, Scale: *scale, Compression: *compress, Seed: *seed,
-		Description: prof.Description, SLOSeconds: slo.Seconds(), Percentile: *pct, Service: service.String(),
+	out := simulateOutput{Trace: *src, Window: *win, Scale: *scale, Compression: *compress, CompressionMode: mode, Scaling: *scaling,
+		Routing: routing.String(), Conditions: conditions, Seed: *seed,
+		Description: prof.Description, SLOSeconds: target, Percentile: *pct, Service: service.String(),
 		Init: initDist.String(), Discipline: discipline(*sharing), Seconds: len(prof.Rates), Policies: cmp.Summaries,
 		Oracles: cmp.Oracles, Seed000: cmp.Seed000}
 	if *jsonOut != "" {
@@ -217,8 +286,8 @@ func runSimulate(args []string, env Env) error {
 		if err != nil {
 			return err
 		}
-		if err := report.Write(f, report.Input{Title: "QAS simulation", Description: prof.Description,
-			Rates: prof.Rates, Target: slo.Seconds(), Percentile: *pct, Comparison: cmp}); err != nil {
+		if err := report.Write(f, report.Input{Title: "QAS simulation", Description: conditions,
+			Rates: prof.Rates, Target: target, Percentile: *pct, Comparison: cmp}); err != nil {
 			f.Close()
 			return err
 		}
@@ -229,38 +298,23 @@ func runSimulate(args []string, env Env) error {
 	return nil
 }
 
-// printOracles says, under the table, how each oracle's schedule was found
-// and through which routing; for oracle-pooled through the activator, without
-// oracle beside it, also its best schedule through a Service.
+// printOracles says, under the table, how each yardstick's schedule was
+// found and through which data plane.
 func printOracles(w io.Writer, oracles []sim.OracleSearch) {
-	service := false
-	for _, o := range oracles {
-		service = service || o.Policy == policy.OracleName
-	}
 	for _, o := range oracles {
 		verdict := "meets"
 		if !o.Met {
 			verdict = "cannot meet (no schedule tried did; this one misses least)"
 		}
-		routing := "routed at random through a Service (as for qas and the HPA)"
-		if o.Policy == policy.PooledOracleName {
-			routing = "the routing free (a Service or a capacity-aware activator)"
+		kind, window := "clairvoyant", "centred"
+		switch {
+		case o.Reactive:
+			kind, window = "reactive (knows the present rate, not the future)", "trailing"
+		case o.ZeroInit:
+			kind = "lower bound (clairvoyant, pods Ready at once)"
 		}
-		fmt.Fprintf(w, "%s: the cheapest of %d simulated schedules that %s the SLO (at most %.2f %% of requests over the target), %s: through the %s, %.3f × the true rate's %d s centred mean\n",
-			o.Policy, o.Runs, verdict, o.BudgetPct, routing, o.Routing, o.Headroom, o.Window)
-		if o.Routing == "service" || service {
-			continue
-		}
-		var svc *sim.OracleCandidate
-		for i, c := range o.Candidates {
-			if c.Routing == "service" && c.Met && (svc == nil || c.CPUCoreSeconds < svc.CPUCoreSeconds) {
-				svc = &o.Candidates[i]
-			}
-		}
-		if svc != nil {
-			fmt.Fprintf(w, "%s: through a Service (at random, as qas and the HPA are routed) it needs %.0f pod-s (%.2f %% over the target)\n",
-				o.Policy, svc.PodSeconds, svc.RequestsOverTargetPct)
-		}
+		fmt.Fprintf(w, "%s: %s, the cheapest of %d simulated schedules that %s the SLO, routed %s: %.3f × the true rate's %d s %s mean\n",
+			o.Policy, kind, o.Runs, verdict, o.Routing, o.Headroom, o.Window, window)
 	}
 }
 
@@ -278,6 +332,10 @@ func parsePolicies(v string, params policy.Params) ([]string, error) {
 			return nil, fmt.Errorf("%q is listed twice: each policy runs once", n)
 		}
 		seen[n] = true
+		if policy.IsYardstick(n) || n == policy.YardsticksName {
+			names = append(names, n)
+			continue
+		}
 		if _, err := policy.New(n, params, policy.Future{}); err != nil {
 			return nil, err
 		}

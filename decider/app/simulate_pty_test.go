@@ -61,3 +61,26 @@ func TestSimulateProgressOnTerminal(t *testing.T) {
 	require.True(t, bytes.HasSuffix(b, []byte("\r")), "the bar is erased at the end: %q", b[max(0, len(b)-80):])
 	require.NotContains(t, out.String(), "%]", "the bar never goes to stdout")
 }
+
+// TestEvaluateProgressOnTerminal: on a terminal `evaluate` draws one progress
+// bar, redrawn after each cell, ending full; off one it prints a line per
+// cell (TestEvaluateDemoCell).
+func TestEvaluateProgressOnTerminal(t *testing.T) {
+	master, tty := openPTY(t)
+	defer master.Close()
+	got := make(chan []byte)
+	go func() {
+		b, _ := io.ReadAll(master)
+		got <- b
+	}()
+	var out bytes.Buffer
+	code := MainEnv([]string{"evaluate", "--demo", "--nasa", sharedNASA(t), "--out", t.TempDir(), "--detail", "0"},
+		Env{Stdout: &out, Stderr: tty})
+	require.NoError(t, tty.Close())
+	b := <-got
+	require.Equal(t, 0, code, string(b))
+	require.Contains(t, string(b), "\r[####################                    ] 1/2 cells")
+	require.Contains(t, string(b), "\r[########################################] 2/2 cells")
+	require.NotContains(t, string(b), "evaluate: 1/2 cells", "no per-cell lines on a terminal")
+	require.NotContains(t, out.String(), "[####", "the bar never goes to stdout")
+}

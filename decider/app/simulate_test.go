@@ -26,7 +26,10 @@ func TestSimulateJSONShape(t *testing.T) {
 		"--service", "exp:50ms", "--init", "20s", "--policies", "qas,hpa,kpa,oracle,static:2", "--json", js, "--report", html)
 	require.Equal(t, 0, code, stderr)
 	require.Empty(t, stderr, "quiet when not on a terminal")
-	require.Contains(t, out, "compression 4 trace s per simulated s")
+	// Compression scales every time constant: simulated as the same system in trace time.
+	require.Contains(t, out, "compression 4× with init times, periods and windows scaled with it")
+	require.Contains(t, out, "conditions: ")
+	require.Contains(t, out, "service exp:200ms, target 800ms")
 	for _, p := range []string{"qas", "hpa", "kpa", "oracle", "static:2"} {
 		require.Contains(t, out, "\n"+p+" ")
 	}
@@ -34,7 +37,10 @@ func TestSimulateJSONShape(t *testing.T) {
 	require.NoError(t, err)
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal(b, &doc))
-	for _, k := range []string{"trace", "window", "scale", "compression", "seed", "discipline", "policies"} {
+	require.Equal(t, "scaled", doc["compression_mode"])
+	require.Equal(t, "random", doc["routing"])
+	require.Equal(t, "counts", doc["scaling"])
+	for _, k := range []string{"trace", "window", "scale", "compression", "seed", "discipline", "policies", "conditions"} {
 		require.Contains(t, doc, k)
 	}
 	pols := doc["policies"].([]any)
@@ -55,7 +61,7 @@ func TestSimulateJSONShape(t *testing.T) {
 	}
 	h, err := os.ReadFile(html)
 	require.NoError(t, err)
-	require.Equal(t, 5, strings.Count(string(h), "<svg"))
+	require.Equal(t, 2+2*5+1, strings.Count(string(h), "<svg"), "rate, actions, a pods and a latency chart per policy, the summary")
 	oracles := doc["oracles"].([]any)
 	require.Len(t, oracles, 1)
 	oracle := oracles[0].(map[string]any)
@@ -63,20 +69,19 @@ func TestSimulateJSONShape(t *testing.T) {
 		require.Contains(t, oracle, k)
 	}
 	require.Equal(t, "oracle", oracle["policy"])
-	require.Equal(t, "service", oracle["routing"], "the oracle is routed as qas and the HPA are")
+	require.Equal(t, "random", oracle["routing"], "the oracle is routed as qas and the HPA are")
 	for _, c := range oracle["candidates"].([]any) {
-		require.Equal(t, "service", c.(map[string]any)["routing"], "the oracle searches Service routing only")
+		require.Equal(t, "random", c.(map[string]any)["routing"], "the oracle searches the run's data plane only")
 	}
 	for _, p := range pols {
 		m := p.(map[string]any)
-		if m["name"] == "oracle" {
-			require.Equal(t, "service", m["routing"])
-		} else {
-			require.NotContains(t, m, "routing", "%s is not an oracle", m["name"])
+		want := "random"
+		if m["name"] == "kpa" {
+			want = "pooled while the activator is in the path, else random"
 		}
+		require.Equal(t, want, m["routing"], "%s's data plane", m["name"])
 	}
-	require.Contains(t, out, "oracle: the cheapest of 36 simulated schedules that meets the SLO")
-	require.Contains(t, out, "routed at random through a Service (as for qas and the HPA): through the service, ")
+	require.Contains(t, out, "oracle: clairvoyant, the cheapest of 36 simulated schedules that meets the SLO, routed random: ")
 	require.NotContains(t, doc, "seed000", "only with predictive-hpa and hpa-cooldown")
 }
 
@@ -145,8 +150,8 @@ func TestSimulateBothOracles(t *testing.T) {
 		runs     int
 		routings []string
 	}{
-		{name: "oracle-pooled", runs: 72, routings: []string{"service", "activator"}},
-		{name: "oracle", runs: 36, routings: []string{"service"}},
+		{name: "oracle-pooled", runs: 72, routings: []string{"random", "pooled"}},
+		{name: "oracle", runs: 36, routings: []string{"random"}},
 	} {
 		o, p := doc.Oracles[i], doc.Policies[i]
 		require.Equal(t, want.name, o.Policy)
@@ -162,22 +167,23 @@ func TestSimulateBothOracles(t *testing.T) {
 		for _, r := range want.routings {
 			require.True(t, seen[r], "%s searched %s routing", o.Policy, r)
 		}
-		require.Contains(t, out, fmt.Sprintf("%s: the cheapest of %d simulated schedules", o.Policy, o.Runs))
-		require.Contains(t, out, "through the "+o.Routing+", ")
+		require.Contains(t, out, fmt.Sprintf("%s: clairvoyant, the cheapest of %d simulated schedules", o.Policy, o.Runs))
+		require.Contains(t, out, "routed "+o.Routing+": ")
 	}
-	require.Equal(t, "service", doc.Oracles[1].Routing)
+	require.Equal(t, "random", doc.Oracles[1].Routing)
 	require.LessOrEqual(t, doc.Policies[0].CPUCoreSeconds, doc.Policies[1].CPUCoreSeconds)
-	require.NotContains(t, out, "oracle-pooled: through a Service (at random", "oracle ran beside it: no need to repeat its Service schedule")
 }
 
-// TestSimulateHelpNamesTheOracles: --help lists oracle-pooled and says how
-// the two oracles are routed.
+// TestSimulateHelpNamesTheOracles: --help lists every yardstick and says
+// what each is and on which data plane.
 func TestSimulateHelpNamesTheOracles(t *testing.T) {
 	code, out, _ := runSim(t, "--help")
 	require.Equal(t, 0, code)
-	require.Contains(t, out, "oracle, oracle-pooled")
-	require.Contains(t, out, "oracle is the cheapest schedule that meets the SLO with requests routed at random through a Service")
-	require.Contains(t, out, "oracle-pooled the cheapest with the routing free")
+	require.Contains(t, out, "oracle, oracle-reactive, lower-bound, oracle-pooled, oracle-reactive-pooled, lower-bound-pooled, yardsticks")
+	require.Contains(t, out, "oracle (clairvoyant) and oracle-reactive (knows the present only) are the cheapest schedules that meet the SLO on the run's data plane (--routing)")
+	require.Contains(t, out, "the -pooled ones may also use a pooled queue (an activator), the kpa's yardsticks")
+	require.Contains(t, out, "-routing string")
+	require.Contains(t, out, "or mean (seed 003's mean-latency target)")
 }
 
 func TestSimulateBadFlags(t *testing.T) {

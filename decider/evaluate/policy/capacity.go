@@ -30,9 +30,12 @@ type Capacity struct {
 	// M/G/1-PS (S/(1−ρ)) extended to K places, its spread given S ignored.
 	Sharing bool
 	// Pooled sizes for one queue in front of all pods (not with Sharing).
-	Pooled     bool
-	Target     float64 // seconds
-	Percentile float64 // (0,100)
+	Pooled bool
+	Target float64 // seconds
+	// Percentile is in (0,100), or 0 for a mean-latency target (seed 003's
+	// Equations 7–8): then a pod count meets the target when the mean
+	// response time E[S] + E[W] (MeanLatency) is within it.
+	Percentile float64
 	Max        int
 	budget     float64   // Budget, once computed (it is never 0)
 	perPod     float64   // PerPodRate, once computed
@@ -76,6 +79,29 @@ func (c *Capacity) Tail(lambda float64, n int, t float64) float64 {
 	return sum / float64(len(c.ServiceQuantiles))
 }
 
+// MeanLatency is E[R] with n pods at rate lambda: E[S] + C/(kμ − λ/n) ×
+// (1 + cs²)/2 (M/M/k's mean wait with the Allen–Cunneen factor), or with
+// Sharing E[S] × (1 + C/(K − a)); +Inf when unstable.
+func (c *Capacity) MeanLatency(lambda float64, n int) float64 {
+	servers := c.K
+	a := lambda / float64(n) * c.MeanService
+	if c.Pooled && !c.Sharing {
+		servers, a = n*c.K, lambda*c.MeanService
+	}
+	k := float64(servers)
+	if a >= k {
+		return math.Inf(1)
+	}
+	pw := 0.0
+	if a > 0 {
+		pw = erlangC(servers, a)
+	}
+	if c.Sharing {
+		return c.MeanService * (1 + pw/(k-a))
+	}
+	return c.MeanService + pw*c.MeanService/(k-a)*(1+c.ServiceSCV)/2
+}
+
 // ServiceTail is P(S > t) for the service time alone (at full speed): the
 // share of requests over t however many pods run.
 func (c *Capacity) ServiceTail(t float64) float64 {
@@ -94,6 +120,9 @@ func (c *Capacity) ServiceTail(t float64) float64 {
 // Feasible reports whether enough pods can meet the target: the service time
 // alone exceeds it for less than 1 − p of requests.
 func (c *Capacity) Feasible() bool {
+	if c.Percentile == 0 {
+		return c.MeanService < c.Target
+	}
 	return c.ServiceTail(c.Target) < 1-c.Percentile/100
 }
 
@@ -108,6 +137,11 @@ func (c *Capacity) Budget() float64 {
 		return c.budget
 	}
 	q := 1 - c.Percentile/100
+	if c.Percentile == 0 {
+		// A mean target has no share of late requests; this is only what
+		// the report prints beside it (every request may be late).
+		q = 1
+	}
 	c.budget = q
 	if !c.Feasible() {
 		s := c.ServiceTail(c.Target)
@@ -119,7 +153,20 @@ func (c *Capacity) Budget() float64 {
 // Meets reports whether n pods meet the target at rate lambda: P(R > T) is
 // within Budget.
 func (c *Capacity) Meets(lambda float64, n int) bool {
+	if c.Percentile == 0 {
+		return c.MeanLatency(lambda, n) <= c.meanTarget()
+	}
 	return c.Tail(lambda, n, c.Target) <= c.Budget()
+}
+
+// meanTarget is the mean target, or when E[S] alone exceeds it (no pod
+// count can meet it) E[S] plus the target's own room over no wait: a finite
+// demand, as Budget gives for a percentile.
+func (c *Capacity) meanTarget() float64 {
+	if c.MeanService < c.Target {
+		return c.Target
+	}
+	return c.MeanService + c.Target
 }
 
 // Clone returns a copy that is safe to use on another goroutine.
@@ -185,7 +232,7 @@ func (c *Capacity) largestRate(n, steps int) float64 {
 	lo, hi := 0.0, float64(n*c.K)/c.MeanService
 	for range steps {
 		mid := (lo + hi) / 2
-		if c.Tail(mid, n, c.Target) <= c.Budget() && mid*c.MeanService < float64(n*c.K) {
+		if c.Meets(mid, n) && mid*c.MeanService < float64(n*c.K) {
 			lo = mid
 		} else {
 			hi = mid

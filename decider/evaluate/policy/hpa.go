@@ -54,6 +54,8 @@ const (
 //     ratio is recomputed and the change is dropped if it is within tolerance,
 //     flips direction, or if ⌈new ratio × counted pods⌉ moves the other way.
 //   - No samples at all is an error: the HPA does not act and records nothing.
+//   - recordInitialRecommendation (horizontal.go): the first reconcile records
+//     the current count as a recommendation, at the HPA's creation.
 //   - normalizeDesiredReplicas (horizontal.go): stabilizeRecommendation takes
 //     the highest recommendation of the last 5 min (the current one included),
 //     then convertDesiredReplicasWithRules bounds it to [min, min(max,
@@ -66,6 +68,7 @@ type HPA struct {
 	last       map[int]float64 // pod → BusyCum at the previous sync
 	lastT      float64
 	recs       []rec
+	started    bool
 }
 
 type rec struct {
@@ -102,6 +105,15 @@ func (*HPA) Period() float64 { return HPASync }
 // Decide runs one HPA sync (reconcileAutoscaler).
 func (h *HPA) Decide(o *Observation) Decision {
 	current := len(o.Pods)
+	if !h.started {
+		// recordInitialRecommendation (horizontal.go): the first reconcile,
+		// when the HPA is created with the run, records the current count, even
+		// if the metrics then fail, so the HPA cannot drop below it within
+		// the stabilisation window. Our first sync comes one period in; the
+		// creation reconcile was at the start.
+		h.started = true
+		h.recs = append(h.recs, rec{t: math.Max(0, o.Now-HPASync), n: current})
+	}
 	rec, ok := h.recommend(o, current)
 	clear(h.last)
 	for _, p := range o.Pods {

@@ -17,7 +17,9 @@ func init() {
 // points exist or when the simulation has no node model (then KHPA-A is KHPA).
 const (
 	KHPAATarget = 0.8
-	KHPAAPeriod = 15.0
+	// KHPAAPeriod is the seed's control period τ (its Algorithm 2, "with a
+	// period τ = 30 s").
+	KHPAAPeriod = 30.0
 )
 
 // KHPAA is seed 001's absolute-metric autoscaler.
@@ -38,7 +40,7 @@ func NewKHPAA(p Params, target float64) *KHPAA {
 // Name is "khpa-a".
 func (*KHPAA) Name() string { return "khpa-a" }
 
-// Period is the control loop period τ, here the HPA's 15 s.
+// Period is the seed's control loop period τ, 30 s.
 func (*KHPAA) Period() float64 { return KHPAAPeriod }
 
 // Decide runs one loop of Algorithm 2.

@@ -34,7 +34,15 @@ const (
 //   - in panic the desired count is max(stable, panic) counts, and never goes
 //     below the highest count of this panic (maxPanicPods): no scale-down while
 //     panicking; in stable mode it is the stable count;
-//   - scale-down delay is 0 by default (no delay window).
+//   - newAutoscaler starts in panic mode when it finds more than one Ready pod:
+//     panic time = its creation, maxPanicPods = the Ready count, so it holds
+//     the current count until a stable window has passed without a new panic
+//     ("we're keeping at least the current scale until we accumulate enough
+//     data");
+//   - scale-down delay is 0 by default (no delay window); with the
+//     scale-down-delay knob (config-autoscaler scale-down-delay, or the
+//     autoscaling.knative.dev/scale-down-delay annotation) the result is the
+//     highest desired count of the last delay (max.TimeWindow, 2 s buckets).
 //
 // The excess burst capacity decides whether the activator is in the request
 // path: Scale computes EBC = ⌊ready × k − 211 − panic concurrency⌋ (total
@@ -55,7 +63,21 @@ type KPA struct {
 	maxPanicPods int
 	// proxy is true while the activator is in the request path (EBC < 0).
 	proxy bool
+	// started is set once the autoscaler was created (newAutoscaler).
+	started bool
+	// name and downDelay: "kpa" with Knative's default 0, or a variant with
+	// scale-down-delay; delayed keeps the desired counts within it.
+	name      string
+	downDelay float64
+	delayed   []rec
 }
+
+// KPADelayName is the KPA with Knative's scale-down-delay set to KPADelay,
+// the same 5-minute scale-down memory the HPA and QAS have by default.
+const (
+	KPADelayName = "kpa-delay"
+	KPADelay     = 300.0
+)
 
 // NewKPA returns a KPA for the workload p.
 func NewKPA(p Params) *KPA {
@@ -65,14 +87,22 @@ func NewKPA(p Params) *KPA {
 	}
 	// A new revision starts with the activator in the path (EBC unknown, and
 	// negative for any deployment smaller than the burst capacity).
-	return &KPA{p: p, target: t, proxy: true}
+	return &KPA{p: p, target: t, proxy: true, name: "kpa"}
+}
+
+// NewKPAWithDelay returns the KPA with scale-down-delay d seconds (a
+// multiple of the 2 s tick), named KPADelayName.
+func NewKPAWithDelay(p Params, d float64) *KPA {
+	k := NewKPA(p)
+	k.name, k.downDelay = KPADelayName, d
+	return k
 }
 
 // ActivatorRouting reports whether the activator is in the request path.
 func (k *KPA) ActivatorRouting() bool { return k.proxy }
 
-// Name is "kpa".
-func (*KPA) Name() string { return "kpa" }
+// Name is "kpa" or KPADelayName.
+func (k *KPA) Name() string { return k.name }
 
 // Period is the 2 s tick.
 func (*KPA) Period() float64 { return KPATick }
@@ -84,6 +114,14 @@ func avgInFlight(o *Observation, w int) float64 {
 
 // Decide runs one KPA tick (autoscaler.Scale).
 func (k *KPA) Decide(o *Observation) Decision {
+	if !k.started {
+		// newAutoscaler, at the run's start: in panic with the Ready count
+		// held when there is more than one Ready pod.
+		k.started = true
+		if n := o.Ready(); n > 1 {
+			k.panicking, k.panicTime, k.maxPanicPods = true, math.Max(0, o.Now-KPATick), n
+		}
+	}
 	ready := float64(max(1, o.Ready()))
 	stable := avgInFlight(o, KPAStableWindow)
 	panicV := avgInFlight(o, KPAPanicWindow)
@@ -113,6 +151,19 @@ func (k *KPA) Decide(o *Observation) Decision {
 		desired = max(desired, desiredPanic)
 		k.maxPanicPods = max(k.maxPanicPods, desired)
 		desired = k.maxPanicPods
+	}
+	if k.downDelay > 0 {
+		// max.TimeWindow: the highest count recorded within the delay.
+		keep := k.delayed[:0]
+		for _, r := range k.delayed {
+			if r.t > o.Now-k.downDelay {
+				keep = append(keep, r)
+			}
+		}
+		k.delayed = append(keep, rec{o.Now, desired})
+		for _, r := range k.delayed {
+			desired = max(desired, r.n)
+		}
 	}
 	return Decision{Replicas: clamp(desired, k.p)}
 }

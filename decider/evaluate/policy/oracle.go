@@ -39,11 +39,68 @@ type Oracle struct {
 	pending []float64
 }
 
-// The oracles' policy names.
+// The yardsticks' names. The clairvoyant oracles (Oracle) know the future;
+// the reactive oracles (ReactiveOracle) know the true rate of the present
+// second the moment it changes and act at once, but not the future; the
+// lower bounds are computed, not run: the pod-seconds of sizing each second
+// at its true rate with no init cost. The plain names are on the run's data
+// plane (random through a Service by default); the -pooled ones may also put
+// a pooled queue (an activator) in front of the pods, the KPA's yardsticks.
 const (
-	OracleName       = "oracle"
-	PooledOracleName = "oracle-pooled"
+	OracleName               = "oracle"
+	PooledOracleName         = "oracle-pooled"
+	ReactiveOracleName       = "oracle-reactive"
+	PooledReactiveOracleName = "oracle-reactive-pooled"
+	LowerBoundName           = "lower-bound"
+	PooledLowerBoundName     = "lower-bound-pooled"
+	// YardsticksName in a list of policies stands for all six.
+	YardsticksName = "yardsticks"
 )
+
+// Yardsticks are the yardsticks' names in the order they are listed.
+var Yardsticks = []string{OracleName, ReactiveOracleName, LowerBoundName, PooledOracleName, PooledReactiveOracleName, PooledLowerBoundName}
+
+// IsYardstick tells whether name is one of Yardsticks.
+func IsYardstick(name string) bool {
+	for _, y := range Yardsticks {
+		if y == name {
+			return true
+		}
+	}
+	return false
+}
+
+// ReactiveOracle knows the true arrival rate of the present second the
+// moment it changes (Future.Need, sized from a trailing window of true rates
+// ending at the present: no peek ahead) and sets its count at once, every
+// second, but its new pods still take their init time: the best a purely
+// reactive autoscaler could do. The difference between it and the
+// clairvoyant Oracle is what knowing the future is worth.
+type ReactiveOracle struct {
+	name string
+	p    Params
+	need []int
+}
+
+// NewReactiveOracle returns a reactive oracle named name following need.
+func NewReactiveOracle(name string, p Params, need []int) *ReactiveOracle {
+	return &ReactiveOracle{name: name, p: p, need: need}
+}
+
+// Name is ReactiveOracleName or PooledReactiveOracleName.
+func (r *ReactiveOracle) Name() string { return r.name }
+
+// Period is one second.
+func (*ReactiveOracle) Period() float64 { return 1 }
+
+// Decide asks for the present second's need: the second starting now.
+func (r *ReactiveOracle) Decide(o *Observation) Decision {
+	if len(r.need) == 0 {
+		return Decision{Replicas: clamp(0, r.p)}
+	}
+	s := min(max(int(o.Now+1e-9), 0), len(r.need)-1)
+	return Decision{Replicas: clamp(r.need[s], r.p)}
+}
 
 // NewOracle returns the Service-routed oracle (OracleName) for the future f.
 // Its requests always go through the Service: f.Activator is for

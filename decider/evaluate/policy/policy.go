@@ -25,6 +25,10 @@ type Second struct {
 	// InFlight is the time-average number of requests in the pods (queued or
 	// in service): Knative's observed concurrency.
 	InFlight float64
+	// LatencySum is the sum of the response times (arrival to completion,
+	// seconds) of the Completions: what a proxy measuring latency reports,
+	// for a mean-latency target.
+	LatencySum float64
 }
 
 // Pod is one pod as the autoscaler sees it.
@@ -48,6 +52,10 @@ type Pod struct {
 	// of their service times (seconds), cumulative, as the pod's proxy counts.
 	Completions int
 	ServiceSum  float64
+	// InService and Queued are the requests the pod holds at the decision
+	// time: in service, and waiting in the pod's own queue (the proxy's
+	// in-flight and queued gauges).
+	InService, Queued int
 }
 
 // Node is one node's capacity and absolute usage.
@@ -68,7 +76,9 @@ type Observation struct {
 	Pods []Pod
 	// Nodes are the nodes, when the simulation models them.
 	Nodes []Node
-	// InitTimes are the creation→Ready durations (seconds) of pods started so far.
+	// InitTimes are the creation→Ready durations (seconds) of the pods that
+	// became Ready so far, the initial replicas (started before the run)
+	// first.
 	InitTimes []float64
 	// PodStarts counts the pods that have started so far (got a node and
 	// started their containers); the next pod to start is start number
@@ -77,6 +87,49 @@ type Observation struct {
 	PodStarts int
 	// Concurrency is the per-pod concurrency limit k.
 	Concurrency int
+	// FrontQueued is the requests held in front of the pods at the decision
+	// time: waiting for a first Ready pod, or for a free place behind a
+	// capacity-aware proxy (the activator, pooled routing).
+	FrontQueued int
+	// Latency is the measured response times of the requests finished in
+	// the last seconds (nil when the simulator does not provide them).
+	Latency Latencies
+}
+
+// Latencies are the measured response times of recently finished requests.
+type Latencies interface {
+	// Quantile is the response time at percentile p (0 < p < 100) of the
+	// requests finished in the last w seconds (at most LatencyHistory), to
+	// within 2 %; false when none finished.
+	Quantile(w int, p float64) (float64, bool)
+}
+
+// LatencyHistory is the longest window, in seconds, Latencies.Quantile covers.
+const LatencyHistory = 300
+
+// MeanLatency is the mean response time of the requests finished in the last
+// w seconds; false when none finished.
+func (o *Observation) MeanLatency(w int) (float64, bool) {
+	n := min(w, len(o.Seconds))
+	c, sum := 0, 0.0
+	for _, x := range o.Seconds[len(o.Seconds)-n:] {
+		c += x.Completions
+		sum += x.LatencySum
+	}
+	if c == 0 {
+		return 0, false
+	}
+	return sum / float64(c), true
+}
+
+// InFlightNow is the requests in the pods and in front of them at the
+// decision time (queued or in service).
+func (o *Observation) InFlightNow() int {
+	n := o.FrontQueued
+	for _, p := range o.Pods {
+		n += p.InService + p.Queued
+	}
+	return n
 }
 
 // Ready counts the ready pods.
@@ -218,12 +271,19 @@ func New(name string, p Params, f Future) (Policy, error) {
 		return NewHPANoCooldown(p, p.cpuTarget()), nil
 	case name == "kpa":
 		return NewKPA(p), nil
+	case name == KPADelayName:
+		return NewKPAWithDelay(p, KPADelay), nil
 	case name == OracleName:
 		if f.Activator {
 			return nil, fmt.Errorf("policy %s is routed through the Service: %s may use the activator", OracleName, PooledOracleName)
 		}
 		return NewOracle(p, f), nil
 	case name == PooledOracleName:
+		return NewPooledOracle(p, f), nil
+	case name == ReactiveOracleName, name == PooledReactiveOracleName:
+		return NewReactiveOracle(name, p, f.Need), nil
+	case name == LowerBoundName, name == PooledLowerBoundName:
+		// Its pods are Ready at once: the simulator must be told (sim.Compare).
 		return NewPooledOracle(p, f), nil
 	case strings.HasPrefix(name, "static:"):
 		n, err := strconv.Atoi(strings.TrimPrefix(name, "static:"))
@@ -243,7 +303,9 @@ var extra = map[string]func(Params, Future) Policy{}
 
 // Names lists the policies New knows (static:N stands for any N ≥ 1).
 func Names() []string {
-	names := []string{"qas", "qas-reactive", "hpa", "hpa-nocooldown", "kpa", OracleName, PooledOracleName, "static:N"}
+	names := []string{"qas", "qas-reactive", "hpa", "hpa-nocooldown", "kpa", KPADelayName, "static:N"}
+	names = append(names, Yardsticks...)
+	names = append(names, YardsticksName)
 	for _, n := range []string{"hpa-cooldown", "predictive-hpa", "khpa-a", "alg1", "alg2", "alg3"} {
 		if _, ok := extra[n]; ok {
 			names = append(names, n)

@@ -59,6 +59,11 @@ func TestHPA(t *testing.T) {
 		// Sync 3: the 2 new pods have no sample yet (missing, 0 % on a scale-up):
 		// ratio 2 → 1.0, within tolerance. Sync 4: they have samples but are not
 		// Ready (unready, 0 % on a scale-up): again 1.0, hold.
+		// recordInitialRecommendation: the creation reconcile recorded 10, so
+		// the HPA keeps 10 for 5 minutes even though the first sample says 1.
+		// (Without it, it dropped to 1 at the second sync.)
+		{name: "initial recommendation holds the start count for the window", start: 10, utils: repeat(0.06, 22), ready: true,
+			want: append(repeatInt(10, 20), 1, 1)},
 		{name: "missing then unready pods count as 0% on scale-up", start: 2, utils: []float64{0.7, 1.4, 1.4, 1.4}, ready: false, want: []int{2, 4, 4, 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -170,6 +175,9 @@ func kpaObs(now float64, ready int, inflight []float64) *Observation {
 
 func TestKPA(t *testing.T) {
 	k := NewKPA(Params{Concurrency: 10, MinReplicas: 1, MaxReplicas: 1000})
+	// Created with one Ready pod: no panic start.
+	require.Equal(t, 1, k.Decide(kpaObs(2, 1, repeat(7, 2))).Replicas)
+	require.False(t, k.panicking)
 	// Target 7 per pod. Steady 14 in flight on 2 pods: stable.
 	require.Equal(t, 2, k.Decide(kpaObs(60, 2, repeat(14, 60))).Replicas)
 	require.False(t, k.panicking)
@@ -193,6 +201,47 @@ func TestKPA(t *testing.T) {
 	k = NewKPA(Params{Concurrency: 10, MinReplicas: 1, MaxReplicas: 1000})
 	require.Equal(t, 20, k.Decide(kpaObs(60, 5, append(repeat(147, 54), repeat(70, 6)...))).Replicas)
 	require.True(t, k.panicking)
+}
+
+// TestKPAPanicStart: newAutoscaler starts in panic mode holding the Ready
+// count when there is more than one Ready pod, so a KPA created over 37 pods
+// with little load keeps 37 until a stable window (60 s) has passed without
+// a new panic, then steps down at the max scale-down rate (ready / 2). The
+// old start (stable, no history) went to 18 on the first tick.
+func TestKPAPanicStart(t *testing.T) {
+	k := NewKPA(Params{Concurrency: 1, MinReplicas: 1, MaxReplicas: 1000})
+	for now := 2.0; now <= 60; now += KPATick {
+		require.Equal(t, 37, k.Decide(kpaObs(now, 37, repeat(1.4, int(now)))).Replicas, "t = %v s", now)
+		require.True(t, k.panicking)
+	}
+	require.Equal(t, 18, k.Decide(kpaObs(62, 37, repeat(1.4, 62))).Replicas)
+	require.False(t, k.panicking)
+}
+
+// TestKPAScaleDownDelay: kpa-delay keeps the highest desired count of the
+// last 5 minutes (Knative's scale-down-delay); kpa (delay 0) does not.
+func TestKPAScaleDownDelay(t *testing.T) {
+	plain := NewKPA(Params{Concurrency: 10, MinReplicas: 1, MaxReplicas: 1000})
+	delayed := NewKPAWithDelay(Params{Concurrency: 10, MinReplicas: 1, MaxReplicas: 1000}, KPADelay)
+	require.Equal(t, KPADelayName, delayed.Name())
+	for _, k := range []*KPA{plain, delayed} {
+		require.Equal(t, 1, k.Decide(kpaObs(2, 1, repeat(7, 2))).Replicas)
+		require.Equal(t, 10, k.Decide(kpaObs(4, 1, repeat(70, 4))).Replicas, "a burst: panic")
+	}
+	quiet := func(now float64) *Observation { return kpaObs(now, 10, repeat(7, 60)) }
+	for now := 6.0; now <= 64; now += KPATick {
+		plain.Decide(quiet(now))
+		delayed.Decide(quiet(now))
+	}
+	// Panic over (more than 60 s since t = 4): kpa halves at once.
+	require.Equal(t, 5, plain.Decide(quiet(66)).Replicas)
+	require.Equal(t, 10, delayed.Decide(quiet(66)).Replicas)
+	for now := 68.0; now < 364; now += KPATick {
+		require.Equal(t, 10, delayed.Decide(quiet(now)).Replicas, "t = %v s", now)
+	}
+	// The last 10 (t = 64) leaves the window 300 s later: max.TimeWindow's
+	// 150 two-second buckets overwrite the bucket of t − 300 s.
+	require.Equal(t, 5, delayed.Decide(quiet(364)).Replicas)
 }
 
 // TestKPAActivatorInPath: the activator is in the request path while the

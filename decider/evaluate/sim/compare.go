@@ -3,6 +3,8 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/qas-dev/qas/decider/evaluate/policy"
 )
@@ -21,9 +23,12 @@ type Summary struct {
 	Migrations            int      `json:"migrations"`
 	Latency               Quantile `json:"latency_seconds"`
 	MeanLatency           float64  `json:"mean_latency_seconds"`
-	// Routing is, for an oracle, how its requests reached the pods:
-	// "service" (at random) or "activator" (OracleSearch.Routing).
+	// Routing is the data plane the policy's requests went through: random,
+	// leastRequest or pooled (for a yardstick, the one its search chose:
+	// OracleSearch.Routing; the KPA is pooled while its activator is in the
+	// path).
 	Routing string `json:"routing,omitempty"`
+
 	// Spec compares Ready pods (supply) with the demand curve.
 	Spec Spec `json:"spec"`
 	// SpecRequested is seed 004's variant: the replicas requested at each
@@ -85,13 +90,24 @@ func SharingPlaces(cfg Config) int {
 	return min(max(1, int(math.Floor(cfg.CPU/psUnitOf(cfg)+1e-9))), max(cfg.Concurrency, 1))
 }
 
-// Compare runs each named policy on cfg with the same seed. The oracles are
-// the cheapest schedules found by one search (searchOracles): through the
-// Service for oracle, with the routing free for oracle-pooled.
+// Compare runs each named policy on cfg with the same seed. The yardsticks
+// (policy.Yardsticks; "yardsticks" stands for all) are found by one search
+// (searchOracles) over the data planes they may use, or computed (the lower
+// bounds, LowerBound).
 func Compare(cfg Config, names []string, p policy.Params, progress func(policy string, second, total int)) (*Comparison, error) {
 	capa := NewCapacity(cfg, max(p.MaxReplicas, 1))
-	pols := make([]policy.Policy, 0, len(names))
-	for _, n := range names {
+	names = ExpandYardsticks(names)
+	pols := make([]policy.Policy, len(names))
+	var groups []oracleGroup
+	for i, n := range names {
+		if policy.IsYardstick(n) {
+			for _, g := range yardstickGroups(n, cfg.Routing) {
+				if !slices.Contains(groups, g) {
+					groups = append(groups, g)
+				}
+			}
+			continue
+		}
 		pp := p
 		if cfg.Sharing && (n == "qas" || n == "qas-reactive") {
 			pp.Concurrency = SharingPlaces(cfg)
@@ -100,7 +116,7 @@ func Compare(cfg Config, names []string, p policy.Params, progress func(policy s
 		if err != nil {
 			return nil, err
 		}
-		pols = append(pols, pol)
+		pols[i] = pol
 	}
 	c := &Comparison{Demand: policy.Demand(cfg.Rates, capa), Capacity: capa}
 	if cfg.InitialReplicas == 0 {
@@ -112,36 +128,33 @@ func Compare(cfg Config, names []string, p policy.Params, progress func(policy s
 			cfg.InitialReplicas = max(cfg.InitialReplicas, c.Demand[s])
 		}
 	}
-	pooled := false
-	for _, pol := range pols {
-		if o, ok := pol.(*policy.Oracle); ok && o.Pooled() {
-			pooled = true
-		}
-	}
 	var search *oracleRuns
-	for _, pol := range pols {
+	for i, name := range names {
 		run := cfg
-		name := pol.Name()
 		if progress != nil {
 			run.Progress = func(s, t int) { progress(name, s, t) }
 		}
 		var r *Result
-		routing := ""
-		if o, ok := pol.(*policy.Oracle); ok {
+		routing := cfg.Routing.String()
+		switch {
+		case policy.IsYardstick(name):
 			if search == nil {
 				var prog func(int, int)
 				if progress != nil {
 					prog = func(d, t int) { progress("oracle search", d, t) }
 				}
 				run.Progress = nil
-				search = searchOracles(run, p, capa, pooled, prog)
+				search = searchOracles(run, p, capa, groups, prog)
 			}
 			var found OracleSearch
-			r, found = search.pick(name, o.Pooled())
+			r, found = search.pick(name, yardstickGroups(name, cfg.Routing))
 			c.Oracles = append(c.Oracles, found)
 			routing = found.Routing
-		} else {
-			r = Run(run, pol)
+		default:
+			r = Run(run, pols[i])
+			if _, ok := pols[i].(ActivatorRouter); ok && cfg.Routing != RoutePooled {
+				routing = "pooled while the activator is in the path, else " + cfg.Routing.String()
+			}
 		}
 		c.Results = append(c.Results, r)
 		sum := Summarize(r, c.Demand)
@@ -164,6 +177,24 @@ func Compare(cfg Config, names []string, p policy.Params, progress func(policy s
 	return c, nil
 }
 
+// ExpandYardsticks replaces policy.YardsticksName in names by every
+// yardstick not listed otherwise.
+func ExpandYardsticks(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if n != policy.YardsticksName {
+			out = append(out, n)
+			continue
+		}
+		for _, y := range policy.Yardsticks {
+			if !slices.Contains(names, y) && !slices.Contains(out, y) {
+				out = append(out, y)
+			}
+		}
+	}
+	return out
+}
+
 // Summarize computes a run's figures against demand.
 func Summarize(r *Result, demand []int) Summary {
 	return Summary{
@@ -178,14 +209,48 @@ func Summarize(r *Result, demand []int) Summary {
 
 // Table formats the summaries as a fixed-width table.
 func Table(s []Summary) string {
-	out := fmt.Sprintf("%-14s %9s %7s %7s %9s %9s %9s %10s %10s %7s %6s %6s %6s %6s %6s %7s\n",
-		"policy", "requests", ">T %", "min>T%", "p50 ms", "p95 ms", "p99 ms", "pod-s", "cpu-s", "actions",
+	out := fmt.Sprintf("%-22s %9s %7s %7s %9s %9s %9s %9s %10s %10s %7s %6s %6s %6s %6s %6s %7s\n",
+		"policy", "requests", ">T %", "min>T%", "mean ms", "p50 ms", "p95 ms", "p99 ms", "pod-s", "cpu-s", "actions",
 		"θU%", "θO%", "τU%", "τO%", "inst%", "jitter")
 	for _, x := range s {
-		out += fmt.Sprintf("%-14s %9d %7.2f %7.1f %9.1f %9.1f %9.1f %10.0f %10.0f %7d %6.1f %6.1f %6.1f %6.1f %6.1f %7.2f\n",
-			x.Name, x.Requests, x.RequestsOverTargetPct, x.MinutesOverTargetPct, 1000*x.Latency.P50, 1000*x.Latency.P95,
+		out += fmt.Sprintf("%-22s %9d %7.2f %7.1f %9.1f %9.1f %9.1f %9.1f %10.0f %10.0f %7d %6.1f %6.1f %6.1f %6.1f %6.1f %7.2f\n",
+			x.Name, x.Requests, x.RequestsOverTargetPct, x.MinutesOverTargetPct, 1000*x.MeanLatency, 1000*x.Latency.P50, 1000*x.Latency.P95,
 			1000*x.Latency.P99, x.PodSeconds, x.CPUCoreSeconds, x.Actions, x.Spec.ThetaU, x.Spec.ThetaO, x.Spec.TauU,
 			x.Spec.TauO, x.Spec.Instability, x.Spec.Jitter)
 	}
 	return out
+}
+
+// YardstickOf names the clairvoyant oracle and the lower bound of the data
+// plane policy name was routed on: the pooled ones for the KPA (its
+// activator pools requests whenever it is in the path) and for the -pooled
+// yardsticks, the run's own otherwise.
+func YardstickOf(name string) (oracle, lowerBound string) {
+	switch {
+	case name == "kpa" || name == policy.KPADelayName || strings.HasSuffix(name, "-pooled"):
+		return policy.PooledOracleName, policy.PooledLowerBoundName
+	}
+	return policy.OracleName, policy.LowerBoundName
+}
+
+// Index is the position of policy name in the comparison, −1 when it did
+// not run.
+func (c *Comparison) Index(name string) int {
+	for i, s := range c.Summaries {
+		if s.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// CostRatio is policy i's CPU-core-seconds over those of the clairvoyant
+// oracle of its data plane (YardstickOf); NaN when that oracle did not run.
+func (c *Comparison) CostRatio(i int) float64 {
+	o, _ := YardstickOf(c.Summaries[i].Name)
+	j := c.Index(o)
+	if j < 0 || c.Summaries[j].CPUCoreSeconds == 0 {
+		return math.NaN()
+	}
+	return c.Summaries[i].CPUCoreSeconds / c.Summaries[j].CPUCoreSeconds
 }

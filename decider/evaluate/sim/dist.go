@@ -162,3 +162,15 @@ func (d Dist) String() string {
 	}
 	return fmt.Sprintf("%s:%s", d.Kind, sec(d.Mean))
 }
+
+// Scaled is the distribution of f × a value of d (f > 0): every duration,
+// mean and quantile times f, the same shape.
+func (d Dist) Scaled(f float64) Dist {
+	d.Mean *= f
+	d.Fast *= f
+	d.Slow *= f
+	if d.Kind == Lognormal {
+		d.mu += math.Log(f)
+	}
+	return d
+}

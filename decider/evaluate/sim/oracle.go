@@ -3,43 +3,54 @@ package sim
 import (
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/qas-dev/qas/decider/evaluate/policy"
 )
 
-// OracleSearch records how an oracle's schedule was chosen: the cheapest
+// OracleSearch records how a yardstick's schedule was chosen: the cheapest
 // that meets the SLO among the schedules the search simulated.
 //
-// Each candidate sizes second s for h × the mean true arrival rate over the
-// w seconds centred on it, [s − ⌊w/2⌋, s − ⌊w/2⌋ + w) cut to the run: its
-// need is Capacity.Pods(h · λ̄_w(s)) (with the pooled model when requests go
-// through the activator, below), and policy.Oracle turns the need into
-// starts and removals with the run's realised init times. A window longer
-// than a second lets the queues absorb second-scale noise instead of buying
-// pods for every noisy second; h below 1 spends the SLO's budget of late
-// requests where pods are dearest.
+// The lower bounds are the clairvoyant search with every pod Ready the moment
+// it is asked for (no init cost): how close the oracle is to the physical
+// limit of the data plane.
 //
-// Requests reach the pods either at random through a Service, the data plane
-// of qas and the HPA, or through a capacity-aware proxy in front (as
-// Knative's activator: a request goes only to a pod with a free place),
-// which pools the pods' queues and can need fewer pods. The oracle policy
-// (policy.OracleName) searches Service routing only, so that it differs
-// from qas and the HPA in its scaling alone; oracle-pooled
-// (policy.PooledOracleName) searches both, for comparisons with the KPA.
+// Each candidate sizes second s for h × a mean of the true arrival rate over
+// w seconds: centred on s for the clairvoyant oracles ([s − ⌊w/2⌋,
+// s − ⌊w/2⌋ + w) cut to the run), ending at s for the reactive ones ([s − w + 1,
+// s]: they know the present, not the future). Its need is
+// Capacity.Pods(h · λ̄_w(s)) (with the pooled model when requests go through a
+// pooled queue), and policy.Oracle (clairvoyant: starts each pod just in
+// time with the run's realised init times) or policy.ReactiveOracle (sets the
+// present need at once; new pods take their init time) follows it. A window
+// longer than a second lets the queues absorb second-scale noise instead of
+// buying pods for every noisy second; h below 1 spends the SLO's budget of
+// late requests where pods are dearest.
 //
-// For each routing and each window in OracleWindows the search bisects h
+// Requests reach the pods through the run's data plane (Config.Routing:
+// random as a Service, leastRequest, or pooled) or, for the -pooled
+// yardsticks, also through a pooled queue in front (as Knative's activator),
+// which can need fewer pods. oracle and oracle-reactive search the run's
+// data plane only, so that they differ from the policies routed the same way
+// in their scaling alone; the -pooled ones search both, for the KPA.
+//
+// For each data plane and each window in OracleWindows the search bisects h
 // (geometrically, between 1/8 and 8, OracleSteps times) for the smallest h
 // whose run meets the SLO: at most Budget of the requests over the target
 // (1 − p, or the relaxed budget when the target is infeasible:
-// policy.Capacity.Budget). The oracle is the candidate that met it with the
-// fewest CPU-core-seconds requested; if none did, the one with the fewest
-// requests over the target.
+// policy.Capacity.Budget). The yardstick is the candidate that met it with
+// the fewest CPU-core-seconds requested; if none did, the one with the
+// fewest requests over the target.
 type OracleSearch struct {
-	// Policy is the oracle's name: oracle or oracle-pooled.
+	// Policy is the yardstick's name (policy.Yardsticks).
 	Policy string `json:"policy"`
-	// Routing is how the chosen schedule's requests reach the pods:
-	// "service" (at random) or "activator".
+	// Reactive is true for the reactive oracles.
+	Reactive bool `json:"reactive"`
+	// ZeroInit is true for the lower bounds: pods Ready at once.
+	ZeroInit bool `json:"zero_init"`
+	// Routing is the data plane of the chosen schedule: random,
+	// leastRequest or pooled.
 	Routing string `json:"routing"`
 	// Window is w, seconds.
 	Window int `json:"window_seconds"`
@@ -49,15 +60,16 @@ type OracleSearch struct {
 	BudgetPct float64 `json:"budget_pct"`
 	// Met tells whether the chosen schedule meets the SLO.
 	Met bool `json:"met"`
-	// Runs counts the simulations of the candidates this oracle chose from.
+	// Runs counts the simulations of the candidates this yardstick chose from.
 	Runs int `json:"runs"`
-	// Candidates are the best schedule of each routing and window this
-	// oracle chose from.
+	// Candidates are the best schedule of each data plane and window this
+	// yardstick chose from.
 	Candidates []OracleCandidate `json:"candidates"`
 }
 
-// OracleCandidate is the best schedule the search found for one routing and
-// window: the cheapest that met the SLO, or the highest headroom if none did.
+// OracleCandidate is the best schedule the search found for one data plane
+// and window: the cheapest that met the SLO, or the highest headroom if none
+// did.
 type OracleCandidate struct {
 	Routing               string  `json:"routing"`
 	Window                int     `json:"window_seconds"`
@@ -66,13 +78,6 @@ type OracleCandidate struct {
 	RequestsOverTargetPct float64 `json:"requests_over_target_pct"`
 	PodSeconds            float64 `json:"pod_seconds"`
 	CPUCoreSeconds        float64 `json:"cpu_core_seconds"`
-}
-
-func routingName(activator bool) string {
-	if activator {
-		return "activator"
-	}
-	return "service"
 }
 
 // OracleWindows are the smoothing windows the oracle's search tries, seconds.
@@ -86,61 +91,100 @@ const (
 	OracleSteps = 8
 )
 
+// oracleGroup is one data plane of one kind of yardstick: clairvoyant,
+// reactive, or (zeroInit) clairvoyant with pods Ready the moment they are
+// asked for, the lower bound.
+type oracleGroup struct {
+	routing  Routing
+	reactive bool
+	zeroInit bool
+}
+
 type oracleRun struct {
-	w         int
-	activator bool
-	h         float64
-	r         *Result
-	met       bool
+	w   int
+	g   oracleGroup
+	h   float64
+	r   *Result
+	met bool
 }
 
-// oracleCandidate is one routing and window of the search.
-type oracleCandidate struct {
-	w         int
-	activator bool
-}
-
-// oracleRuns are a search's best runs, one per routing and window.
+// oracleRuns are a search's best runs, one per group and window.
 type oracleRuns struct {
 	best   []oracleRun
 	runs   []int
 	budget float64
 }
 
-// searchOracles simulates the candidates of every window through the Service
-// and, when activator is set, through the activator too: enough for both
-// oracles, which then pick among them (oracleRuns.pick).
-func searchOracles(cfg Config, p policy.Params, capa *policy.Capacity, activator bool, progress func(done, total int)) *oracleRuns {
+// yardstickGroups are the groups yardstick name chooses from when the run's
+// data plane is base.
+func yardstickGroups(name string, base Routing) []oracleGroup {
+	reactive := name == policy.ReactiveOracleName || name == policy.PooledReactiveOracleName
+	zero := name == policy.LowerBoundName || name == policy.PooledLowerBoundName
+	gs := []oracleGroup{{base, reactive, zero}}
+	pooled := name == policy.PooledOracleName || name == policy.PooledReactiveOracleName || name == policy.PooledLowerBoundName
+	if pooled && base != RoutePooled {
+		gs = append(gs, oracleGroup{RoutePooled, reactive, zero})
+	}
+	return gs
+}
+
+// searchOracles simulates the candidates of every window of every group:
+// enough for every yardstick asked for, which then pick among them
+// (oracleRuns.pick).
+func searchOracles(cfg Config, p policy.Params, capa *policy.Capacity, groups []oracleGroup, progress func(done, total int)) *oracleRuns {
 	budget := capa.Budget()
 	prefix := make([]float64, len(cfg.Rates)+1)
 	for i, r := range cfg.Rates {
 		prefix[i+1] = prefix[i] + r
 	}
-	met := func(r *Result) bool { return float64(r.OverTarget) <= budget*float64(r.Requests) }
-	run := func(c *policy.Capacity, w int, activator bool, h float64) *Result {
+	met := func(r *Result) bool {
+		if capa.Percentile == 0 && !capa.Feasible() {
+			return r.MeanLatency <= capa.MeanService+capa.Target
+		}
+		return r.MeetsSLO(budget)
+	}
+	run := func(c *policy.Capacity, w int, g oracleGroup, h float64) *Result {
 		need := make([]int, len(cfg.Rates))
 		sizing := make([]float64, len(cfg.Rates))
 		for s := range cfg.Rates {
 			lo, hi := max(0, s-w/2), min(len(cfg.Rates), s-w/2+w)
+			if g.reactive {
+				lo, hi = max(0, s-w+1), s+1
+			}
 			sizing[s] = h * (prefix[hi] - prefix[lo]) / float64(hi-lo)
 			need[s] = c.Pods(sizing[s])
 		}
-		fut := policy.Future{Rates: cfg.Rates, Capacity: c, InitTime: NewInitTimes(cfg.Init, cfg.Seed).At, Need: need, Sizing: sizing,
-			Activator: activator}
-		// Named by pick, which may give one run to both oracles.
-		return Run(cfg, policy.NewPooledOracle(p, fut))
+		rc := cfg
+		rc.Routing = g.routing
+		// Named by pick, which may give one run to several yardsticks.
+		if g.reactive {
+			return Run(rc, policy.NewReactiveOracle(policy.ReactiveOracleName, p, need))
+		}
+		fut := policy.Future{Rates: cfg.Rates, Capacity: c, InitTime: NewInitTimes(cfg.Init, cfg.Seed).At, Need: need, Sizing: sizing}
+		if g.zeroInit {
+			rc.Init = Dist{Kind: Constant}
+			fut.InitTime = func(int) float64 { return 0 }
+		}
+		return Run(rc, policy.NewPooledOracle(p, fut))
 	}
-	routings := []bool{false}
-	if activator {
-		routings = append(routings, true)
+	type cand struct {
+		w int
+		g oracleGroup
 	}
-	var cands []oracleCandidate
-	for _, activator := range routings {
-		for _, w := range OracleWindows {
-			cands = append(cands, oracleCandidate{w: w, activator: activator})
+	windows, steps := OracleWindows, OracleSteps
+	if len(cfg.OracleWindows) > 0 {
+		windows = cfg.OracleWindows
+	}
+	if cfg.OracleSteps > 0 {
+		steps = cfg.OracleSteps
+	}
+	var cands []cand
+	for _, g := range groups {
+		for _, w := range windows {
+			cands = append(cands, cand{w: w, g: g})
 		}
 	}
-	total := len(cands) * (OracleSteps + 1)
+	total := len(cands) * (steps + 1)
 	var mu sync.Mutex
 	done := 0
 	tick := func() {
@@ -158,22 +202,24 @@ func searchOracles(cfg Config, p policy.Params, capa *policy.Capacity, activator
 	// run does), and copied, instead of being found again by every window.
 	service := capa.Clone()
 	var pooled *policy.Capacity
-	if activator {
-		pooled = capa.Clone()
-		pooled.Pooled = true
-		peak := 0.0
-		for _, r := range cfg.Rates {
-			peak = math.Max(peak, r)
+	for _, g := range groups {
+		if g.routing == RoutePooled && pooled == nil {
+			pooled = capa.Clone()
+			pooled.Pooled = true
+			peak := 0.0
+			for _, r := range cfg.Rates {
+				peak = math.Max(peak, r)
+			}
+			pooled.Pods(oracleHeadroomHi * peak)
 		}
-		pooled.Pods(oracleHeadroomHi * peak)
 	}
 	best := make([]oracleRun, len(cands))
 	runs := make([]int, len(cands))
 	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
 	var wg sync.WaitGroup
-	for i, cand := range cands {
+	for i, cd := range cands {
 		c := service.Clone()
-		if cand.activator {
+		if cd.g.routing == RoutePooled {
 			c = pooled.Clone()
 		}
 		wg.Add(1)
@@ -182,24 +228,24 @@ func searchOracles(cfg Config, p policy.Params, capa *policy.Capacity, activator
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			lo, hi := oracleHeadroomLo, oracleHeadroomHi
-			r := run(c, cand.w, cand.activator, hi)
+			r := run(c, cd.w, cd.g, hi)
 			runs[i]++
 			tick()
-			best[i] = oracleRun{w: cand.w, activator: cand.activator, h: hi, r: r, met: met(r)}
+			best[i] = oracleRun{w: cd.w, g: cd.g, h: hi, r: r, met: met(r)}
 			if !best[i].met {
 				// Even 8 × the rate misses: more pods do not help.
-				for range OracleSteps {
+				for range steps {
 					tick()
 				}
 				return
 			}
-			for range OracleSteps {
+			for range steps {
 				mid := math.Sqrt(lo * hi)
-				r := run(c, cand.w, cand.activator, mid)
+				r := run(c, cd.w, cd.g, mid)
 				runs[i]++
 				tick()
 				if met(r) {
-					hi, best[i] = mid, oracleRun{w: cand.w, activator: cand.activator, h: mid, r: r, met: true}
+					hi, best[i] = mid, oracleRun{w: cd.w, g: cd.g, h: mid, r: r, met: true}
 				} else {
 					lo = mid
 				}
@@ -210,31 +256,40 @@ func searchOracles(cfg Config, p policy.Params, capa *policy.Capacity, activator
 	return &oracleRuns{best: best, runs: runs, budget: budget}
 }
 
-// pick returns the run of the oracle named name and how it was found: the
-// cheapest candidate that met the SLO among those it may use (Service routing
-// only unless pooled), or the one that missed least if none did.
-func (o *oracleRuns) pick(name string, pooled bool) (*Result, OracleSearch) {
+// pick returns the run of the yardstick named name and how it was found: the
+// cheapest candidate that met the SLO among the groups it may use, or the
+// one that missed least if none did.
+func (o *oracleRuns) pick(name string, groups []oracleGroup) (*Result, OracleSearch) {
 	var pick *oracleRun
 	n := 0
 	var all []OracleCandidate
 	for i := range o.best {
 		b := &o.best[i]
-		if b.activator && !pooled {
+		if !slices.Contains(groups, b.g) {
 			continue
 		}
 		n += o.runs[i]
-		all = append(all, OracleCandidate{Routing: routingName(b.activator), Window: b.w, Headroom: b.h, Met: b.met,
+		all = append(all, OracleCandidate{Routing: b.g.routing.String(), Window: b.w, Headroom: b.h, Met: b.met,
 			RequestsOverTargetPct: b.r.OverTargetPct(), PodSeconds: b.r.PodSeconds, CPUCoreSeconds: b.r.CPUCoreSeconds()})
 		switch {
 		case pick == nil,
 			b.met && !pick.met,
 			b.met && pick.met && b.r.CPURequested < pick.r.CPURequested,
-			!b.met && !pick.met && b.r.OverTarget < pick.r.OverTarget:
+			!b.met && !pick.met && missBy(b.r) < missBy(pick.r):
 			pick = b
 		}
 	}
 	r := *pick.r
 	r.Policy = name
-	return &r, OracleSearch{Policy: name, Routing: routingName(pick.activator), Window: pick.w, Candidates: all, Headroom: pick.h,
-		BudgetPct: 100 * o.budget, Met: pick.met, Runs: n}
+	return &r, OracleSearch{Policy: name, Reactive: pick.g.reactive, ZeroInit: pick.g.zeroInit, Routing: pick.g.routing.String(), Window: pick.w, Candidates: all,
+		Headroom: pick.h, BudgetPct: 100 * o.budget, Met: pick.met, Runs: n}
+}
+
+// missBy is how far a run misses its objective: its mean latency for a
+// mean target, else its requests over the target.
+func missBy(r *Result) float64 {
+	if r.pct == 0 {
+		return r.MeanLatency
+	}
+	return float64(r.OverTarget)
 }

@@ -70,9 +70,9 @@ func TestOracleIsTheCheapestThatMeetsTheSLO(t *testing.T) {
 					}
 				}
 			}
-			require.Equal(t, "service", c.Oracles[0].Routing, "the oracle is routed as qas and the HPA are")
+			require.Equal(t, "random", c.Oracles[0].Routing, "the oracle is routed as qas and the HPA are")
 			for _, cand := range c.Oracles[0].Candidates {
-				require.Equal(t, "service", cand.Routing, "the oracle searches Service routing only")
+				require.Equal(t, "random", cand.Routing, "the oracle searches the run's data plane only")
 			}
 		})
 	}
@@ -99,4 +99,67 @@ func TestOracleDemandWhenTheTargetIsInfeasible(t *testing.T) {
 	require.InDelta(t, 100*(math.Exp(-2.5)+0.05*(1-math.Exp(-2.5))), c.Oracles[0].BudgetPct, 0.2)
 	require.True(t, c.Oracles[0].Met, "the relaxed budget is met")
 	require.Less(t, c.Summaries[0].CPUCoreSeconds, c.Summaries[1].CPUCoreSeconds/4)
+}
+
+// TestYardsticksOnEveryDataPlane: on each data plane (random, leastRequest,
+// pooled) the clairvoyant and the reactive oracle meet the SLO on a step
+// load, are searched on that plane, and knowing the future is worth
+// something (the clairvoyant oracle costs no more than the reactive one); the
+// -pooled ones, free to add a pooled queue, cost no more than the plain ones;
+// the lower bounds (pods Ready at once) cost no more than the oracles.
+func TestYardsticksOnEveryDataPlane(t *testing.T) {
+	step := append(constRates(10, 300), constRates(60, 300)...)
+	step = append(step, constRates(10, 300)...)
+	for _, routing := range Routings {
+		t.Run(routing.String(), func(t *testing.T) {
+			cfg := Config{Rates: step, Service: mustDist(t, "exp:50ms"), Init: mustDist(t, "30s"), Concurrency: 1, CPU: 0.5,
+				Target: 0.2, Percentile: 95, Seed: 2, Routing: routing}
+			p := policy.Params{Target: 0.2, Percentile: 95, Concurrency: 1, CPU: 0.5, MinReplicas: 1, MaxReplicas: 100}
+			c, err := Compare(cfg, []string{"yardsticks"}, p, nil)
+			require.NoError(t, err)
+			by := map[string]Summary{}
+			for i, s := range c.Summaries {
+				require.Equal(t, policy.Yardsticks[i], s.Name)
+				by[s.Name] = s
+				t.Logf("%-24s %6.2f %% over, %7.0f pod-s, routing %s", s.Name, s.RequestsOverTargetPct, s.PodSeconds, s.Routing)
+			}
+			require.Len(t, c.Oracles, 6)
+			for _, o := range c.Oracles {
+				require.True(t, o.Met, o.Policy)
+				require.Equal(t, o.Policy == policy.ReactiveOracleName || o.Policy == policy.PooledReactiveOracleName, o.Reactive)
+				require.Equal(t, o.Policy == policy.LowerBoundName || o.Policy == policy.PooledLowerBoundName, o.ZeroInit)
+				if o.Policy == policy.OracleName || o.Policy == policy.ReactiveOracleName || o.Policy == policy.LowerBoundName {
+					require.Equal(t, routing.String(), o.Routing, "%s is on the run's data plane", o.Policy)
+					for _, cand := range o.Candidates {
+						require.Equal(t, routing.String(), cand.Routing)
+					}
+				}
+			}
+			require.LessOrEqual(t, by["oracle"].CPUCoreSeconds, by["oracle-reactive"].CPUCoreSeconds, "the future is worth something")
+			require.LessOrEqual(t, by["oracle-pooled"].CPUCoreSeconds, by["oracle"].CPUCoreSeconds)
+			require.LessOrEqual(t, by["oracle-reactive-pooled"].CPUCoreSeconds, by["oracle-reactive"].CPUCoreSeconds)
+			require.LessOrEqual(t, by["lower-bound"].CPUCoreSeconds, by["oracle"].CPUCoreSeconds, "init time costs pods")
+			require.LessOrEqual(t, by["lower-bound-pooled"].CPUCoreSeconds, by["lower-bound"].CPUCoreSeconds)
+			require.LessOrEqual(t, by["lower-bound-pooled"].CPUCoreSeconds, by["oracle-pooled"].CPUCoreSeconds)
+		})
+	}
+}
+
+// TestReactiveOracleKnowsOnlyThePresent: the reactive oracle, given the
+// need of each second sized from its own true rate, asks for more pods the
+// moment a step arrives (the decision at t = 300 s, recorded in second 299),
+// not before, and its new pods take their 30 s init time to be Ready.
+func TestReactiveOracleKnowsOnlyThePresent(t *testing.T) {
+	rates := append(constRates(5, 300), constRates(50, 300)...)
+	cfg := Config{Rates: rates, Service: mustDist(t, "exp:50ms"), Init: mustDist(t, "30s"), Concurrency: 1, CPU: 0.5,
+		Target: 0.2, Percentile: 95, Seed: 1, InitialReplicas: 2}
+	capa := NewCapacity(cfg, 100)
+	r := Run(cfg, policy.NewReactiveOracle(policy.ReactiveOracleName, policy.Params{MinReplicas: 1, MaxReplicas: 100},
+		policy.Demand(rates, capa)))
+	low, high := capa.Pods(5), capa.Pods(50)
+	require.Less(t, low, high)
+	require.Equal(t, low, r.Desired[298], "nothing before the step")
+	require.Equal(t, high, r.Desired[299], "the step's need at once")
+	require.Equal(t, low, r.Ready[320], "new pods are not Ready before their init time")
+	require.Equal(t, high, r.Ready[331])
 }

@@ -54,11 +54,13 @@ func (h *Histogram) Quantile(p float64) float64 {
 }
 
 // DecisionSample is one decision of a policy: at time At (simulated
-// seconds), Running pods were Ready and it requested Requested replicas for
-// the next interval.
+// seconds), Running pods existed (created, not terminating, Ready or not: a
+// Deployment's status.replicas, which seed 004's N(k) reads) and it
+// requested Requested replicas for the next interval. Ready is the Ready
+// pods among them.
 type DecisionSample struct {
-	At                 float64
-	Running, Requested int
+	At                        float64
+	Running, Ready, Requested int
 }
 
 // MoveRecord is one migration the simulator started.
@@ -95,7 +97,8 @@ type Result struct {
 	CPURequestedPerSecond []float64
 	Forecast              []float64 // the rate the policy sized for (0 if none)
 	// MinuteLatency is the latency at the percentile of each simulated minute
-	// (0 if no request), and MinuteMeanLatency the mean, by completion time.
+	// (the mean for a mean target; 0 if no request), and MinuteMeanLatency
+	// the mean, by completion time.
 	MinuteLatency, MinuteMeanLatency []float64
 	Requests                         int
 	OverTarget                       int
@@ -131,7 +134,8 @@ func newResult(name string, cfg Config) *Result {
 	}
 }
 
-func (r *Result) record(lat, now float64) {
+// record counts one request's latency and returns its histogram bucket.
+func (r *Result) record(lat, now float64) int {
 	r.Requests++
 	r.latSum += lat
 	if lat > r.target {
@@ -143,15 +147,19 @@ func (r *Result) record(lat, now float64) {
 		r.minutes[m].add(b)
 		r.minuteSum[m] += lat
 	}
+	return b
 }
 
 func (r *Result) finish() {
 	r.MinuteLatency = make([]float64, len(r.minutes))
 	r.MinuteMeanLatency = make([]float64, len(r.minutes))
 	for i := range r.minutes {
-		r.MinuteLatency[i] = r.minutes[i].Quantile(r.pct)
 		if r.minutes[i].N > 0 {
 			r.MinuteMeanLatency[i] = r.minuteSum[i] / float64(r.minutes[i].N)
+		}
+		r.MinuteLatency[i] = r.MinuteMeanLatency[i]
+		if r.pct > 0 {
+			r.MinuteLatency[i] = r.minutes[i].Quantile(r.pct)
 		}
 	}
 	r.minutes, r.minuteSum = nil, nil
@@ -196,4 +204,14 @@ func (r *Result) CPUUsedSeconds() float64 {
 		s += c
 	}
 	return s
+}
+
+// MeetsSLO reports whether the run meets its latency objective: the mean
+// latency within the target for a mean target (Percentile 0), else at most
+// budget of the requests over it.
+func (r *Result) MeetsSLO(budget float64) bool {
+	if r.pct == 0 {
+		return r.MeanLatency <= r.target
+	}
+	return float64(r.OverTarget) <= budget*float64(r.Requests)
 }

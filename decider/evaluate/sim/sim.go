@@ -13,6 +13,7 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 
@@ -60,6 +61,16 @@ type Config struct {
 	// cores/demand. PSUnit is BusyCPU, or min(1, CPU) when BusyCPU is zero.
 	// CPUBound does not apply: the CPU allocation sets the speed directly.
 	Sharing bool
+	// Routing is the data plane in front of the pods (RouteRandom, the zero
+	// value, as a Service; RouteLeastRequest; RoutePooled). A policy that
+	// puts Knative's activator in the path (ActivatorRouter) is routed
+	// pooled while it does, and by Routing otherwise.
+	Routing Routing
+	// OracleWindows and OracleSteps, when set, replace the yardsticks'
+	// search grid (OracleWindows, OracleSteps): a coarser grid for a large
+	// matrix.
+	OracleWindows []int
+	OracleSteps   int
 	// InitialReplicas are Ready at time 0; default 1.
 	InitialReplicas int
 	Seed            uint64
@@ -213,6 +224,8 @@ type sim struct {
 	activator bool
 	// moves is told when a migration ends, as the controller tells the engine.
 	moves MigrationObserver
+	// lat is the recent response times policies may measure.
+	lat latWindow
 }
 
 // MigrationObserver is implemented by a policy that wants to know when a
@@ -307,9 +320,10 @@ func Run(cfg Config, p policy.Policy) *Result {
 	s := &sim{cfg: cfg, rngArr: newRand(cfg.Seed, 1), rngSvc: newRand(cfg.Seed, 2), rngRoute: newRand(cfg.Seed, 3),
 		initSeq: NewInitTimes(cfg.Init, cfg.Seed), curCPU: cfg.CPU}
 	s.res = newResult(p.Name(), cfg)
+	s.activator = cfg.Routing == RoutePooled
 	router, _ := p.(ActivatorRouter)
 	if router != nil {
-		s.activator = router.ActivatorRouting()
+		s.activator = s.activator || router.ActivatorRouting()
 	}
 	s.moves, _ = p.(MigrationObserver)
 	if cfg.Nodes > 0 {
@@ -318,11 +332,12 @@ func Run(cfg Config, p policy.Policy) *Result {
 	for i := 0; i < cfg.InitialReplicas; i++ {
 		s.startPod(s.addPod(), true)
 	}
+	s.inits = StartingInitTimes(cfg)
 	total := len(cfg.Rates)
 	nextArr := s.nextArrival(0)
 	// The first decision comes one period in: no autoscaler acts on an empty window.
 	nextDecision := p.Period()
-	obs := &policy.Observation{Concurrency: cfg.Concurrency}
+	obs := &policy.Observation{Concurrency: cfg.Concurrency, Latency: &s.lat}
 	lastDesired := cfg.InitialReplicas
 	for second := 0; second < total; second++ {
 		end := float64(second + 1)
@@ -357,10 +372,12 @@ func Run(cfg Config, p policy.Policy) *Result {
 		if end >= nextDecision {
 			nextDecision = end + p.Period()
 			s.observe(obs)
-			running := len(s.ready)
+			// status.replicas: the pods created and not terminating (a
+			// migration's replacement is outside the count until it takes over).
+			running, ready := len(s.active)-s.surges, len(s.ready)
 			d := p.Decide(obs)
 			if !d.MeasureOnly {
-				s.res.Decisions = append(s.res.Decisions, DecisionSample{At: end, Running: running, Requested: d.Replicas})
+				s.res.Decisions = append(s.res.Decisions, DecisionSample{At: end, Running: running, Ready: ready, Requested: d.Replicas})
 			}
 			s.res.Forecast[second] = d.Forecast
 			if d.Replicas != lastDesired {
@@ -375,7 +392,7 @@ func Run(cfg Config, p policy.Policy) *Result {
 				s.migrate(*d.Migrate, obs)
 			}
 			if router != nil {
-				s.setActivator(router.ActivatorRouting())
+				s.setActivator(cfg.Routing == RoutePooled || router.ActivatorRouting())
 			}
 		} else if second > 0 {
 			s.res.Forecast[second] = s.res.Forecast[second-1]
@@ -475,7 +492,25 @@ func (s *sim) arrive() {
 		}
 		return
 	}
-	s.route(s.ready[s.rngRoute.IntN(len(s.ready))], req)
+	s.route(s.pick(), req)
+}
+
+// pick chooses a Ready pod for a request outside the activator: uniformly at
+// random (a Service through kube-proxy), or with least-request balancing the
+// one of two random Ready pods holding fewer requests (Envoy's LEAST_REQUEST
+// with its default choice_count of 2, power of two choices).
+func (s *sim) pick() int {
+	n := len(s.ready)
+	a := s.ready[s.rngRoute.IntN(n)]
+	if s.cfg.Routing != RouteLeastRequest || n == 1 {
+		return a
+	}
+	b := s.ready[s.rngRoute.IntN(n)]
+	pa, pb := &s.pods[a], &s.pods[b]
+	if pb.inService+pb.queue.size < pa.inService+pa.queue.size {
+		return b
+	}
+	return a
 }
 
 // setActivator puts the activator in or out of the request path; taken out,
@@ -483,7 +518,7 @@ func (s *sim) arrive() {
 func (s *sim) setActivator(on bool) {
 	s.activator = on
 	for !on && s.front.size > 0 && len(s.ready) > 0 {
-		s.route(s.ready[s.rngRoute.IntN(len(s.ready))], s.front.pop())
+		s.route(s.pick(), s.front.pop())
 	}
 }
 
@@ -558,7 +593,8 @@ func (s *sim) finish(id int, arr, svc float64) {
 	s.sec.Completions++
 	s.sec.ServiceSum += svc
 	s.sec.ServiceSq += svc * svc
-	s.res.record(s.now-arr, s.now)
+	s.sec.LatencySum += s.now - arr
+	s.lat.add(s.res.record(s.now-arr, s.now))
 	p := &s.pods[id]
 	p.svcN++
 	p.svcSum += svc
@@ -633,7 +669,7 @@ func (s *sim) drainFront(id int) {
 		return
 	}
 	for s.front.size > 0 {
-		s.route(s.ready[s.rngRoute.IntN(len(s.ready))], s.front.pop())
+		s.route(s.pick(), s.front.pop())
 	}
 }
 
@@ -790,6 +826,7 @@ func (s *sim) closeSecond(second int) {
 	s.res.Existing[second] = s.existing
 	s.res.seconds = append(s.res.seconds, s.sec)
 	s.sec = policy.Second{}
+	s.lat.next()
 }
 
 func (s *sim) observe(o *policy.Observation) {
@@ -805,7 +842,8 @@ func (s *sim) observe(o *policy.Observation) {
 		}
 		o.Pods = append(o.Pods, policy.Pod{ID: id, Ready: p.ready, Created: p.created, ReadyAt: p.readyAt,
 			Pending: p.pending, Started: p.started,
-			Completions: p.svcN, ServiceSum: p.svcSum, BusyCum: p.busyCum, CPU: p.cpu, Node: p.node})
+			Completions: p.svcN, ServiceSum: p.svcSum, BusyCum: p.busyCum, CPU: p.cpu, Node: p.node,
+			InService: p.inService, Queued: p.queue.size})
 	}
 	o.Nodes = o.Nodes[:0]
 	for _, n := range s.nodes {
@@ -813,6 +851,62 @@ func (s *sim) observe(o *policy.Observation) {
 	}
 	o.InitTimes = s.inits
 	o.PodStarts = s.starts
+	o.FrontQueued = s.front.size
+}
+
+// StartingInitTimes are the creation→Ready times of the initial replicas,
+// which were started before the run: known from t = 0, as a real autoscaler
+// reads them from the pods' conditions (seed 000 averages over every pod
+// ever Ready). They come from their own stream, so they do not shift the
+// init times of the pods started during the run (InitTimes).
+func StartingInitTimes(cfg Config) []float64 {
+	n := max(cfg.InitialReplicas, 1)
+	r := newRand(cfg.Seed, 5)
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = cfg.Init.Sample(r)
+	}
+	return out
+}
+
+// Routing is the data plane that spreads requests over the Ready pods.
+type Routing int
+
+const (
+	// RouteRandom sends each request to a Ready pod chosen uniformly at
+	// random, as a Kubernetes Service does through kube-proxy.
+	RouteRandom Routing = iota
+	// RouteLeastRequest sends each request to the one of two random Ready
+	// pods that holds fewer requests (Envoy's least-request balancer; IPVS's
+	// least-connection is the same idea over all pods).
+	RouteLeastRequest
+	// RoutePooled holds requests in one queue in front of the pods and gives
+	// each to a Ready pod with a free place, as Knative's activator does.
+	RoutePooled
+)
+
+// Routings are the data planes, in the order results list them.
+var Routings = []Routing{RouteRandom, RouteLeastRequest, RoutePooled}
+
+// String is the routing's name: random, leastRequest or pooled.
+func (r Routing) String() string {
+	switch r {
+	case RouteLeastRequest:
+		return "leastRequest"
+	case RoutePooled:
+		return "pooled"
+	}
+	return "random"
+}
+
+// ParseRouting reads random, leastRequest or pooled.
+func ParseRouting(s string) (Routing, error) {
+	for _, r := range Routings {
+		if s == r.String() {
+			return r, nil
+		}
+	}
+	return 0, fmt.Errorf("routing %q: want random, leastRequest or pooled", s)
 }
 
 func newRand(seed, stream uint64) *rand.Rand {

@@ -91,6 +91,7 @@ func TestQueueingTheory(t *testing.T) {
 		service     Dist
 		sharing     bool
 		activator   bool
+		routing     Routing
 		cpu         float64
 		wantLatency float64
 	}{
@@ -100,6 +101,9 @@ func TestQueueingTheory(t *testing.T) {
 		// Behind an activator (central queue, a request goes only to a pod with
 		// a free place) the same three pods are one M/M/3.
 		{name: "3 pods behind the activator: M/M/3", pods: 3, k: 1, lambda: 1.8, service: exp1s, cpu: 1, activator: true,
+			wantLatency: 1 + erlangCWait(3, 1.8, 1)},
+		// The pooled data plane (Config.Routing) is the same activator for every policy.
+		{name: "3 pods, pooled routing: M/M/3", pods: 3, k: 1, lambda: 1.8, service: exp1s, cpu: 1, routing: RoutePooled,
 			wantLatency: 1 + erlangCWait(3, 1.8, 1)},
 		// Processor sharing: M/G/1-PS's mean response time is E[S]/(1−ρ) whatever
 		// the distribution (FCFS M/D/1 would be 1 + 0.6/(2·0.4) = 1.75 s).
@@ -112,7 +116,7 @@ func TestQueueingTheory(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Config{Rates: constRates(tc.lambda, 20000), Service: tc.service, Init: exp1s, Concurrency: tc.k,
-				CPU: tc.cpu, Sharing: tc.sharing, Target: 10, Percentile: 95, InitialReplicas: tc.pods}
+				CPU: tc.cpu, Sharing: tc.sharing, Target: 10, Percentile: 95, InitialReplicas: tc.pods, Routing: tc.routing}
 			m, se := meanAndSE(t, cfg, func() policy.Policy {
 				if tc.activator {
 					return activated{policy.Static{N: tc.pods}}
@@ -272,6 +276,27 @@ func TestRequestedVsRunningSeesScaleDowns(t *testing.T) {
 	require.Zero(t, m.ThetaU)
 }
 
+// TestSeed004CountsCreatedPods: seed 004's N(k) is the Deployment's
+// status.replicas, the pods created whether Ready or not, so a scale-up
+// whose pods are still starting is not under-provisioning on its metric at
+// the next decision (comparing with Ready pods, as before, counted 30 s of
+// it after every scale-up).
+func TestSeed004CountsCreatedPods(t *testing.T) {
+	cfg := Config{Rates: constRates(10, 120), Service: mustDist(t, "exp:50ms"), Init: mustDist(t, "30s"), Concurrency: 1, CPU: 1,
+		Target: 1, Percentile: 95, InitialReplicas: 1, Seed: 1}
+	r := Run(cfg, scripted{at: []float64{10}, count: []int{4}})
+	var at11 DecisionSample
+	for _, d := range r.Decisions {
+		if d.At == 11 {
+			at11 = d
+		}
+	}
+	require.Equal(t, DecisionSample{At: 11, Running: 4, Ready: 1, Requested: 4}, at11)
+	m := SeedRequestedVsRunning(r.Decisions)
+	require.InDelta(t, 100*(4.0-1)/4/120, m.ThetaU, 1e-9, "only the decision that asked for more is under")
+	require.InDelta(t, 100.0/120, m.TauU, 1e-9)
+}
+
 // TestFrontQueueDrainsInOrder: requests that wait in front while no pod is
 // Ready all go to the pods once one is Ready, ahead of later arrivals.
 func TestFrontQueueDrainsInOrder(t *testing.T) {
@@ -332,7 +357,9 @@ func TestInitTimesAreTheOraclesToKnow(t *testing.T) {
 	for j := range rec.last.PodStarts {
 		expect = append(expect, want.At(j))
 	}
-	got := append([]float64(nil), rec.last.InitTimes...)
+	// The initial replica's init time comes first, known from the start.
+	require.Equal(t, StartingInitTimes(cfg), rec.last.InitTimes[:1])
+	got := append([]float64(nil), rec.last.InitTimes[1:]...)
 	require.Len(t, got, 8)
 	sort.Float64s(got)
 	sort.Float64s(expect)
@@ -348,6 +375,23 @@ func (r *recorder) Decide(o *policy.Observation) policy.Decision {
 	r.last = *o
 	r.last.InitTimes = append([]float64(nil), o.InitTimes...)
 	return r.scripted.Decide(o)
+}
+
+// TestStartingPodsInitTimesKnownFromTheStart: the initial replicas' init
+// times are in the first observation, before any new pod is Ready, so
+// predictive-hpa (seed 000 averages over every pod ever Ready) is not blind
+// until its first new pod; and they do not shift the run's own sequence.
+func TestStartingPodsInitTimesKnownFromTheStart(t *testing.T) {
+	cfg := Config{Rates: constRates(1, 30), Service: mustDist(t, "exp:50ms"), Init: mustDist(t, "exp:135s"), Concurrency: 1, CPU: 1,
+		Target: 1, Percentile: 95, InitialReplicas: 3, Seed: 4}
+	rec := &recorder{scripted: scripted{at: []float64{1}, count: []int{3}}}
+	Run(cfg, rec)
+	require.Len(t, rec.last.InitTimes, 3)
+	require.Equal(t, StartingInitTimes(cfg), rec.last.InitTimes)
+	for _, v := range rec.last.InitTimes {
+		require.Positive(t, v)
+	}
+	require.NotEqual(t, NewInitTimes(cfg.Init, cfg.Seed).At(0), rec.last.InitTimes[0], "their own stream")
 }
 
 // mustDist parses a distribution the test spells out.
@@ -416,4 +460,90 @@ func FuzzParseDist(f *testing.F) {
 		require.Positive(t, d.Mean)
 		require.False(t, math.IsNaN(d.SCV()))
 	})
+}
+
+// TestLeastRequestSitsBetween checks the least-request data plane (two random
+// choices, the fewer requests wins) against the two it lies between: three
+// k = 1 pods at ρ = 0.8 wait less than three M/M/1 (random routing) and more
+// than one M/M/3 (pooled), each beyond 4 standard errors.
+func TestLeastRequestSitsBetween(t *testing.T) {
+	exp1s := mustDist(t, "exp:1s")
+	cfg := Config{Rates: constRates(2.4, 20000), Service: exp1s, Init: exp1s, Concurrency: 1, CPU: 1, Target: 10,
+		Percentile: 95, InitialReplicas: 3, Routing: RouteLeastRequest}
+	m, se := meanAndSE(t, cfg, func() policy.Policy { return policy.Static{N: 3} }, 10)
+	random, pooled := 1/(1-0.8), 1+erlangCWait(3, 2.4, 1)
+	t.Logf("least-request mean latency %.3f ± %.3f; pooled %.3f, random %.3f", m, se, pooled, random)
+	require.Less(t, m+4*se, random)
+	require.Greater(t, m-4*se, pooled)
+}
+
+func TestParseRouting(t *testing.T) {
+	for _, r := range Routings {
+		got, err := ParseRouting(r.String())
+		require.NoError(t, err)
+		require.Equal(t, r, got)
+	}
+	_, err := ParseRouting("roundRobin")
+	require.ErrorContains(t, err, `"roundRobin"`)
+}
+
+// probe records what a policy is told every 5 minutes (its windows tile the
+// run), holding N pods.
+type probe struct {
+	policy.Static
+	p95, mean, inflight []float64
+	conserved           []bool
+}
+
+func (*probe) Period() float64 { return policy.LatencyHistory }
+
+func (p *probe) Decide(o *policy.Observation) policy.Decision {
+	if q, ok := o.Latency.Quantile(policy.LatencyHistory, 95); ok {
+		p.p95 = append(p.p95, q)
+	}
+	if m, ok := o.MeanLatency(policy.LatencyHistory); ok {
+		p.mean = append(p.mean, m)
+	}
+	in := 0
+	for _, s := range o.Seconds {
+		in += s.Arrivals - s.Completions
+	}
+	p.conserved = append(p.conserved, in == o.InFlightNow())
+	p.inflight = append(p.inflight, float64(o.InFlightNow()))
+	return p.Static.Decide(o)
+}
+
+// TestObservationMeasuresQueuesAndLatency checks what a policy may measure
+// beyond rates: the requests each pod holds (in service and queued) and those
+// in front add up to arrivals minus completions at every decision; the
+// measured p95 and mean response times of one M/M/1 pod at ρ = 0.5 match the
+// closed forms (sojourn time exponential with rate μ − λ: p95 = ln 20 / 0.5 s,
+// mean 2 s); an overloaded pod shows its queue.
+func TestObservationMeasuresQueuesAndLatency(t *testing.T) {
+	exp1s := mustDist(t, "exp:1s")
+	cfg := Config{Rates: constRates(0.5, 30000), Service: exp1s, Init: exp1s, Concurrency: 1, CPU: 1, Target: 10,
+		Percentile: 95, InitialReplicas: 1, Seed: 3}
+	p := &probe{Static: policy.Static{N: 1}}
+	r := Run(cfg, p)
+	require.NotContains(t, p.conserved, false, "in service + queued + in front = arrivals − completions")
+	avg := func(xs []float64) float64 {
+		s := 0.0
+		for _, x := range xs {
+			s += x
+		}
+		return s / float64(len(xs))
+	}
+	require.Len(t, p.p95, 100)
+	// The windows tile the run: their means average to the run's mean.
+	require.InDelta(t, r.MeanLatency, avg(p.mean), 0.01*r.MeanLatency, "measured mean")
+	require.InDelta(t, 2, avg(p.mean), 0.05*2, "measured mean against M/M/1")
+	require.InDelta(t, math.Log(20)/0.5, avg(p.p95), 0.05*math.Log(20)/0.5, "measured p95 against M/M/1")
+
+	// Twice the pod's rate: the queue grows by about one request a second.
+	cfg.Rates = constRates(2, 1200)
+	over := &probe{Static: policy.Static{N: 1}}
+	Run(cfg, over)
+	require.NotContains(t, over.conserved, false)
+	require.Greater(t, over.inflight[0], 200.0)
+	require.Greater(t, over.inflight[1], over.inflight[0]+200)
 }

@@ -108,9 +108,11 @@ func InstabilityJitter(demand, supply []int, duration float64) (instability, jit
 }
 
 // RequestedVsRunning is seed 004's variant of θ and τ (its Equations 3.1–3.4,
-// section 3.3): over K decision intervals, N(k) is the replicas running during
-// interval k (the Ready pods when the decision ending it is taken) and
-// N(k+1) the replicas requested for the next interval (the decision):
+// section 3.3): over K decision intervals, N(k) is the replicas during
+// interval k as the seed reads them, the Deployment's status.replicas: the
+// pods created and not terminating, Ready or not (DecisionSample.Running),
+// when the decision ending it is taken; N(k+1) the replicas requested for
+// the next interval (the decision):
 // θU = 100/K · Σ max(N(k+1) − N(k), 0)/N(k+1), θO = 100/K · Σ max(N(k) −
 // N(k+1), 0)/N(k+1), τU and τO the shares of intervals with N(k+1) > N(k)
 // and N(k+1) < N(k). It measures how far each request is from what runs (how

@@ -30,6 +30,15 @@ type Options struct {
 	// The rate of a simulated second is the mean rate of its Compress trace
 	// seconds (times Scale): the shape is kept and time runs Compress× faster.
 	Compress int
+	// Smooth, when positive, is the Poisson scaling: each trace second's rate
+	// is the mean count over the Smooth seconds centred on it, times Scale,
+	// so the simulator's arrivals are Poisson at the trace's local rate. Zero
+	// multiplies each second's count by Scale, which turns every logged
+	// request into a batch of Scale correlated ones (far burstier than
+	// Poisson at the same mean).
+	Smooth int
+	// Seed draws the random synthetic patterns (bursts, mmpp).
+	Seed uint64
 }
 
 // Profile is the arrival rate of each simulated second, requests per second.
@@ -44,13 +53,15 @@ func (p Profile) Duration() time.Duration { return time.Duration(len(p.Rates)) *
 
 // Pattern names.
 const (
-	PatternFlashCrowd        = "pattern:flash-crowd"
-	PatternIncreaseDecrease  = "pattern:increase-decrease"
-	patternMinutes           = 40
-	patternBuffer            = 5 * 60
-	patternLow, patternHigh  = 1.0, 20.0
-	patternFlashRiseSeconds  = 60
-	patternFlashPlateauShare = 0.1
+	PatternFlashCrowd       = "pattern:flash-crowd"
+	PatternIncreaseDecrease = "pattern:increase-decrease"
+	PatternBursts           = "pattern:bursts"
+	PatternMMPP             = "pattern:mmpp"
+	PatternDiurnal          = "pattern:diurnal"
+	patternMinutes          = 40
+	patternBuffer           = 5 * 60
+	patternLow, patternHigh = 1.0, 20.0
+	patternFlashShoulder    = 5.0
 )
 
 // ParseWindow reads "2h:8h" (either side may be empty).
@@ -83,7 +94,7 @@ func Load(o Options) (Profile, error) {
 	var perSecond []float64
 	switch {
 	case strings.HasPrefix(o.Source, "pattern:"):
-		p, err := Pattern(o.Source)
+		p, err := generate(o.Source, o.Seed)
 		if err != nil {
 			return Profile{}, err
 		}
@@ -92,20 +103,32 @@ func Load(o Options) (Profile, error) {
 			return Profile{}, err
 		}
 	case o.Source == "":
-		return Profile{}, fmt.Errorf("no trace: give a file or %s / %s", PatternFlashCrowd, PatternIncreaseDecrease)
+		return Profile{}, fmt.Errorf("no trace: give a file or one of %s", strings.Join(PatternNames(), ", "))
 	default:
 		var err error
 		if perSecond, err = itrace.ReadFile(o.Source, o.Window); err != nil {
 			return Profile{}, err
 		}
 	}
+	if o.Smooth < 0 {
+		return Profile{}, fmt.Errorf("smooth %d: must be a number of seconds ≥ 0", o.Smooth)
+	}
+	scaling := "counts multiplied"
+	if o.Smooth > 0 {
+		perSecond = CentredMean(perSecond, o.Smooth)
+		scaling = fmt.Sprintf("Poisson at the %d s centred mean", o.Smooth)
+	}
 	rates := Compress(perSecond, o.Compress, o.Scale)
 	end := "end"
 	if o.Window.End != 0 {
 		end = o.Window.End.String()
 	}
-	desc := fmt.Sprintf("%s, window %s:%s (%d trace seconds), scale ×%g, compression %d trace s per simulated s (%d simulated s)",
-		o.Source, o.Window.Start, end, len(perSecond), o.Scale, o.Compress, len(rates))
+	src := o.Source
+	if isRandomPattern(o.Source) {
+		src = fmt.Sprintf("%s (seed %d)", o.Source, o.Seed)
+	}
+	desc := fmt.Sprintf("%s, window %s:%s (%d trace seconds), scale ×%g (%s), compression %d trace s per simulated s (%d simulated s)",
+		src, o.Window.Start, end, len(perSecond), o.Scale, scaling, o.Compress, len(rates))
 	return Profile{Rates: rates, Description: desc}, nil
 }
 
@@ -118,6 +141,21 @@ func window(p []float64, w itrace.Window) ([]float64, error) {
 		return nil, fmt.Errorf("the window %s:%s holds no seconds (the pattern has %d)", w.Start, w.End, len(p))
 	}
 	return p[first:last], nil
+}
+
+// CentredMean is each second's mean over the w seconds centred on it, cut to
+// the series.
+func CentredMean(x []float64, w int) []float64 {
+	prefix := make([]float64, len(x)+1)
+	for i, v := range x {
+		prefix[i+1] = prefix[i] + v
+	}
+	out := make([]float64, len(x))
+	for i := range x {
+		lo, hi := max(0, i-w/2), min(len(x), i-w/2+w)
+		out[i] = (prefix[hi] - prefix[lo]) / float64(hi-lo)
+	}
+	return out
 }
 
 // Compress averages every n consecutive trace seconds into one simulated
@@ -136,48 +174,43 @@ func Compress(perSecond []float64, n int, scale float64) []float64 {
 	return out
 }
 
-// Pattern generates seed 000's synthetic workloads (section 5.4.2), one rate per
-// second over 40 minutes: a 5-minute buffer at 1 req/s at each end, and between
-// them either a linear rise from 1 to 20 req/s and back down
-// (increase-decrease), or a sudden jump to 20 req/s held briefly and falling
-// back (flash-crowd). The paper gives the range, length and buffers; the shape
-// of the flash crowd's edges (one-minute rise, plateau of a tenth of the
-// middle, exponential-like decay over the rest) is ours.
+// Pattern generates seed 000's synthetic workloads (section 5.4.2 and its
+// footnote 6), one rate per second over 40 minutes, each with a 5-minute
+// buffer at 1 req/s at both ends:
+//   - increase-decrease: 1 → 20 req/s linearly over 15 minutes, then back to 1
+//     over 15 minutes (the text says "from sending 30 requests per second"
+//     on the way down, a slip: the pattern's maximum is 20);
+//   - flash-crowd: 1 → 5 req/s over 11 minutes, 5 → 20 in 4 minutes, 20 → 5 in
+//     4 minutes, 5 → 1 over 11 minutes, each segment linear.
 func Pattern(name string) ([]float64, error) {
 	total := patternMinutes * 60
-	mid := total - 2*patternBuffer
 	out := make([]float64, total)
 	for i := range out {
 		out[i] = patternLow
 	}
+	var segs []segment
 	switch name {
 	case PatternIncreaseDecrease:
-		half := float64(mid) / 2
-		for i := 0; i < mid; i++ {
-			x := float64(i) / half
-			if x > 1 {
-				x = 2 - x
-			}
-			out[patternBuffer+i] = patternLow + (patternHigh-patternLow)*x
-		}
+		segs = []segment{{15 * 60, patternLow, patternHigh}, {15 * 60, patternHigh, patternLow}}
 	case PatternFlashCrowd:
-		plateau := int(float64(mid) * patternFlashPlateauShare)
-		decay := mid - patternFlashRiseSeconds - plateau
-		for i := 0; i < mid; i++ {
-			var v float64
-			switch {
-			case i < patternFlashRiseSeconds:
-				v = patternLow + (patternHigh-patternLow)*float64(i+1)/patternFlashRiseSeconds
-			case i < patternFlashRiseSeconds+plateau:
-				v = patternHigh
-			default:
-				x := float64(i-patternFlashRiseSeconds-plateau) / float64(decay)
-				v = patternLow + (patternHigh-patternLow)*(1-x)*(1-x)
-			}
-			out[patternBuffer+i] = v
-		}
+		segs = []segment{{11 * 60, patternLow, patternFlashShoulder}, {4 * 60, patternFlashShoulder, patternHigh},
+			{4 * 60, patternHigh, patternFlashShoulder}, {11 * 60, patternFlashShoulder, patternLow}}
 	default:
-		return nil, fmt.Errorf("unknown pattern %q: want %s or %s", name, PatternFlashCrowd, PatternIncreaseDecrease)
+		return nil, fmt.Errorf("unknown pattern %q: want %s", name, strings.Join(PatternNames(), ", "))
+	}
+	i := patternBuffer
+	for _, sg := range segs {
+		for j := 0; j < sg.seconds; j++ {
+			// The rate at the middle of second j of the segment.
+			out[i] = sg.from + (sg.to-sg.from)*(float64(j)+0.5)/float64(sg.seconds)
+			i++
+		}
 	}
 	return out, nil
+}
+
+// segment is a linear ramp of a pattern.
+type segment struct {
+	seconds  int
+	from, to float64
 }

@@ -3,6 +3,7 @@ package trace
 import (
 	"bytes"
 	"compress/gzip"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,11 +89,131 @@ func TestPatterns(t *testing.T) {
 	}
 	_, err := Load(Options{Source: "pattern:nope"})
 	require.ErrorContains(t, err, "unknown pattern")
-	// The flash crowd reaches its peak within its first minute, the ramp does not.
-	fc, _ := Pattern(PatternFlashCrowd)
-	id, _ := Pattern(PatternIncreaseDecrease)
-	require.Equal(t, 20.0, fc[300+60])
-	require.Less(t, id[300+60], 5.0)
+}
+
+// TestFlashCrowdShape checks seed 000 §5.4.2's flash crowd at its
+// breakpoints: 5 min at 1, 1 → 5 over 11 min, 5 → 20 in 4 min, 20 → 5 in
+// 4 min, 5 → 1 over 11 min, 5 min at 1; and the increase-decrease ramp
+// 1 → 20 → 1 over 15 + 15 minutes.
+func TestFlashCrowdShape(t *testing.T) {
+	fc, err := Pattern(PatternFlashCrowd)
+	require.NoError(t, err)
+	at := func(x []float64, minute float64) float64 { return x[int(minute*60)] }
+	const tol = 0.1 // the rate at the middle of a second on a ramp of at most 3.75 req/s per minute
+	for _, c := range []struct{ minute, want float64 }{
+		{4.99, 1}, {5, 1}, {10.5, 3}, {16, 5}, {18, 12.5}, {19.99, 20}, {20, 20}, {22, 12.5}, {24, 5}, {29.5, 3}, {34.99, 1}, {35, 1}, {39.99, 1},
+	} {
+		require.InDelta(t, c.want, at(fc, c.minute), tol, "flash crowd at minute %v", c.minute)
+	}
+	id, err := Pattern(PatternIncreaseDecrease)
+	require.NoError(t, err)
+	for _, c := range []struct{ minute, want float64 }{{5, 1}, {12.5, 10.5}, {20, 20}, {27.5, 10.5}, {35, 1}} {
+		require.InDelta(t, c.want, at(id, c.minute), tol, "increase-decrease at minute %v", c.minute)
+	}
+}
+
+// TestSyntheticPatterns checks the matrix's synthetic traffic: bursts are
+// steps of 3–6× the base lasting 1–15 minutes; the MMPP alternates 1 and
+// 5 req/s with about a fifth of the time on (3 / (10 + 3)); the diurnal day
+// is smooth, lowest at 02:00 and highest at 14:00; a seed draws the same
+// trace again and another seed another.
+func TestSyntheticPatterns(t *testing.T) {
+	b := Bursts(1)
+	require.Len(t, b, 6*3600)
+	runs, on := 0, 0
+	for i := 0; i < len(b); {
+		if b[i] == 1 {
+			i++
+			continue
+		}
+		j := i
+		for j < len(b) && b[j] > 1 {
+			require.GreaterOrEqual(t, b[j], 3.0)
+			require.LessOrEqual(t, b[j], 6.0)
+			j++
+		}
+		if j < len(b) {
+			require.GreaterOrEqual(t, j-i, 59, "a burst lasts at least a minute")
+		}
+		runs++
+		on += j - i
+		i = j
+	}
+	require.Greater(t, runs, 5)
+	require.Equal(t, b, Bursts(1))
+	require.NotEqual(t, b, Bursts(2))
+
+	m := MMPP(1)
+	high := 0
+	for _, v := range m {
+		require.True(t, v == 1 || v == 5, "MMPP rate %v", v)
+		if v == 5 {
+			high++
+		}
+	}
+	require.InDelta(t, 3.0/13, float64(high)/float64(len(m)), 0.12)
+
+	d := Diurnal()
+	require.Len(t, d, 24*3600)
+	lo, hi := 0, 0
+	for i := range d {
+		if d[i] < d[lo] {
+			lo = i
+		}
+		if d[i] > d[hi] {
+			hi = i
+		}
+		if i > 0 {
+			require.Less(t, math.Abs(d[i]-d[i-1]), 1e-3, "smooth")
+		}
+	}
+	require.InDelta(t, 2*3600, lo, 60)
+	require.InDelta(t, 14*3600, hi, 60)
+	require.InDelta(t, 0.4, d[lo], 1e-3)
+	require.InDelta(t, 1.9, d[hi], 1e-3)
+
+	p, err := Load(Options{Source: PatternBursts, Seed: 7, Window: itrace.Window{End: time.Hour}, Scale: 20})
+	require.NoError(t, err)
+	require.Len(t, p.Rates, 3600)
+	require.Contains(t, p.Description, "seed 7")
+}
+
+// TestPoissonScaling: the Poisson scaling replaces each second's count by
+// the centred mean count, so scaled sparse counts keep their mean but lose
+// the per-second batches.
+func TestPoissonScaling(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sparse")
+	var b strings.Builder
+	for i := 0; i < 600; i++ {
+		if i%3 == 0 {
+			b.WriteString("3\n")
+		} else {
+			b.WriteString("0\n")
+		}
+	}
+	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o644))
+	raw, err := Load(Options{Source: path, Scale: 100})
+	require.NoError(t, err)
+	smooth, err := Load(Options{Source: path, Scale: 100, Smooth: 60})
+	require.NoError(t, err)
+	require.Contains(t, raw.Description, "counts multiplied")
+	require.Contains(t, smooth.Description, "Poisson at the 60 s centred mean")
+	mean := func(x []float64) float64 {
+		s := 0.0
+		for _, v := range x {
+			s += v
+		}
+		return s / float64(len(x))
+	}
+	require.InDelta(t, mean(raw.Rates), mean(smooth.Rates), 0.01*mean(raw.Rates))
+	require.Equal(t, 300.0, raw.Rates[0])
+	require.Equal(t, 0.0, raw.Rates[1])
+	for i := 30; i < 570; i++ {
+		require.InDelta(t, 100, smooth.Rates[i], 5, "second %d", i)
+	}
+	_, err = Load(Options{Source: path, Smooth: -1})
+	require.ErrorContains(t, err, "smooth -1")
 }
 
 func TestParseWindow(t *testing.T) {

@@ -1,0 +1,144 @@
+package app
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/qas-dev/qas/decider/evaluate/matrix"
+	"github.com/qas-dev/qas/decider/evaluate/report"
+	"github.com/qas-dev/qas/internal/cli"
+)
+
+// evaluateOutput is the JSON contract of `qas-decider evaluate`.
+type evaluateOutput struct {
+	Conditions  string            `json:"conditions"`
+	Cells       int               `json:"cells"`
+	Workers     int               `json:"workers"`
+	WallSeconds float64           `json:"wall_seconds"`
+	Headline    []matrix.Headline `json:"headline"`
+	Results     []*matrix.Result  `json:"results"`
+}
+
+func runEvaluate(args []string, env Env) error {
+	fs := flag.NewFlagSet("qas-decider evaluate", flag.ContinueOnError)
+	fs.SetOutput(env.Stdout)
+	nasa := fs.String("nasa", "", "the NASA trace (nasa-1995-07-08.rps.gz) (required)")
+	out := fs.String("out", "out/evaluate", "directory for results.md, results.json and report.html")
+	demo := fs.Bool("demo", false, "the one-minute taste (make demo): two NASA half hours, counts ×50 and Poisson ×100, seed 1")
+	workers := fs.Int("workers", 0, "cells run at once (0: one per core)")
+	detail := fs.Int("detail", 4, "cells, from the first, whose charts the report draws")
+	only := fs.String("only", "", "run only the cells whose name contains this text")
+	if err := cli.Parse(fs, "QAS_EVALUATE", args, env.Getenv); err != nil {
+		return err
+	}
+	if *nasa == "" {
+		return cli.Usagef("nasa", "is required: the path of nasa-1995-07-08.rps.gz")
+	}
+	if _, err := os.Stat(*nasa); err != nil {
+		return cli.Usagef("nasa", "%v", err)
+	}
+	if *workers < 0 {
+		return cli.Usagef("workers", "must not be negative")
+	}
+	if *detail < 0 {
+		return cli.Usagef("detail", "must not be negative")
+	}
+	cells := matrix.Default(*nasa)
+	what := "the evaluation matrix"
+	if *demo {
+		cells, what = matrix.Demo(*nasa), "the demo (a taste of the evaluation matrix)"
+	}
+	if *only != "" {
+		var keep []matrix.Cell
+		for _, c := range cells {
+			if strings.Contains(c.Name(), *only) {
+				keep = append(keep, c)
+			}
+		}
+		if len(keep) == 0 {
+			return cli.Usagef("only", "no cell's name contains %q", *only)
+		}
+		cells = keep
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	o := matrix.DefaultOptions()
+	conditions := fmt.Sprintf("%s: %d cells, every one in real time (no compression); policies %s and the yardsticks of each data plane "+
+		"(clairvoyant oracle, reactive oracle, lower bound; pooled ones for the KPA, whose activator the simulator models as one pooled queue where Knative splits the pods over at least two activators: a bias in the KPA's favour), "+
+		"searched over %v s windows with %d bisection steps (sized down to fit 15 minutes on 2 cores: simulate searches 1, 10, 60 and 300 s with 8 steps, "+
+		"and the matrix pairs lognormal service with 45 s init and exponential with 2 min, 2 of the 4 combinations); p%g ≤ %v, k = %d, %.2g-core pods, at most %d replicas",
+		what, len(cells), strings.Join(o.Policies, ", "), o.OracleWindows, o.OracleSteps, o.Percentile, time.Duration(o.Target*float64(time.Second)), o.Concurrency, o.CPU, o.MaxReplicas)
+	fmt.Fprintln(env.Stdout, conditions)
+	tty, _ := env.Stderr.(*os.File)
+	if tty != nil && !isTerminal(tty) {
+		tty = nil
+	}
+	start := time.Now()
+	progress := func(done, total int, last *matrix.Result) {
+		el := time.Since(start)
+		left := time.Duration(float64(el) / float64(done) * float64(total-done)).Round(time.Second)
+		if tty != nil {
+			fmt.Fprintf(tty, "\r[%-40s] %d/%d cells, %s elapsed, ~%s left ", strings.Repeat("#", 40*done/total), done, total, el.Round(time.Second), left)
+			return
+		}
+		name := "?"
+		if last != nil {
+			name = last.Name
+		}
+		fmt.Fprintf(env.Stderr, "evaluate: %d/%d cells (%s), %s elapsed, ~%s left\n", done, total, name, el.Round(time.Second), left)
+	}
+	rs, err := matrix.Run(cells, o, *workers, progress)
+	if tty != nil {
+		fmt.Fprintln(tty)
+	}
+	if err != nil {
+		return err
+	}
+	wall := time.Since(start)
+	w := *workers
+	if w == 0 {
+		w = defaultWorkers()
+	}
+	md := matrix.Markdown(rs, o, conditions+fmt.Sprintf(". Wall time %s on %d workers.", wall.Round(time.Second), w))
+	if err := os.WriteFile(filepath.Join(*out, "results.md"), []byte(md), 0o644); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(evaluateOutput{Conditions: conditions, Cells: len(rs), Workers: w, WallSeconds: wall.Seconds(),
+		Headline: matrix.Headlines(rs, o), Results: rs}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(*out, "results.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	var rc []report.Cell
+	for _, r := range rs {
+		rc = append(rc, report.Cell{Name: r.Name, Conditions: r.Conditions, Rates: r.Rates, Target: o.Target, Percentile: o.Percentile,
+			Comparison: r.Comparison})
+	}
+	f, err := os.Create(filepath.Join(*out, "report.html"))
+	if err != nil {
+		return err
+	}
+	if err := report.WriteMatrix(f, report.MatrixInput{Title: "QAS evaluation", Description: conditions, Cells: rc, Detail: *detail}); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	// The headline table on stdout, as in results.md.
+	head := md[strings.Index(md, "## Headline"):strings.Index(md, "## Cells")]
+	fmt.Fprint(env.Stdout, head)
+	fmt.Fprintf(env.Stdout, "wall time %s on %d workers; wrote %s/results.md, results.json and report.html\n", wall.Round(time.Second), w, *out)
+	return nil
+}
+
+func defaultWorkers() int { return runtime.GOMAXPROCS(0) }

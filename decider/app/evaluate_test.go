@@ -1,0 +1,101 @@
+package app
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func runEval(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := MainEnv(append([]string{"evaluate"}, args...), Env{Stdout: &out, Stderr: &errb})
+	return code, out.String(), errb.String()
+}
+
+func sharedNASA(t *testing.T) string {
+	p := filepath.Join("..", "..", "..", "shared", "traces", "nasa-1995-07-08.rps.gz")
+	if v := os.Getenv("QAS_SHARED"); v != "" {
+		p = filepath.Join(v, "traces", "nasa-1995-07-08.rps.gz")
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("the shared NASA trace is needed: %v", err)
+	}
+	return p
+}
+
+// TestEvaluateDemoCell: one cell of the demo writes the Markdown table, the
+// JSON (headline and cells, each with its conditions and every yardstick)
+// and the HTML report, prints the headline, and reports progress per cell
+// off a terminal.
+func TestEvaluateDemoCell(t *testing.T) {
+	dir := t.TempDir()
+	code, out, stderr := runEval(t, "--demo", "--nasa", sharedNASA(t), "--out", dir, "--only", "10h-30min", "--detail", "1")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "the demo (a taste of the evaluation matrix): 1 cells, every one in real time (no compression)")
+	require.Contains(t, out, "## Headline (1 cells)")
+	require.Contains(t, out, "| kpa-delay | ")
+	require.Contains(t, stderr, "evaluate: 1/1 cells (nasa-2jul-10h-30min-x50 / lognormal-cv1.2-init45s / random / seed 1)")
+	md, err := os.ReadFile(filepath.Join(dir, "results.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(md), "real time; routing random; p95 ≤ 200ms; service lognormal:50ms,cv=1.2; init const:45s")
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	require.NoError(t, err)
+	var doc struct {
+		Cells    int `json:"cells"`
+		Headline []struct {
+			Policy string   `json:"policy"`
+			Cost   *float64 `json:"cost_over_oracle_median"`
+		} `json:"headline"`
+		Results []struct {
+			Cell       string `json:"cell"`
+			Conditions string `json:"conditions"`
+			Policies   []struct {
+				Name string `json:"name"`
+			} `json:"policies"`
+			Yardsticks []struct {
+				Policy string `json:"policy"`
+			} `json:"yardsticks"`
+		} `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal(b, &doc))
+	require.Equal(t, 1, doc.Cells)
+	require.Len(t, doc.Results, 1)
+	require.Len(t, doc.Results[0].Yardsticks, 6)
+	require.Len(t, doc.Results[0].Policies, 5+6)
+	for _, h := range doc.Headline {
+		require.NotNil(t, h.Cost, h.Policy)
+		if h.Policy == "oracle" {
+			require.InDelta(t, 1, *h.Cost, 1e-12)
+		}
+	}
+	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	require.NoError(t, err)
+	require.Equal(t, 9, strings.Count(string(html), `<circle class="point"`), "the 11 rows but the two clairvoyant oracles")
+}
+
+func TestEvaluateBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "invalid --nasa: is required"},
+		{[]string{"--nasa", "/nonexistent/nasa.gz"}, "nasa"},
+		{[]string{"--nasa", "NASA", "--workers", "-1"}, "invalid --workers: must not be negative"},
+		{[]string{"--nasa", "NASA", "--only", "no such cell"}, `no cell's name contains "no such cell"`},
+	} {
+		for i, a := range tc.args {
+			if a == "NASA" {
+				tc.args[i] = sharedNASA(t)
+			}
+		}
+		code, _, stderr := runEval(t, tc.args...)
+		require.Equal(t, 2, code, tc.args)
+		require.Contains(t, stderr, tc.want)
+	}
+}

@@ -1,0 +1,418 @@
+// Package matrix is the evaluation matrix behind `make evaluate`: many cells
+// (traces and windows × settings × seeds × data planes), each run in real
+// time with every policy and the yardsticks of its data plane, on all cores,
+// written as a Markdown table, JSON and an HTML report.
+package matrix
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	itrace "github.com/qas-dev/qas/internal/trace"
+
+	"github.com/qas-dev/qas/decider/evaluate/policy"
+	"github.com/qas-dev/qas/decider/evaluate/sim"
+	"github.com/qas-dev/qas/decider/evaluate/trace"
+)
+
+// Workload is one trace window and how it is scaled.
+type Workload struct {
+	// Name is short (used in cell names); Source is a trace path or pattern.
+	Name, Source string
+	Window       itrace.Window
+	Scale        float64
+	// Smooth > 0 is the Poisson scaling (trace.Options.Smooth).
+	Smooth int
+}
+
+// Setting is the service and pods of a cell.
+type Setting struct {
+	Name          string
+	Service, Init string
+}
+
+// Cell is one simulation: a workload under a setting, seed and data plane.
+type Cell struct {
+	Workload Workload
+	Setting  Setting
+	Seed     uint64
+	Routing  sim.Routing
+}
+
+// Name identifies the cell.
+func (c Cell) Name() string {
+	return fmt.Sprintf("%s / %s / %s / seed %d", c.Workload.Name, c.Setting.Name, c.Routing, c.Seed)
+}
+
+// Options are what every cell shares.
+type Options struct {
+	// Target (seconds) at Percentile (0 for the mean).
+	Target, Percentile float64
+	Concurrency        int
+	CPU                float64
+	MaxReplicas        int
+	// Policies are run in every cell beside the yardsticks.
+	Policies []string
+	// OracleWindows and OracleSteps are the yardsticks' search grid
+	// (sim.Config).
+	OracleWindows []int
+	OracleSteps   int
+}
+
+// DefaultOptions are the matrix's: p95 ≤ 200 ms, k = 1, 0.5-core pods, at
+// most 200 replicas, qas, qas-reactive, hpa, kpa and kpa-delay; the
+// yardsticks search windows of 10, 60 and 300 s with 7 bisection steps
+// (headroom within 3.3 %; simulate's default is 1, 10, 60 and 300 s with 8
+// steps), which keeps the matrix within its time budget on 2 cores.
+func DefaultOptions() Options {
+	return Options{Target: 0.2, Percentile: 95, Concurrency: 1, CPU: 0.5, MaxReplicas: 200,
+		Policies:      []string{"qas", "qas-reactive", "hpa", "kpa", policy.KPADelayName},
+		OracleWindows: []int{10, 60, 300}, OracleSteps: 7}
+}
+
+// hours is a trace window from h0 to h1 hours.
+func hours(h0, h1 float64) itrace.Window {
+	return itrace.Window{Start: time.Duration(h0 * float64(time.Hour)), End: time.Duration(h1 * float64(time.Hour))}
+}
+
+// Workloads are the matrix's traces, each a one-hour real-time window (the
+// seeds' patterns are 40 minutes): three NASA windows at ×20, ×50 and ×100
+// (the ×100 one with Poisson scaling, the others with counts multiplied, so
+// both scalings are in the matrix), seed 000's two patterns at ×5 (peaks of
+// 100 req/s), synthetic bursts and MMPP at ×20, and the diurnal day's morning
+// ramp at ×40. nasa is the NASA trace's path.
+func Workloads(nasa string) []Workload {
+	return []Workload{
+		{Name: "nasa-2jul-10h-x50", Source: nasa, Window: hours(34, 35), Scale: 50},
+		{Name: "nasa-2jul-14h-x100-poisson", Source: nasa, Window: hours(38, 39), Scale: 100, Smooth: 60},
+		{Name: "nasa-3jul-12h-x20", Source: nasa, Window: hours(60, 61), Scale: 20},
+		{Name: "flash-crowd-x5", Source: trace.PatternFlashCrowd, Scale: 5},
+		{Name: "increase-decrease-x5", Source: trace.PatternIncreaseDecrease, Scale: 5},
+		{Name: "bursts-x20", Source: trace.PatternBursts, Window: hours(0, 1), Scale: 20},
+		{Name: "mmpp-x20", Source: trace.PatternMMPP, Window: hours(0, 1), Scale: 20},
+		{Name: "diurnal-7h-x40", Source: trace.PatternDiurnal, Window: hours(7, 8), Scale: 40},
+	}
+}
+
+// Settings are the matrix's two service/init settings: lognormal service
+// (50 ms, cv 1.2) with 45 s init, and exponential service (50 ms) with 2 min
+// init.
+func Settings() []Setting {
+	return []Setting{
+		{Name: "lognormal-cv1.2-init45s", Service: "lognormal:50ms,cv=1.2", Init: "45s"},
+		{Name: "exp-init2m", Service: "exp:50ms", Init: "2m"},
+	}
+}
+
+// Default is the full matrix: every workload × setting × seeds 1–3 through
+// a Service (random routing), and every workload under the first setting
+// and seed 1 behind least-request balancing. (The pooled data plane is in
+// every cell: the -pooled yardsticks and the KPA's activator.)
+func Default(nasa string) []Cell {
+	var cells []Cell
+	for _, w := range Workloads(nasa) {
+		for _, s := range Settings() {
+			for seed := uint64(1); seed <= 3; seed++ {
+				cells = append(cells, Cell{Workload: w, Setting: s, Seed: seed, Routing: sim.RouteRandom})
+			}
+		}
+	}
+	for _, w := range Workloads(nasa) {
+		cells = append(cells, Cell{Workload: w, Setting: Settings()[0], Seed: 1, Routing: sim.RouteLeastRequest})
+	}
+	return cells
+}
+
+// Demo is `make demo`'s taste of the matrix: half an hour of each of the
+// first two NASA windows (2 July 10:00 ×50 with counts multiplied, 14:00 ×100
+// with Poisson scaling), so the taste shows how much the scaling decides,
+// under the first setting, seed 1, through a Service.
+func Demo(nasa string) []Cell {
+	ws := Workloads(nasa)
+	var cells []Cell
+	for i, name := range []string{"nasa-2jul-10h-30min-x50", "nasa-2jul-14h-30min-x100-poisson"} {
+		w := ws[i]
+		w.Window.End = w.Window.Start + 30*time.Minute
+		w.Name = name
+		cells = append(cells, Cell{Workload: w, Setting: Settings()[0], Seed: 1, Routing: sim.RouteRandom})
+	}
+	return cells
+}
+
+// Result is one cell's outcome.
+type Result struct {
+	Cell       Cell            `json:"-"`
+	Name       string          `json:"cell"`
+	Conditions string          `json:"conditions"`
+	Rates      []float64       `json:"-"`
+	Comparison *sim.Comparison `json:"-"`
+	Summaries  []sim.Summary   `json:"policies"`
+	// CostRatio is each policy's CPU-core-seconds ÷ the clairvoyant oracle's
+	// of its data plane, in the order of Summaries (null when none ran).
+	CostRatio []*float64         `json:"cost_over_oracle"`
+	Oracles   []sim.OracleSearch `json:"yardsticks"`
+	// CV10 is the coefficient of variation of the arrivals per 10 s, and
+	// CV10Poisson what a Poisson process at the same rates would give
+	// (√(Σ λ·10) / mean count): the trace's burstiness over Poisson's.
+	CV10        float64 `json:"cv10"`
+	CV10Poisson float64 `json:"cv10_poisson"`
+	Wall        float64 `json:"wall_seconds"`
+}
+
+// RunCell runs one cell.
+func RunCell(c Cell, o Options) (*Result, error) {
+	start := time.Now()
+	svc, err := sim.ParseDist(c.Setting.Service)
+	if err != nil {
+		return nil, fmt.Errorf("cell %s: %w", c.Name(), err)
+	}
+	init, err := sim.ParseDist(c.Setting.Init)
+	if err != nil {
+		return nil, fmt.Errorf("cell %s: %w", c.Name(), err)
+	}
+	prof, err := trace.Load(trace.Options{Source: c.Workload.Source, Window: c.Workload.Window, Scale: c.Workload.Scale,
+		Smooth: c.Workload.Smooth, Seed: c.Seed})
+	if err != nil {
+		return nil, fmt.Errorf("cell %s: %w", c.Name(), err)
+	}
+	cfg := sim.Config{Rates: prof.Rates, Service: svc, Init: init, Concurrency: o.Concurrency, CPU: o.CPU, Target: o.Target,
+		Percentile: o.Percentile, Seed: c.Seed, Routing: c.Routing, OracleWindows: o.OracleWindows, OracleSteps: o.OracleSteps}
+	params := policy.Params{Target: o.Target, Percentile: o.Percentile, Concurrency: o.Concurrency, CPU: o.CPU, MinReplicas: 1,
+		MaxReplicas: o.MaxReplicas}
+	names := append(append([]string(nil), o.Policies...), policy.YardsticksName)
+	cmp, err := sim.Compare(cfg, names, params, nil)
+	if err != nil {
+		return nil, fmt.Errorf("cell %s: %w", c.Name(), err)
+	}
+	pct := fmt.Sprintf("p%g", o.Percentile)
+	if o.Percentile == 0 {
+		pct = "mean"
+	}
+	r := &Result{Cell: c, Name: c.Name(), Rates: prof.Rates, Comparison: cmp, Summaries: cmp.Summaries, Oracles: cmp.Oracles,
+		Conditions: fmt.Sprintf("%s; real time; routing %s; %s ≤ %v; service %s; init %s; k = %d; %.2g-core pods; seed %d",
+			prof.Description, c.Routing, pct, time.Duration(o.Target*float64(time.Second)), svc, init, o.Concurrency, o.CPU, c.Seed)}
+	for i := range cmp.Summaries {
+		if x := cmp.CostRatio(i); !math.IsNaN(x) {
+			r.CostRatio = append(r.CostRatio, &x)
+		} else {
+			r.CostRatio = append(r.CostRatio, nil)
+		}
+	}
+	r.CV10, r.CV10Poisson = burstiness(cmp.Results[0].Arrivals, prof.Rates)
+	r.Wall = time.Since(start).Seconds()
+	return r, nil
+}
+
+// burstiness is the CV of the arrivals per 10 s and a Poisson process's at
+// the same rates.
+func burstiness(arrivals []int, rates []float64) (cv, poisson float64) {
+	var counts, means []float64
+	for i := 0; i+10 <= len(arrivals); i += 10 {
+		c, m := 0.0, 0.0
+		for j := i; j < i+10; j++ {
+			c += float64(arrivals[j])
+			m += rates[j]
+		}
+		counts, means = append(counts, c), append(means, m)
+	}
+	if len(counts) < 2 {
+		return 0, 0
+	}
+	mean, v, lam := 0.0, 0.0, 0.0
+	for i, c := range counts {
+		mean += c
+		lam += means[i]
+	}
+	mean /= float64(len(counts))
+	for _, c := range counts {
+		v += (c - mean) * (c - mean)
+	}
+	v /= float64(len(counts) - 1)
+	if mean == 0 {
+		return 0, 0
+	}
+	// Poisson noise alone: variance = mean count per bin.
+	return math.Sqrt(v) / mean, math.Sqrt(lam/float64(len(counts))) / mean
+}
+
+// Run runs the cells on workers goroutines (0: every core), calling progress
+// after each cell; results keep the cells' order.
+func Run(cells []Cell, o Options, workers int, progress func(done, total int, last *Result)) ([]*Result, error) {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	out := make([]*Result, len(cells))
+	errs := make([]error, len(cells))
+	var mu sync.Mutex
+	done := 0
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				out[i], errs[i] = RunCell(cells[i], o)
+				mu.Lock()
+				done++
+				if progress != nil {
+					progress(done, len(cells), out[i])
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range cells {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// Headline is one policy's figures over the cells.
+type Headline struct {
+	Policy string `json:"policy"`
+	Cells  int    `json:"cells"`
+	// Met counts the cells where it met the SLO.
+	Met int `json:"met"`
+	// CostMedian, CostMin and CostMax are its CPU-core-seconds ÷ the
+	// clairvoyant oracle's of its data plane over the cells (NaN when no
+	// oracle); CostMetMedian over the cells where it met the SLO.
+	CostMedian    float64 `json:"-"`
+	CostMin       float64 `json:"-"`
+	CostMax       float64 `json:"-"`
+	CostMetMedian float64 `json:"-"`
+	// LateMedian and LateMax are its requests over the target, %.
+	LateMedian float64 `json:"late_pct_median"`
+	LateMax    float64 `json:"late_pct_max"`
+	// The cost figures for JSON, null where NaN.
+	JCostMedian    *float64 `json:"cost_over_oracle_median"`
+	JCostMin       *float64 `json:"cost_over_oracle_min"`
+	JCostMax       *float64 `json:"cost_over_oracle_max"`
+	JCostMetMedian *float64 `json:"cost_over_oracle_median_where_met"`
+}
+
+func num(x float64) *float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return nil
+	}
+	return &x
+}
+
+// Headlines summarises each policy over the results, in the order they ran.
+func Headlines(rs []*Result, o Options) []Headline {
+	idx := map[string]int{}
+	var hs []Headline
+	costs, metCosts, lates := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
+	for _, r := range rs {
+		for i, s := range r.Summaries {
+			if _, ok := idx[s.Name]; !ok {
+				idx[s.Name] = len(hs)
+				hs = append(hs, Headline{Policy: s.Name})
+			}
+			h := &hs[idx[s.Name]]
+			h.Cells++
+			met := r.Comparison.Results[i].MeetsSLO(r.Comparison.Capacity.Budget())
+			if met {
+				h.Met++
+			}
+			if c := r.CostRatio[i]; c != nil {
+				costs[s.Name] = append(costs[s.Name], *c)
+				if met {
+					metCosts[s.Name] = append(metCosts[s.Name], *c)
+				}
+			}
+			lates[s.Name] = append(lates[s.Name], s.RequestsOverTargetPct)
+		}
+	}
+	for i := range hs {
+		h := &hs[i]
+		h.CostMedian, h.CostMin, h.CostMax = median(costs[h.Policy]), minOf(costs[h.Policy]), maxOf(costs[h.Policy])
+		h.CostMetMedian = median(metCosts[h.Policy])
+		h.LateMedian, h.LateMax = median(lates[h.Policy]), maxOf(lates[h.Policy])
+		h.JCostMedian, h.JCostMin, h.JCostMax, h.JCostMetMedian = num(h.CostMedian), num(h.CostMin), num(h.CostMax), num(h.CostMetMedian)
+	}
+	return hs
+}
+
+func median(x []float64) float64 {
+	if len(x) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), x...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func minOf(x []float64) float64 {
+	if len(x) == 0 {
+		return math.NaN()
+	}
+	m := x[0]
+	for _, v := range x {
+		m = math.Min(m, v)
+	}
+	return m
+}
+
+func maxOf(x []float64) float64 {
+	if len(x) == 0 {
+		return math.NaN()
+	}
+	m := x[0]
+	for _, v := range x {
+		m = math.Max(m, v)
+	}
+	return m
+}
+
+// f2 formats a ratio, "—" for NaN.
+func f2(x float64) string {
+	if math.IsNaN(x) {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", x)
+}
+
+// Markdown is the headline table and one table per cell, each with its
+// conditions.
+func Markdown(rs []*Result, o Options, conditions string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# QAS evaluation matrix\n\n%s\n\n", conditions)
+	fmt.Fprintf(&b, "## Headline (%d cells)\n\n", len(rs))
+	b.WriteString("Cost is CPU-core-seconds ÷ the clairvoyant oracle's of the policy's own data plane (the KPA's: pooled). ")
+	b.WriteString("Met: cells where the policy met the SLO.\n\n")
+	b.WriteString("| policy | met | cost median | cost min | cost max | cost median where met | late % median | late % max |\n|---|---|---|---|---|---|---|---|\n")
+	for _, h := range Headlines(rs, o) {
+		fmt.Fprintf(&b, "| %s | %d/%d | %s | %s | %s | %s | %.2f | %.2f |\n", h.Policy, h.Met, h.Cells, f2(h.CostMedian), f2(h.CostMin),
+			f2(h.CostMax), f2(h.CostMetMedian), h.LateMedian, h.LateMax)
+	}
+	b.WriteString("\n## Cells\n")
+	for _, r := range rs {
+		fmt.Fprintf(&b, "\n### %s\n\n%s. Arrivals per 10 s: CV %.3f (Poisson at the same rates: %.3f).\n\n", r.Name, r.Conditions, r.CV10, r.CV10Poisson)
+		b.WriteString("| policy | data plane | >T % | min>T % | p95 ms | mean ms | pod-s | cost ÷ oracle | actions |\n|---|---|---|---|---|---|---|---|---|\n")
+		for i, s := range r.Summaries {
+			c := "—"
+			if r.CostRatio[i] != nil {
+				c = f2(*r.CostRatio[i])
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.2f | %.1f | %.0f | %.0f | %.0f | %s | %d |\n", s.Name, s.Routing, s.RequestsOverTargetPct,
+				s.MinutesOverTargetPct, 1000*s.Latency.P95, 1000*s.MeanLatency, s.PodSeconds, c, s.Actions)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,166 @@
+package matrix
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	itrace "github.com/qas-dev/qas/internal/trace"
+
+	"github.com/qas-dev/qas/decider/evaluate/policy"
+	"github.com/qas-dev/qas/decider/evaluate/sim"
+	"github.com/qas-dev/qas/decider/evaluate/trace"
+)
+
+func nasaPath(t *testing.T) string {
+	p := filepath.Join("..", "..", "..", "..", "shared", "traces", "nasa-1995-07-08.rps.gz")
+	if v := os.Getenv("QAS_SHARED"); v != "" {
+		p = filepath.Join(v, "traces", "nasa-1995-07-08.rps.gz")
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("the shared NASA trace is needed: %v", err)
+	}
+	return p
+}
+
+// TestDefaultMatrix: every workload × setting × seeds 1–3 through a
+// Service, and every workload behind least-request balancing; the NASA
+// windows span scales 20–100 and both scalings; the names are unique.
+func TestDefaultMatrix(t *testing.T) {
+	cells := Default("nasa.gz")
+	ws, ss := Workloads("nasa.gz"), Settings()
+	require.Len(t, cells, len(ws)*len(ss)*3+len(ws))
+	seen := map[string]bool{}
+	planes := map[sim.Routing]int{}
+	for _, c := range cells {
+		require.False(t, seen[c.Name()], c.Name())
+		seen[c.Name()] = true
+		planes[c.Routing]++
+	}
+	require.Equal(t, len(ws), planes[sim.RouteLeastRequest])
+	scales, smooth, sources := map[float64]bool{}, 0, map[string]bool{}
+	for _, w := range ws {
+		sources[w.Source] = true
+		if w.Source == "nasa.gz" {
+			scales[w.Scale] = true
+			if w.Smooth > 0 {
+				smooth++
+			}
+		}
+	}
+	require.Equal(t, map[float64]bool{20: true, 50: true, 100: true}, scales)
+	require.Equal(t, 1, smooth, "one NASA window with Poisson scaling")
+	for _, p := range []string{trace.PatternFlashCrowd, trace.PatternIncreaseDecrease, trace.PatternBursts, trace.PatternMMPP, trace.PatternDiurnal} {
+		require.True(t, sources[p], p)
+	}
+	require.Len(t, Demo("nasa.gz"), 2)
+}
+
+// TestRunCell: a cell runs its policies and every yardstick on its data
+// plane, says its conditions, and each clairvoyant oracle costs 1 × itself.
+func TestRunCell(t *testing.T) {
+	c := Cell{Workload: Workload{Name: "flash", Source: trace.PatternFlashCrowd, Scale: 2, Window: itrace.Window{End: 20 * 60e9}},
+		Setting: Settings()[0], Seed: 2, Routing: sim.RouteLeastRequest}
+	o := DefaultOptions()
+	o.Policies = []string{"qas", "kpa"}
+	r, err := RunCell(c, o)
+	require.NoError(t, err)
+	var names []string
+	for _, s := range r.Summaries {
+		names = append(names, s.Name)
+	}
+	require.Equal(t, append([]string{"qas", "kpa"}, policy.Yardsticks...), names)
+	require.Contains(t, r.Conditions, "real time; routing leastRequest; p95 ≤ 200ms; service lognormal:50ms,cv=1.2; init const:45s")
+	require.Contains(t, r.Conditions, "seed 2")
+	for i, s := range r.Summaries {
+		require.NotNil(t, r.CostRatio[i], s.Name)
+		if s.Name == policy.OracleName || s.Name == policy.PooledOracleName {
+			require.InDelta(t, 1, *r.CostRatio[i], 1e-12)
+		}
+	}
+	require.Equal(t, "leastRequest", r.Summaries[0].Routing)
+	// The matrix's coarser search grid: windows 10, 60 and 300 s, 7 steps.
+	for _, y := range r.Oracles {
+		for _, c := range y.Candidates {
+			require.Contains(t, []int{10, 60, 300}, c.Window)
+		}
+		groups := 1
+		if strings.HasSuffix(y.Policy, "-pooled") {
+			groups = 2
+		}
+		require.Equal(t, groups*3*(7+1), y.Runs, y.Policy)
+	}
+	hs := Headlines([]*Result{r, r}, o)
+	require.Len(t, hs, len(names))
+	require.Equal(t, 2, hs[0].Cells)
+	md := Markdown([]*Result{r}, o, "test conditions")
+	require.Contains(t, md, "test conditions")
+	require.Contains(t, md, "| qas | ")
+	require.Contains(t, md, r.Conditions)
+}
+
+// TestBurstiness: Poisson arrivals at a constant rate have the Poisson CV;
+// the NASA trace with counts multiplied by 100 is far burstier than Poisson,
+// and Poisson scaling takes most of that away (what is left is the rate's
+// own change from minute to minute within the hour).
+func TestBurstiness(t *testing.T) {
+	rates := make([]float64, 3600)
+	for i := range rates {
+		rates[i] = 50
+	}
+	cfg := sim.Config{Rates: rates, Service: mustDist(t, "exp:10ms"), Init: mustDist(t, "1s"), Concurrency: 1, CPU: 1, Target: 1,
+		Percentile: 95, InitialReplicas: 2, Seed: 1}
+	res := sim.Run(cfg, policy.Static{N: 2})
+	cv, pois := burstiness(res.Arrivals, rates)
+	require.InDelta(t, 1/math.Sqrt(500), pois, 0.02/math.Sqrt(500), "√(λ·10) over the realised mean count")
+	require.InDelta(t, pois, cv, 0.25*pois)
+
+	nasa := nasaPath(t)
+	w := itrace.Window{Start: 34 * 3600e9, End: 35 * 3600e9}
+	var cvs []float64
+	for _, smooth := range []int{0, 60} {
+		p, err := trace.Load(trace.Options{Source: nasa, Window: w, Scale: 100, Smooth: smooth})
+		require.NoError(t, err)
+		cfg.Rates = p.Rates
+		res := sim.Run(cfg, policy.Static{N: 200})
+		cv, pois := burstiness(res.Arrivals, p.Rates)
+		t.Logf("smooth %d: CV10 %.3f, Poisson %.3f", smooth, cv, pois)
+		require.Greater(t, cv, 5*pois, "the hour's own rate changes, and with counts multiplied the batches")
+		cvs = append(cvs, cv)
+	}
+	require.Less(t, cvs[1], 0.6*cvs[0], "Poisson scaling removes the batches")
+}
+
+func mustDist(t *testing.T, s string) sim.Dist {
+	d, err := sim.ParseDist(s)
+	require.NoError(t, err)
+	return d
+}
+
+// TestRunKeepsOrderAndReportsProgress: results keep the cells' order
+// whatever finishes first, and progress counts to the total.
+func TestRunKeepsOrderAndReportsProgress(t *testing.T) {
+	var cells []Cell
+	for seed := uint64(1); seed <= 3; seed++ {
+		cells = append(cells, Cell{Workload: Workload{Name: "id", Source: trace.PatternIncreaseDecrease, Scale: 1,
+			Window: itrace.Window{End: 10 * 60e9}}, Setting: Settings()[1], Seed: seed})
+	}
+	o := DefaultOptions()
+	o.Policies = []string{"hpa"}
+	var dones []int
+	rs, err := Run(cells, o, 2, func(done, total int, _ *Result) {
+		require.Equal(t, 3, total)
+		dones = append(dones, done)
+	})
+	require.NoError(t, err)
+	require.Equal(t, []int{1, 2, 3}, dones)
+	for i, r := range rs {
+		require.True(t, strings.HasSuffix(r.Name, "seed "+string(rune('1'+i))), r.Name)
+	}
+	_, err = Run([]Cell{{Workload: Workload{Name: "bad", Source: "pattern:nope"}, Setting: Settings()[0], Seed: 1}}, o, 1, nil)
+	require.ErrorContains(t, err, "unknown pattern")
+}
