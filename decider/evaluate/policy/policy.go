@@ -25,6 +25,33 @@ type Second struct {
 	// InFlight is the time-average number of requests in the pods (queued or
 	// in service): Knative's observed concurrency.
 	InFlight float64
+	// Latency counts the second's completed requests by latency (arrival to
+	// completion, as a client feels it at the proxy) in the proxy's buckets
+	// (LatencyBounds; the last count is above the last bound), so a policy can
+	// read the latency percentile the collector would store.
+	Latency [len(LatencyBounds) + 1]uint32
+}
+
+// LatencyBounds are the upper bounds, in seconds, of the proxy's latency
+// histogram buckets (proxy/stats.DefaultLatencyBounds, which a test checks).
+var LatencyBounds = [...]float64{
+	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04,
+	0.05, 0.075, 0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1, 1.5, 2, 3, 5, 7.5,
+	10, 15, 30, 60,
+}
+
+// LatencyBucket is the index in Second.Latency of a latency of lat seconds.
+func LatencyBucket(lat float64) int {
+	lo, hi := 0, len(LatencyBounds)
+	for lo < hi {
+		m := (lo + hi) / 2
+		if lat <= LatencyBounds[m] {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	return lo
 }
 
 // Pod is one pod as the autoscaler sees it.
@@ -48,6 +75,10 @@ type Pod struct {
 	// of their service times (seconds), cumulative, as the pod's proxy counts.
 	Completions int
 	ServiceSum  float64
+	// InService and Queued are gauges at the observation time: the requests
+	// the pod is serving and those waiting in it for a place, as its proxy
+	// reports in_flight and waiting.
+	InService, Queued int
 }
 
 // Node is one node's capacity and absolute usage.

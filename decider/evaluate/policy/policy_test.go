@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/qas-dev/qas/proxy/stats"
 )
 
 var params = Params{Target: 0.2, Percentile: 95, Concurrency: 1, CPU: 1, MinReplicas: 1, MaxReplicas: 100}
@@ -363,4 +365,12 @@ func TestHPANoCooldown(t *testing.T) {
 	w.step(d, 0.7, true)
 	w.step(d, 0.7, true)
 	require.Equal(t, 10, w.step(d, 0.06, true), "the default HPA keeps the 5-minute maximum")
+}
+
+func TestLatencyBoundsAreTheProxys(t *testing.T) {
+	require.Equal(t, stats.DefaultLatencyBounds, LatencyBounds[:])
+	require.Equal(t, 0, LatencyBucket(0))
+	require.Equal(t, 0, LatencyBucket(0.0001))
+	require.Equal(t, 1, LatencyBucket(0.00010001))
+	require.Equal(t, len(LatencyBounds), LatencyBucket(61))
 }

@@ -559,6 +559,7 @@ func (s *sim) finish(id int, arr, svc float64) {
 	s.sec.ServiceSum += svc
 	s.sec.ServiceSq += svc * svc
 	s.res.record(s.now-arr, s.now)
+	s.sec.Latency[policy.LatencyBucket(s.now-arr)]++
 	p := &s.pods[id]
 	p.svcN++
 	p.svcSum += svc
@@ -805,7 +806,8 @@ func (s *sim) observe(o *policy.Observation) {
 		}
 		o.Pods = append(o.Pods, policy.Pod{ID: id, Ready: p.ready, Created: p.created, ReadyAt: p.readyAt,
 			Pending: p.pending, Started: p.started,
-			Completions: p.svcN, ServiceSum: p.svcSum, BusyCum: p.busyCum, CPU: p.cpu, Node: p.node})
+			Completions: p.svcN, ServiceSum: p.svcSum, BusyCum: p.busyCum, CPU: p.cpu, Node: p.node,
+			InService: p.inService, Queued: p.queue.size})
 	}
 	o.Nodes = o.Nodes[:0]
 	for _, n := range s.nodes {
