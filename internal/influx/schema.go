@@ -38,6 +38,8 @@ var Schema = []Measurement{
 			{"service_scv", "1", "squared coefficient of variation of service time"},
 			{"queue_wait_mean_seconds", "s", "mean wait for a concurrency slot in the proxy"},
 			{"in_flight_mean", "1", "time-average requests in service (Little's law: ≈ λ·E[S])"},
+			{"in_flight", "1", "requests in service at the end of the interval (gauge): with waiting, the pod's queue now"},
+			{"waiting", "1", "requests waiting for a concurrency slot in the proxy at the end of the interval (gauge)"},
 			{"busy_ratio", "1", "share of the interval with at least one request in flight"},
 			{"error_rate", "1/s", "5xx responses per second"},
 			{"latency_p50_seconds", "s", "median latency at the proxy (queue wait + service)"},
