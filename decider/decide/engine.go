@@ -46,6 +46,8 @@ type Engine struct {
 	// decision (a backlog seen twice in a row is a transient, not noise).
 	bias        float64
 	lastBacklog float64
+	// disp is the dispersion of short-window counts (0: none yet, i.e. 1).
+	disp float64
 }
 
 type recommendation struct {
@@ -82,6 +84,9 @@ type State struct {
 	// LatencyBias is the online correction of E[S] learnt from measured
 	// latency (0: none yet).
 	LatencyBias float64 `json:",omitempty"`
+	// CountDispersion is the measured dispersion of short-window arrival
+	// counts (0: none yet).
+	CountDispersion float64 `json:",omitempty"`
 }
 
 // StateRecommendation is one past recommendation.
@@ -109,7 +114,7 @@ func (e *Engine) State() State {
 		s.MigrationEnded = time.Unix(0, e.migrationEnded).UTC()
 	}
 	s.MigrationFrom, s.MigrationMoved = e.lastFrom, e.lastMoved
-	s.LatencyBias = e.bias
+	s.LatencyBias, s.CountDispersion = e.bias, e.disp
 	for _, m := range e.movedOff {
 		s.MovedOff = append(s.MovedOff, StateMovedOff{Node: m.node, Last: time.Unix(0, m.last).UTC(), Moves: m.moves,
 			Pods: m.pods, Stalled: m.stalled})
@@ -132,6 +137,9 @@ func NewEngineFromState(s State) *Engine {
 	e.lastFrom, e.lastMoved = s.MigrationFrom, s.MigrationMoved
 	if s.LatencyBias >= biasMin && s.LatencyBias <= biasMax {
 		e.bias = s.LatencyBias
+	}
+	if s.CountDispersion > 0 && !math.IsInf(s.CountDispersion, 0) {
+		e.disp = s.CountDispersion
 	}
 	for _, m := range s.MovedOff {
 		if m.Node != "" && m.Moves > 0 {
@@ -406,21 +414,27 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	}
 	conf := confidence(spec)
 
-	// Fast path: the short window's count, when it proves a higher rate at the
-	// SLO's confidence, sizes the scale-up (and holds a scale-down) now rather
-	// than a cycle later.
-	// Counts are as dispersed as the arrivals: the SCV of inter-arrival times
-	// the closed loop's correction implies (κ = b·(ca² + cs²)/2 solved for ca²).
-	if snap.ShortWindow > 0 {
-		b := e.latencyBias()
-		cs2 := orOne(snap.ServiceSCV)
-		ca2 := orOne(snap.ArrivalSCV)
-		if spec.ServiceModel != ServiceAllenCunneen {
-			ca2, cs2 = 1, 1
+	// Evidence for a scale-up: a rate counts only as far as its count proves
+	// it at the SLO's confidence, given how dispersed the counts are (measured
+	// from the short windows against the cycle's λ; 1, Poisson, at first).
+	// The fast path: the short window's proven rate sizes the scale-up now
+	// rather than a cycle later; the cycle's λ triggers one only when its
+	// proven rate needs more pods, or λ's mean over the last lead does (noise
+	// alone does not, a lasting rise does).
+	disp := e.dispersion(snap, lambdaNow)
+	x.CountDispersion = disp
+	lambdaTrigger := lambdaSize
+	if step := sampleStep(snap.ArrivalRates); step > 0 {
+		lambdaTrigger = math.Max(provenRate(lambdaNow, step, conf, disp), x.ForecastArrivalRate)
+		if mean, ok := meanRate(snap.ArrivalRates, now.Add(-leadQ), now); ok {
+			lambdaTrigger = math.Max(lambdaTrigger, math.Min(mean, lambdaNow))
 		}
+	}
+	if snap.ShortWindow > 0 {
 		x.ShortArrivalRate = snap.ShortArrivalRate
-		x.ShortArrivalRateLow = provenRate(snap.ShortArrivalRate, snap.ShortWindow, conf, b*(ca2+cs2)-cs2)
+		x.ShortArrivalRateLow = provenRate(snap.ShortArrivalRate, snap.ShortWindow, conf, disp)
 		lambdaSize = math.Max(lambdaSize, x.ShortArrivalRateLow)
+		lambdaTrigger = math.Max(lambdaTrigger, x.ShortArrivalRateLow)
 	}
 	x.SizingArrivalRate = lambdaSize
 
@@ -463,7 +477,8 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	lSize := m.latency(lambdaSize, m.es, serving)
 	x.Latency = lNow
 	x.Normalized = lNow / target
-	gUp := lSize / target
+	_ = lSize
+	gUp := m.latency(lambdaTrigger, m.es, serving) / target
 	x.SizingNormalized = gUp
 
 	x.BacklogAtLead, x.DrainReplicas = left, drain
@@ -488,6 +503,10 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		// Surge-first migration adds a pod for a while; removing pods at the
 		// same time could leave the workload short if the move is slow.
 		reason = fmt.Sprintf("G = %.3g below 1−θ, but a migration is planned: no scale-down this cycle", x.Normalized)
+	case x.Normalized < 1-spec.Tolerance && serving < current:
+		// Pods still starting were ordered because the model needed them a
+		// lead ago; removing them before they serve wastes their start.
+		reason = fmt.Sprintf("G = %.3g below 1−θ, but %d of %d pods are still starting: no scale-down until they serve", x.Normalized, current-serving, current)
 	case x.Normalized < 1-spec.Tolerance && bl.total > 0:
 		reason = fmt.Sprintf("G = %.3g below 1−θ, but %.0f requests are queued beyond what the pods clear within the target: no scale-down while they drain",
 			x.Normalized, bl.total)

@@ -184,11 +184,13 @@ func jumpRatios(samples []Sample, lead time.Duration) []float64 {
 }
 
 // jumpRatio is the p-quantile (nearest rank) of the jump ratios and their
-// number; fewer than 1/(1−p) ratios cannot show a p-quantile: ok is false.
+// number. Ratios a sample apart overlap; only a history spanning 1/(1−p)
+// leads holds that many independent ones, fewer cannot show a p-quantile: ok
+// is false.
 func jumpRatio(samples []Sample, lead time.Duration, p float64) (float64, int, bool) {
 	ratios := jumpRatios(samples, lead)
 	need := int(math.Ceil(1 / (1 - p)))
-	if len(ratios) < need {
+	if len(ratios) == 0 || samples[len(samples)-1].Time.Sub(samples[0].Time) < time.Duration(need)*lead {
 		return 0, len(ratios), false
 	}
 	rank := max(1, int(math.Ceil(p*float64(len(ratios)))))
@@ -223,6 +225,26 @@ func solveBias(latency func(b float64) float64, measured float64) (float64, bool
 		}
 	}
 	return math.Exp((lo + hi) / 2), false
+}
+
+// dispersion is the index of dispersion of the short-window counts (their
+// variance over their mean; 1 for Poisson arrivals, about the batch size for
+// arrivals in batches), an exponential average over the last 1/(1−p)
+// decisions of (N − λw)²/(λw), with N the short window's count and λ the
+// cycle's rate. It returns the value before this decision's sample.
+func (e *Engine) dispersion(snap Snapshot, lambda float64) float64 {
+	d := e.disp
+	if d <= 0 {
+		d = 1
+	}
+	w := snap.ShortWindow.Seconds()
+	if w <= 0 || lambda <= 0 {
+		return d
+	}
+	mean := lambda * w
+	r := (snap.ShortArrivalRate*w - mean) * (snap.ShortArrivalRate*w - mean) / mean
+	e.disp = d + (r-d)*(1-0.95)
+	return d
 }
 
 // latencyBias is the current correction of E[S] (1 before any).

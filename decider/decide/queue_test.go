@@ -270,3 +270,43 @@ func TestRoutingAndQueueInputsAreValidated(t *testing.T) {
 		require.ErrorContains(t, err, name)
 	}
 }
+
+// TestCountDispersionIsMeasured: short-window counts far more dispersed than
+// Poisson (arrivals in batches) widen the bound the fast path must prove, so
+// the same short count that proves a burst for Poisson arrivals does not for
+// batches.
+func TestCountDispersionIsMeasured(t *testing.T) {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	e := NewEngine()
+	for i := range 100 {
+		s := snapshot(t0.Add(time.Duration(i)*5*time.Second), 60, 0.04, 5)
+		// 0 or 120/s over 5 s around a mean of 60/s: batches of about 60.
+		s.ShortArrivalRate, s.ShortWindow = float64(120*(i%2)), 5*time.Second
+		d, err := e.Decide(spec, s)
+		require.NoError(t, err)
+		e.Revert(d)
+	}
+	s := snapshot(t0.Add(time.Hour), 60, 0.04, 5)
+	s.ShortArrivalRate, s.ShortWindow = 150, 5*time.Second
+	d, err := e.Decide(spec, s)
+	require.NoError(t, err)
+	require.Greater(t, d.Explanation.CountDispersion, 30.0)
+	require.Equal(t, e.disp, NewEngineFromState(e.State()).disp)
+	require.Less(t, d.Explanation.ShortArrivalRateLow, 60.0, "a batch is not a proven burst")
+	fresh, err := NewEngine().Decide(spec, s)
+	require.NoError(t, err)
+	require.Equal(t, 1.0, fresh.Explanation.CountDispersion)
+	require.Greater(t, fresh.Explanation.ShortArrivalRateLow, 120.0)
+}
+
+func TestNoScaleDownWhilePodsStart(t *testing.T) {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	s := snapshot(t0, 60, 0.04, 40)
+	s.ReadyReplicas = 30
+	d, err := NewEngine().Decide(spec, s)
+	require.NoError(t, err)
+	require.Equal(t, int32(40), d.DesiredReplicas)
+	require.Contains(t, d.Explanation.Reason, "still starting")
+}

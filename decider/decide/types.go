@@ -551,6 +551,9 @@ type Explanation struct {
 	// DownLateShare is the modelled late share, over the history's jumps, of
 	// the pods a percentile target's scale-down keeps.
 	DownLateShare float64 `json:"downLateShare,omitempty"`
+	// CountDispersion is the measured index of dispersion of arrival counts
+	// (variance over mean; 1 for Poisson) the rate bounds use.
+	CountDispersion float64 `json:"countDispersion,omitempty"`
 }
 
 // Decision is the outcome of one cycle for one workload.

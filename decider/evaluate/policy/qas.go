@@ -17,7 +17,7 @@ const (
 	// QASWindow is the long rate window (the decider's 15 s cycle of λ).
 	QASWindow = 15.0
 	// qasHistory is how many cycles of λ history are passed to the engine.
-	qasHistory = 120
+	qasHistory = 240
 	// qasServiceWindow is how far back service times are averaged, seconds.
 	qasServiceWindow = 60
 )
@@ -60,7 +60,7 @@ func NewQAS(name string, p Params, predictive bool) *QAS {
 		Concurrency:  max(p.Concurrency, 1),
 		Model:        decide.ModelPerPod,
 		ServiceModel: decide.ServiceAllenCunneen,
-		Predictive:   decide.Predictive{Enabled: predictive},
+		Predictive:   decide.Predictive{Enabled: predictive, Method: decide.ForecastLeastSquares},
 	}
 	if p.Vertical {
 		spec.Vertical = decide.Vertical{Enabled: true, MinCPU: int64(math.Round(p.MinCPU * 1000)),
