@@ -195,7 +195,7 @@ func withDefaults(s Spec) Spec {
 		s.Predictive.WindowFactor = DefaultWindowFactor
 	}
 	if s.Predictive.Method == "" {
-		s.Predictive.Method = ForecastHolt
+		s.Predictive.Method = ForecastLeastSquares
 	}
 	return s
 }

@@ -217,7 +217,10 @@ type Predictive struct {
 	// WindowFactor: the forecast uses λ history over WindowFactor × lead;
 	// default 5.
 	WindowFactor float64
-	// Method is the forecaster; default ForecastHolt.
+	// Method is the forecaster; default ForecastLeastSquares: a line through
+	// the whole window (5 leads of samples) is far less moved by one noisy
+	// cycle than Holt's smoothing, whose trend a single burst of counts swings
+	// and the lead then multiplies.
 	Method ForecastMethod
 }
 

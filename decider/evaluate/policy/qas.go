@@ -60,7 +60,7 @@ func NewQAS(name string, p Params, predictive bool) *QAS {
 		Concurrency:  max(p.Concurrency, 1),
 		Model:        decide.ModelPerPod,
 		ServiceModel: decide.ServiceAllenCunneen,
-		Predictive:   decide.Predictive{Enabled: predictive, Method: decide.ForecastLeastSquares},
+		Predictive:   decide.Predictive{Enabled: predictive},
 	}
 	if p.Vertical {
 		spec.Vertical = decide.Vertical{Enabled: true, MinCPU: int64(math.Round(p.MinCPU * 1000)),
