@@ -45,7 +45,7 @@ func workloadFilter(q Query) string {
 // different types together ("expected float cursor type").
 var (
 	workloadFields = []string{"arrival_rate", "service_mean_seconds", "service_scv", "latency_p50_seconds", "latency_p95_seconds", "latency_p99_seconds"}
-	podFields      = []string{"service_mean_seconds", "cpu_usage_cores", "cpu_request_cores", "cpu_limit_cores"}
+	podFields      = append([]string{"service_mean_seconds", "cpu_usage_cores", "cpu_request_cores", "cpu_limit_cores"}, podQueueFields...)
 )
 
 func fieldFilter(fields []string) string {
@@ -107,9 +107,7 @@ func (f *Flux) Snapshot(ctx context.Context, q Query) (decide.Snapshot, error) {
 	err = f.each(ctx, PodsQuery(f.Bucket, q), func(r *query.FluxRecord) {
 		// The pivot keeps one row per pod and time; fields written at an older time
 		// (none in practice: every field is written together) give an older row.
-		p := podRow{name: str(r, "pod"), node: str(r, "node"), time: r.Time(),
-			service: num(r, "service_mean_seconds"), cpuUsage: num(r, "cpu_usage_cores"),
-			req: num(r, "cpu_request_cores"), lim: num(r, "cpu_limit_cores")}
+		p := podRowFrom(str(r, "pod"), str(r, "node"), r.Time(), func(f string) float64 { return num(r, f) })
 		if old, ok := latest[p.name]; !ok || p.time.After(old.time) {
 			latest[p.name] = p
 		}

@@ -77,9 +77,7 @@ func (m *Memory) Snapshot(_ context.Context, q Query) (decide.Snapshot, error) {
 		case influx.Pod:
 			if p.tags["namespace"] == q.Namespace && p.tags["workload"] == q.Workload {
 				if old, ok := pods[p.tags["pod"]]; !ok || !p.time.Before(old.time) {
-					pods[p.tags["pod"]] = podRow{name: p.tags["pod"], node: p.tags["node"], time: p.time,
-						service: p.fields["service_mean_seconds"], cpuUsage: p.fields["cpu_usage_cores"],
-						req: p.fields["cpu_request_cores"], lim: p.fields["cpu_limit_cores"]}
+					pods[p.tags["pod"]] = podRowFrom(p.tags["pod"], p.tags["node"], p.time, func(f string) float64 { return p.fields[f] })
 				}
 			}
 		case influx.Node:

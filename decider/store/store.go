@@ -78,6 +78,26 @@ type podRow struct {
 	name, node                  string
 	time                        time.Time
 	service, cpuUsage, req, lim float64
+	// The queue: gauges at the interval's end, the in-flight mean over it, and
+	// the pod's latency at p50/p95/p99.
+	inFlight, waiting, inFlightMean float64
+	latency                         map[string]float64
+}
+
+// podQueueFields are the pod fields read for the queue.
+var podQueueFields = []string{"in_flight", "waiting", "in_flight_mean", "latency_p50_seconds", "latency_p95_seconds", "latency_p99_seconds"}
+
+// podRowFrom fills a podRow from a field getter.
+func podRowFrom(name, node string, at time.Time, get func(string) float64) podRow {
+	return podRow{name: name, node: node, time: at,
+		service: get("service_mean_seconds"), cpuUsage: get("cpu_usage_cores"),
+		req: get("cpu_request_cores"), lim: get("cpu_limit_cores"),
+		inFlight: get("in_flight"), waiting: get("waiting"), inFlightMean: get("in_flight_mean"),
+		latency: map[string]float64{
+			"latency_p50_seconds": get("latency_p50_seconds"),
+			"latency_p95_seconds": get("latency_p95_seconds"),
+			"latency_p99_seconds": get("latency_p99_seconds"),
+		}}
 }
 
 type nodeRow struct {
@@ -94,14 +114,28 @@ func assemble(q Query, rates []decide.Sample, last map[string]float64, lastTime 
 	if f := q.latencyField(); f != "" {
 		s.MeasuredLatency = last[f]
 	}
+	// The latency quantiles the collector writes, for the closed loop (only
+	// when all three were measured: an idle interval has none).
+	if p50, p95, p99 := last["latency_p50_seconds"], last["latency_p95_seconds"], last["latency_p99_seconds"]; p50 > 0 && p95 >= p50 && p99 >= p95 {
+		s.MeasuredQuantiles = []decide.LatencyQuantile{{Percentile: 50, Seconds: p50}, {Percentile: 95, Seconds: p95}, {Percentile: 99, Seconds: p99}}
+	}
+	// The newest point is one scrape interval: the fast path's short window.
+	if n := len(rates); n >= 2 && rates[n-1].Time.After(rates[n-2].Time) {
+		s.ShortArrivalRate, s.ShortWindow = rates[n-1].Rate, rates[n-1].Time.Sub(rates[n-2].Time)
+	}
 	for _, p := range pods {
 		if q.MaxPodAge > 0 && lastTime.Sub(p.time) > q.MaxPodAge {
 			continue
 		}
-		s.Pods = append(s.Pods, decide.Pod{
+		pod := decide.Pod{
 			Name: p.name, Node: p.node, Owned: true, ServiceTime: p.service, CPUUsage: p.cpuUsage,
 			CPURequest: int64(p.req*1000 + 0.5), CPULimit: int64(p.lim*1000 + 0.5),
-		})
+			InService: p.inFlight, Queued: p.waiting, InFlightMean: p.inFlightMean,
+		}
+		if f := q.latencyField(); f != "" {
+			pod.MeasuredLatency = p.latency[f]
+		}
+		s.Pods = append(s.Pods, pod)
 	}
 	for _, n := range nodes {
 		s.Nodes = append(s.Nodes, decide.Node{Name: n.name, UsedCPU: n.used, AllocatableCPU: int64(n.allocatable*1000 + 0.5)})
