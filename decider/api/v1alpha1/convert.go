@@ -23,6 +23,7 @@ func (s QueueAutoscalerSpec) DecideSpec() (decide.Spec, error) {
 		Tolerance:    s.Tolerance,
 		Concurrency:  int(s.Concurrency),
 		Model:        decide.ModelKind(s.Model),
+		Routing:      decide.Routing(s.Routing),
 		ServiceModel: decide.ServiceModel(s.ServiceModel),
 	}
 	if out.MinReplicas == 0 {
@@ -31,8 +32,14 @@ func (s QueueAutoscalerSpec) DecideSpec() (decide.Spec, error) {
 	if out.Concurrency == 0 {
 		out.Concurrency = 1
 	}
+	if out.Routing == "" {
+		out.Routing = decide.RoutingRandom
+	}
 	if out.Model == "" {
 		out.Model = decide.ModelPerPod
+		if out.Routing != decide.RoutingRandom {
+			out.Model = decide.ModelPooled
+		}
 	}
 	if out.ServiceModel == "" {
 		out.ServiceModel = decide.ServiceMMc

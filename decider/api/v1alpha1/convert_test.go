@@ -35,9 +35,31 @@ func TestDecideSpec(t *testing.T) {
 				require.Equal(t, 95.0, s.Percentile)
 				require.Equal(t, 1, s.Concurrency)
 				require.Equal(t, decide.ModelPerPod, s.Model)
+				require.Equal(t, decide.RoutingRandom, s.Routing)
 				require.Equal(t, decide.ServiceMMc, s.ServiceModel)
 				require.Nil(t, s.Behavior.ScaleUp)
 			},
+		},
+		{
+			name:   "least-request routing defaults to the pooled layout",
+			mutate: func(s *QueueAutoscalerSpec) { s.Routing = "leastRequest" },
+			check: func(t *testing.T, s decide.Spec) {
+				require.Equal(t, decide.RoutingLeastRequest, s.Routing)
+				require.Equal(t, decide.ModelPooled, s.Model)
+			},
+		},
+		{
+			name:   "an explicit model wins over the routing's default",
+			mutate: func(s *QueueAutoscalerSpec) { s.Routing = "pooled"; s.Model = "per-pod" },
+			check: func(t *testing.T, s decide.Spec) {
+				require.Equal(t, decide.RoutingPooled, s.Routing)
+				require.Equal(t, decide.ModelPerPod, s.Model)
+			},
+		},
+		{
+			name:    "unknown routing",
+			mutate:  func(s *QueueAutoscalerSpec) { s.Routing = "roundRobin" },
+			wantErr: "spec.routing",
 		},
 		{
 			name: "mean target without percentile",
