@@ -46,8 +46,9 @@ type Engine struct {
 	// decision (a backlog seen twice in a row is a transient, not noise).
 	bias        float64
 	lastBacklog float64
-	// disp is the dispersion of short-window counts (0: none yet, i.e. 1).
-	disp float64
+	// disp is the dispersion of short-window counts (0: none yet, i.e. 1);
+	// scv the averaged service-time SCV (0: none yet).
+	disp, scv float64
 }
 
 type recommendation struct {
@@ -87,6 +88,8 @@ type State struct {
 	// CountDispersion is the measured dispersion of short-window arrival
 	// counts (0: none yet).
 	CountDispersion float64 `json:",omitempty"`
+	// ServiceSCV is the averaged service-time SCV (0: none yet).
+	ServiceSCV float64 `json:",omitempty"`
 }
 
 // StateRecommendation is one past recommendation.
@@ -114,7 +117,7 @@ func (e *Engine) State() State {
 		s.MigrationEnded = time.Unix(0, e.migrationEnded).UTC()
 	}
 	s.MigrationFrom, s.MigrationMoved = e.lastFrom, e.lastMoved
-	s.LatencyBias, s.CountDispersion = e.bias, e.disp
+	s.LatencyBias, s.CountDispersion, s.ServiceSCV = e.bias, e.disp, e.scv
 	for _, m := range e.movedOff {
 		s.MovedOff = append(s.MovedOff, StateMovedOff{Node: m.node, Last: time.Unix(0, m.last).UTC(), Moves: m.moves,
 			Pods: m.pods, Stalled: m.stalled})
@@ -140,6 +143,9 @@ func NewEngineFromState(s State) *Engine {
 	}
 	if s.CountDispersion > 0 && !math.IsInf(s.CountDispersion, 0) {
 		e.disp = s.CountDispersion
+	}
+	if s.ServiceSCV > 0 && !math.IsInf(s.ServiceSCV, 0) {
+		e.scv = s.ServiceSCV
 	}
 	for _, m := range s.MovedOff {
 		if m.Node != "" && m.Moves > 0 {
@@ -437,10 +443,31 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		lambdaTrigger = math.Max(lambdaTrigger, x.ShortArrivalRateLow)
 	}
 	x.SizingArrivalRate = lambdaSize
+	// The scale-down's evidence: the rate not disproven by the cycle's count.
+	lambdaHigh := lambdaNow
+	if step := sampleStep(snap.ArrivalRates); step > 0 && es > 0 {
+		// (Without a service time there was no traffic to model: nothing to bound.)
+		lambdaHigh = upperRate(lambdaNow, step, conf, disp)
+	}
+	x.ArrivalRateHigh = lambdaHigh
 
 	target := spec.Target.Seconds()
 	serving := servingPods(snap)
 	bias := e.latencyBias()
+	// The service time's SCV, averaged over the last 1/(1−p) decisions: a
+	// sample SCV of a heavy-tailed service time moves by tens of percent
+	// between cycles (its variance grows with the fourth moment), and every
+	// swing would move the Allen–Cunneen factor and the pod count with it.
+	// Persistent errors are the closed loop's to correct.
+	if scv := snap.ServiceSCV; scv > 0 {
+		if e.scv <= 0 {
+			e.scv = scv
+		} else {
+			e.scv += (scv - e.scv) * (1 - conf)
+		}
+		snap.ServiceSCV = e.scv
+		x.ServiceSCV = e.scv
+	}
 	m := newSizer(spec, snap, es)
 	m.waitBias = bias
 	x.ServiceTime = es
@@ -510,6 +537,12 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	case x.Normalized < 1-spec.Tolerance && bl.total > 0:
 		reason = fmt.Sprintf("G = %.3g below 1−θ, but %.0f requests are queued beyond what the pods clear within the target: no scale-down while they drain",
 			x.Normalized, bl.total)
+	case x.Normalized < 1-spec.Tolerance && m.latency(lambdaHigh, m.es, serving)/target >= 1-spec.Tolerance:
+		// A scale-down needs evidence too: λ's upper confidence bound must
+		// also be below the band, or noise alone would remove a pod that the
+		// next cycle's noise adds back.
+		reason = fmt.Sprintf("G = %.3g below 1−θ, but not at λ's upper confidence bound %.4g/s (G = %.3g): no scale-down on noise",
+			x.Normalized, lambdaHigh, m.latency(lambdaHigh, m.es, serving)/target)
 	case x.Normalized < 1-spec.Tolerance:
 		// Down to what the likely λ over one lead needs (a pod removed now
 		// takes a lead to come back), never below what the forecast or the
@@ -519,7 +552,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			reason = fmt.Sprintf("G = %.3g below 1−θ, but the λ history spans less than one lead (%s): no scale-down until it shows what λ may do", x.Normalized, leadQ)
 			break
 		}
-		floor := m.minPods(lambdaSize, m.es)
+		floor := m.minPods(math.Max(lambdaSize, lambdaHigh), m.es)
 		if ratios := jumpRatios(snap.ArrivalRates, leadQ); spec.Percentile > 0 && x.JumpRatio > 0 {
 			// Percentile targets: the fewest pods whose late share, averaged
 			// over the history's jumps from λ's mean over the last lead (each

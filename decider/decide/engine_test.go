@@ -86,7 +86,15 @@ func TestAlgorithm4Semantics(t *testing.T) {
 			}
 			d, err := NewEngine().Decide(spec, snapshot(t0, tc.lambda, 0.1, tc.current))
 			require.NoError(t, err)
-			want := linearAlgorithm4(t, tc.lambda, 0.1, 0.12, int(tc.current), lay, tc.up)
+			// A scale-down keeps what λ's upper confidence bound needs (the
+			// rate the cycle's count cannot rule out; issue #15), so the down
+			// cases search at that rate.
+			lambda := tc.lambda
+			if !tc.up {
+				lambda = d.Explanation.ArrivalRateHigh
+				require.Greater(t, lambda, tc.lambda)
+			}
+			want := linearAlgorithm4(t, lambda, 0.1, 0.12, int(tc.current), lay, tc.up)
 			require.Equal(t, int32(want), d.DesiredReplicas, d.Explanation.Reason)
 			require.True(t, d.Action.Has(ActionHorizontal))
 			// The thesis' loop scaled to every fitting m and so ended at N (up) or n (down);

@@ -19,7 +19,7 @@ const (
 	// a quantile estimated from m tail samples has a relative standard error of
 	// about 1/√m, so 100 tail samples (10 %) is as precise as the correction
 	// needs to be.
-	biasTailSamples = 100
+	biasTailSamples = 1000
 	// biasMin and biasMax bound the correction of the waiting time's
 	// variability factor. Wide: arrivals in batches of B (a scaled trace, a
 	// client fanning out) have a variability near B; beyond the bounds the
@@ -112,6 +112,17 @@ func provenRate(rate float64, w time.Duration, p, dispersion float64) float64 {
 	if r <= 0 {
 		return 0
 	}
+	return r * r / w.Seconds()
+}
+
+// upperRate is the upper confidence bound twin of provenRate:
+// (√N + z·√dispersion/2)²/w.
+func upperRate(rate float64, w time.Duration, p, dispersion float64) float64 {
+	if w <= 0 {
+		return rate
+	}
+	n := math.Max(rate, 0) * w.Seconds()
+	r := math.Sqrt(n) + normalQuantile(p)*math.Sqrt(math.Max(dispersion, 1))/2
 	return r * r / w.Seconds()
 }
 

@@ -520,6 +520,9 @@ type Explanation struct {
 	// has proven (it sizes for it when above λ now).
 	ShortArrivalRate    float64 `json:"shortArrivalRate,omitempty"`
 	ShortArrivalRateLow float64 `json:"shortArrivalRateLow,omitempty"`
+	// ArrivalRateHigh is λ now's upper confidence bound: a scale-down needs G
+	// below the band at it too, and keeps the pods it needs.
+	ArrivalRateHigh float64 `json:"arrivalRateHigh,omitempty"`
 	// Backlog is the requests queued beyond what the pods clear within the
 	// target (k·T/E[S] each), summed over pods; BacklogMaxPod the largest on one
 	// pod. BacklogAtLead is what the fluid model says is left when pods ordered
