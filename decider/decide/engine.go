@@ -584,10 +584,13 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	stable := e.stabilize(rec, current, now, up, down)
 	x.Stabilized = stable
 	limited, limitedBy := e.rateLimit(stable, current, now, up, down)
-	if drain > limited && stable >= drain && limitedBy == "scale-up rate limit" {
-		// The model, not a fixed rate, bounds a scale-up the backlog justifies.
-		limited, limitedBy = drain, ""
-		reason += "; the scale-up rate limit is lifted to the pods that drain the backlog"
+	if bl.total > 0 && limitedBy == "scale-up rate limit" && stable > limited {
+		// The model, not a fixed rate, bounds a scale-up a backlog justifies:
+		// requests already queue beyond what the pods clear within the target,
+		// so the pods the model sizes for (the rate and the backlog's drain)
+		// go out at once.
+		limited, limitedBy = min(stable, max(rec, drain)), ""
+		reason += fmt.Sprintf("; the scale-up rate limit is lifted while %.0f requests are queued: the model bounds it", bl.total)
 	}
 	desired := min(max(limited, spec.MinReplicas), spec.MaxReplicas)
 	notes := []string{reason}

@@ -76,6 +76,13 @@ func TestBacklogLiftsTheRateLimit(t *testing.T) {
 	require.Greater(t, d.DesiredReplicas, int32(6), d.Explanation.Reason)
 	require.Equal(t, d.Explanation.DrainReplicas, d.DesiredReplicas)
 	require.Contains(t, d.Explanation.Reason, "rate limit is lifted")
+	// Under random routing the backlog lifts the limit up to the model's
+	// recommendation (λ now with its backlog), not beyond.
+	spec.Routing = RoutingRandom
+	d, err = NewEngine().Decide(spec, withQueues(snapshot(t0, 400, 0.04, 2), 300, 300))
+	require.NoError(t, err)
+	require.Greater(t, d.DesiredReplicas, int32(6), d.Explanation.Reason)
+	require.Equal(t, d.Explanation.Recommendation, d.DesiredReplicas)
 	// Without a backlog the same λ step is rate-limited as before.
 	d, err = NewEngine().Decide(spec, snapshot(t0, 400, 0.04, 2))
 	require.NoError(t, err)
