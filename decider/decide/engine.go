@@ -49,6 +49,9 @@ type Engine struct {
 	// disp is the dispersion of short-window counts (0: none yet, i.e. 1);
 	// scv the averaged service-time SCV (0: none yet).
 	disp, scv float64
+	// reqs and lateTransient are exponentially weighted counts of the
+	// requests measured and of those over the target in transient cycles.
+	reqs, lateTransient float64
 }
 
 type recommendation struct {
@@ -500,6 +503,20 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	x.LatencyBias = bias
 	e.lastBacklog = bl.total
 
+	// The SLO is the share of all requests over the target, transients
+	// included, and the steady state can only spend what the transients leave:
+	// the model sizes for the percentile whose tail is the budget 1 − p minus
+	// the late share the recent transients caused (measured).
+	budget := 1 - conf
+	if spec.Percentile > 0 {
+		budget = e.steadyBudget(snap, lambdaNow, target, transient, 1-conf)
+		if budget < 1-conf {
+			m.pct = 100 * (1 - budget)
+		}
+		x.EffectivePercentile = m.pct
+		x.TransientLateShare = e.transientShare()
+	}
+
 	lNow := m.latency(lambdaNow, m.es, serving)
 	lSize := m.latency(lambdaSize, m.es, serving)
 	x.Latency = lNow
@@ -559,7 +576,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			// weighted by its requests), stays within the budget 1 − p.
 			base, _ := meanRate(snap.ArrivalRates, now.Add(-leadQ), now)
 			x.DownArrivalRate = base
-			rec = m.minPodsOverJumps(base, ratios, floor, current, 1-conf, x)
+			rec = m.minPodsOverJumps(base, ratios, floor, current, budget, x)
 			reason = fmt.Sprintf("G = %.3g below 1−θ = %.3g: fewest pods whose late share over the likely λ of the next %s "+
 				"(λ's mean %.4g/s over the last lead × the history's %d jumps over one lead, p-quantile %.3g) is within 1 − p: %d (late share %.3g)",
 				x.Normalized, 1-spec.Tolerance, leadQ, base, len(ratios), x.JumpRatio, rec, x.DownLateShare)

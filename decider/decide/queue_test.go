@@ -317,3 +317,36 @@ func TestNoScaleDownWhilePodsStart(t *testing.T) {
 	require.Equal(t, int32(40), d.DesiredReplicas)
 	require.Contains(t, d.Explanation.Reason, "still starting")
 }
+
+// TestTransientsTightenTheSteadyState: late requests during backlogs count
+// against the same budget, so the steady state sizes for a stricter
+// percentile while they are recent, and for the spec's once they decay.
+func TestTransientsTightenTheSteadyState(t *testing.T) {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	e := NewEngine()
+	measure := func(s Snapshot, p50, p95, p99 float64) Snapshot {
+		s.MeasuredQuantiles = []LatencyQuantile{{50, p50}, {95, p95}, {99, p99}}
+		s.MeasuredLatency, s.LatencySamples = p95, 300
+		return s
+	}
+	// Two cycles with a backlog seen twice in a row: a transient, with half
+	// the requests late.
+	for i := range 2 {
+		s := measure(withQueues(snapshot(t0.Add(time.Duration(i)*5*time.Second), 60, 0.04, 5), 80, 80, 80, 80, 80), 0.25, 3, 5)
+		d, err := e.Decide(spec, s)
+		require.NoError(t, err)
+		e.Revert(d)
+	}
+	calm := measure(snapshot(t0.Add(10*time.Second), 60, 0.04, 5), 0.05, 0.15, 0.2)
+	d, err := e.Decide(spec, calm)
+	require.NoError(t, err)
+	x := d.Explanation
+	require.Greater(t, x.TransientLateShare, 0.05)
+	// The transients ate the whole budget: the floor, a tenth of it.
+	require.InDelta(t, 99.5, x.EffectivePercentile, 1e-9)
+	fresh, err := NewEngine().Decide(spec, calm)
+	require.NoError(t, err)
+	require.Equal(t, 95.0, fresh.Explanation.EffectivePercentile)
+	require.Greater(t, x.Latency, fresh.Explanation.Latency, "the same pods model slower at the stricter percentile")
+}

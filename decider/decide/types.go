@@ -560,6 +560,12 @@ type Explanation struct {
 	// CountDispersion is the measured index of dispersion of arrival counts
 	// (variance over mean; 1 for Poisson) the rate bounds use.
 	CountDispersion float64 `json:"countDispersion,omitempty"`
+	// TransientLateShare is the share of recent requests that transients
+	// (backlogs) put over the target, measured; EffectivePercentile the
+	// percentile the model sized for so that the steady state spends only the
+	// budget they leave (the spec's percentile when they leave all of it).
+	TransientLateShare  float64 `json:"transientLateShare,omitempty"`
+	EffectivePercentile float64 `json:"effectivePercentile,omitempty"`
 }
 
 // Decision is the outcome of one cycle for one workload.
