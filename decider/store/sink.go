@@ -66,6 +66,8 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 		"modelled_late_share":    x.ModelledLateShare,
 		"jump_ratio":             x.JumpRatio,
 		"count_dispersion":       x.CountDispersion,
+		"transient_late_share":   x.TransientLateShare,
+		"effective_percentile":   x.EffectivePercentile,
 	} {
 		if !math.IsInf(v, 0) && !math.IsNaN(v) {
 			fields[k] = v

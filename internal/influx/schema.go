@@ -99,6 +99,8 @@ var Schema = []Measurement{
 			{"modelled_late_share", "1", "the model's P(latency > target) for the same allocation"},
 			{"jump_ratio", "1", "p-quantile of λ's jumps over one lead in the history: the scale-down's margin"},
 			{"count_dispersion", "1", "measured variance/mean of short-window arrival counts (1: Poisson)"},
+			{"transient_late_share", "1", "share of recent requests that backlogs put over the target (measured)"},
+			{"effective_percentile", "%", "the percentile the model sized for: the budget left by transients"},
 			{"dry_run", "bool", "true when nothing was changed"},
 			{"reason", "text", "the decision's explanation"},
 		},
