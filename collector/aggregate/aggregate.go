@@ -34,6 +34,9 @@ type Metrics struct {
 	InFlightMean float64
 	// BusyRatio is the share of time with at least one request in flight.
 	BusyRatio float64
+	// InFlight and Waiting are the proxies' gauges at the interval's end,
+	// summed over pods: requests in service and waiting for a slot.
+	InFlight, Waiting float64
 	// LatencyP50/P95/P99 in s from the histogram; NaN-free: 0 when empty.
 	LatencyP50, LatencyP95, LatencyP99 float64
 	Completions                        uint64
@@ -79,6 +82,8 @@ func combine(end time.Time, ivs []scrape.Interval) Metrics {
 			m.InFlightMean += iv.InFlightSeconds / dt
 			m.BusyRatio += iv.BusySeconds / dt / float64(len(ivs))
 		}
+		m.InFlight += float64(iv.InFlight)
+		m.Waiting += float64(iv.Waiting)
 		n += iv.Completions
 		queued += iv.Queued
 		sum += iv.ServiceSecondsSum

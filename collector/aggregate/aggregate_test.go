@@ -174,3 +174,19 @@ func FuzzValidatedSnapshotsGiveFiniteMetrics(f *testing.F) {
 		require.NoError(t, wl.Check())
 	})
 }
+
+// TestQueueGauges: the proxies' in-flight and waiting gauges at the interval's
+// end reach the pod point as they are and add up over the workload's pods.
+func TestQueueGauges(t *testing.T) {
+	a := interval(5, 4, []float64{0.01})
+	a.InFlight, a.Waiting = 3, 40
+	b := interval(5, 4, []float64{0.01})
+	b.InFlight, b.Waiting = 1, 0
+	p := Pod(a)
+	require.Equal(t, 3.0, p.InFlight)
+	require.Equal(t, 40.0, p.Waiting)
+	m, err := Workload([]scrape.Interval{a, b})
+	require.NoError(t, err)
+	require.Equal(t, 4.0, m.InFlight)
+	require.Equal(t, 40.0, m.Waiting)
+}

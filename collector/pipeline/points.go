@@ -21,6 +21,8 @@ func PodPoint(t scrape.Target, m aggregate.Metrics) *write.Point {
 			"service_scv":             m.ServiceSCV,
 			"queue_wait_mean_seconds": m.QueueWaitMean,
 			"in_flight_mean":          m.InFlightMean,
+			"in_flight":               m.InFlight,
+			"waiting":                 m.Waiting,
 			"busy_ratio":              m.BusyRatio,
 			"error_rate":              m.ErrorRate,
 			"latency_p50_seconds":     m.LatencyP50,

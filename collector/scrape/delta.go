@@ -36,6 +36,10 @@ type Interval struct {
 	Arrivals, Completions, Queued, Rejected, Errors5xx          uint64
 	ServiceSecondsSum, ServiceSecondsSumSq, QueueWaitSecondsSum float64
 	InFlightSeconds, BusySeconds                                float64
+	// InFlight and Waiting are the proxy's gauges at End: requests in service
+	// and requests waiting for a concurrency slot. A backlog shows in them
+	// before it shows in the interval's rates.
+	InFlight, Waiting int64
 	// Latency is the histogram of the interval's completions.
 	Latency stats.Histogram
 }
@@ -82,7 +86,7 @@ func Delta(t Target, prev, cur stats.Snapshot) (Interval, string) {
 			return Interval{}, ReasonBoundsChanged
 		}
 	}
-	iv := Interval{Target: t, Start: prev.Time, End: cur.Time}
+	iv := Interval{Target: t, Start: prev.Time, End: cur.Time, InFlight: cur.InFlight, Waiting: cur.Waiting}
 	ok := true
 	sub := func(a, b uint64) uint64 {
 		if a < b {

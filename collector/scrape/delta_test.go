@@ -145,3 +145,14 @@ func TestTrackerRebasesWhenTheProxyClockStepsBack(t *testing.T) {
 		require.Equal(t, st.arrivals, iv.Arrivals, "step %d", i)
 	}
 }
+
+// TestDeltaCarriesTheQueueGauges: gauges are not differenced; the interval
+// carries the newest snapshot's in-flight and waiting counts.
+func TestDeltaCarriesTheQueueGauges(t *testing.T) {
+	prev := snap(0, 100, func(s *stats.Snapshot) { s.InFlight, s.Waiting = 9, 30 })
+	cur := snap(5*time.Second, 150, func(s *stats.Snapshot) { s.InFlight, s.Waiting = 2, 5 })
+	iv, reason := Delta(Target{Namespace: "ns", Pod: "p"}, prev, cur)
+	require.Empty(t, reason)
+	require.Equal(t, int64(2), iv.InFlight)
+	require.Equal(t, int64(5), iv.Waiting)
+}

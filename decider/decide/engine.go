@@ -41,6 +41,17 @@ type Engine struct {
 	lastFrom  string
 	lastMoved bool
 	movedOff  []movedOff
+	// bias is the closed loop's correction of the waiting time's variability
+	// (0: none yet, i.e. 1); lastBacklog the backlog seen by the previous
+	// decision (a backlog seen twice in a row is a transient, not noise).
+	bias        float64
+	lastBacklog float64
+	// disp is the dispersion of short-window counts (0: none yet, i.e. 1);
+	// scv the averaged service-time SCV (0: none yet).
+	disp, scv float64
+	// reqs and lateTransient are exponentially weighted counts of the
+	// requests measured and of those over the target in transient cycles.
+	reqs, lateTransient float64
 }
 
 type recommendation struct {
@@ -74,6 +85,14 @@ type State struct {
 	// MovedOff are the nodes moved off that have not been seen cool since (the
 	// per-node back-off).
 	MovedOff []StateMovedOff `json:",omitempty"`
+	// LatencyBias is the online correction of E[S] learnt from measured
+	// latency (0: none yet).
+	LatencyBias float64 `json:",omitempty"`
+	// CountDispersion is the measured dispersion of short-window arrival
+	// counts (0: none yet).
+	CountDispersion float64 `json:",omitempty"`
+	// ServiceSCV is the averaged service-time SCV (0: none yet).
+	ServiceSCV float64 `json:",omitempty"`
 }
 
 // StateRecommendation is one past recommendation.
@@ -101,6 +120,7 @@ func (e *Engine) State() State {
 		s.MigrationEnded = time.Unix(0, e.migrationEnded).UTC()
 	}
 	s.MigrationFrom, s.MigrationMoved = e.lastFrom, e.lastMoved
+	s.LatencyBias, s.CountDispersion, s.ServiceSCV = e.bias, e.disp, e.scv
 	for _, m := range e.movedOff {
 		s.MovedOff = append(s.MovedOff, StateMovedOff{Node: m.node, Last: time.Unix(0, m.last).UTC(), Moves: m.moves,
 			Pods: m.pods, Stalled: m.stalled})
@@ -121,6 +141,15 @@ func NewEngineFromState(s State) *Engine {
 		e.migrationEnded = s.MigrationEnded.UnixNano()
 	}
 	e.lastFrom, e.lastMoved = s.MigrationFrom, s.MigrationMoved
+	if s.LatencyBias >= biasMin && s.LatencyBias <= biasMax {
+		e.bias = s.LatencyBias
+	}
+	if s.CountDispersion > 0 && !math.IsInf(s.CountDispersion, 0) {
+		e.disp = s.CountDispersion
+	}
+	if s.ServiceSCV > 0 && !math.IsInf(s.ServiceSCV, 0) {
+		e.scv = s.ServiceSCV
+	}
 	for _, m := range s.MovedOff {
 		if m.Node != "" && m.Moves > 0 {
 			e.movedOff = append(e.movedOff, movedOff{node: m.Node, last: m.Last.UnixNano(), moves: m.Moves,
@@ -135,8 +164,14 @@ func withDefaults(s Spec) Spec {
 	if s.Concurrency == 0 {
 		s.Concurrency = 1
 	}
+	if s.Routing == "" {
+		s.Routing = RoutingRandom
+	}
 	if s.Model == "" {
 		s.Model = ModelPerPod
+		if s.Routing != RoutingRandom {
+			s.Model = ModelPooled
+		}
 	}
 	if s.ServiceModel == "" {
 		s.ServiceModel = ServiceMMc
@@ -169,7 +204,7 @@ func withDefaults(s Spec) Spec {
 		s.Predictive.WindowFactor = DefaultWindowFactor
 	}
 	if s.Predictive.Method == "" {
-		s.Predictive.Method = ForecastHolt
+		s.Predictive.Method = ForecastLeastSquares
 	}
 	return s
 }
@@ -213,10 +248,28 @@ func validateSnapshot(s Snapshot) error {
 	if s.CurrentReplicas < 0 || s.ReadyReplicas < 0 {
 		add("snapshot.currentReplicas", "replica counts must not be negative")
 	}
+	for i, q := range s.MeasuredQuantiles {
+		if badFloat(q.Percentile) || q.Percentile <= 0 || q.Percentile >= 100 || badFloat(q.Seconds) || q.Seconds < 0 ||
+			(i > 0 && (q.Percentile <= s.MeasuredQuantiles[i-1].Percentile || q.Seconds < s.MeasuredQuantiles[i-1].Seconds)) {
+			add(fmt.Sprintf("snapshot.measuredQuantiles[%d]", i), "percentile must be in (0,100) and seconds finite and non-negative, both ascending")
+		}
+	}
+	if badFloat(s.LatencySamples) || s.LatencySamples < 0 {
+		add("snapshot.latencySamples", "must be finite and non-negative, got %v", s.LatencySamples)
+	}
+	if badFloat(s.ShortArrivalRate) || s.ShortArrivalRate < 0 || s.ShortWindow < 0 {
+		add("snapshot.shortArrivalRate", "rate and window must be finite and non-negative, got %v over %s", s.ShortArrivalRate, s.ShortWindow)
+	}
 	for i, p := range s.Pods {
 		if badFloat(p.CPUUsage) || p.CPUUsage < 0 || badFloat(p.ThrottledFraction) || p.ThrottledFraction < 0 ||
 			badFloat(p.ServiceTime) || p.ServiceTime < 0 || p.CPURequest < 0 || p.CPULimit < 0 {
 			add(fmt.Sprintf("snapshot.pods[%d]", i), "CPU, throttling and service time must be finite and non-negative")
+		}
+		for _, v := range []float64{p.InService, p.Queued, p.InFlightMean, p.MeasuredLatency} {
+			if badFloat(v) || v < 0 {
+				add(fmt.Sprintf("snapshot.pods[%d]", i), "in-service, queued, in-flight mean and latency must be finite and non-negative")
+				break
+			}
 		}
 	}
 	for i, n := range s.Nodes {
@@ -267,6 +320,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	x := &d.Explanation
 	x.Concurrency = spec.Concurrency
 	x.Model = spec.Model
+	x.Routing = spec.Routing
 	x.ServiceModel = spec.ServiceModel
 	x.Percentile = spec.Percentile
 	x.Target = spec.Target.Seconds()
@@ -345,6 +399,11 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	lambdaSize := lambdaNow
 	if spec.Predictive.Enabled {
 		x.Lead = lead(spec.Predictive, snap.InitTimes)
+		if x.Lead <= 0 {
+			// No pod start seen yet: a lead of zero would forecast nothing,
+			// exactly when a cold workload meets its first ramp.
+			x.Lead = DefaultLead
+		}
 		if x.Lead > 0 {
 			window := time.Duration(float64(x.Lead) * spec.Predictive.WindowFactor)
 			if f, ok := forecast(spec.Predictive.Method, snap.ArrivalRates, now, x.Lead, window); ok {
@@ -353,46 +412,188 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			}
 		}
 	}
-	x.SizingArrivalRate = lambdaSize
-
-	m := newSizer(spec, snap, es)
-	x.ServiceTime = es
-	x.CPUBoundFraction = m.f
-	if spec.Model == ModelAuto {
-		m.layout = m.pickLayout(lambdaNow, servingPods(snap), snap.MeasuredLatency)
-		x.Model = ModelKind(m.layout.String())
+	// The lead the queue terms look ahead by: the pod start time, whether or
+	// not the forecast is on.
+	leadQ := x.Lead
+	if leadQ <= 0 {
+		leadQ = lead(spec.Predictive, snap.InitTimes)
 	}
+	if leadQ <= 0 {
+		leadQ = DefaultLead
+	}
+	conf := confidence(spec)
+
+	// Evidence for a scale-up: a rate counts only as far as its count proves
+	// it at the SLO's confidence, given how dispersed the counts are (measured
+	// from the short windows against the cycle's λ; 1, Poisson, at first).
+	// The fast path: the short window's proven rate sizes the scale-up now
+	// rather than a cycle later; the cycle's λ triggers one only when its
+	// proven rate needs more pods, or λ's mean over the last lead does (noise
+	// alone does not, a lasting rise does).
+	disp := e.dispersion(snap, lambdaNow)
+	x.CountDispersion = disp
+	lambdaTrigger := lambdaSize
+	if step := sampleStep(snap.ArrivalRates); step > 0 {
+		lambdaTrigger = math.Max(provenRate(lambdaNow, step, conf, disp), x.ForecastArrivalRate)
+		if mean, ok := meanRate(snap.ArrivalRates, now.Add(-leadQ), now); ok {
+			lambdaTrigger = math.Max(lambdaTrigger, math.Min(mean, lambdaNow))
+		}
+	}
+	if snap.ShortWindow > 0 {
+		x.ShortArrivalRate = snap.ShortArrivalRate
+		x.ShortArrivalRateLow = provenRate(snap.ShortArrivalRate, snap.ShortWindow, conf, disp)
+		lambdaSize = math.Max(lambdaSize, x.ShortArrivalRateLow)
+		lambdaTrigger = math.Max(lambdaTrigger, x.ShortArrivalRateLow)
+	}
+	x.SizingArrivalRate = lambdaSize
+	// The scale-down's evidence: the rate not disproven by the cycle's count.
+	lambdaHigh := lambdaNow
+	if step := sampleStep(snap.ArrivalRates); step > 0 && es > 0 {
+		// (Without a service time there was no traffic to model: nothing to bound.)
+		lambdaHigh = upperRate(lambdaNow, step, conf, disp)
+	}
+	x.ArrivalRateHigh = lambdaHigh
 
 	target := spec.Target.Seconds()
 	serving := servingPods(snap)
-	lNow := m.latency(lambdaNow, es, serving)
-	lSize := m.latency(lambdaSize, es, serving)
+	bias := e.latencyBias()
+	// The service time's SCV, averaged over the last 1/(1−p) decisions: a
+	// sample SCV of a heavy-tailed service time moves by tens of percent
+	// between cycles (its variance grows with the fourth moment), and every
+	// swing would move the Allen–Cunneen factor and the pod count with it.
+	// Persistent errors are the closed loop's to correct.
+	if scv := snap.ServiceSCV; scv > 0 {
+		if e.scv <= 0 {
+			e.scv = scv
+		} else {
+			e.scv += (scv - e.scv) * (1 - conf)
+		}
+		snap.ServiceSCV = e.scv
+		x.ServiceSCV = e.scv
+	}
+	m := newSizer(spec, snap, es)
+	m.waitBias = bias
+	x.ServiceTime = es
+	x.CPUBoundFraction = m.f
+	if spec.Model == ModelAuto {
+		m.layout = m.pickLayout(lambdaNow, serving, snap.MeasuredLatency)
+		x.Model = ModelKind(m.layout.String())
+	}
+
+	// The backlog: requests in the pods beyond what each clears within the
+	// target, at the current correction of E[S].
+	kmu := float64(spec.Concurrency) / es
+	bl := measureBacklog(snap.Pods, kmu*target)
+	x.Backlog, x.BacklogMaxPod = bl.total, bl.maxPod
+
+	// Drain the backlog within one lead after the pods ordered now are ready.
+	drain, left := drainPods(bl, spec.Routing, lambdaSize, kmu, serving, leadQ.Seconds(), leadQ.Seconds())
+
+	// Close the loop: correct E[S] so that the model gives the latency the
+	// proxies measured at the current allocation.
+	// A cycle is a transient when the backlog outlasts the lead, or when the
+	// previous decision saw one: this window's latencies then include requests
+	// that waited behind it (still there, or just drained).
+	transient := left > 0 || e.lastBacklog > 0
+	if b, obs, note := e.calibrate(spec, snap, m, lambdaNow, es, serving, transient, x); obs > 0 || note != "" {
+		x.LatencyBiasObserved, x.LatencyBiasNote = obs, note
+		bias = b
+		m.waitBias = b
+	}
+	x.LatencyBias = bias
+	e.lastBacklog = bl.total
+
+	// The SLO is the share of all requests over the target, transients
+	// included, and the steady state can only spend what the transients leave:
+	// the model sizes for the percentile whose tail is the budget 1 − p minus
+	// the late share the recent transients caused (measured).
+	budget := 1 - conf
+	if spec.Percentile > 0 {
+		budget = e.steadyBudget(snap, lambdaNow, target, transient, 1-conf)
+		if budget < 1-conf {
+			m.pct = 100 * (1 - budget)
+		}
+		x.EffectivePercentile = m.pct
+		x.TransientLateShare = e.transientShare()
+	}
+
+	lNow := m.latency(lambdaNow, m.es, serving)
+	lSize := m.latency(lambdaSize, m.es, serving)
 	x.Latency = lNow
 	x.Normalized = lNow / target
-	gUp := lSize / target
+	_ = lSize
+	gUp := m.latency(lambdaTrigger, m.es, serving) / target
 	x.SizingNormalized = gUp
+
+	x.BacklogAtLead, x.DrainReplicas = left, drain
+	if drain > 0 {
+		x.DrainHorizon = leadQ.Seconds()
+	}
 
 	rec := current
 	var reason string
 	var cpu int64
 	switch {
-	case gUp > 1+spec.Tolerance:
+	case gUp > 1+spec.Tolerance || drain > current:
 		rec, cpu, reason = m.scaleUp(lambdaSize, current, x)
+		if drain > rec {
+			rec, cpu = drain, 0
+			reason = fmt.Sprintf("backlog of %.0f requests beyond what the pods clear within the target (%.0f on the fullest pod), "+
+				"%.0f left when pods ordered now are ready in %s: %d pods drain it within %s at λ = %.4g/s (%s routing)",
+				bl.total, bl.maxPod, left, leadQ, drain, leadQ, lambdaSize, spec.Routing)
+			x.Candidates = append(x.Candidates, m.candidate(CandidateHorizontal, drain, m.cpu, lambdaSize, "drains the backlog"))
+		}
 	case x.Normalized < 1-spec.Tolerance && d.Migration != nil:
 		// Surge-first migration adds a pod for a while; removing pods at the
 		// same time could leave the workload short if the move is slow.
 		reason = fmt.Sprintf("G = %.3g below 1−θ, but a migration is planned: no scale-down this cycle", x.Normalized)
+	case x.Normalized < 1-spec.Tolerance && serving < current:
+		// Pods still starting were ordered because the model needed them a
+		// lead ago; removing them before they serve wastes their start.
+		reason = fmt.Sprintf("G = %.3g below 1−θ, but %d of %d pods are still starting: no scale-down until they serve", x.Normalized, current-serving, current)
+	case x.Normalized < 1-spec.Tolerance && bl.total > 0:
+		reason = fmt.Sprintf("G = %.3g below 1−θ, but %.0f requests are queued beyond what the pods clear within the target: no scale-down while they drain",
+			x.Normalized, bl.total)
+	case x.Normalized < 1-spec.Tolerance && m.latency(lambdaHigh, m.es, serving)/target >= 1-spec.Tolerance:
+		// A scale-down needs evidence too: λ's upper confidence bound must
+		// also be below the band, or noise alone would remove a pod that the
+		// next cycle's noise adds back.
+		reason = fmt.Sprintf("G = %.3g below 1−θ, but not at λ's upper confidence bound %.4g/s (G = %.3g): no scale-down on noise",
+			x.Normalized, lambdaHigh, m.latency(lambdaHigh, m.es, serving)/target)
 	case x.Normalized < 1-spec.Tolerance:
-		// Down on the present, never below what the forecast needs.
-		need := m.minPods(lambdaNow, es)
-		if lambdaSize > lambdaNow {
-			need = max(need, m.minPods(lambdaSize, es))
+		// Down to what the likely λ over one lead needs (a pod removed now
+		// takes a lead to come back), never below what the forecast or the
+		// short window need.
+		lambdaDown, ok := e.downRate(snap.ArrivalRates, now, leadQ, conf, x)
+		if !ok {
+			reason = fmt.Sprintf("G = %.3g below 1−θ, but the λ history spans less than one lead (%s): no scale-down until it shows what λ may do", x.Normalized, leadQ)
+			break
 		}
-		rec = min(need, current)
-		reason = fmt.Sprintf("G = %.3g below 1−θ = %.3g: fewest pods meeting the target is %d", x.Normalized, 1-spec.Tolerance, rec)
-		x.Candidates = append(x.Candidates, m.candidate(CandidateHorizontal, rec, m.cpu, lambdaNow, ""))
+		floor := m.minPods(math.Max(lambdaSize, lambdaHigh), m.es)
+		if ratios := jumpRatios(snap.ArrivalRates, leadQ); spec.Percentile > 0 && x.JumpRatio > 0 {
+			// Percentile targets: the fewest pods whose late share, averaged
+			// over the history's jumps from λ's mean over the last lead (each
+			// weighted by its requests), stays within the budget 1 − p.
+			base, _ := meanRate(snap.ArrivalRates, now.Add(-leadQ), now)
+			x.DownArrivalRate = base
+			rec = m.minPodsOverJumps(base, ratios, floor, current, budget, x)
+			reason = fmt.Sprintf("G = %.3g below 1−θ = %.3g: fewest pods whose late share over the likely λ of the next %s "+
+				"(λ's mean %.4g/s over the last lead × the history's %d jumps over one lead, p-quantile %.3g) is within 1 − p: %d (late share %.3g)",
+				x.Normalized, 1-spec.Tolerance, leadQ, base, len(ratios), x.JumpRatio, rec, x.DownLateShare)
+		} else {
+			lambdaDown = math.Max(lambdaDown, lambdaSize)
+			x.DownArrivalRate = lambdaDown
+			rec = min(max(m.minPods(lambdaDown, m.es), floor), current)
+			reason = fmt.Sprintf("G = %.3g below 1−θ = %.3g: fewest pods meeting the target at λ = %.4g/s (the likely λ over the next %s: %s) is %d",
+				x.Normalized, 1-spec.Tolerance, lambdaDown, leadQ, x.downWhy(), rec)
+		}
+		rec = min(rec, current)
+		x.Candidates = append(x.Candidates, m.candidate(CandidateHorizontal, rec, m.cpu, x.DownArrivalRate, ""))
 	default:
 		reason = fmt.Sprintf("G = %.3g within [1−θ, 1+θ] = [%.3g, %.3g]: no horizontal change", gUp, 1-spec.Tolerance, 1+spec.Tolerance)
+	}
+	if bias != 1 {
+		reason += fmt.Sprintf(" (model corrected: waiting-time variability × %.3g from measured latency)", bias)
 	}
 	x.Recommendation = rec
 
@@ -400,6 +601,14 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	stable := e.stabilize(rec, current, now, up, down)
 	x.Stabilized = stable
 	limited, limitedBy := e.rateLimit(stable, current, now, up, down)
+	if bl.total > 0 && limitedBy == "scale-up rate limit" && stable > limited {
+		// The model, not a fixed rate, bounds a scale-up a backlog justifies:
+		// requests already queue beyond what the pods clear within the target,
+		// so the pods the model sizes for (the rate and the backlog's drain)
+		// go out at once.
+		limited, limitedBy = min(stable, max(rec, drain)), ""
+		reason += fmt.Sprintf("; the scale-up rate limit is lifted while %.0f requests are queued: the model bounds it", bl.total)
+	}
 	desired := min(max(limited, spec.MinReplicas), spec.MaxReplicas)
 	notes := []string{reason}
 	switch {
@@ -471,12 +680,15 @@ type sizer struct {
 	pct    float64
 	target float64
 	es     float64 // E[S] at the current CPU
-	cpu    int64   // current CPU request per pod, millicores (0 if unknown)
-	f      float64 // CPU-bound share of the service time
+	// waitBias multiplies the Allen–Cunneen variability factor (ca² + cs²)/2:
+	// the closed loop's correction (1: none).
+	waitBias float64
+	cpu      int64   // current CPU request per pod, millicores (0 if unknown)
+	f        float64 // CPU-bound share of the service time
 }
 
 func newSizer(spec Spec, snap Snapshot, es float64) *sizer {
-	s := &sizer{spec: spec, snap: snap, k: spec.Concurrency, pct: spec.Percentile, target: spec.Target.Seconds(), es: es}
+	s := &sizer{spec: spec, snap: snap, k: spec.Concurrency, pct: spec.Percentile, target: spec.Target.Seconds(), es: es, waitBias: 1}
 	if spec.Model == ModelPooled {
 		s.layout = queueing.LayoutPooled
 	} else {
@@ -504,13 +716,23 @@ func newSizer(spec Spec, snap Snapshot, es float64) *sizer {
 }
 
 func (s *sizer) load(lambda, es float64) queueing.Load {
-	return queueing.Load{
+	l := queueing.Load{
 		ArrivalRate:  lambda,
 		ServiceTime:  es,
 		AllenCunneen: s.spec.ServiceModel == ServiceAllenCunneen,
 		ArrivalSCV:   orOne(s.snap.ArrivalSCV),
 		ServiceSCV:   orOne(s.snap.ServiceSCV),
 	}
+	if s.waitBias > 0 && s.waitBias != 1 {
+		// The correction scales the wait's variability factor; for M/M/c
+		// (factor 1) that is Allen–Cunneen with both SCVs scaled.
+		if !l.AllenCunneen {
+			l.AllenCunneen, l.ArrivalSCV, l.ServiceSCV = true, 1, 1
+		}
+		l.ArrivalSCV *= s.waitBias
+		l.ServiceSCV *= s.waitBias
+	}
+	return l
 }
 
 // latency is the modelled latency (mean or percentile) of n pods; +Inf when
@@ -534,6 +756,59 @@ func (s *sizer) latency(lambda, es float64, n int32) float64 {
 		return math.Inf(1)
 	}
 	return v
+}
+
+// minPodsOverJumps is the fewest pods in [lo, hi] whose late share, P(T > T)
+// averaged over λ = base × each jump ratio weighted by that λ, is at most
+// budget; hi when none is. The share falls with the pods, so it bisects.
+func (s *sizer) minPodsOverJumps(base float64, ratios []float64, lo, hi int32, budget float64, x *Explanation) int32 {
+	share := func(n int32) float64 {
+		var late, all float64
+		for _, j := range ratios {
+			l := base * j
+			late += l * s.tail(l, s.es, n, s.target)
+			all += l
+		}
+		if all == 0 {
+			return 0
+		}
+		return late / all
+	}
+	lo = max(lo, 1)
+	if lo >= hi {
+		x.DownLateShare = share(hi)
+		return hi
+	}
+	if share(lo) <= budget {
+		x.DownLateShare = share(lo)
+		return lo
+	}
+	a, b := lo, hi // share(a) > budget; b is the answer if nothing below is.
+	for b-a > 1 {
+		mid := a + (b-a)/2
+		if share(mid) <= budget {
+			b = mid
+		} else {
+			a = mid
+		}
+	}
+	x.DownLateShare = share(b)
+	return b
+}
+
+// tail is the model's P(T > t) for n pods; 1 when unstable.
+func (s *sizer) tail(lambda, es float64, n int32, t float64) float64 {
+	if es <= 0 || n < 1 {
+		return 1
+	}
+	if lambda == 0 {
+		return math.Exp(-t / es)
+	}
+	m, err := s.load(lambda, es).Pods(int(n), s.k, s.layout)
+	if err != nil {
+		return 1
+	}
+	return m.TailProbability(t)
 }
 
 // minPods is the fewest pods meeting the target; when none can, the fewest

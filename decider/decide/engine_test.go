@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -85,7 +86,15 @@ func TestAlgorithm4Semantics(t *testing.T) {
 			}
 			d, err := NewEngine().Decide(spec, snapshot(t0, tc.lambda, 0.1, tc.current))
 			require.NoError(t, err)
-			want := linearAlgorithm4(t, tc.lambda, 0.1, 0.12, int(tc.current), lay, tc.up)
+			// A scale-down keeps what λ's upper confidence bound needs (the
+			// rate the cycle's count cannot rule out; issue #15), so the down
+			// cases search at that rate.
+			lambda := tc.lambda
+			if !tc.up {
+				lambda = d.Explanation.ArrivalRateHigh
+				require.Greater(t, lambda, tc.lambda)
+			}
+			want := linearAlgorithm4(t, lambda, 0.1, 0.12, int(tc.current), lay, tc.up)
 			require.Equal(t, int32(want), d.DesiredReplicas, d.Explanation.Reason)
 			require.True(t, d.Action.Has(ActionHorizontal))
 			// The thesis' loop scaled to every fitting m and so ended at N (up) or n (down);
@@ -296,9 +305,18 @@ func TestInvalidInput(t *testing.T) {
 	}
 }
 
+// hpaScaleDown is the HPA's default scale-down behaviour (a 5-minute
+// window), which a user can still ask for; the engine's own default replaces
+// the window with the model's margin.
+func hpaScaleDown() Behavior {
+	down := DefaultScaleDown()
+	down.StabilizationWindow = 5 * time.Minute
+	return Behavior{ScaleDown: &down}
+}
+
 func TestScaleDownStabilisation(t *testing.T) {
 	spec := baseSpec()
-	spec.Behavior = Behavior{} // HPA defaults: 5-minute scale-down window.
+	spec.Behavior = hpaScaleDown() // A user's 5-minute scale-down window.
 	e := NewEngine()
 	d, err := e.Decide(spec, snapshot(t0, 300, 0.1, 40))
 	require.NoError(t, err)
@@ -483,12 +501,16 @@ func TestCooldownDoesNotBlockTheLead(t *testing.T) {
 	require.Equal(t, b1.DesiredReplicas, b2.DesiredReplicas, "the cooldown-like rule blocks the follow-up")
 
 	// The early pods are not removed while the present lags the forecast: the
-	// crowd passes (λ back to 200) but the scale-down window holds.
-	s3 := snapshot(t0.Add(45*time.Second), 200, 0.1, d2.DesiredReplicas)
+	// crowd passes (λ back to 200) but the scale-down margin, which knows the
+	// history's jumps (here too short for their quantile: its highest λ),
+	// holds. (Under the HPA's rules the 5-minute window held them.)
+	s3 := s2
+	s3.Now, s3.DataTime, s3.CurrentReplicas, s3.ReadyReplicas = t0.Add(45*time.Second), t0.Add(45*time.Second), d2.DesiredReplicas, d2.DesiredReplicas
+	s3.ArrivalRates = append(slices.Clone(s2.ArrivalRates), Sample{Time: t0.Add(30 * time.Second), Rate: 200}, Sample{Time: t0.Add(45 * time.Second), Rate: 200})
 	d3, err := e.Decide(spec, s3)
 	require.NoError(t, err)
 	require.Equal(t, d2.DesiredReplicas, d3.DesiredReplicas)
-	require.Less(t, d3.Explanation.Recommendation, d2.DesiredReplicas)
+	require.GreaterOrEqual(t, d3.Explanation.DownArrivalRate, 600.0, d3.Explanation.Reason)
 }
 
 // cpuPods puts n pods of request cpu millicores, fully busy, one per node, each
@@ -778,7 +800,7 @@ func TestActionString(t *testing.T) {
 
 func TestStateSurvivesRestart(t *testing.T) {
 	spec := baseSpec()
-	spec.Behavior = Behavior{}
+	spec.Behavior = hpaScaleDown()
 	e := NewEngine()
 	d, err := e.Decide(spec, snapshot(t0, 300, 0.1, 40))
 	require.NoError(t, err)

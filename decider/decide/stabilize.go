@@ -82,7 +82,11 @@ func (e *Engine) limit(current int32, nowNs int64, rules ScalingRules, up bool) 
 	for _, p := range rules.Policies {
 		var added, removed int32
 		for _, ev := range e.events {
-			if nowNs-ev.at <= int64(p.Period) {
+			// Strictly inside the period, as the HPA's getReplicasChangePerPeriod
+			// (timestamp + period after now): a step exactly one period ago
+			// opened the previous period, not this one. Counting it would halve
+			// a 100 %-per-15 s limit for a decider that runs every 15 s.
+			if nowNs-ev.at < int64(p.Period) {
 				if ev.delta > 0 {
 					added += ev.delta
 				} else {

@@ -27,6 +27,26 @@ const (
 	ModelAuto ModelKind = "auto"
 )
 
+// Routing says how requests reach a workload's pods: the data plane in front of
+// them. It decides the queue layout the model uses and how a backlog drains.
+type Routing string
+
+const (
+	// RoutingRandom: each request goes to a ready pod chosen at random, as a
+	// Kubernetes Service (kube-proxy iptables) does. Every pod has its own
+	// queue; a backlog on one pod drains only through that pod.
+	RoutingRandom Routing = "random"
+	// RoutingLeastRequest: each request goes to the pod with the fewest
+	// requests in flight (Envoy, Istio, Linkerd, IPVS least-connection). The
+	// queues stay close to balanced, so the workload behaves close to one
+	// pooled queue.
+	RoutingLeastRequest Routing = "leastRequest"
+	// RoutingPooled: requests wait in one queue in front of the pods and go to
+	// a pod only when it has a free place (Knative's activator, the pooling
+	// data plane): one M/M/(n·k) queue.
+	RoutingPooled Routing = "pooled"
+)
+
 // ServiceModel says which queue formula is used.
 type ServiceModel string
 
@@ -132,13 +152,16 @@ func DefaultScaleUp() ScalingRules {
 	}
 }
 
-// DefaultScaleDown returns the HPA's scale-down rules: 5-minute stabilisation,
-// at most 100 % per 15 s.
+// DefaultScaleDown returns the scale-down rules: no stabilisation window, at
+// most 100 % per 15 s. The HPA's fixed 5-minute maximum over noisy rates is
+// replaced by the model's margin: a scale-down keeps the pods the likely λ over
+// one lead needs (the jump ratio of the history) and waits while requests are
+// queued beyond what the pods clear within the target (docs/model.md). A
+// Behavior.ScaleDown with a window still applies on top.
 func DefaultScaleDown() ScalingRules {
 	return ScalingRules{
-		StabilizationWindow: 5 * time.Minute,
-		Policies:            []ScalingPolicy{{Type: PolicyPercent, Value: 100, Period: 15 * time.Second}},
-		SelectPolicy:        SelectMax,
+		Policies:     []ScalingPolicy{{Type: PolicyPercent, Value: 100, Period: 15 * time.Second}},
+		SelectPolicy: SelectMax,
 	}
 }
 
@@ -194,7 +217,10 @@ type Predictive struct {
 	// WindowFactor: the forecast uses λ history over WindowFactor × lead;
 	// default 5.
 	WindowFactor float64
-	// Method is the forecaster; default ForecastHolt.
+	// Method is the forecaster; default ForecastLeastSquares: a line through
+	// the whole window (5 leads of samples) is far less moved by one noisy
+	// cycle than Holt's smoothing, whose trend a single burst of counts swings
+	// and the lead then multiplies.
 	Method ForecastMethod
 }
 
@@ -221,8 +247,12 @@ type Spec struct {
 	Tolerance float64
 	// Concurrency is k, the requests one pod serves at once; default 1.
 	Concurrency int
-	// Model is the queue layout; default ModelPerPod.
+	// Model is the queue layout; default: from Routing (random: per-pod;
+	// leastRequest and pooled: pooled), ModelPerPod when Routing is empty too.
 	Model ModelKind
+	// Routing is how requests reach the pods; default RoutingRandom (a
+	// Service). It decides the default layout and how a backlog drains.
+	Routing Routing
 	// ServiceModel is the queue formula; default ServiceMMc.
 	ServiceModel ServiceModel
 	Vertical     Vertical
@@ -272,6 +302,14 @@ type Pod struct {
 	ThrottledFraction float64
 	// ServiceTime is this pod's mean service time in seconds; 0 if unknown.
 	ServiceTime float64
+	// InService and Queued are the requests the pod was serving and those
+	// waiting in it for a place when it was last scraped (the proxy's in_flight
+	// and waiting gauges); InFlightMean is the time-average of both together
+	// over the last interval. A backlog shows here before it shows in λ.
+	InService, Queued, InFlightMean float64
+	// MeasuredLatency is the pod's latency at the spec's percentile over the
+	// last interval, seconds; 0 if unknown.
+	MeasuredLatency float64
 	// LocalVolumes are node-local volumes the pod is bound to.
 	LocalVolumes []Volume
 	// Move is how the pod can be moved to another node (MoveAny when the caller
@@ -296,6 +334,12 @@ type Node struct {
 	Pods []Pod
 }
 
+// LatencyQuantile is one measured latency percentile.
+type LatencyQuantile struct {
+	Percentile float64 // in (0,100)
+	Seconds    float64
+}
+
 // Snapshot is one cycle's measurements of one workload.
 type Snapshot struct {
 	// Now is the decision time; the engine has no clock of its own.
@@ -311,8 +355,21 @@ type Snapshot struct {
 	// (or the mean), in seconds; zero if unknown. Used by ModelAuto and shown in
 	// the explanation.
 	MeasuredLatency float64
-	CurrentReplicas int32
-	ReadyReplicas   int32
+	// MeasuredQuantiles are latency percentiles the proxies measured over the
+	// last interval (the collector stores p50, p95 and p99), ascending. The
+	// closed loop reads from them the share of requests over the target.
+	MeasuredQuantiles []LatencyQuantile
+	// LatencySamples is how many requests MeasuredLatency was measured over; 0
+	// means unknown (the engine then takes λ now × the last sample interval).
+	// It weighs the measurement when the model is corrected against it.
+	LatencySamples float64
+	// ShortArrivalRate is λ over the last ShortWindow (one scrape interval,
+	// a few seconds): the fast path sees a burst in it before the cycle's λ
+	// does. Zero window: no short-window data.
+	ShortArrivalRate float64
+	ShortWindow      time.Duration
+	CurrentReplicas  int32
+	ReadyReplicas    int32
 	// Pods are the workload's own pods.
 	Pods  []Pod
 	Nodes []Node
@@ -455,6 +512,60 @@ type Explanation struct {
 	Reason     string `json:"reason"`
 	// HeldBecause is set when the engine held for lack of trustworthy data.
 	HeldBecause string `json:"heldBecause,omitempty"`
+
+	// Routing is the data plane the model assumed.
+	Routing Routing `json:"routing,omitempty"`
+	// ShortArrivalRate is λ over the short window and ShortArrivalRateLow its
+	// lower confidence bound at the spec's percentile: the rate the fast path
+	// has proven (it sizes for it when above λ now).
+	ShortArrivalRate    float64 `json:"shortArrivalRate,omitempty"`
+	ShortArrivalRateLow float64 `json:"shortArrivalRateLow,omitempty"`
+	// ArrivalRateHigh is λ now's upper confidence bound: a scale-down needs G
+	// below the band at it too, and keeps the pods it needs.
+	ArrivalRateHigh float64 `json:"arrivalRateHigh,omitempty"`
+	// Backlog is the requests queued beyond what the pods clear within the
+	// target (k·T/E[S] each), summed over pods; BacklogMaxPod the largest on one
+	// pod. BacklogAtLead is what the fluid model says is left when pods ordered
+	// now are ready (one lead later) at the current pod count.
+	Backlog       float64 `json:"backlog"`
+	BacklogMaxPod float64 `json:"backlogMaxPod,omitempty"`
+	BacklogAtLead float64 `json:"backlogAtLead,omitempty"`
+	// DrainHorizon is the time, seconds, the backlog left at the lead is given
+	// to drain; DrainReplicas the pods that drains it (0: no backlog).
+	DrainHorizon  float64 `json:"drainHorizon,omitempty"`
+	DrainReplicas int32   `json:"drainReplicas,omitempty"`
+	// LatencyBias is the online correction of E[S]: the model sizes with
+	// E[S] × LatencyBias, learnt by comparing modelled and measured latency;
+	// LatencyBiasObserved is this cycle's value (0: not observed, and
+	// LatencyBiasNote says why).
+	LatencyBias         float64 `json:"latencyBias"`
+	LatencyBiasObserved float64 `json:"latencyBiasObserved,omitempty"`
+	// MeasuredLateShare is the share of the last interval's requests over the
+	// target, read from the measured quantiles, and ModelledLateShare the
+	// model's P(T > target) for the same allocation: the closed loop moves the
+	// correction by their difference in requests (-1: not measured).
+	MeasuredLateShare float64 `json:"measuredLateShare,omitempty"`
+	ModelledLateShare float64 `json:"modelledLateShare,omitempty"`
+	LatencyBiasNote   string  `json:"latencyBiasNote,omitempty"`
+	// JumpRatio is the margin kept on scale-down: the spec's percentile of the
+	// ratio of λ's mean over the next lead to its mean over the previous lead,
+	// over the λ history (JumpSamples ratios); DownArrivalRate is the λ a
+	// scale-down must still serve (λ's mean over the last lead × JumpRatio).
+	JumpRatio       float64 `json:"jumpRatio,omitempty"`
+	JumpSamples     int     `json:"jumpSamples,omitempty"`
+	DownArrivalRate float64 `json:"downArrivalRate,omitempty"`
+	// DownLateShare is the modelled late share, over the history's jumps, of
+	// the pods a percentile target's scale-down keeps.
+	DownLateShare float64 `json:"downLateShare,omitempty"`
+	// CountDispersion is the measured index of dispersion of arrival counts
+	// (variance over mean; 1 for Poisson) the rate bounds use.
+	CountDispersion float64 `json:"countDispersion,omitempty"`
+	// TransientLateShare is the share of recent requests that transients
+	// (backlogs) put over the target, measured; EffectivePercentile the
+	// percentile the model sized for so that the steady state spends only the
+	// budget they leave (the spec's percentile when they leave all of it).
+	TransientLateShare  float64 `json:"transientLateShare,omitempty"`
+	EffectivePercentile float64 `json:"effectivePercentile,omitempty"`
 }
 
 // Decision is the outcome of one cycle for one workload.

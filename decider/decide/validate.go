@@ -50,6 +50,11 @@ func Validate(spec Spec) error {
 	default:
 		add("spec.model", "must be one of pooled, per-pod, auto, got %q", spec.Model)
 	}
+	switch spec.Routing {
+	case "", RoutingRandom, RoutingLeastRequest, RoutingPooled:
+	default:
+		add("spec.routing", "must be one of random, leastRequest, pooled, got %q", spec.Routing)
+	}
 	switch spec.ServiceModel {
 	case "", ServiceMMc, ServiceAllenCunneen:
 	default:

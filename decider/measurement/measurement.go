@@ -46,6 +46,14 @@ type Workload struct {
 	// query's percentile; 0 when that percentile is not measured) are the newest
 	// workload point's.
 	ServiceTime, ServiceSCV, MeasuredLatency float64
+	// MeasuredQuantiles are the newest workload point's latency at p50, p95 and p99
+	// (nil unless all three were measured: an idle interval has none), for the
+	// engine's closed loop.
+	MeasuredQuantiles []decide.LatencyQuantile
+	// ShortArrivalRate is the newest point's rate, over ShortWindow (one scrape
+	// interval): the engine's fast path sees a burst in it seconds after it starts.
+	ShortArrivalRate float64
+	ShortWindow      time.Duration
 	// DataTime is when the newest workload point was taken.
 	DataTime time.Time
 	// Pods are the workload's pods, each with its newest point, sorted by name.
@@ -77,6 +85,14 @@ type Pod struct {
 	// /metrics/cadvisor). The engine's throttling signal works once a source
 	// fills it.
 	ThrottledFraction float64
+	// InService and Queued are the proxy's gauges at the end of the pod's newest
+	// interval (requests in service, and waiting for a slot); InFlightMean is the
+	// time-average in service over it. A backlog shows in them before it shows in
+	// rates.
+	InService, Queued, InFlightMean float64
+	// MeasuredLatency is the pod's latency at the query's percentile (0 when that
+	// percentile is not measured).
+	MeasuredLatency float64
 }
 
 // Node is one node's newest point.

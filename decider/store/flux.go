@@ -45,7 +45,7 @@ func workloadFilter(q Query) string {
 // different types together ("expected float cursor type").
 var (
 	workloadFields  = []string{influx.FieldArrivalRate, influx.FieldServiceMean, influx.FieldServiceSCV, influx.FieldLatencyP50, influx.FieldLatencyP95, influx.FieldLatencyP99}
-	podFields       = []string{influx.FieldServiceMean, influx.FieldCPUUsage, influx.FieldCPURequest, influx.FieldCPULimit}
+	podFields       = append([]string{influx.FieldServiceMean, influx.FieldCPUUsage, influx.FieldCPURequest, influx.FieldCPULimit}, podQueueFields...)
 	neighbourFields = []string{influx.FieldCPUUsage, influx.FieldCPURequest, influx.FieldCPULimit}
 	nodeFields      = []string{influx.FieldCPUUsage, influx.FieldCPUAllocatable}
 )
@@ -124,9 +124,7 @@ func (f *Flux) Snapshot(ctx context.Context, q Query) (measurement.Workload, err
 	err = f.each(ctx, PodsQuery(f.Bucket, q), func(r *query.FluxRecord) {
 		// The pivot keeps one row per pod and time; fields written at an older time
 		// (none in practice: every field is written together) give an older row.
-		p := podRow{name: str(r, influx.TagPod), node: str(r, influx.TagNode), time: r.Time(),
-			service: num(r, influx.FieldServiceMean), cpuUsage: num(r, influx.FieldCPUUsage),
-			req: num(r, influx.FieldCPURequest), lim: num(r, influx.FieldCPULimit)}
+		p := podRowFrom(str(r, influx.TagPod), str(r, influx.TagNode), r.Time(), func(f string) float64 { return num(r, f) })
 		newer(latest, p.name, p, podTime)
 	})
 	if err != nil {

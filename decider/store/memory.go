@@ -80,9 +80,7 @@ func (m *Memory) Snapshot(_ context.Context, q Query) (measurement.Workload, err
 				wl = append(wl, p)
 			}
 		case influx.Pod:
-			row := podRow{name: p.tags[influx.TagPod], node: p.tags[influx.TagNode], time: p.time,
-				service: p.fields[influx.FieldServiceMean], cpuUsage: p.fields[influx.FieldCPUUsage],
-				req: p.fields[influx.FieldCPURequest], lim: p.fields[influx.FieldCPULimit]}
+			row := podRowFrom(p.tags[influx.TagPod], p.tags[influx.TagNode], p.time, func(f string) float64 { return p.fields[f] })
 			if ours(p) {
 				newer(pods, row.name, row, podTime)
 			} else {

@@ -56,6 +56,18 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 		"target_seconds":           x.Target,
 		"lead_seconds":             x.Lead.Seconds(),
 		"normalized":               x.Normalized,
+		// The queue terms (issue #15).
+		"short_arrival_rate":     x.ShortArrivalRate,
+		"short_arrival_rate_low": x.ShortArrivalRateLow,
+		"backlog":                x.Backlog,
+		"drain_replicas":         float64(x.DrainReplicas),
+		"latency_bias":           x.LatencyBias,
+		"measured_late_share":    x.MeasuredLateShare,
+		"modelled_late_share":    x.ModelledLateShare,
+		"jump_ratio":             x.JumpRatio,
+		"count_dispersion":       x.CountDispersion,
+		"transient_late_share":   x.TransientLateShare,
+		"effective_percentile":   x.EffectivePercentile,
 	} {
 		if !math.IsInf(v, 0) && !math.IsNaN(v) {
 			fields[k] = v

@@ -97,7 +97,9 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 	web := measurement.DecisionOf{Namespace: "ns", Name: "web-qa", Workload: "web"}
 	d := decide.Decision{Time: t0, Action: decide.ActionHorizontal, DesiredReplicas: 4, Explanation: decide.Explanation{
 		ArrivalRate: 40, ForecastArrivalRate: 50, ServiceTime: 0.05, Latency: 0.3, MeasuredLatency: 0.28, Target: 0.2,
-		Lead: 30 * time.Second, Normalized: 1.5, CurrentReplicas: 2, Reason: "L > T(1+θ)"}}
+		Lead: 30 * time.Second, Normalized: 1.5, CurrentReplicas: 2, Reason: "L > T(1+θ)",
+		Backlog: 120, DrainReplicas: 6, LatencyBias: 1.3, MeasuredLateShare: 0.08, ModelledLateShare: 0.05,
+		ShortArrivalRate: 90, ShortArrivalRateLow: 80, JumpRatio: 1.4, CountDispersion: 2}}
 	require.NoError(t, sink.RecordDecision(context.Background(), web, d, false))
 	held := decide.Decision{Time: t0, Explanation: decide.Explanation{Latency: mathInf(), HeldBecause: "stale data"}}
 	require.NoError(t, sink.RecordDecision(context.Background(), web, held, true))
@@ -140,6 +142,12 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 	require.Equal(t, int64(4), f["desired_replicas"])
 	require.Equal(t, 30.0, f["lead_seconds"])
 	require.Equal(t, false, f["dry_run"])
+	// The queue terms of the explanation reach InfluxDB too.
+	require.Equal(t, 120.0, f["backlog"])
+	require.Equal(t, 6.0, f["drain_replicas"])
+	require.Equal(t, 1.3, f["latency_bias"])
+	require.Equal(t, 0.08, f["measured_late_share"])
+	require.Equal(t, 80.0, f["short_arrival_rate_low"])
 	require.Equal(t, "horizontal", c.pts[0].TagList()[0].Value)
 	f = fields(c.pts[1])
 	require.NotContains(t, f, "modelled_latency_seconds", "+Inf cannot be stored")

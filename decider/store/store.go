@@ -95,6 +95,27 @@ type podRow struct {
 	name, node                  string
 	time                        time.Time
 	service, cpuUsage, req, lim float64
+	// The queue: gauges at the interval's end, the in-flight mean over it, and
+	// the pod's latency at p50/p95/p99 by field name.
+	inFlight, waiting, inFlightMean float64
+	latency                         map[string]float64
+}
+
+// podQueueFields are the pod fields read for the queue.
+var podQueueFields = []string{influx.FieldInFlight, influx.FieldWaiting, influx.FieldInFlightMean,
+	influx.FieldLatencyP50, influx.FieldLatencyP95, influx.FieldLatencyP99}
+
+// podRowFrom fills a podRow from a field getter.
+func podRowFrom(name, node string, at time.Time, get func(string) float64) podRow {
+	return podRow{name: name, node: node, time: at,
+		service: get(influx.FieldServiceMean), cpuUsage: get(influx.FieldCPUUsage),
+		req: get(influx.FieldCPURequest), lim: get(influx.FieldCPULimit),
+		inFlight: get(influx.FieldInFlight), waiting: get(influx.FieldWaiting), inFlightMean: get(influx.FieldInFlightMean),
+		latency: map[string]float64{
+			influx.FieldLatencyP50: get(influx.FieldLatencyP50),
+			influx.FieldLatencyP95: get(influx.FieldLatencyP95),
+			influx.FieldLatencyP99: get(influx.FieldLatencyP99),
+		}}
 }
 
 type nodeRow struct {
@@ -103,9 +124,18 @@ type nodeRow struct {
 	used, allocatable float64
 }
 
-func (p podRow) pod() measurement.Pod {
-	return measurement.Pod{Name: p.name, Node: p.node, Time: p.time, ServiceTime: p.service, CPUUsage: p.cpuUsage,
+// neighbour is another workload's pod as a measurement: only its CPU matters.
+func (p podRow) neighbour() measurement.Pod {
+	return measurement.Pod{Name: p.name, Node: p.node, Time: p.time, CPUUsage: p.cpuUsage,
 		CPURequest: int64(p.req*1000 + 0.5), CPULimit: int64(p.lim*1000 + 0.5)}
+}
+
+// pod is the row as a measurement; latencyField selects the pod's measured latency
+// ("" leaves it 0: that percentile is not measured).
+func (p podRow) pod(latencyField string) measurement.Pod {
+	return measurement.Pod{Name: p.name, Node: p.node, Time: p.time, ServiceTime: p.service, CPUUsage: p.cpuUsage,
+		CPURequest: int64(p.req*1000 + 0.5), CPULimit: int64(p.lim*1000 + 0.5),
+		InService: p.inFlight, Queued: p.waiting, InFlightMean: p.inFlightMean, MeasuredLatency: p.latency[latencyField]}
 }
 
 // nodeNames are the nodes to read: the query's and those the pods run on, sorted.
@@ -129,13 +159,22 @@ func assemble(q Query, rates []decide.Sample, last map[string]float64, lastTime 
 	if f := q.latencyField(); f != "" {
 		w.MeasuredLatency = last[f]
 	}
+	// The latency quantiles the collector writes, for the closed loop (only when all
+	// three were measured: an idle interval has none).
+	if p50, p95, p99 := last[influx.FieldLatencyP50], last[influx.FieldLatencyP95], last[influx.FieldLatencyP99]; p50 > 0 && p95 >= p50 && p99 >= p95 {
+		w.MeasuredQuantiles = []decide.LatencyQuantile{{Percentile: 50, Seconds: p50}, {Percentile: 95, Seconds: p95}, {Percentile: 99, Seconds: p99}}
+	}
+	// The newest point is one scrape interval: the fast path's short window.
+	if n := len(rates); n >= 2 && rates[n-1].Time.After(rates[n-2].Time) {
+		w.ShortArrivalRate, w.ShortWindow = rates[n-1].Rate, rates[n-1].Time.Sub(rates[n-2].Time)
+	}
 	sort.Slice(pods, func(i, j int) bool { return pods[i].name < pods[j].name })
 	for _, p := range pods {
-		w.Pods = append(w.Pods, p.pod())
+		w.Pods = append(w.Pods, p.pod(q.latencyField()))
 	}
 	sort.Slice(neighbours, func(i, j int) bool { return neighbours[i].name < neighbours[j].name })
 	for _, p := range neighbours {
-		w.Neighbours = append(w.Neighbours, p.pod())
+		w.Neighbours = append(w.Neighbours, p.neighbour())
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].name < nodes[j].name })
 	for _, n := range nodes {

@@ -36,7 +36,11 @@ func fixture() []*write.Point {
 			map[string]any{"arrival_rate": 1.0, "service_mean_seconds": svc, "cpu_usage_cores": cpu,
 				"cpu_request_cores": 0.25, "cpu_limit_cores": 0.5}, t0.Add(at))
 	}
-	pts = append(pts, pod("w-b", "n2", 5*time.Second, 0.02, 0.3), pod("w-a", "n1", 0, 0.01, 0.1), pod("w-a", "n1", 10*time.Second, 0.03, 0.2))
+	// w-a's newest point carries a queue: 3 in service, 40 waiting.
+	queued := pod("w-a", "n1", 10*time.Second, 0.03, 0.2)
+	queued.AddField("in_flight", 3.0).AddField("waiting", 40.0).AddField("in_flight_mean", 2.5).
+		AddField("latency_p50_seconds", 0.1).AddField("latency_p95_seconds", 0.2).AddField("latency_p99_seconds", 0.4)
+	pts = append(pts, pod("w-b", "n2", 5*time.Second, 0.02, 0.3), pod("w-a", "n1", 0, 0.01, 0.1), queued)
 	node := func(name string, at time.Duration, used float64) *write.Point {
 		return write.NewPoint(influx.Node, map[string]string{"node": name},
 			map[string]any{"cpu_usage_cores": used, "cpu_allocatable_cores": 4.0, "cpu_utilization": used / 4}, t0.Add(at))
@@ -61,8 +65,11 @@ func want() measurement.Workload {
 		ArrivalRates: []decide.Sample{
 			{Time: t0, Rate: 10}, {Time: t0.Add(5 * time.Second), Rate: 20}, {Time: t0.Add(10 * time.Second), Rate: 30}},
 		ServiceTime: 0.03, ServiceSCV: 0.5, MeasuredLatency: 0.05, DataTime: t0.Add(10 * time.Second),
+		MeasuredQuantiles: []decide.LatencyQuantile{{Percentile: 50, Seconds: 0.02}, {Percentile: 95, Seconds: 0.05}, {Percentile: 99, Seconds: 0.09}},
+		ShortArrivalRate:  30, ShortWindow: 5 * time.Second,
 		Pods: []measurement.Pod{
-			{Name: "w-a", Node: "n1", Time: t0.Add(10 * time.Second), ServiceTime: 0.03, CPUUsage: 0.2, CPURequest: 250, CPULimit: 500},
+			{Name: "w-a", Node: "n1", Time: t0.Add(10 * time.Second), ServiceTime: 0.03, CPUUsage: 0.2, CPURequest: 250, CPULimit: 500,
+				InService: 3, Queued: 40, InFlightMean: 2.5, MeasuredLatency: 0.2},
 			{Name: "w-b", Node: "n2", Time: t0.Add(5 * time.Second), ServiceTime: 0.02, CPUUsage: 0.3, CPURequest: 250, CPULimit: 500}},
 		Nodes: []measurement.Node{
 			{Name: "n1", Time: t0.Add(10 * time.Second), UsedCPU: 2, AllocatableCPU: 4000},

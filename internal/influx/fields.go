@@ -19,4 +19,7 @@ const (
 	FieldCPURequest     = "cpu_request_cores"
 	FieldCPULimit       = "cpu_limit_cores"
 	FieldCPUAllocatable = "cpu_allocatable_cores"
+	FieldInFlight       = "in_flight"
+	FieldWaiting        = "waiting"
+	FieldInFlightMean   = "in_flight_mean"
 )

@@ -76,10 +76,20 @@ type QueueAutoscalerSpec struct {
 
 	// Model is the queue layout: pooled (one M/M/(n·k) queue), per-pod (n M/M/k queues,
 	// as a Service spreads requests), or auto (whichever matches measured latency better).
+	// Default: from routing (random: per-pod; leastRequest and pooled: pooled).
 	// +kubebuilder:validation:Enum=pooled;per-pod;auto
-	// +kubebuilder:default=per-pod
 	// +optional
 	Model string `json:"model,omitempty"`
+
+	// Routing says how requests reach the pods: random (a Kubernetes Service: each
+	// pod its own queue), leastRequest (Envoy, Istio, Linkerd or IPVS least-connection
+	// balancing: close to one pooled queue), or pooled (one queue in front of the pods,
+	// a request goes to a pod only when it has a free place). It sets the default model
+	// and how the decider expects a backlog to drain.
+	// +kubebuilder:validation:Enum=random;leastRequest;pooled
+	// +kubebuilder:default=random
+	// +optional
+	Routing string `json:"routing,omitempty"`
 
 	// ServiceModel is the queue formula: "M/M/c", or "allen-cunneen" to correct for the
 	// measured variability of arrivals and service times.

@@ -24,6 +24,7 @@ func Spec(s v1alpha1.QueueAutoscalerSpec) (decide.Spec, error) {
 		Tolerance:    s.Tolerance,
 		Concurrency:  int(s.Concurrency),
 		Model:        decide.ModelKind(s.Model),
+		Routing:      decide.Routing(s.Routing),
 		ServiceModel: decide.ServiceModel(s.ServiceModel),
 	}
 	if out.MinReplicas == 0 {
@@ -32,8 +33,14 @@ func Spec(s v1alpha1.QueueAutoscalerSpec) (decide.Spec, error) {
 	if out.Concurrency == 0 {
 		out.Concurrency = 1
 	}
+	if out.Routing == "" {
+		out.Routing = decide.RoutingRandom
+	}
 	if out.Model == "" {
 		out.Model = decide.ModelPerPod
+		if out.Routing != decide.RoutingRandom {
+			out.Model = decide.ModelPooled
+		}
 	}
 	if out.ServiceModel == "" {
 		out.ServiceModel = decide.ServiceMMc

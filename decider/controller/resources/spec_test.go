@@ -34,6 +34,7 @@ func TestSpec(t *testing.T) {
 				require.Equal(t, 95.0, s.Percentile)
 				require.Equal(t, 1, s.Concurrency)
 				require.Equal(t, decide.ModelPerPod, s.Model)
+				require.Equal(t, decide.RoutingRandom, s.Routing)
 				require.Equal(t, decide.ServiceMMc, s.ServiceModel)
 				require.Nil(t, s.Behavior.ScaleUp)
 			},
@@ -87,6 +88,27 @@ func TestSpec(t *testing.T) {
 			check:  func(t *testing.T, s decide.Spec) { require.Equal(t, 30*time.Second, s.MaxDataAge) },
 		},
 		{name: "bad max data age", mutate: func(s *v1alpha1.QueueAutoscalerSpec) { s.MaxDataAge = "old" }, wantErr: `spec.maxDataAge: "old" is not a duration`},
+		{
+			name:   "least-request routing defaults to the pooled layout",
+			mutate: func(s *v1alpha1.QueueAutoscalerSpec) { s.Routing = "leastRequest" },
+			check: func(t *testing.T, s decide.Spec) {
+				require.Equal(t, decide.RoutingLeastRequest, s.Routing)
+				require.Equal(t, decide.ModelPooled, s.Model)
+			},
+		},
+		{
+			name:   "an explicit model wins over the routing's default",
+			mutate: func(s *v1alpha1.QueueAutoscalerSpec) { s.Routing = "pooled"; s.Model = "per-pod" },
+			check: func(t *testing.T, s decide.Spec) {
+				require.Equal(t, decide.RoutingPooled, s.Routing)
+				require.Equal(t, decide.ModelPerPod, s.Model)
+			},
+		},
+		{
+			name:    "unknown routing",
+			mutate:  func(s *v1alpha1.QueueAutoscalerSpec) { s.Routing = "roundRobin" },
+			wantErr: "spec.routing",
+		},
 		{name: "bad cooldown", mutate: func(s *v1alpha1.QueueAutoscalerSpec) { s.Migration = &v1alpha1.MigrationSpec{Cooldown: "a while"} }, wantErr: `spec.migration.cooldown: "a while" is not a duration`},
 		{name: "bad lead", mutate: func(s *v1alpha1.QueueAutoscalerSpec) { s.Predictive = &v1alpha1.PredictiveSpec{LeadOverride: "soon"} }, wantErr: "spec.predictive.leadOverride"},
 		{name: "min above max", mutate: func(s *v1alpha1.QueueAutoscalerSpec) { s.MinReplicas = 11 }, wantErr: "invalid QueueAutoscaler spec"},

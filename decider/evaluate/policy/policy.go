@@ -29,6 +29,33 @@ type Second struct {
 	// seconds) of the Completions: what a proxy measuring latency reports,
 	// for a mean-latency target.
 	LatencySum float64
+	// Latency counts the second's completed requests by latency (arrival to
+	// completion, as a client feels it at the proxy) in the proxy's buckets
+	// (LatencyBounds; the last count is above the last bound), so a policy can
+	// read the latency percentile the collector would store.
+	Latency [len(LatencyBounds) + 1]uint32
+}
+
+// LatencyBounds are the upper bounds, in seconds, of the proxy's latency
+// histogram buckets (proxy/stats.DefaultLatencyBounds, which a test checks).
+var LatencyBounds = [...]float64{
+	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04,
+	0.05, 0.075, 0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1, 1.5, 2, 3, 5, 7.5,
+	10, 15, 30, 60,
+}
+
+// LatencyBucket is the index in Second.Latency of a latency of lat seconds.
+func LatencyBucket(lat float64) int {
+	lo, hi := 0, len(LatencyBounds)
+	for lo < hi {
+		m := (lo + hi) / 2
+		if lat <= LatencyBounds[m] {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	return lo
 }
 
 // Pod is one pod as the autoscaler sees it.

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/qas-dev/qas/proxy/stats"
 )
 
 var params = Params{Target: 0.2, Percentile: 95, Concurrency: 1, CPU: 1, MinReplicas: 1, MaxReplicas: 100}
@@ -412,4 +414,26 @@ func TestHPANoCooldown(t *testing.T) {
 	w.step(d, 0.7, true)
 	w.step(d, 0.7, true)
 	require.Equal(t, 10, w.step(d, 0.06, true), "the default HPA keeps the 5-minute maximum")
+}
+
+func TestLatencyBoundsAreTheProxys(t *testing.T) {
+	require.Equal(t, stats.DefaultLatencyBounds, LatencyBounds[:])
+	require.Equal(t, 0, LatencyBucket(0))
+	require.Equal(t, 0, LatencyBucket(0.0001))
+	require.Equal(t, 1, LatencyBucket(0.00010001))
+	require.Equal(t, len(LatencyBounds), LatencyBucket(61))
+}
+
+// TestHistQuantileIsTheCollectors: qas reads the latency percentile from the
+// simulated histograms exactly as the collector reads the proxies'.
+func TestHistQuantileIsTheCollectors(t *testing.T) {
+	counts := make([]uint64, len(LatencyBounds)+1)
+	for i := range counts {
+		counts[i] = uint64((i * 7919) % 13)
+	}
+	h := stats.Histogram{Bounds: stats.DefaultLatencyBounds, Counts: counts}
+	for _, q := range []float64{0.01, 0.5, 0.95, 0.99, 1} {
+		require.InDelta(t, h.Quantile(q), histQuantile(counts, h.Total(), q), 1e-12, "q = %v", q)
+	}
+	require.Zero(t, histQuantile(make([]uint64, len(counts)), 0, 0.95))
 }

@@ -11,10 +11,13 @@ import (
 
 // QAS settings for the simulator.
 const (
-	// QASPeriod is the decider's cycle.
-	QASPeriod = 15.0
+	// QASPeriod is how often the decider decides: every scrape, the fast path
+	// (docs/model.md). λ stays a rate over QASWindow.
+	QASPeriod = 5.0
+	// QASWindow is the long rate window (the decider's 15 s cycle of λ).
+	QASWindow = 15.0
 	// qasHistory is how many cycles of λ history are passed to the engine.
-	qasHistory = 120
+	qasHistory = 240
 	// qasServiceWindow is how far back service times are averaged, seconds.
 	qasServiceWindow = 60
 )
@@ -78,7 +81,7 @@ func (q *QAS) SetTolerance(theta float64) { q.spec.Tolerance = theta }
 // Name is qas or qas-reactive.
 func (q *QAS) Name() string { return q.name }
 
-// Period is the decider's 15 s cycle.
+// Period is the decider's 5 s decision cycle (the collector's scrape).
 func (*QAS) Period() float64 { return QASPeriod }
 
 // Snapshot is what the decider's collector would have stored: λ per cycle,
@@ -88,8 +91,8 @@ func (q *QAS) Snapshot(o *Observation) decide.Snapshot {
 	at := func(sec float64) time.Time { return simEpoch.Add(time.Duration(sec * float64(time.Second))) }
 	now := int(o.Now)
 	var rates []decide.Sample
-	for end := now; end > 0 && len(rates) < qasHistory; end -= int(QASPeriod) {
-		start := max(0, end-int(QASPeriod))
+	for end := now; end > 0 && len(rates) < qasHistory; end -= int(QASWindow) {
+		start := max(0, end-int(QASWindow))
 		n := 0
 		for _, s := range o.Seconds[start:min(end, len(o.Seconds))] {
 			n += s.Arrivals
@@ -157,6 +160,29 @@ func (q *QAS) Snapshot(o *Observation) decide.Snapshot {
 		q.svc[p.ID] = podService{p.Completions, p.ServiceSum}
 	}
 	q.lastT = o.Now
+	// The queue signals the collector stores: each pod's in-service and queued
+	// gauges, and over the last scrape interval (the fast path's short window)
+	// λ and the latency at the target percentile from the proxies' histograms.
+	for i, p := range o.Pods {
+		pods[i].InService, pods[i].Queued = float64(p.InService), float64(p.Queued)
+	}
+	short := min(int(QASPeriod), len(o.Seconds))
+	var shortN int
+	for _, s := range o.Seconds[len(o.Seconds)-short:] {
+		shortN += s.Arrivals
+	}
+	var hist [len(LatencyBounds) + 1]uint64
+	var latN uint64
+	for _, s := range o.Seconds[len(o.Seconds)-short:] {
+		for i, c := range s.Latency {
+			hist[i] += uint64(c)
+			latN += uint64(c)
+		}
+	}
+	pct := q.p.Percentile
+	if pct <= 0 {
+		pct = 50
+	}
 	inits := make([]time.Duration, 0, min(len(o.InitTimes), 50))
 	for _, d := range o.InitTimes[max(0, len(o.InitTimes)-50):] {
 		inits = append(inits, time.Duration(d*float64(time.Second)))
@@ -165,7 +191,51 @@ func (q *QAS) Snapshot(o *Observation) decide.Snapshot {
 		Now: at(o.Now), ArrivalRates: rates, ServiceTime: es, ServiceSCV: scv,
 		CurrentReplicas: int32(len(o.Pods)), ReadyReplicas: int32(ready), Pods: pods,
 		Nodes: nodes, InitTimes: inits, DataTime: at(o.Now), Complete: true,
+		ShortArrivalRate: float64(shortN) / max(float64(short), 1), ShortWindow: time.Duration(short) * time.Second,
+		MeasuredLatency: histQuantile(hist[:], latN, pct/100), LatencySamples: float64(latN),
+		MeasuredQuantiles: measuredQuantiles(hist[:], latN),
 	}
+}
+
+// measuredQuantiles are the p50, p95 and p99 the collector stores (nil when
+// nothing completed).
+func measuredQuantiles(counts []uint64, n uint64) []decide.LatencyQuantile {
+	if n == 0 {
+		return nil
+	}
+	var out []decide.LatencyQuantile
+	for _, p := range []float64{50, 95, 99} {
+		out = append(out, decide.LatencyQuantile{Percentile: p, Seconds: histQuantile(counts, n, p/100)})
+	}
+	return out
+}
+
+// histQuantile is the q-quantile of counts in the proxy's buckets, linear
+// inside a bucket and the last bound for the overflow bucket, as the collector
+// computes it (collector/aggregate.Quantile); 0 when empty.
+func histQuantile(counts []uint64, n uint64, q float64) float64 {
+	if n == 0 {
+		return 0
+	}
+	rank := q * float64(n)
+	var cum float64
+	for i, c := range counts {
+		if c == 0 {
+			continue
+		}
+		if cum+float64(c) >= rank {
+			if i >= len(LatencyBounds) {
+				return LatencyBounds[len(LatencyBounds)-1]
+			}
+			lo := 0.0
+			if i > 0 {
+				lo = LatencyBounds[i-1]
+			}
+			return lo + (LatencyBounds[i]-lo)*(rank-cum)/float64(c)
+		}
+		cum += float64(c)
+	}
+	return LatencyBounds[len(LatencyBounds)-1]
 }
 
 // Decide runs one decider cycle.

@@ -119,7 +119,10 @@ func TestMigrationOffHotNode(t *testing.T) {
 	}{
 		{name: "migrations carried out with migration on", ok: on.Migrations >= 2},
 		{name: "none with migration off", ok: off.Migrations == 0},
-		{name: "fewer requests served on the hot node", ok: share(on) < share(off)/2},
+		// A third fewer, not half: since issue #15 qas decides every 5 s and
+		// scales more often, and the scheduler (LeastAllocated) puts some new
+		// pods on the hot node, emptied of ours, before they are moved off.
+		{name: "fewer requests served on the hot node", ok: share(on) < share(off)*2/3},
 		{name: "lower mean latency", ok: on.MeanLatency < off.MeanLatency},
 		{name: "fewer requests over the target", ok: on.OverTargetPct() < off.OverTargetPct()},
 		// Without migration the engine sizes for the slowed pods' inflated E[S].

@@ -595,6 +595,7 @@ func (s *sim) finish(id int, arr, svc float64) {
 	s.sec.ServiceSq += svc * svc
 	s.sec.LatencySum += s.now - arr
 	s.lat.add(s.res.record(s.now-arr, s.now))
+	s.sec.Latency[policy.LatencyBucket(s.now-arr)]++
 	p := &s.pods[id]
 	p.svcN++
 	p.svcSum += svc

@@ -547,3 +547,51 @@ func TestObservationMeasuresQueuesAndLatency(t *testing.T) {
 	require.Greater(t, over.inflight[0], 200.0)
 	require.Greater(t, over.inflight[1], over.inflight[0]+200)
 }
+
+// queueRecorder is a static policy that keeps what it observed.
+type queueRecorder struct {
+	policy.Static
+	inPod []int
+}
+
+func (r *queueRecorder) Period() float64 { return 1 }
+
+func (r *queueRecorder) Decide(o *policy.Observation) policy.Decision {
+	for _, p := range o.Pods {
+		r.inPod = append(r.inPod, p.InService+p.Queued)
+	}
+	return r.Static.Decide(o)
+}
+
+// TestObservationCarriesQueueAndLatency: the per-pod gauges a policy sees
+// average to the M/M/1 number in system (ρ/(1−ρ)), and every completion is
+// counted once in its second's latency histogram, in the bucket of its latency.
+func TestObservationCarriesQueueAndLatency(t *testing.T) {
+	exp1s := mustDist(t, "exp:1s")
+	cfg := Config{Rates: constRates(0.6, 40000), Service: exp1s, Init: exp1s, Concurrency: 1, CPU: 1,
+		Target: 10, Percentile: 95, InitialReplicas: 1, Seed: 3}
+	rec := &queueRecorder{Static: policy.Static{N: 1}}
+	r := Run(cfg, rec)
+	sum := 0
+	for _, n := range rec.inPod {
+		sum += n
+	}
+	mean := float64(sum) / float64(len(rec.inPod))
+	require.InDelta(t, 0.6/0.4, mean, 0.15, "time-average requests in the pod")
+	var late, total uint64
+	for _, s := range r.seconds {
+		var n uint32
+		for _, c := range s.Latency {
+			n += c
+		}
+		require.Equal(t, uint32(s.Completions), n, "every completion is in its second's histogram")
+		total += uint64(n)
+		for i := policy.LatencyBucket(10) + 1; i < len(s.Latency); i++ {
+			late += uint64(s.Latency[i])
+		}
+	}
+	// Buckets above the one holding 10 s count exactly the requests over 10 s
+	// (10 s is a bucket bound).
+	require.Equal(t, uint64(r.OverTarget), late)
+	require.Positive(t, total)
+}

@@ -1,0 +1,428 @@
+package decide
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// DefaultLead is the pod start time assumed before any pod start has been seen
+// (no init-time samples, no override): the backlog's horizon and the scale-down
+// margin's look-ahead are one lead.
+const DefaultLead = 30 * time.Second
+
+// Calibration constants. They are statistical, not fitted to any trace.
+const (
+	// biasTailSamples is the number of requests beyond the measured percentile
+	// at which one measurement weighs as much as the memory of the correction:
+	// a quantile estimated from m tail samples has a relative standard error of
+	// about 1/√m, so 100 tail samples (10 %) is as precise as the correction
+	// needs to be.
+	biasTailSamples = 1000
+	// biasMin and biasMax bound the correction of the waiting time's
+	// variability factor. Wide: arrivals in batches of B (a scaled trace, a
+	// client fanning out) have a variability near B; beyond the bounds the
+	// note says the model does not describe the workload.
+	biasMin, biasMax = 1.0 / 16, 64.0
+)
+
+// backlog is the queue the pods hold beyond what they clear within the target.
+type backlog struct {
+	// excess per pod with data: requests in the pod (in service and queued)
+	// beyond k·T/E[S].
+	excess []float64
+	total  float64
+	maxPod float64
+	known  bool
+}
+
+// measureBacklog reads the per-pod gauges. clear is the requests one pod clears
+// within the target (k·T/E[S]): a request arriving behind more than that is
+// late whatever happens next, so only the excess is a backlog.
+func measureBacklog(pods []Pod, clear float64) backlog {
+	var b backlog
+	for _, p := range pods {
+		q := p.InService + p.Queued
+		if q == 0 && p.InFlightMean == 0 && p.MeasuredLatency == 0 {
+			// A pod without queue data (or idle): counts as empty.
+			b.excess = append(b.excess, 0)
+			continue
+		}
+		b.known = true
+		e := math.Max(0, q-clear)
+		b.excess = append(b.excess, e)
+		b.total += e
+		b.maxPod = math.Max(b.maxPod, e)
+	}
+	return b
+}
+
+// drainPods is the fluid model of the backlog: the fewest pods with which the
+// backlog left when pods ordered now are ready (one lead later) drains within
+// the horizon, while λ keeps arriving. kmu is one pod's service rate k/E[S], n
+// the pods serving now. It returns the pods (0 when nothing is left to drain at
+// the lead) and the backlog left at the lead.
+//
+// Random routing (a Service) keeps a pod's backlog on that pod: it drains at
+// kμ − λ/n whatever the other pods do, so the fullest pod sets the count, and
+// no count can drain it faster than kμ. When even λ/n → 0 would not drain it
+// within the horizon, its arrivals are held to half its rate (the other half
+// drains the backlog), so it drains in at most twice the time it needs alone.
+// Least-request and pooled routing share the backlog between all pods: the
+// pods' total rate must cover λ plus the backlog over the horizon.
+func drainPods(b backlog, routing Routing, lambda, kmu float64, n int32, lead, horizon float64) (int32, float64) {
+	if !b.known || kmu <= 0 || horizon <= 0 || n < 1 {
+		return 0, 0
+	}
+	if routing == RoutingRandom {
+		perPod := lambda / float64(n)
+		var left float64
+		for _, e := range b.excess {
+			// A pod with no backlog still accumulates one when λ/n > kμ.
+			left = math.Max(left, e+(perPod-kmu)*lead)
+		}
+		if left <= 0 {
+			return 0, 0
+		}
+		allowed := kmu - left/horizon
+		allowed = math.Max(allowed, kmu/2)
+		return int32(min(math.Ceil(lambda/allowed), math.MaxInt32)), left
+	}
+	left := b.total + (lambda-float64(n)*kmu)*lead
+	if left <= 0 {
+		return 0, 0
+	}
+	return int32(min(math.Ceil((lambda+left/horizon)/kmu), math.MaxInt32)), left
+}
+
+// provenRate is the lower confidence bound, at level p, of the rate whose
+// count over window w was rate·w, for counts with variance dispersion × mean
+// (1: Poisson): (√N − z·√dispersion/2)²/w, the variance-stabilised bound. The
+// fast path sizes for it only when it exceeds λ now, so a short window raises
+// capacity only when its count proves the higher rate at the SLO's own
+// confidence, not on noise.
+func provenRate(rate float64, w time.Duration, p, dispersion float64) float64 {
+	if rate <= 0 || w <= 0 {
+		return 0
+	}
+	n := rate * w.Seconds()
+	z := normalQuantile(p) * math.Sqrt(math.Max(dispersion, 1))
+	r := math.Sqrt(n) - z/2
+	if r <= 0 {
+		return 0
+	}
+	return r * r / w.Seconds()
+}
+
+// upperRate is the upper confidence bound twin of provenRate:
+// (√N + z·√dispersion/2)²/w.
+func upperRate(rate float64, w time.Duration, p, dispersion float64) float64 {
+	if w <= 0 {
+		return rate
+	}
+	n := math.Max(rate, 0) * w.Seconds()
+	r := math.Sqrt(n) + normalQuantile(p)*math.Sqrt(math.Max(dispersion, 1))/2
+	return r * r / w.Seconds()
+}
+
+// normalQuantile is Φ⁻¹(p) by bisection on math.Erf (exact enough for a
+// confidence level; p in (0,1)).
+func normalQuantile(p float64) float64 {
+	lo, hi := -10.0, 10.0
+	for range 100 {
+		m := (lo + hi) / 2
+		if 0.5*(1+math.Erf(m/math.Sqrt2)) < p {
+			lo = m
+		} else {
+			hi = m
+		}
+	}
+	return (lo + hi) / 2
+}
+
+// confidence is the level the engine uses for its statistical bounds: the
+// spec's percentile, or 95 % for a mean target.
+func confidence(spec Spec) float64 {
+	if spec.Percentile > 0 {
+		return spec.Percentile / 100
+	}
+	return 0.95
+}
+
+// meanRate is λ's mean over the samples in (from, to]; false when none.
+func meanRate(samples []Sample, from, to time.Time) (float64, bool) {
+	var s float64
+	var n int
+	for _, x := range samples {
+		if x.Time.After(from) && !x.Time.After(to) {
+			s += x.Rate
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, false
+	}
+	return s / float64(n), true
+}
+
+// jumpRatios are the history's jumps over one lead: for each sample time t
+// with a full lead of history before and after it, the ratio of λ's mean over
+// (t, t+lead] to its mean over (t−lead, t], ascending. Means over a lead, not
+// single samples: per-cycle counts are near-Poisson even on bursty traffic,
+// and the pods' queues absorb what lasts less than a lead.
+func jumpRatios(samples []Sample, lead time.Duration) []float64 {
+	if len(samples) < 3 || lead <= 0 {
+		return nil
+	}
+	first, last := samples[0].Time, samples[len(samples)-1].Time
+	step := samples[1].Time.Sub(samples[0].Time)
+	var ratios []float64
+	for _, s := range samples {
+		t := s.Time
+		if t.Add(-lead).Before(first.Add(-step)) || t.Add(lead).After(last) {
+			continue
+		}
+		before, ok1 := meanRate(samples, t.Add(-lead), t)
+		after, ok2 := meanRate(samples, t, t.Add(lead))
+		if !ok1 || !ok2 || before <= 0 {
+			continue
+		}
+		ratios = append(ratios, after/before)
+	}
+	slices.Sort(ratios)
+	return ratios
+}
+
+// jumpRatio is the p-quantile (nearest rank) of the jump ratios and their
+// number. Ratios a sample apart overlap; only a history spanning 1/(1−p)
+// leads holds that many independent ones, fewer cannot show a p-quantile: ok
+// is false.
+func jumpRatio(samples []Sample, lead time.Duration, p float64) (float64, int, bool) {
+	ratios := jumpRatios(samples, lead)
+	need := int(math.Ceil(1 / (1 - p)))
+	if len(ratios) == 0 || samples[len(samples)-1].Time.Sub(samples[0].Time) < time.Duration(need)*lead {
+		return 0, len(ratios), false
+	}
+	rank := max(1, int(math.Ceil(p*float64(len(ratios)))))
+	return ratios[rank-1], len(ratios), true
+}
+
+// sampleStep is the spacing of the last two λ samples (the cycle); 0 with one.
+func sampleStep(samples []Sample) time.Duration {
+	if len(samples) < 2 {
+		return 0
+	}
+	return samples[len(samples)-1].Time.Sub(samples[len(samples)-2].Time)
+}
+
+// solveBias finds b with latency(b) = measured by bisection on log b in
+// [biasMin, biasMax]; latency rises with E[S]. It returns the clamped value and
+// whether it was clamped.
+func solveBias(latency func(b float64) float64, measured float64) (float64, bool) {
+	if latency(biasMin) >= measured {
+		return biasMin, true
+	}
+	if hi := latency(biasMax); hi <= measured {
+		return biasMax, true
+	}
+	lo, hi := math.Log(biasMin), math.Log(biasMax)
+	for range 60 {
+		m := (lo + hi) / 2
+		if latency(math.Exp(m)) < measured {
+			lo = m
+		} else {
+			hi = m
+		}
+	}
+	return math.Exp((lo + hi) / 2), false
+}
+
+// dispersion is the index of dispersion of the short-window counts (their
+// variance over their mean; 1 for Poisson arrivals, about the batch size for
+// arrivals in batches), an exponential average over the last 1/(1−p)
+// decisions of (N − λw)²/(λw), with N the short window's count and λ the
+// cycle's rate. It returns the value before this decision's sample.
+func (e *Engine) dispersion(snap Snapshot, lambda float64) float64 {
+	d := e.disp
+	if d <= 0 {
+		d = 1
+	}
+	w := snap.ShortWindow.Seconds()
+	if w <= 0 || lambda <= 0 {
+		return d
+	}
+	mean := lambda * w
+	r := (snap.ShortArrivalRate*w - mean) * (snap.ShortArrivalRate*w - mean) / mean
+	e.disp = d + (r-d)*(1-0.95)
+	return d
+}
+
+// steadyBudget returns the late share the steady state may spend: budget
+// (1 − p) minus the share of recent requests that transients (cycles while a
+// backlog outlasted the lead, or right after one) put over the target, read
+// from the measured quantiles. Counts decay over biasTailSamples/(1−p)
+// requests, the closed loop's memory in requests. It never goes below a
+// tenth of the budget: transients that eat the whole budget must be met by
+// capacity for them (the scale-down margin, the fast path), not by an
+// unbounded percentile.
+func (e *Engine) steadyBudget(snap Snapshot, lambda, target float64, transient bool, budget float64) float64 {
+	n := snap.LatencySamples
+	if n <= 0 {
+		n = lambda * sampleStep(snap.ArrivalRates).Seconds()
+	}
+	if late, ok := lateShare(snap.MeasuredQuantiles, target); ok && n > 0 {
+		decay := math.Exp(-n * budget / biasTailSamples)
+		e.reqs = e.reqs*decay + n
+		e.lateTransient *= decay
+		if transient {
+			e.lateTransient += n * late
+		}
+	}
+	return math.Max(budget-e.transientShare(), budget/10)
+}
+
+// transientShare is the share of recent requests transients put over the target.
+func (e *Engine) transientShare() float64 {
+	if e.reqs <= 0 {
+		return 0
+	}
+	return e.lateTransient / e.reqs
+}
+
+// latencyBias is the current correction of E[S] (1 before any).
+func (e *Engine) latencyBias() float64 {
+	if e.bias <= 0 {
+		return 1
+	}
+	return e.bias
+}
+
+// calibrate compares the latency the model gives for the current allocation
+// with the one the proxies measured and moves the correction of E[S] towards
+// the value that makes them agree, weighted by how many requests beyond the
+// percentile the measurement saw (one cycle's weight is its tail samples over
+// those plus biasTailSamples). Everything the model leaves out shows in the
+// measured latency and so in the correction: a service-time law with another
+// tail, arrivals burstier than Poisson, imbalance between pods. Only while a
+// backlog outlasts the lead (draining: the fluid model says it is still there
+// when pods ordered now are ready) is the cycle a transient the steady-state
+// model is not meant to describe; it is left out. A backlog the pods clear
+// within the lead is the steady state of bursty arrivals, and is learnt. It returns the
+// correction, this cycle's observation (0: none) and, when it made none, why.
+func (e *Engine) calibrate(spec Spec, snap Snapshot, m *sizer, lambda, es float64, serving int32, draining bool, x *Explanation) (float64, float64, string) {
+	bias := e.latencyBias()
+	measured := snap.MeasuredLatency
+	switch {
+	case measured <= 0 || lambda <= 0 || es <= 0 || serving < 1:
+		return bias, 0, ""
+	case draining:
+		return bias, 0, "not corrected this cycle: a backlog is draining (a transient the steady-state model does not describe)"
+	}
+	at := func(b float64) float64 {
+		saved := m.waitBias
+		m.waitBias = b
+		defer func() { m.waitBias = saved }()
+		return m.latency(lambda, es, serving)
+	}
+	obs, clamped := solveBias(at, measured)
+	n := snap.LatencySamples
+	if n <= 0 {
+		n = lambda * sampleStep(snap.ArrivalRates).Seconds()
+	}
+	note := ""
+	if clamped {
+		note = fmt.Sprintf("this cycle's measured latency would need the wait's variability corrected beyond [%.2g, %.2g]×: the model does not describe it (a service-time floor above the target, or a transient)", biasMin, biasMax)
+	}
+	if late, ok := lateShare(snap.MeasuredQuantiles, m.target); ok && spec.Percentile > 0 {
+		// An integral controller on the SLO's own quantity: the requests over
+		// the target, measured against modelled. At equilibrium the model's late
+		// requests add up to the measured ones. A step's size is the count
+		// difference over the memory (biasTailSamples tail requests, or the
+		// cycle's own when larger), times 1/ln(1/(1−p)): the inverse elasticity
+		// of ln P(T > t) in the wait's variability factor at the target point,
+		// where the wait's tail is about e^{−θt/κ} and θt/κ ≈ ln(1/(1−p)).
+		modelled := m.tail(lambda, es, serving, m.target)
+		x.MeasuredLateShare, x.ModelledLateShare = late, modelled
+		diff := n * (late - modelled)
+		step := diff / math.Max(biasTailSamples, n*(late+modelled))
+		gain := 1 / -math.Log1p(-confidence(spec))
+		bias = min(max(bias*math.Exp(gain*step), biasMin), biasMax)
+		e.bias = bias
+		return bias, obs, note
+	}
+	tail := n * (1 - confidence(spec))
+	if spec.Percentile == 0 {
+		tail = n / 2
+	}
+	w := tail / (tail + biasTailSamples)
+	bias = math.Exp((1-w)*math.Log(bias) + w*math.Log(obs))
+	bias = min(max(bias, biasMin), biasMax)
+	e.bias = bias
+	return bias, obs, note
+}
+
+// lateShare reads the share of requests over t from measured latency
+// quantiles (at least two, ascending): the exceedance 1 − p/100 is
+// interpolated log-linearly in t between the quantiles around t (an
+// exponential tail piece by piece), and beyond the highest it follows the
+// slope of the two highest; below the lowest, between (0, 1) and it. It
+// returns false with fewer than two quantiles.
+func lateShare(qs []LatencyQuantile, t float64) (float64, bool) {
+	if len(qs) < 2 {
+		return 0, false
+	}
+	pts := make([]LatencyQuantile, 0, len(qs)+1)
+	pts = append(pts, LatencyQuantile{Percentile: 0, Seconds: 0})
+	pts = append(pts, qs...)
+	ex := func(p float64) float64 { return math.Log(1 - p/100) }
+	for i := 1; i < len(pts); i++ {
+		if t <= pts[i].Seconds {
+			a, b := pts[i-1], pts[i]
+			if b.Seconds <= a.Seconds {
+				return 1 - b.Percentile/100, true
+			}
+			f := (t - a.Seconds) / (b.Seconds - a.Seconds)
+			return math.Exp(ex(a.Percentile) + f*(ex(b.Percentile)-ex(a.Percentile))), true
+		}
+	}
+	a, b := pts[len(pts)-2], pts[len(pts)-1]
+	if b.Seconds <= a.Seconds {
+		return 0, true
+	}
+	slope := (ex(b.Percentile) - ex(a.Percentile)) / (b.Seconds - a.Seconds)
+	return math.Exp(ex(b.Percentile) + slope*(t-b.Seconds)), true
+}
+
+// downRate is the λ a scale-down must still serve: λ's mean over the last lead
+// times the jump ratio of the history. With too little history for the
+// ratio's quantile, the highest λ in the history if it spans at least a lead,
+// and false (hold) if it does not.
+func (e *Engine) downRate(samples []Sample, now time.Time, lead time.Duration, conf float64, x *Explanation) (float64, bool) {
+	j, n, ok := jumpRatio(samples, lead, conf)
+	x.JumpSamples = n
+	if !ok {
+		if len(samples) == 0 || now.Sub(samples[0].Time) < lead {
+			return 0, false
+		}
+		hi := 0.0
+		for _, s := range samples {
+			hi = math.Max(hi, s.Rate)
+		}
+		return hi, true
+	}
+	x.JumpRatio = j
+	mean, ok := meanRate(samples, now.Add(-lead), now)
+	if !ok {
+		mean = samples[len(samples)-1].Rate
+	}
+	return mean * j, true
+}
+
+// downWhy says where the scale-down's λ came from.
+func (x *Explanation) downWhy() string {
+	if x.JumpRatio > 0 {
+		return fmt.Sprintf("λ's mean over one lead × %.3g, the p-quantile of its jumps over one lead in %d ratios of the history", x.JumpRatio, x.JumpSamples)
+	}
+	return fmt.Sprintf("the highest λ in the history, too short (%d ratios) for the quantile of its jumps", x.JumpSamples)
+}

@@ -1,0 +1,352 @@
+package decide
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// queueSpec is a p95 target of 250 ms with E[S] = 40 ms on a Service
+// (random routing, per-pod queues), the engine's defaults otherwise.
+func queueSpec() Spec {
+	return Spec{MinReplicas: 1, MaxReplicas: 500, Target: 250 * time.Millisecond, Percentile: 95,
+		Tolerance: 0.1, Concurrency: 1}
+}
+
+// withQueues gives the snapshot's n pods the in-pod counts q (one per pod).
+func withQueues(s Snapshot, q ...float64) Snapshot {
+	s.Pods = nil
+	for i, v := range q {
+		s.Pods = append(s.Pods, Pod{Name: "p" + string(rune('a'+i)), Owned: true, Ready: true, InService: math.Min(v, 1), Queued: math.Max(v-1, 0)})
+	}
+	return s
+}
+
+func TestBacklogDrivesScaleUp(t *testing.T) {
+	// 5 pods at λ = 60/s (steady state wants about 5); a burst left 1,000
+	// requests queued on each. λ alone says "no change"; the backlog does not.
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	calm := withQueues(snapshot(t0, 60, 0.04, 5), 1, 1, 1, 1, 1)
+	d, err := NewEngine().Decide(spec, calm)
+	require.NoError(t, err)
+	require.Zero(t, d.Explanation.Backlog)
+	require.Zero(t, d.Explanation.DrainReplicas)
+	steady := d.DesiredReplicas
+
+	// A burst left 1,000 requests on each of 2 pods (λ alone wants 5).
+	burst := withQueues(snapshot(t0, 60, 0.04, 2), 1000, 1000)
+	d, err = NewEngine().Decide(spec, burst)
+	require.NoError(t, err)
+	x := d.Explanation
+	// Each pod clears k·T/E[S] = 6.25 requests within the target.
+	require.InDelta(t, 2*(1000-6.25), x.Backlog, 1e-9)
+	require.InDelta(t, 1000-6.25, x.BacklogMaxPod, 1e-9)
+	require.GreaterOrEqual(t, d.DesiredReplicas, steady, x.Reason)
+	require.Equal(t, RoutingRandom, x.Routing)
+	// Random routing: a pod's backlog drains only through it, at most at kμ =
+	// 25/s; it cannot drain within one lead (30 s default), so its arrivals
+	// are held to half its rate: λ/n ≤ 12.5.
+	require.InDelta(t, 1000-6.25+(30-25)*DefaultLead.Seconds(), x.BacklogAtLead, 1e-9)
+	require.Equal(t, int32(math.Ceil(60/12.5)), x.DrainReplicas)
+	require.Equal(t, DefaultLead.Seconds(), x.DrainHorizon)
+
+	// Pooled routing shares the backlog: (λ + B/H)/kμ pods, H = one lead,
+	// far beyond the steady state; the reason says so.
+	spec.Routing = RoutingPooled
+	burst = withQueues(snapshot(t0, 60, 0.04, 5), 1000, 1000, 1000, 1000, 1000)
+	d, err = NewEngine().Decide(spec, burst)
+	require.NoError(t, err)
+	require.Contains(t, d.Explanation.Reason, "backlog")
+	require.Equal(t, d.Explanation.DrainReplicas, d.DesiredReplicas)
+	left := d.Explanation.Backlog + (60-5*25)*DefaultLead.Seconds()
+	require.InDelta(t, left, d.Explanation.BacklogAtLead, 1e-6)
+	require.Equal(t, int32(math.Ceil((60+left/DefaultLead.Seconds())/25)), d.Explanation.DrainReplicas)
+	require.Equal(t, ModelPooled, d.Explanation.Model)
+}
+
+func TestBacklogLiftsTheRateLimit(t *testing.T) {
+	spec := queueSpec()
+	spec.Routing = RoutingPooled
+	spec.Behavior = Behavior{} // Default limits: max(4 pods, 100 %) per 15 s.
+	d, err := NewEngine().Decide(spec, withQueues(snapshot(t0, 60, 0.04, 2), 3000, 3000))
+	require.NoError(t, err)
+	require.Greater(t, d.DesiredReplicas, int32(6), d.Explanation.Reason)
+	require.Equal(t, d.Explanation.DrainReplicas, d.DesiredReplicas)
+	require.Contains(t, d.Explanation.Reason, "rate limit is lifted")
+	// Under random routing the backlog lifts the limit up to the model's
+	// recommendation (λ now with its backlog), not beyond.
+	spec.Routing = RoutingRandom
+	d, err = NewEngine().Decide(spec, withQueues(snapshot(t0, 400, 0.04, 2), 300, 300))
+	require.NoError(t, err)
+	require.Greater(t, d.DesiredReplicas, int32(6), d.Explanation.Reason)
+	require.Equal(t, d.Explanation.Recommendation, d.DesiredReplicas)
+	// Without a backlog the same λ step is rate-limited as before.
+	d, err = NewEngine().Decide(spec, snapshot(t0, 400, 0.04, 2))
+	require.NoError(t, err)
+	require.Equal(t, int32(6), d.DesiredReplicas)
+}
+
+// TestScaleUpLimitCountsOnlyThisPeriod: the HPA counts a scale event inside
+// the period only while timestamp + period is after now. A decider deciding
+// every 15 s must get a fresh 100 % each cycle; counting the step exactly one
+// period ago (the old rule) kept it at 6 here.
+func TestScaleUpLimitCountsOnlyThisPeriod(t *testing.T) {
+	spec := baseSpec()
+	spec.Behavior = Behavior{}
+	e := NewEngine()
+	d, err := e.Decide(spec, snapshot(t0, 3000, 0.1, 2))
+	require.NoError(t, err)
+	require.Equal(t, int32(6), d.DesiredReplicas)
+	d, err = e.Decide(spec, snapshot(t0.Add(15*time.Second), 3000, 0.1, 6))
+	require.NoError(t, err)
+	require.Equal(t, int32(12), d.DesiredReplicas, d.Explanation.Reason)
+}
+
+func TestFastPathNeedsAProvenRate(t *testing.T) {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	// λ over the cycle 60/s; the last 5 s counted 150/s (750 requests): far
+	// beyond Poisson noise, so the fast path sizes for its lower bound.
+	s := snapshot(t0, 60, 0.04, 5)
+	s.ShortArrivalRate, s.ShortWindow = 150, 5*time.Second
+	d, err := NewEngine().Decide(spec, s)
+	require.NoError(t, err)
+	low := d.Explanation.ShortArrivalRateLow
+	z := normalQuantile(0.95)
+	require.InDelta(t, math.Pow(math.Sqrt(750)-z/2, 2)/5, low, 1e-6)
+	require.InDelta(t, low, d.Explanation.SizingArrivalRate, 1e-9)
+	require.Greater(t, d.DesiredReplicas, int32(5))
+	// 63/s over 5 s (315 requests) is within the noise of 60/s: no change.
+	s.ShortArrivalRate = 63
+	d, err = NewEngine().Decide(spec, s)
+	require.NoError(t, err)
+	require.Less(t, d.Explanation.ShortArrivalRateLow, 60.0)
+	require.InDelta(t, 60, d.Explanation.SizingArrivalRate, 1e-9)
+}
+
+func TestNoScaleDownWhileQueued(t *testing.T) {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	// 20 pods for 60/s is far too many, but the pods hold a backlog.
+	q := make([]float64, 20)
+	for i := range q {
+		q[i] = 50
+	}
+	d, err := NewEngine().Decide(spec, withQueues(snapshot(t0, 60, 0.04, 20), q...))
+	require.NoError(t, err)
+	require.Equal(t, int32(20), d.DesiredReplicas)
+	require.Contains(t, d.Explanation.Reason, "no scale-down while they drain")
+	// Without the backlog it scales down.
+	d, err = NewEngine().Decide(spec, snapshot(t0, 60, 0.04, 20))
+	require.NoError(t, err)
+	require.Less(t, d.DesiredReplicas, int32(20))
+}
+
+// jumpy is λ history alternating every 2 minutes between lo and hi, 30
+// minutes of 15 s samples, ending at lo.
+func jumpy(now time.Time, lo, hi float64, n int32) Snapshot {
+	s := snapshot(now, lo, 0.04, n)
+	s.ArrivalRates = nil
+	for i := 120; i >= 0; i-- {
+		at := now.Add(-time.Duration(i) * 15 * time.Second)
+		r := lo
+		if (i/8)%2 == 1 {
+			r = hi
+		}
+		s.ArrivalRates = append(s.ArrivalRates, Sample{Time: at, Rate: r})
+	}
+	return s
+}
+
+func TestScaleDownKeepsTheMarginTheHistoryShows(t *testing.T) {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	spec.Predictive = Predictive{LeadOverride: time.Minute}
+	// Flat history: the margin is 1 and the scale-down goes to the steady
+	// state of λ.
+	flat := snapshot(t0, 60, 0.04, 40)
+	for i := 20; i <= 120; i++ {
+		flat.ArrivalRates = append([]Sample{{Time: t0.Add(-time.Duration(i) * 15 * time.Second), Rate: 60}}, flat.ArrivalRates...)
+	}
+	d, err := NewEngine().Decide(spec, flat)
+	require.NoError(t, err)
+	flatPods := d.DesiredReplicas
+	require.InDelta(t, 1, d.Explanation.JumpRatio, 1e-9)
+	require.Contains(t, d.Explanation.Reason, "jumps over one lead")
+	// λ jumps 4× every other 2 minutes: the same λ now keeps more pods.
+	d, err = NewEngine().Decide(spec, jumpy(t0, 60, 240, 40))
+	require.NoError(t, err)
+	require.Greater(t, d.Explanation.JumpRatio, 1.5)
+	require.Greater(t, d.DesiredReplicas, flatPods, d.Explanation.Reason)
+	require.LessOrEqual(t, d.Explanation.DownLateShare, 0.05)
+	// Too little history (less than a lead): hold.
+	short := snapshot(t0, 60, 0.04, 40)
+	short.ArrivalRates = short.ArrivalRates[len(short.ArrivalRates)-2:]
+	d, err = NewEngine().Decide(spec, short)
+	require.NoError(t, err)
+	require.Equal(t, int32(40), d.DesiredReplicas)
+	require.Contains(t, d.Explanation.Reason, "spans less than one lead")
+}
+
+func TestClosedLoopCorrectsTheModel(t *testing.T) {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	// 5 pods at 60/s: M/M/1 per pod at 12/s, modelled p95 = ln 20/(25 − 12) ≈
+	// 0.23 s. The proxies measure far more (quantiles of a heavier tail).
+	measure := func(s Snapshot, p50, p95, p99 float64) Snapshot {
+		s.MeasuredQuantiles = []LatencyQuantile{{50, p50}, {95, p95}, {99, p99}}
+		s.MeasuredLatency, s.LatencySamples = p95, 900
+		return s
+	}
+	e := NewEngine()
+	var last Decision
+	for i := range 40 {
+		s := measure(snapshot(t0.Add(time.Duration(i)*15*time.Second), 60, 0.04, 5), 0.1, 0.4, 0.7)
+		d, err := e.Decide(spec, s)
+		require.NoError(t, err)
+		e.Revert(d) // The test keeps 5 pods: only the correction is under test.
+		last = d
+	}
+	x := last.Explanation
+	require.Greater(t, x.LatencyBias, 1.0)
+	require.Greater(t, x.MeasuredLateShare, 0.05)
+	require.Contains(t, x.Reason, "model corrected")
+	// Corrected, the model says 5 pods are too few.
+	require.Greater(t, last.DesiredReplicas, int32(5))
+	require.Equal(t, x.LatencyBias, e.State().LatencyBias)
+	require.Equal(t, x.LatencyBias, NewEngineFromState(e.State()).latencyBias())
+
+	// Measured better than modelled: the correction falls below 1.
+	e = NewEngine()
+	for i := range 40 {
+		s := measure(snapshot(t0.Add(time.Duration(i)*15*time.Second), 60, 0.04, 5), 0.03, 0.1, 0.15)
+		d, err := e.Decide(spec, s)
+		require.NoError(t, err)
+		e.Revert(d)
+		last = d
+	}
+	require.Less(t, last.Explanation.LatencyBias, 1.0)
+
+	// A backlog seen twice in a row is a transient: no correction.
+	e = NewEngine()
+	for i := range 2 {
+		s := measure(withQueues(snapshot(t0.Add(time.Duration(i)*5*time.Second), 60, 0.04, 5), 80, 80, 80, 80, 80), 5, 20, 30)
+		d, err := e.Decide(spec, s)
+		require.NoError(t, err)
+		e.Revert(d)
+		last = d
+	}
+	require.InDelta(t, 1, last.Explanation.LatencyBias, 0.4)
+	require.Contains(t, last.Explanation.LatencyBiasNote, "transient")
+}
+
+func TestLateShare(t *testing.T) {
+	qs := []LatencyQuantile{{50, 0.1}, {95, 0.2}, {99, 0.3}}
+	for _, tc := range []struct{ t, want float64 }{
+		{0.1, 0.5}, {0.2, 0.05}, {0.3, 0.01},
+		{0.15, math.Sqrt(0.5 * 0.05)}, // log-linear between p50 and p95
+		{0.4, 0.002},                  // beyond p99: the p95–p99 slope
+		{0.05, math.Sqrt(0.5)},        // below p50: from (0, 1)
+	} {
+		got, ok := lateShare(qs, tc.t)
+		require.True(t, ok)
+		require.InDelta(t, tc.want, got, 1e-12, "t = %v", tc.t)
+	}
+	_, ok := lateShare(qs[:1], 0.2)
+	require.False(t, ok)
+}
+
+func TestRoutingAndQueueInputsAreValidated(t *testing.T) {
+	spec := queueSpec()
+	spec.Routing = "roundRobin"
+	require.ErrorContains(t, Validate(spec), "spec.routing")
+	spec.Routing = RoutingLeastRequest
+	require.NoError(t, Validate(spec))
+	for name, mutate := range map[string]func(*Snapshot){
+		"snapshot.pods[0]":              func(s *Snapshot) { s.Pods[0].Queued = math.NaN() },
+		"snapshot.shortArrivalRate":     func(s *Snapshot) { s.ShortArrivalRate = -1 },
+		"snapshot.latencySamples":       func(s *Snapshot) { s.LatencySamples = math.Inf(1) },
+		"snapshot.measuredQuantiles[1]": func(s *Snapshot) { s.MeasuredQuantiles = []LatencyQuantile{{95, 0.2}, {50, 0.1}} },
+	} {
+		s := withQueues(snapshot(t0, 60, 0.04, 2), 1, 1)
+		mutate(&s)
+		_, err := NewEngine().Decide(spec, s)
+		require.ErrorContains(t, err, name)
+	}
+}
+
+// TestCountDispersionIsMeasured: short-window counts far more dispersed than
+// Poisson (arrivals in batches) widen the bound the fast path must prove, so
+// the same short count that proves a burst for Poisson arrivals does not for
+// batches.
+func TestCountDispersionIsMeasured(t *testing.T) {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	e := NewEngine()
+	for i := range 100 {
+		s := snapshot(t0.Add(time.Duration(i)*5*time.Second), 60, 0.04, 5)
+		// 0 or 120/s over 5 s around a mean of 60/s: batches of about 60.
+		s.ShortArrivalRate, s.ShortWindow = float64(120*(i%2)), 5*time.Second
+		d, err := e.Decide(spec, s)
+		require.NoError(t, err)
+		e.Revert(d)
+	}
+	s := snapshot(t0.Add(time.Hour), 60, 0.04, 5)
+	s.ShortArrivalRate, s.ShortWindow = 150, 5*time.Second
+	d, err := e.Decide(spec, s)
+	require.NoError(t, err)
+	require.Greater(t, d.Explanation.CountDispersion, 30.0)
+	require.Equal(t, e.disp, NewEngineFromState(e.State()).disp)
+	require.Less(t, d.Explanation.ShortArrivalRateLow, 60.0, "a batch is not a proven burst")
+	fresh, err := NewEngine().Decide(spec, s)
+	require.NoError(t, err)
+	require.Equal(t, 1.0, fresh.Explanation.CountDispersion)
+	require.Greater(t, fresh.Explanation.ShortArrivalRateLow, 120.0)
+}
+
+func TestNoScaleDownWhilePodsStart(t *testing.T) {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	s := snapshot(t0, 60, 0.04, 40)
+	s.ReadyReplicas = 30
+	d, err := NewEngine().Decide(spec, s)
+	require.NoError(t, err)
+	require.Equal(t, int32(40), d.DesiredReplicas)
+	require.Contains(t, d.Explanation.Reason, "still starting")
+}
+
+// TestTransientsTightenTheSteadyState: late requests during backlogs count
+// against the same budget, so the steady state sizes for a stricter
+// percentile while they are recent, and for the spec's once they decay.
+func TestTransientsTightenTheSteadyState(t *testing.T) {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	e := NewEngine()
+	measure := func(s Snapshot, p50, p95, p99 float64) Snapshot {
+		s.MeasuredQuantiles = []LatencyQuantile{{50, p50}, {95, p95}, {99, p99}}
+		s.MeasuredLatency, s.LatencySamples = p95, 300
+		return s
+	}
+	// Two cycles with a backlog seen twice in a row: a transient, with half
+	// the requests late.
+	for i := range 2 {
+		s := measure(withQueues(snapshot(t0.Add(time.Duration(i)*5*time.Second), 60, 0.04, 5), 80, 80, 80, 80, 80), 0.25, 3, 5)
+		d, err := e.Decide(spec, s)
+		require.NoError(t, err)
+		e.Revert(d)
+	}
+	calm := measure(snapshot(t0.Add(10*time.Second), 60, 0.04, 5), 0.05, 0.15, 0.2)
+	d, err := e.Decide(spec, calm)
+	require.NoError(t, err)
+	x := d.Explanation
+	require.Greater(t, x.TransientLateShare, 0.05)
+	// The transients ate the whole budget: the floor, a tenth of it.
+	require.InDelta(t, 99.5, x.EffectivePercentile, 1e-9)
+	fresh, err := NewEngine().Decide(spec, calm)
+	require.NoError(t, err)
+	require.Equal(t, 95.0, fresh.Explanation.EffectivePercentile)
+	require.Greater(t, x.Latency, fresh.Explanation.Latency, "the same pods model slower at the stricter percentile")
+}
