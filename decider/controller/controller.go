@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -369,7 +370,12 @@ const DefaultMeasureTimeout = 5 * time.Second
 // engine holds.
 type measureError struct{ err error }
 
-func (e *measureError) Error() string { return "no measurements: " + e.err.Error() }
+func (e *measureError) Error() string {
+	if msg := e.err.Error(); strings.HasPrefix(msg, "no measurements") {
+		return msg // the store's own "no measurements of ns/workload in the last ..."
+	}
+	return "no measurements: " + e.err.Error()
+}
 func (e *measureError) Unwrap() error { return e.err }
 
 // act carries out a decision. Replica changes set an absolute count through the scale

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/runner"
 	"github.com/qas-dev/qas/internal/influx"
 	"github.com/qas-dev/qas/internal/testenv/influxtest"
@@ -248,6 +249,7 @@ type deciderProc struct {
 func startDecider(t *testing.T, cfg *rest.Config, ns string, db *influxtest.Server, identity string) *deciderProc {
 	o := runner.Options{
 		Influx: influx.Options{URL: db.URL, Bucket: influxtest.Bucket}, Interval: 2 * time.Second, Window: time.Minute, MaxPodAge: 10 * time.Second,
+		Workers:     controller.DefaultWorkers,
 		LeaderElect: true, LeaseNamespace: ns, LeaseName: leaseName, Identity: identity,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond,
 		MetricsListen: "127.0.0.1:0",

@@ -37,7 +37,7 @@ func (o *Options) FlagSet() *flag.FlagSet {
 	fs.DurationVar(&o.Interval, "interval", 15*time.Second, "decision cycle period")
 	fs.DurationVar(&o.Window, "window", 10*time.Minute, "how much arrival-rate history each decision reads (the forecast's input)")
 	fs.DurationVar(&o.MaxPodAge, "max-pod-data-age", time.Minute, "a Ready pod without a measurement this recent counts as missing data (no scale-down)")
-	fs.DurationVar(&o.MeasureTimeout, "measure-timeout", controller.DefaultMeasureTimeout, "deadline of each read of a workload's measurements; a workload whose data is late holds this cycle")
+	fs.DurationVar(&o.MeasureTimeout, "measure-timeout", 0, "deadline of each read of a workload's measurements, shorter than --interval (0: a third of --interval); a workload whose data is late holds this cycle")
 	fs.IntVar(&o.Workers, "workers", controller.DefaultWorkers, "QueueAutoscalers reconciled at once in a cycle")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "decide and record every QueueAutoscaler, change nothing")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "act only while holding the leader Lease (run several replicas)")
@@ -74,6 +74,15 @@ func (o *Options) Complete(getenv func(string) string, hostname func() (string, 
 	return o.Validate()
 }
 
+// ReadDeadline is the deadline of each read of measurements: --measure-timeout, or
+// a third of --interval when it is 0.
+func (o *Options) ReadDeadline() time.Duration {
+	if o.MeasureTimeout > 0 {
+		return o.MeasureTimeout
+	}
+	return o.Interval / 3
+}
+
 // Validate checks the options; each error names its flag.
 func (o *Options) Validate() error {
 	if err := o.Influx.Validate(); err != nil {
@@ -84,8 +93,8 @@ func (o *Options) Validate() error {
 		return cli.Usagef("interval", "%s is not positive", o.Interval)
 	case o.Window < o.Interval:
 		return cli.Usagef("window", "%s is shorter than --interval (%s)", o.Window, o.Interval)
-	case o.MeasureTimeout <= 0 || o.MeasureTimeout >= o.Interval:
-		return cli.Usagef("measure-timeout", "%s must be positive and shorter than --interval (%s), so that a cycle ends in time", o.MeasureTimeout, o.Interval)
+	case o.MeasureTimeout < 0 || o.MeasureTimeout >= o.Interval:
+		return cli.Usagef("measure-timeout", "%s must be shorter than --interval (%s), so that a cycle ends in time, and not negative (0: a third of --interval)", o.MeasureTimeout, o.Interval)
 	case o.Workers < 1:
 		return cli.Usagef("workers", "%d: at least 1 is needed", o.Workers)
 	case o.MaxPodAge <= 0:

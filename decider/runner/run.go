@@ -129,7 +129,7 @@ func Run(ctx context.Context, o Options, cfg *rest.Config, log *zap.Logger) erro
 	}
 	defer stopEvents()
 	ctrl.DryRun = o.DryRun
-	ctrl.Workers, ctrl.MeasureTimeout = o.Workers, o.MeasureTimeout
+	ctrl.Workers, ctrl.MeasureTimeout = o.Workers, o.ReadDeadline()
 
 	ln, err := net.Listen("tcp", o.MetricsListen)
 	if err != nil {

@@ -29,7 +29,11 @@ func TestOptions(t *testing.T) {
 	require.Equal(t, 15*time.Second, o.Interval)
 	require.True(t, o.LeaderElect)
 	require.Equal(t, 5, o.Workers, "the HPA's default")
-	require.Equal(t, 5*time.Second, o.MeasureTimeout)
+	require.Equal(t, 5*time.Second, o.ReadDeadline(), "a third of the 15 s interval")
+	o.Interval, o.MeasureTimeout = 3*time.Second, 0
+	require.Equal(t, time.Second, o.ReadDeadline(), "a short interval gets a short deadline")
+	o.MeasureTimeout = 2 * time.Second
+	require.Equal(t, 2*time.Second, o.ReadDeadline())
 
 	o, err = parse(t, nil, map[string]string{"POD_NAMESPACE": "ops", "POD_NAME": "qas-decider-7", "QAS_DECIDER_DRY_RUN": "true"})
 	require.NoError(t, err)
@@ -46,7 +50,7 @@ func TestOptions(t *testing.T) {
 		{[]string{"--interval", "0s"}, "interval"},
 		{[]string{"--window", "5s"}, "window"},
 		{[]string{"--max-pod-data-age", "0s"}, "max-pod-data-age"},
-		{[]string{"--measure-timeout", "0s"}, "measure-timeout"},
+		{[]string{"--measure-timeout", "-1s"}, "measure-timeout"},
 		{[]string{"--measure-timeout", "15s"}, "measure-timeout"},
 		{[]string{"--workers", "0"}, "workers"},
 		{[]string{"--leader-election-id", ""}, "leader-election-id"},

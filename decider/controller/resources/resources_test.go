@@ -356,7 +356,9 @@ func TestUnreachable(t *testing.T) {
 		{"none meets", decide.Explanation{Target: 0.001, Percentile: 99.999, ServiceTime: 0.05, Candidates: []decide.Candidate{short}},
 			[]string{"p99.999 latency of 1ms is unreachable", "(9 pods) models 55ms", "E[S] = 50ms"}},
 		{"meeting it only with an infeasible resize", decide.Explanation{Target: 0.01, ServiceTime: 0.05, Candidates: []decide.Candidate{short, resized}},
-			[]string{"mean latency of 10ms is unreachable", "(2 pods) models 20ms"}},
+			[]string{"mean latency of 10ms is unreachable", "(9 pods) models 55ms"}},
+		{"nothing feasible", decide.Explanation{Target: 0.01, ServiceTime: 0.05, Candidates: []decide.Candidate{resized}},
+			[]string{"(2 pods) models 20ms"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Unreachable(tc.x)

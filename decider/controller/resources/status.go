@@ -155,7 +155,10 @@ func Unreachable(x decide.Explanation) string {
 		if c.MeetsTarget && c.Feasible {
 			return ""
 		}
-		if best == nil || c.ModelledLatency < best.ModelledLatency {
+		// The best allocation named is the lowest modelled latency among those that
+		// could be carried out, or among all when none could.
+		if better := c.Feasible && (best == nil || !best.Feasible); better || best == nil ||
+			c.Feasible == best.Feasible && c.ModelledLatency < best.ModelledLatency {
 			best = &x.Candidates[i]
 		}
 	}
