@@ -53,7 +53,7 @@ fuzz:
 demo: build
 	bash examples/demo.sh
 
-## evaluate: the whole evaluation matrix in real time on every core (about 10 minutes on 2 cores):
+## evaluate: the whole evaluation matrix in real time on every core (10–12 minutes on 2 shared cores):
 ## out/evaluate/results.md, results.json and report.html.
 QAS_SHARED ?= $(abspath ../shared)
 evaluate: build

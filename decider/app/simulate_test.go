@@ -174,6 +174,34 @@ func TestSimulateBothOracles(t *testing.T) {
 	require.LessOrEqual(t, doc.Policies[0].CPUCoreSeconds, doc.Policies[1].CPUCoreSeconds)
 }
 
+// TestSimulateMeanTargetAndTraceOnlyCompression: --percentile mean runs a
+// mean-latency target (percentile 0 in the JSON, "mean ≤" in the
+// conditions); --compress-mode trace-only says it favours some policies;
+// --routing and --scaling reach the JSON.
+func TestSimulateMeanTargetAndTraceOnlyCompression(t *testing.T) {
+	js := filepath.Join(t.TempDir(), "o.json")
+	code, out, stderr := runSim(t, "--trace", "pattern:increase-decrease", "--compress", "4", "--compress-mode", "trace-only",
+		"--slo", "200ms", "--percentile", "mean", "--service", "exp:50ms", "--init", "20s", "--routing", "leastRequest",
+		"--scaling", "poisson", "--policies", "qas,oracle", "--json", js)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "compression 4× of the trace only: init times, sync periods and windows stay in simulated seconds, which favours some policies")
+	require.Contains(t, out, "routing leastRequest; mean ≤ 200ms")
+	require.Contains(t, out, "Poisson at the 60 s centred mean")
+	b, err := os.ReadFile(js)
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(b, &doc))
+	require.Equal(t, 0.0, doc["percentile"])
+	require.Equal(t, "trace-only", doc["compression_mode"])
+	require.Equal(t, "leastRequest", doc["routing"])
+	require.Equal(t, "poisson", doc["scaling"])
+	for _, bad := range [][]string{{"--percentile", "median"}, {"--routing", "roundRobin"}, {"--scaling", "double"}, {"--compress", "2", "--compress-mode", "fast"}} {
+		code, _, stderr := runSim(t, append([]string{"--trace", "pattern:flash-crowd", "--slo", "200ms"}, bad...)...)
+		require.Equal(t, 2, code, bad)
+		require.Contains(t, stderr, "invalid "+bad[len(bad)-2], bad)
+	}
+}
+
 // TestSimulateHelpNamesTheOracles: --help lists every yardstick and says
 // what each is and on which data plane.
 func TestSimulateHelpNamesTheOracles(t *testing.T) {

@@ -333,6 +333,24 @@ func TestCapacity(t *testing.T) {
 	}
 }
 
+// TestCapacityMeanTarget: with Percentile 0 (seed 003's mean target) a pod
+// count meets the target when E[R] is within it: M/M/1's 1/(μ − λ), M/M/3's
+// E[S] + C/(3μ − λ) pooled; Pods is the fewest; a mean target below E[S]
+// sizes to E[S] + T rather than to the replica cap.
+func TestCapacityMeanTarget(t *testing.T) {
+	c := &Capacity{MeanService: 0.05, ServiceSCV: 1, ServiceQuantiles: expQuantiles(0.05, 1000), K: 1, Target: 0.2, Max: 1000}
+	require.InDelta(t, 1/(20.0-10), c.MeanLatency(10, 1), 1e-12)
+	require.True(t, c.Meets(15, 1), "1/(20 − 15) = 0.2 s")
+	require.False(t, c.Meets(15.5, 1))
+	require.Equal(t, 7, c.Pods(100), "λ/n ≤ 15 per pod")
+	p := &Capacity{MeanService: 1, ServiceSCV: 1, ServiceQuantiles: expQuantiles(1, 1000), K: 1, Target: 10, Pooled: true, Max: 100}
+	require.InDelta(t, 1+erlangC(3, 1.8)/(3-1.8), p.MeanLatency(1.8, 3), 1e-12)
+	require.True(t, c.Feasible())
+	low := &Capacity{MeanService: 0.3, ServiceSCV: 1, ServiceQuantiles: expQuantiles(0.3, 1000), K: 1, Target: 0.2, Max: 1000}
+	require.False(t, low.Feasible())
+	require.Less(t, low.Pods(10), 1000, "finite when E[S] alone exceeds the target")
+}
+
 // TestCapacityPodsIsTheFewestThatMeet: Pods (by the per-pod rate, or by
 // the pooled limits) agrees with a search over pod counts with Meets.
 func TestCapacityPodsIsTheFewestThatMeet(t *testing.T) {
