@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -292,4 +294,50 @@ func TestNewWriterValidates(t *testing.T) {
 	require.ErrorContains(t, err, "URL and bucket are required")
 	_, err = NewWriter(WriterConfig{URL: "http://127.0.0.1:1", Bucket: "b", BufferPoints: 10, BatchPoints: 100}, nil, zap.NewNop())
 	require.ErrorContains(t, err, "smaller than a batch")
+}
+
+// TestWriterNeverWaitsOnAHungInflux: an InfluxDB that accepts connections and never
+// answers (hung) costs the writer's callers nothing: Write returns at once, each
+// attempt ends at Timeout and is counted, and Close ends within its context, counting
+// what it could not write.
+func TestWriterNeverWaitsOnAHungInflux(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // read nothing, answer nothing
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	core, logs := observer.New(zap.InfoLevel)
+	w, err := NewWriter(WriterConfig{URL: "http://" + ln.Addr().String(), Bucket: "qas/autogen", FlushInterval: 20 * time.Millisecond,
+		Timeout: 200 * time.Millisecond, MinBackoff: 50 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, ProbeInterval: 20 * time.Millisecond},
+		nil, zap.New(core))
+	require.NoError(t, err)
+	w.Write(points("hung", 0, 10)...)
+	require.Equal(t, 10, w.Buffered())
+	require.Eventually(t, func() bool { _, retried, _ := w.Counts(); return retried >= 20 }, 30*time.Second, 10*time.Millisecond,
+		"attempts end at Timeout and are retried")
+	require.Zero(t, logs.FilterMessage("InfluxDB answers again; retrying now").Len(), "a hung /ping is no answer")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	require.Error(t, w.Close(ctx))
+	require.Equal(t, 10.0, w.Dropped(DropClosed))
+	written, _, _ := w.Counts()
+	require.Zero(t, written)
 }
