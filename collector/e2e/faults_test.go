@@ -267,10 +267,10 @@ func TestProxyClockAheadKeepsTheWorkloadMeasured(t *testing.T) {
 func TestTwoCollectorsAtOnce(t *testing.T) {
 	db := influxtest.Start(t)
 	var targets []scrape.Target
-	var serving, statsURLs []string
+	var serving []string
 	for i := range 2 {
 		s, st := startPod(t)
-		serving, statsURLs = append(serving, s), append(statsURLs, st)
+		serving = append(serving, s)
 		targets = append(targets, scrape.Target{Namespace: "ns", Workload: "w", Pod: fmt.Sprintf("w-%d", i), Node: "n", URL: st})
 	}
 	w, err := influx.NewWriter(influx.WriterConfig{URL: db.URL, Bucket: influxtest.Bucket, FlushInterval: 50 * time.Millisecond}, nil, zap.NewNop())

@@ -42,7 +42,7 @@ func (c *appConn) Read(p []byte) (int, error) {
 		bad := c.idle || c.stale
 		c.mu.Unlock()
 		if bad {
-			c.Conn.Close()
+			c.Close()
 			return 0, errUnsolicited
 		}
 	}
@@ -61,11 +61,11 @@ func (c *appConn) Write(p []byte) (int, error) {
 	stale := c.stale
 	c.mu.Unlock()
 	if stale {
-		c.Conn.Close()
+		c.Close()
 		return 0, errUnsolicited
 	}
 	if c.writeTimeout > 0 {
-		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+		_ = c.SetWriteDeadline(time.Now().Add(c.writeTimeout))
 	}
 	return c.Conn.Write(p)
 }

@@ -141,13 +141,12 @@ type chartOpts struct {
 	xMax                     float64
 	// yCap caps a linear axis; logY draws the y axis logarithmically from
 	// yLo (values below are drawn at the bottom).
-	yCap      float64
-	logY      bool
-	yLo       float64
-	legend    bool
-	class     string
-	geometry  box
-	ariaExtra string
+	yCap     float64
+	logY     bool
+	yLo      float64
+	legend   bool
+	class    string
+	geometry box
 }
 
 // chart renders a line chart as an SVG element.
