@@ -45,8 +45,14 @@ type Measurement struct {
 	ServiceSCV      float64
 	ArrivalSCV      float64
 	MeasuredLatency float64 // seconds, at the target percentile (or the mean)
-	Pods            map[string]PodUsage
-	Nodes           map[string]NodeUsage
+	// MeasuredQuantiles, LatencySamples and the short window are the queue
+	// signals of issue #15 (decide.Snapshot's fields of the same names).
+	MeasuredQuantiles []decide.LatencyQuantile
+	LatencySamples    float64
+	ShortArrivalRate  float64
+	ShortWindow       time.Duration
+	Pods              map[string]PodUsage
+	Nodes             map[string]NodeUsage
 	// DataTime is when the newest measurement was taken; Complete is true when every
 	// pod and node had data.
 	DataTime time.Time
@@ -354,7 +360,8 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 	return decide.Snapshot{
 		Now:          now,
 		ArrivalRates: m.ArrivalRates, ServiceTime: m.ServiceTime, ServiceSCV: m.ServiceSCV, ArrivalSCV: m.ArrivalSCV,
-		MeasuredLatency: m.MeasuredLatency,
+		MeasuredLatency: m.MeasuredLatency, MeasuredQuantiles: m.MeasuredQuantiles, LatencySamples: m.LatencySamples,
+		ShortArrivalRate: m.ShortArrivalRate, ShortWindow: m.ShortWindow,
 		CurrentReplicas: t.replicas, ReadyReplicas: ready,
 		Pods:      DecidePods(pods, qa.Spec.ScaleTargetRef, m.Pods, storage),
 		Nodes:     DecideNodes(nodes, allPods, owned, m.Nodes, m.Pods, storage),

@@ -12,6 +12,9 @@ type PodUsage struct {
 	CPUCores          float64 // absolute usage, cores
 	ThrottledFraction float64
 	ServiceTime       float64 // seconds; 0 if unknown
+	// The pod's queue (issue #15): requests in service and waiting at the last
+	// scrape, their time-average, and its latency at the target percentile.
+	InService, Queued, InFlightMean, MeasuredLatency float64
 }
 
 // NodeUsage is a node's measured absolute CPU usage in cores.
@@ -73,6 +76,7 @@ func DecidePods(own []*corev1.Pod, target v1alpha1.CrossVersionObjectReference, 
 			Name: p.Name, Node: p.Spec.NodeName, Owned: true, Ready: IsReady(p), Terminating: p.DeletionTimestamp != nil,
 			CPURequest: req, CPULimit: lim,
 			CPUUsage: u.CPUCores, ThrottledFraction: u.ThrottledFraction, ServiceTime: u.ServiceTime,
+			InService: u.InService, Queued: u.Queued, InFlightMean: u.InFlightMean, MeasuredLatency: u.MeasuredLatency,
 			LocalVolumes: storage.LocalVolumes(p), Move: move, NoMove: noMove,
 		})
 	}

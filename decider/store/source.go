@@ -42,6 +42,8 @@ func (s Source) Measure(ctx context.Context, q controller.WorkloadQuery) (contro
 	m := controller.Measurement{
 		ArrivalRates: snap.ArrivalRates, ServiceTime: snap.ServiceTime, ServiceSCV: snap.ServiceSCV,
 		MeasuredLatency: snap.MeasuredLatency, DataTime: snap.DataTime,
+		MeasuredQuantiles: snap.MeasuredQuantiles, LatencySamples: snap.LatencySamples,
+		ShortArrivalRate: snap.ShortArrivalRate, ShortWindow: snap.ShortWindow,
 		Pods: map[string]controller.PodUsage{}, Nodes: map[string]controller.NodeUsage{},
 	}
 	fresh := map[string]bool{}
@@ -49,7 +51,8 @@ func (s Source) Measure(ctx context.Context, q controller.WorkloadQuery) (contro
 		if !current[p.Name] {
 			continue // a pod that has gone since; its old numbers describe nothing now
 		}
-		m.Pods[p.Name] = controller.PodUsage{CPUCores: p.CPUUsage, ServiceTime: p.ServiceTime}
+		m.Pods[p.Name] = controller.PodUsage{CPUCores: p.CPUUsage, ServiceTime: p.ServiceTime,
+			InService: p.InService, Queued: p.Queued, InFlightMean: p.InFlightMean, MeasuredLatency: p.MeasuredLatency}
 		fresh[p.Name] = true // the store left out pods with stale data
 	}
 	for _, n := range snap.Nodes {
