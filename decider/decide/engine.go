@@ -564,19 +564,22 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		// Down to what the likely λ over one lead needs (a pod removed now
 		// takes a lead to come back), never below what the forecast or the
 		// short window need.
-		lambdaDown, ok := e.downRate(snap.ArrivalRates, now, leadQ, conf, x)
+		ratios := jumpRatios(snap.ArrivalRates, leadQ)
+		lambdaDown, ok := e.downRate(snap.ArrivalRates, ratios, now, leadQ, conf, x)
 		if !ok {
 			reason = fmt.Sprintf("G = %.3g below 1−θ, but the λ history spans less than one lead (%s): no scale-down until it shows what λ may do", x.Normalized, leadQ)
 			break
 		}
 		floor := m.minPods(math.Max(lambdaSize, lambdaHigh), m.es)
-		if ratios := jumpRatios(snap.ArrivalRates, leadQ); spec.Percentile > 0 && x.JumpRatio > 0 {
+		if spec.Percentile > 0 && x.JumpRatio > 0 {
 			// Percentile targets: the fewest pods whose late share, averaged
 			// over the history's jumps from λ's mean over the last lead (each
 			// weighted by its requests), stays within the budget 1 − p.
 			base, _ := meanRate(snap.ArrivalRates, now.Add(-leadQ), now)
 			x.DownArrivalRate = base
-			rec = m.minPodsOverJumps(base, ratios, floor, current, budget, x)
+			// 2/(1−p) quantile points of the jumps resolve the p-quantile's
+			// tail with two points.
+			rec = m.minPodsOverJumps(base, quantilePoints(ratios, int(math.Ceil(2/(1-conf)))), floor, current, budget, x)
 			reason = fmt.Sprintf("G = %.3g below 1−θ = %.3g: fewest pods whose late share over the likely λ of the next %s "+
 				"(λ's mean %.4g/s over the last lead × the history's %d jumps over one lead, p-quantile %.3g) is within 1 − p: %d (late share %.3g)",
 				x.Normalized, 1-spec.Tolerance, leadQ, base, len(ratios), x.JumpRatio, rec, x.DownLateShare)
