@@ -564,19 +564,20 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		// Down to what the likely λ over one lead needs (a pod removed now
 		// takes a lead to come back), never below what the forecast or the
 		// short window need.
-		lambdaDown, ok := e.downRate(snap.ArrivalRates, now, leadQ, conf, x)
+		ratios := jumpRatios(snap.ArrivalRates, leadQ)
+		lambdaDown, ok := e.downRate(snap.ArrivalRates, ratios, now, leadQ, conf, x)
 		if !ok {
 			reason = fmt.Sprintf("G = %.3g below 1−θ, but the λ history spans less than one lead (%s): no scale-down until it shows what λ may do", x.Normalized, leadQ)
 			break
 		}
 		floor := m.minPods(math.Max(lambdaSize, lambdaHigh), m.es)
-		if ratios := jumpRatios(snap.ArrivalRates, leadQ); spec.Percentile > 0 && x.JumpRatio > 0 {
+		if spec.Percentile > 0 && x.JumpRatio > 0 {
 			// Percentile targets: the fewest pods whose late share, averaged
 			// over the history's jumps from λ's mean over the last lead (each
 			// weighted by its requests), stays within the budget 1 − p.
 			base, _ := meanRate(snap.ArrivalRates, now.Add(-leadQ), now)
 			x.DownArrivalRate = base
-			rec = m.minPodsOverJumps(base, ratios, floor, current, budget, x)
+			rec = m.minPodsOverJumps(base, thinJumps(ratios, int(math.Ceil(1/(1-conf)))), floor, current, budget, x)
 			reason = fmt.Sprintf("G = %.3g below 1−θ = %.3g: fewest pods whose late share over the likely λ of the next %s "+
 				"(λ's mean %.4g/s over the last lead × the history's %d jumps over one lead, p-quantile %.3g) is within 1 − p: %d (late share %.3g)",
 				x.Normalized, 1-spec.Tolerance, leadQ, base, len(ratios), x.JumpRatio, rec, x.DownLateShare)
@@ -761,13 +762,13 @@ func (s *sizer) latency(lambda, es float64, n int32) float64 {
 // minPodsOverJumps is the fewest pods in [lo, hi] whose late share, P(T > T)
 // averaged over λ = base × each jump ratio weighted by that λ, is at most
 // budget; hi when none is. The share falls with the pods, so it bisects.
-func (s *sizer) minPodsOverJumps(base float64, ratios []float64, lo, hi int32, budget float64, x *Explanation) int32 {
+func (s *sizer) minPodsOverJumps(base float64, ratios []weighted, lo, hi int32, budget float64, x *Explanation) int32 {
 	share := func(n int32) float64 {
 		var late, all float64
 		for _, j := range ratios {
-			l := base * j
-			late += l * s.tail(l, s.es, n, s.target)
-			all += l
+			l := base * j.v
+			late += j.w * l * s.tail(l, s.es, n, s.target)
+			all += j.w * l
 		}
 		if all == 0 {
 			return 0

@@ -10,17 +10,19 @@ import (
 // cycles: it must not panic, and any decision it returns must stay within the
 // bounds (or hold the current count) with a finite, explained outcome.
 func FuzzDecide(f *testing.F) {
-	f.Add(95.0, 0.1, int32(12), int64(120), 95.0, 0.1, int32(1), int32(50), 1.0, true)
-	f.Add(0.0, 0.0, int32(0), int64(0), 0.0, 0.0, int32(0), int32(0), 0.0, false)
-	f.Add(1e9, 1e-9, int32(1), int64(1), 99.999, 0.99, int32(5), int32(5), 50.0, true)
-	f.Add(math.NaN(), -1.0, int32(-3), int64(-5), 100.0, 2.0, int32(7), int32(3), math.Inf(1), true)
-	f.Fuzz(func(t *testing.T, lambda, es float64, current int32, targetMs int64, pct, tol float64, minR, maxR int32, slope float64, predictive bool) {
+	f.Add(95.0, 0.1, int32(12), int64(120), 95.0, 0.1, int32(1), int32(50), 1.0, true, 30.0, 150.0, 0.3, uint8(1))
+	f.Add(0.0, 0.0, int32(0), int64(0), 0.0, 0.0, int32(0), int32(0), 0.0, false, 0.0, 0.0, 0.0, uint8(0))
+	f.Add(1e9, 1e-9, int32(1), int64(1), 99.999, 0.99, int32(5), int32(5), 50.0, true, 1e12, 1e9, 1e6, uint8(2))
+	f.Add(math.NaN(), -1.0, int32(-3), int64(-5), 100.0, 2.0, int32(7), int32(3), math.Inf(1), true, -1.0, math.NaN(), -0.5, uint8(3))
+	f.Fuzz(func(t *testing.T, lambda, es float64, current int32, targetMs int64, pct, tol float64, minR, maxR int32, slope float64, predictive bool,
+		queued, short, p95 float64, routing uint8) {
 		spec := Spec{
 			MinReplicas: minR, MaxReplicas: maxR, Target: time.Duration(targetMs) * time.Millisecond,
 			Percentile: pct, Tolerance: tol, Model: ModelPerPod,
 			Vertical:   Vertical{Enabled: true, MinCPU: 100, MaxCPU: 4000, PodOverheadCPU: 100},
 			Migration:  Migration{Enabled: true},
 			Predictive: Predictive{Enabled: predictive, LeadOverride: time.Minute},
+			Routing:    []Routing{"", RoutingRandom, RoutingLeastRequest, RoutingPooled}[routing%4],
 		}
 		if current > 100_000 || current < -1 {
 			current %= 100_000
@@ -30,6 +32,13 @@ func FuzzDecide(f *testing.F) {
 			now := t0.Add(time.Duration(cycle) * 15 * time.Second)
 			s := ramp(now, lambda, slope, es, current)
 			cpuPods(&s, int(min(max(current, 0), 50)), 500, 1000)
+			// The queue signals (issue #15): a backlog on every pod, a short
+			// window and measured quantiles around p95.
+			for i := range s.Pods {
+				s.Pods[i].InService, s.Pods[i].Queued = 1, queued
+			}
+			s.ShortArrivalRate, s.ShortWindow = short, 5*time.Second
+			s.MeasuredQuantiles = []LatencyQuantile{{50, p95 / 3}, {95, p95}, {99, 2 * p95}}
 			d, err := e.Decide(spec, s)
 			if err != nil {
 				return

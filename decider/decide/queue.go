@@ -177,21 +177,69 @@ func jumpRatios(samples []Sample, lead time.Duration) []float64 {
 	}
 	first, last := samples[0].Time, samples[len(samples)-1].Time
 	step := samples[1].Time.Sub(samples[0].Time)
+	// Prefix sums over the samples (oldest first): the mean over (a, b] is a
+	// difference of two of them, found by binary search.
+	sums := make([]float64, len(samples)+1)
+	for i, s := range samples {
+		sums[i+1] = sums[i] + s.Rate
+	}
+	after := func(t time.Time) int { // index of the first sample after t
+		i, _ := slices.BinarySearchFunc(samples, t, func(s Sample, t time.Time) int {
+			if s.Time.After(t) {
+				return 1
+			}
+			return -1
+		})
+		return i
+	}
+	mean := func(a, b time.Time) (float64, bool) {
+		i, j := after(a), after(b)
+		if j <= i {
+			return 0, false
+		}
+		return (sums[j] - sums[i]) / float64(j-i), true
+	}
 	var ratios []float64
 	for _, s := range samples {
 		t := s.Time
 		if t.Add(-lead).Before(first.Add(-step)) || t.Add(lead).After(last) {
 			continue
 		}
-		before, ok1 := meanRate(samples, t.Add(-lead), t)
-		after, ok2 := meanRate(samples, t, t.Add(lead))
+		before, ok1 := mean(t.Add(-lead), t)
+		next, ok2 := mean(t, t.Add(lead))
 		if !ok1 || !ok2 || before <= 0 {
 			continue
 		}
-		ratios = append(ratios, after/before)
+		ratios = append(ratios, next/before)
 	}
 	slices.Sort(ratios)
 	return ratios
+}
+
+// weighted is a value standing for w of the original values.
+type weighted struct{ v, w float64 }
+
+// thinJumps keeps the n largest of the sorted jump ratios as they are (the
+// tail, where the late requests come from) and stands the rest in for by n
+// evenly spaced order statistics, each weighing its share: 2n model
+// evaluations per pod count instead of one per ratio, exact where it matters.
+func thinJumps(sorted []float64, n int) []weighted {
+	out := make([]weighted, 0, 2*n)
+	if len(sorted) <= 2*n {
+		for _, v := range sorted {
+			out = append(out, weighted{v, 1})
+		}
+		return out
+	}
+	body := sorted[:len(sorted)-n]
+	w := float64(len(body)) / float64(n)
+	for i := range n {
+		out = append(out, weighted{body[(2*i+1)*len(body)/(2*n)], w})
+	}
+	for _, v := range sorted[len(sorted)-n:] {
+		out = append(out, weighted{v, 1})
+	}
+	return out
 }
 
 // jumpRatio is the p-quantile (nearest rank) of the jump ratios and their
@@ -199,7 +247,11 @@ func jumpRatios(samples []Sample, lead time.Duration) []float64 {
 // leads holds that many independent ones, fewer cannot show a p-quantile: ok
 // is false.
 func jumpRatio(samples []Sample, lead time.Duration, p float64) (float64, int, bool) {
-	ratios := jumpRatios(samples, lead)
+	return jumpQuantile(samples, jumpRatios(samples, lead), lead, p)
+}
+
+// jumpQuantile is jumpRatio for ratios already computed from samples.
+func jumpQuantile(samples []Sample, ratios []float64, lead time.Duration, p float64) (float64, int, bool) {
 	need := int(math.Ceil(1 / (1 - p)))
 	if len(ratios) == 0 || samples[len(samples)-1].Time.Sub(samples[0].Time) < time.Duration(need)*lead {
 		return 0, len(ratios), false
@@ -398,8 +450,8 @@ func lateShare(qs []LatencyQuantile, t float64) (float64, bool) {
 // times the jump ratio of the history. With too little history for the
 // ratio's quantile, the highest λ in the history if it spans at least a lead,
 // and false (hold) if it does not.
-func (e *Engine) downRate(samples []Sample, now time.Time, lead time.Duration, conf float64, x *Explanation) (float64, bool) {
-	j, n, ok := jumpRatio(samples, lead, conf)
+func (e *Engine) downRate(samples []Sample, ratios []float64, now time.Time, lead time.Duration, conf float64, x *Explanation) (float64, bool) {
+	j, n, ok := jumpQuantile(samples, ratios, lead, conf)
 	x.JumpSamples = n
 	if !ok {
 		if len(samples) == 0 || now.Sub(samples[0].Time) < lead {

@@ -87,6 +87,26 @@ func TestSource(t *testing.T) {
 	require.ErrorContains(t, err, "no measurements of ns/other")
 }
 
+// TestSourceCarriesTheQueue: the queue signals reach the controller's
+// measurement, and through it the engine's snapshot (issue #15).
+func TestSourceCarriesTheQueue(t *testing.T) {
+	mem := NewMemory()
+	w := workloadPoint(5*time.Second, 30)
+	w.AddField("latency_p50_seconds", 0.1)
+	p := podPoint("web-a", "n1", 5*time.Second)
+	p.AddField("in_flight", 2.0).AddField("waiting", 17.0).AddField("in_flight_mean", 4.0).AddField("latency_p95_seconds", 0.9)
+	mem.Write(workloadPoint(0, 10), w, p)
+	m, err := Source{Store: mem, Window: time.Minute}.Measure(context.Background(),
+		measurement.Query{Namespace: "ns", Workload: "web", Now: t0.Add(6 * time.Second), Pods: []string{"web-a"}, Ready: []string{"web-a"}})
+	require.NoError(t, err)
+	pod, ok := m.Pod("web-a")
+	require.True(t, ok)
+	require.Equal(t, []float64{0.3, 0.05, 2, 17, 4, 0.9}, []float64{pod.CPUUsage, pod.ServiceTime, pod.InService, pod.Queued, pod.InFlightMean, pod.MeasuredLatency})
+	require.Equal(t, []decide.LatencyQuantile{{Percentile: 50, Seconds: 0.1}, {Percentile: 95, Seconds: 0.2}, {Percentile: 99, Seconds: 0.4}}, m.MeasuredQuantiles)
+	require.Equal(t, 30.0, m.ShortArrivalRate)
+	require.Equal(t, 5*time.Second, m.ShortWindow)
+}
+
 type capture struct{ pts []*write.Point }
 
 func (c *capture) Write(p ...*write.Point) { c.pts = append(c.pts, p...) }
