@@ -239,9 +239,6 @@ func validateSnapshot(s Snapshot) error {
 	if badFloat(s.ServiceSCV) || s.ServiceSCV < 0 {
 		add("snapshot.serviceSCV", "must be finite and non-negative, got %v", s.ServiceSCV)
 	}
-	if badFloat(s.ArrivalSCV) || s.ArrivalSCV < 0 {
-		add("snapshot.arrivalSCV", "must be finite and non-negative, got %v", s.ArrivalSCV)
-	}
 	if badFloat(s.MeasuredLatency) || s.MeasuredLatency < 0 {
 		add("snapshot.measuredLatency", "must be finite and non-negative, got %v", s.MeasuredLatency)
 	}
@@ -326,7 +323,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	x.Target = spec.Target.Seconds()
 	x.MeasuredLatency = snap.MeasuredLatency
 	x.ServiceTime = snap.ServiceTime
-	x.ServiceSCV, x.ArrivalSCV = orOne(snap.ServiceSCV), orOne(snap.ArrivalSCV)
+	x.ServiceSCV, x.ArrivalSCV = orOne(snap.ServiceSCV), 1
 	x.Servers = int(current) * spec.Concurrency
 	x.CurrentReplicas, x.ReadyReplicas = current, snap.ReadyReplicas
 	x.Recommendation, x.Stabilized = current, current
@@ -721,7 +718,7 @@ func (s *sizer) load(lambda, es float64) queueing.Load {
 		ArrivalRate:  lambda,
 		ServiceTime:  es,
 		AllenCunneen: s.spec.ServiceModel == ServiceAllenCunneen,
-		ArrivalSCV:   orOne(s.snap.ArrivalSCV),
+		ArrivalSCV:   1,
 		ServiceSCV:   orOne(s.snap.ServiceSCV),
 	}
 	if s.waitBias > 0 && s.waitBias != 1 {

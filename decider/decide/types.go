@@ -347,10 +347,12 @@ type Snapshot struct {
 	// ArrivalRates is the λ history, oldest first; the last is the current λ.
 	ArrivalRates []Sample
 	// ServiceTime is E[S] in seconds, ServiceSCV its squared coefficient of
-	// variation (variance / mean²); ArrivalSCV that of inter-arrival times.
-	// Zero SCVs mean 1 (exponential).
-	ServiceTime            float64
-	ServiceSCV, ArrivalSCV float64
+	// variation (variance / mean²); zero means 1 (exponential). Arrivals are
+	// taken as Poisson (an arrival SCV of 1): no proxy measures inter-arrival
+	// times, and the closed loop's wait bias and the count dispersion of the
+	// rate history correct what burstier arrivals add.
+	ServiceTime float64
+	ServiceSCV  float64
 	// MeasuredLatency is the latency measured by the proxies at Spec.Percentile
 	// (or the mean), in seconds; zero if unknown. Used by ModelAuto and shown in
 	// the explanation.
