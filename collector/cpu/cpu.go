@@ -8,9 +8,8 @@
 //
 // Throttling: the cAdvisor CFS counters (container_cpu_cfs_throttled_periods_total)
 // are only reachable from the kubelet's /metrics/cadvisor, not through metrics.k8s.io;
-// this package does not read them, so qas_pod carries no throttling field and the
-// measurement the decider reads has none: decide.Pod.ThrottledFraction is an engine
-// input for a source that has those counters, 0 (unknown) on this path.
+// this package does not read them, so decide.Pod.ThrottledFraction stays 0 (unknown)
+// and qas_pod carries no throttling field.
 package cpu
 
 import (

@@ -80,8 +80,8 @@ func (e *env) removeHotTaint(t *testing.T) {
 	})
 }
 
-// measureHot reports the pod on hotNode as slowed (three times the others' service
-// time) and its node at 97 % CPU, the others healthy.
+// measureHot reports the pod on hotNode as throttled and its node at 97 % CPU, the
+// others healthy.
 func (e *env) measureHot(pods []corev1.Pod, hotNode string) {
 	now := e.clock.Now()
 	e.metrics.set(10, 0.05, now)
@@ -91,7 +91,7 @@ func (e *env) measureHot(pods []corev1.Pod, hotNode string) {
 	for _, p := range pods {
 		u := measurement.Pod{Name: p.Name, Node: p.Spec.NodeName, CPUUsage: 0.3, ServiceTime: 0.05}
 		if p.Spec.NodeName == hotNode {
-			u.CPUUsage, u.ServiceTime = 0.5, 0.15
+			u.CPUUsage, u.ThrottledFraction, u.ServiceTime = 0.5, 0.6, 0.15
 		}
 		e.metrics.m.Pods = append(e.metrics.m.Pods, u)
 	}

@@ -79,6 +79,12 @@ type Pod struct {
 	// CPU usage in cores; CPURequest and CPULimit in millicores (0 limit: none).
 	ServiceTime, CPUUsage float64
 	CPURequest, CPULimit  int64
+	// ThrottledFraction is the share of CFS periods throttled, in [0, 1]. The
+	// store leaves it 0 (unknown): the collector reads CPU from metrics.k8s.io,
+	// which has no throttling counters (those are on the kubelet's
+	// /metrics/cadvisor). The engine's throttling signal works once a source
+	// fills it.
+	ThrottledFraction float64
 	// InService and Queued are the proxy's gauges at the end of the pod's newest
 	// interval (requests in service, and waiting for a slot); InFlightMean is the
 	// time-average in service over it. A backlog shows in them before it shows in

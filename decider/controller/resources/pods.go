@@ -61,7 +61,7 @@ func DecidePods(own []*corev1.Pod, target v1alpha1.CrossVersionObjectReference, 
 		out = append(out, decide.Pod{
 			Name: p.Name, Node: p.Spec.NodeName, Owned: true, Ready: IsReady(p), Terminating: p.DeletionTimestamp != nil,
 			CPURequest: req, CPULimit: lim,
-			CPUUsage: u.CPUUsage, ServiceTime: u.ServiceTime,
+			CPUUsage: u.CPUUsage, ThrottledFraction: u.ThrottledFraction, ServiceTime: u.ServiceTime,
 			InService: u.InService, Queued: u.Queued, InFlightMean: u.InFlightMean, MeasuredLatency: u.MeasuredLatency,
 			LocalVolumes: storage.LocalVolumes(p), Move: move, NoMove: noMove,
 		})

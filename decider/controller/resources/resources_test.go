@@ -158,7 +158,7 @@ func TestDecidePodsAndNodes(t *testing.T) {
 
 	mine.OwnerReferences = []metav1.OwnerReference{controllerRef("apps/v1", "ReplicaSet", "web-5d8f")}
 	ref := v1alpha1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}
-	pods := DecidePods([]*corev1.Pod{&mine, &pending}, ref, measurement.Workload{Pods: []measurement.Pod{{Name: "web-1", CPUUsage: 0.2, ServiceTime: 0.05,
+	pods := DecidePods([]*corev1.Pod{&mine, &pending}, ref, measurement.Workload{Pods: []measurement.Pod{{Name: "web-1", CPUUsage: 0.2, ThrottledFraction: 0.3, ServiceTime: 0.05,
 		InService: 1, Queued: 9, InFlightMean: 3, MeasuredLatency: 0.4}}}, Storage{})
 	require.Len(t, pods, 1)
 	require.Equal(t, decide.MoveSurge, pods[0].Move)
@@ -167,6 +167,7 @@ func TestDecidePodsAndNodes(t *testing.T) {
 	require.True(t, pods[0].Ready)
 	require.False(t, pods[0].Terminating)
 	require.Equal(t, 0.2, pods[0].CPUUsage)
+	require.Equal(t, 0.3, pods[0].ThrottledFraction)
 	require.Equal(t, 0.05, pods[0].ServiceTime)
 	require.Equal(t, []float64{1, 9, 3, 0.4}, []float64{pods[0].InService, pods[0].Queued, pods[0].InFlightMean, pods[0].MeasuredLatency},
 		"the pod's queue reaches the engine")
