@@ -110,7 +110,7 @@ func requireInjected(t *testing.T, p corev1.Pod) {
 		{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
 		{Name: sidecar.AdminPortName, ContainerPort: sidecar.DefaultAdminPort, Protocol: corev1.ProtocolTCP},
 	}, proxy.Ports, "the proxy owns the serving port")
-	require.Equal(t, []string{"--listen=:8080", "--admin-listen=:9901", "--upstream=127.0.0.1:18080", "--concurrency=1"}, proxy.Args)
+	require.Equal(t, []string{"--listen=:8080", "--admin-listen=:9901", "--upstream=127.0.0.1:18080", "--drain=5s", "--shutdown-timeout=23s", "--concurrency=1"}, proxy.Args)
 	require.Equal(t, []corev1.ContainerPort{{Name: inject.AppPortName, ContainerPort: 18080, Protocol: corev1.ProtocolTCP}}, app.Ports)
 	require.Contains(t, app.Env, corev1.EnvVar{Name: inject.EnvAppPort, Value: "18080"})
 	require.Equal(t, int32(18080), app.ReadinessProbe.HTTPGet.Port.IntVal, "the probe reaches the app directly")
