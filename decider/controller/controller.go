@@ -152,7 +152,7 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 	}
 	// Without measurements the snapshot has none and the engine holds; the hold
 	// says why below (noData).
-	snap, pods, err := c.snapshot(ctx, &qa, spec, target, now)
+	snap, pods, proxyOffset, err := c.snapshot(ctx, &qa, spec, target, now)
 	var noData *measureError
 	if err != nil && !errors.As(err, &noData) {
 		return decide.Decision{}, err
@@ -185,6 +185,7 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 	initTime := decide.InitTime(snap.InitTimes, spec.Predictive.InitPercentile)
 	if err := c.writeStatus(ctx, &qa, now, func(st *v1alpha1.QueueAutoscalerStatus) {
 		resources.FillStatus(st, &qa, d, snap, target.replicas, actErr, c.dryRun(&qa), initTime, now)
+		resources.ProxyClockCondition(st, proxyOffset, qa.Generation, now)
 	}); err != nil {
 		return d, errors.Join(saveErr, err)
 	}
@@ -280,26 +281,27 @@ func (c *Controller) resolveTarget(ctx context.Context, qa *v1alpha1.QueueAutosc
 }
 
 // snapshot builds the engine's input from the informer caches and the metrics
-// source; it also returns the workload's pods. When the measurements cannot be read
-// (in time), the snapshot has none, so that the engine holds, and the error is a
-// *measureError.
-func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler, spec decide.Spec, t target, now time.Time) (decide.Snapshot, []*corev1.Pod, error) {
+// source; it also returns the workload's pods and the proxies' largest clock offset
+// from the collector's (seconds), which the status reports. When the measurements
+// cannot be read (in time), the snapshot has none, so that the engine holds, and the
+// error is a *measureError.
+func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler, spec decide.Spec, t target, now time.Time) (decide.Snapshot, []*corev1.Pod, float64, error) {
 	w := c.watch
 	pods, err := w.pods.Pods(qa.Namespace).List(t.selector)
 	if err != nil {
-		return decide.Snapshot{}, nil, fmt.Errorf("list pods: %w", err)
+		return decide.Snapshot{}, nil, 0, fmt.Errorf("list pods: %w", err)
 	}
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
 	nodes, err := w.nodes.List(labels.Everything())
 	if err != nil {
-		return decide.Snapshot{}, nil, fmt.Errorf("list nodes: %w", err)
+		return decide.Snapshot{}, nil, 0, fmt.Errorf("list nodes: %w", err)
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	var allPods []*corev1.Pod
 	if spec.Migration.Enabled || spec.Vertical.Enabled {
 		// Node room and neighbours matter only to the resize and migration levers.
 		if allPods, err = w.pods.List(labels.Everything()); err != nil {
-			return decide.Snapshot{}, nil, fmt.Errorf("list pods on nodes: %w", err)
+			return decide.Snapshot{}, nil, 0, fmt.Errorf("list pods on nodes: %w", err)
 		}
 	}
 	q := measurement.Query{Namespace: qa.Namespace, Workload: qa.Spec.ScaleTargetRef.Name, Now: now, Percentile: spec.Percentile,
@@ -359,7 +361,7 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 		Nodes:     resources.DecideNodes(nodes, allPods, owned, m, storage),
 		InitTimes: resources.InitTimes(pods, w.ready, limit),
 		DataTime:  m.DataTime, Complete: m.Complete,
-	}, pods, measureErr
+	}, pods, m.ProxyClockOffset, measureErr
 }
 
 // DefaultMeasureTimeout is Controller.MeasureTimeout's default: a third of the

@@ -54,6 +54,10 @@ type Workload struct {
 	// interval): the engine's fast path sees a burst in it seconds after it starts.
 	ShortArrivalRate float64
 	ShortWindow      time.Duration
+	// ProxyClockOffset is the newest workload point's largest (in magnitude) offset of a
+	// pod's proxy clock from the collector's, in seconds (positive: a proxy is ahead).
+	// Points are timed by the collector's clock, so it costs no data; it is reported.
+	ProxyClockOffset float64
 	// DataTime is when the newest workload point was taken.
 	DataTime time.Time
 	// Pods are the workload's pods, each with its newest point, sorted by name.

@@ -155,6 +155,7 @@ func assemble(q Query, rates []decide.Sample, last map[string]float64, lastTime 
 	w := measurement.Workload{
 		ArrivalRates: rates, DataTime: lastTime,
 		ServiceTime: last[influx.FieldServiceMean], ServiceSCV: last[influx.FieldServiceSCV],
+		ProxyClockOffset: last[influx.FieldClockOffset],
 	}
 	if f := q.latencyField(); f != "" {
 		w.MeasuredLatency = last[f]

@@ -27,7 +27,8 @@ func fixture() []*write.Point {
 	for i, rate := range []float64{10, 20, 30} {
 		pts = append(pts, write.NewPoint(influx.Workload, map[string]string{"namespace": "ns", "workload": "w"},
 			map[string]any{"arrival_rate": rate, "service_mean_seconds": 0.01 * float64(i+1), "service_scv": 0.5,
-				"latency_p50_seconds": 0.02, "latency_p95_seconds": 0.05, "latency_p99_seconds": 0.09, "pods": int64(2)}, t0.Add(time.Duration(i)*5*time.Second)))
+				"latency_p50_seconds": 0.02, "latency_p95_seconds": 0.05, "latency_p99_seconds": 0.09, "pods": int64(2),
+				"clock_offset_seconds": -12.5 * float64(i)}, t0.Add(time.Duration(i)*5*time.Second)))
 	}
 	pts = append(pts, write.NewPoint(influx.Workload, map[string]string{"namespace": "ns", "workload": "other"},
 		map[string]any{"arrival_rate": 99.0, "service_mean_seconds": 9.0}, t0.Add(5*time.Second)))
@@ -65,6 +66,7 @@ func want() measurement.Workload {
 		ArrivalRates: []decide.Sample{
 			{Time: t0, Rate: 10}, {Time: t0.Add(5 * time.Second), Rate: 20}, {Time: t0.Add(10 * time.Second), Rate: 30}},
 		ServiceTime: 0.03, ServiceSCV: 0.5, MeasuredLatency: 0.05, DataTime: t0.Add(10 * time.Second),
+		ProxyClockOffset:  -25, // the newest point's: a proxy 25 s behind the collector
 		MeasuredQuantiles: []decide.LatencyQuantile{{Percentile: 50, Seconds: 0.02}, {Percentile: 95, Seconds: 0.05}, {Percentile: 99, Seconds: 0.09}},
 		ShortArrivalRate:  30, ShortWindow: 5 * time.Second,
 		Pods: []measurement.Pod{

@@ -22,4 +22,5 @@ const (
 	FieldInFlight       = "in_flight"
 	FieldWaiting        = "waiting"
 	FieldInFlightMean   = "in_flight_mean"
+	FieldClockOffset    = "clock_offset_seconds"
 )

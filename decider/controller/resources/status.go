@@ -92,6 +92,36 @@ func clockSkewCondition(st *v1alpha1.QueueAutoscalerStatus, dataTime time.Time, 
 	}
 }
 
+// ProxyClockTolerance: a proxy whose clock is further than this from the collector's is
+// reported (the collector's own threshold for counting a skewed proxy).
+const ProxyClockTolerance = 10 * time.Second
+
+// ProxyClockCondition reports a proxy clock far from the collector's as the
+// ProxyClockSkew condition. Points are timed by the collector's scrape clock, so the
+// skew costs no data, but a node whose clock is off is worth an SRE's look. offset is
+// the largest (in magnitude) offset in seconds, positive when a proxy is ahead. Once
+// the clocks agree again the condition turns False; it is never added while they agree.
+func ProxyClockCondition(st *v1alpha1.QueueAutoscalerStatus, offset float64, gen int64, now time.Time) {
+	if math.IsNaN(offset) || math.IsInf(offset, 0) || math.Abs(offset) > 1e9 {
+		return // not a measurement (the collector writes finite offsets); say nothing
+	}
+	if d := time.Duration(math.Abs(offset) * float64(time.Second)); d > ProxyClockTolerance {
+		reason, dir := "ProxyClockAhead", "ahead of"
+		if offset < 0 {
+			reason, dir = "ProxyClockBehind", "behind"
+		}
+		SetCondition(st, "ProxyClockSkew", metav1.ConditionTrue, reason, fmt.Sprintf(
+			"a pod's qas-proxy clock is %s %s qas-collector's (points are timed by the collector, so no data is lost; synchronise the node's clock)",
+			d.Round(time.Second), dir), gen, now)
+		return
+	}
+	for _, c := range st.Conditions {
+		if c.Type == "ProxyClockSkew" {
+			SetCondition(st, "ProxyClockSkew", metav1.ConditionFalse, "ClocksAgree", "every proxy's clock is within "+ProxyClockTolerance.String()+" of the collector's", gen, now)
+		}
+	}
+}
+
 // HoldStatus records a cycle that did not reach the engine (holding decision d) as
 // the last decision.
 func HoldStatus(st *v1alpha1.QueueAutoscalerStatus, d decide.Decision, dryRun bool, now time.Time) {

@@ -1,0 +1,55 @@
+package resources
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/qas-dev/qas/decider/api/v1alpha1"
+)
+
+// TestProxyClockCondition: a proxy clock more than 10 s from the collector's, either
+// way, is a ProxyClockSkew condition that names the direction; it turns False when the
+// clocks agree again, is not added while they always have, and a value that is not a
+// measurement changes nothing.
+func TestProxyClockCondition(t *testing.T) {
+	now := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	find := func(st *v1alpha1.QueueAutoscalerStatus) *metav1.Condition {
+		for i := range st.Conditions {
+			if st.Conditions[i].Type == "ProxyClockSkew" {
+				return &st.Conditions[i]
+			}
+		}
+		return nil
+	}
+	steps := []struct {
+		name    string
+		offset  float64
+		status  metav1.ConditionStatus // "" means no condition
+		reason  string
+		message string
+	}{
+		{"clocks agree from the start", 2, "", "", ""},
+		{"one proxy 3 minutes ahead", 180, metav1.ConditionTrue, "ProxyClockAhead", "3m0s ahead of"},
+		{"not a measurement", math.NaN(), metav1.ConditionTrue, "ProxyClockAhead", "3m0s ahead of"},
+		{"one proxy behind", -42.4, metav1.ConditionTrue, "ProxyClockBehind", "42s behind"},
+		{"within the tolerance", -10, metav1.ConditionFalse, "ClocksAgree", "within 10s"},
+		{"agreeing still", 0, metav1.ConditionFalse, "ClocksAgree", "within 10s"},
+	}
+	var st v1alpha1.QueueAutoscalerStatus
+	for i, s := range steps {
+		ProxyClockCondition(&st, s.offset, 1, now.Add(time.Duration(i)*time.Minute))
+		c := find(&st)
+		if s.status == "" {
+			require.Nil(t, c, s.name)
+			continue
+		}
+		require.NotNil(t, c, s.name)
+		require.Equal(t, s.status, c.Status, s.name)
+		require.Equal(t, s.reason, c.Reason, s.name)
+		require.Contains(t, c.Message, s.message, s.name)
+	}
+}
