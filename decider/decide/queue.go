@@ -242,15 +242,10 @@ func thinJumps(sorted []float64, n int) []weighted {
 	return out
 }
 
-// jumpRatio is the p-quantile (nearest rank) of the jump ratios and their
-// number. Ratios a sample apart overlap; only a history spanning 1/(1−p)
-// leads holds that many independent ones, fewer cannot show a p-quantile: ok
-// is false.
-func jumpRatio(samples []Sample, lead time.Duration, p float64) (float64, int, bool) {
-	return jumpQuantile(samples, jumpRatios(samples, lead), lead, p)
-}
-
-// jumpQuantile is jumpRatio for ratios already computed from samples.
+// jumpQuantile is the p-quantile (nearest rank) of ratios, the jump ratios of
+// samples (jumpRatios), and their number. Ratios a sample apart overlap; only a
+// history spanning 1/(1−p) leads holds that many independent ones, fewer cannot
+// show a p-quantile: ok is false.
 func jumpQuantile(samples []Sample, ratios []float64, lead time.Duration, p float64) (float64, int, bool) {
 	need := int(math.Ceil(1 / (1 - p)))
 	if len(ratios) == 0 || samples[len(samples)-1].Time.Sub(samples[0].Time) < time.Duration(need)*lead {
