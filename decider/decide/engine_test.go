@@ -682,20 +682,6 @@ func TestMigration(t *testing.T) {
 		require.NoError(t, err)
 		require.NotNil(t, d.Migration)
 	})
-	t.Run("slowed against the pods on other nodes when most run on the hot one", func(t *testing.T) {
-		// Two of three pods on the hot node: the workload's median service time is
-		// theirs, and no throttling is measured (metrics.k8s.io has none). Against the
-		// pod on the cool node they are three times slower.
-		s := hotCluster()
-		s.Pods[0].ThrottledFraction = 0
-		s.Pods[2].Node, s.Pods[2].ServiceTime = "hot", 0.3
-		d, err := NewEngine().Decide(spec, s)
-		require.NoError(t, err)
-		require.NotNil(t, d.Migration, d.Explanation.Reason)
-		require.Equal(t, "hot", d.Migration.FromNode)
-		require.Equal(t, 2, d.Migration.PodsOnNode)
-		require.InDelta(t, 0.1, d.Explanation.ServiceTime, 1e-12, "sized on the pod that runs normally")
-	})
 	t.Run("local storage guard", func(t *testing.T) {
 		s := hotCluster()
 		s.Pods[0].LocalVolumes = []Volume{{Name: "data", Node: "hot", SizeBytes: 10e9}}

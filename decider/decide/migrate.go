@@ -9,7 +9,7 @@ import (
 
 // planMigration looks for a hot node (absolute utilisation above φ) where one
 // of the workload's pods (not being deleted) is slowed (throttled, or its service time above
-// SlowFactor × the median of the workload's pods on other nodes), and plans one move off it: the
+// SlowFactor × the workload's median), and plans one move off it: the
 // workload's own pod (MoverOwn) or the biggest neighbour (MoverNeighbour), to the
 // coolest node that has room for its CPU request and, for node-local data, for
 // all its volumes together. Only pods that can be moved (Pod.Move) are
@@ -23,33 +23,15 @@ func planMigration(spec Spec, snap Snapshot, hold func(node string) string) (*Mi
 	for _, n := range snap.Nodes {
 		nodes[n.Name] = n
 	}
-	// A pod is compared with the workload's pods on other nodes: a hot node slows
-	// every pod on it, and when most of the workload runs there the overall median
-	// is the slowed time itself. With no pods elsewhere, the overall median.
-	var all []float64
-	byNode := map[string][]float64{}
+	var times []float64
 	for _, p := range snap.Pods {
 		if p.ServiceTime > 0 {
-			all = append(all, p.ServiceTime)
-			byNode[p.Node] = append(byNode[p.Node], p.ServiceTime)
+			times = append(times, p.ServiceTime)
 		}
 	}
-	reference := map[string]float64{}
-	for node := range byNode {
-		var elsewhere []float64
-		for other, times := range byNode {
-			if other != node {
-				elsewhere = append(elsewhere, times...)
-			}
-		}
-		if len(elsewhere) == 0 {
-			elsewhere = all
-		}
-		reference[node] = medianOf(elsewhere)
-	}
+	median := medianOf(times)
 	slowed := func(p Pod) bool {
-		ref := reference[p.Node]
-		return p.ThrottledFraction > mig.ThrottleThreshold || (ref > 0 && p.ServiceTime > mig.SlowFactor*ref)
+		return p.ThrottledFraction > mig.ThrottleThreshold || (median > 0 && p.ServiceTime > mig.SlowFactor*median)
 	}
 	var healthySum float64
 	var healthyN int
