@@ -12,6 +12,7 @@ import (
 
 	"github.com/qas-dev/qas/decider/evaluate/matrix"
 	"github.com/qas-dev/qas/decider/evaluate/report"
+	"github.com/qas-dev/qas/decider/evaluate/sim"
 	"github.com/qas-dev/qas/internal/cli"
 )
 
@@ -31,6 +32,7 @@ func runEvaluate(args []string, env Env) error {
 	nasa := fs.String("nasa", "", "the NASA trace (nasa-1995-07-08.rps.gz) (required)")
 	out := fs.String("out", "out/evaluate", "directory for results.md, results.json and report.html")
 	demo := fs.Bool("demo", false, "the one-minute taste (make demo): two NASA half hours, counts ×50 and Poisson ×100, seed 1")
+	pooling := fs.Bool("pooling", false, "the pooled data planes' comparison (docs/pooling.md): 4 workloads × 2 settings × seeds 1–2 through random, peer and front routing; qas, kpa, hpa, oracle and oracle-pooled")
 	workers := fs.Int("workers", 0, "cells run at once (0: one per core)")
 	detail := fs.Int("detail", 4, "cells, from the first, whose charts the report draws")
 	only := fs.String("only", "", "run only the cells whose name contains this text")
@@ -54,6 +56,13 @@ func runEvaluate(args []string, env Env) error {
 	if *demo {
 		cells, what = matrix.Demo(*nasa), "the demo (a taste of the evaluation matrix)"
 	}
+	o := matrix.DefaultOptions()
+	if *pooling {
+		if *demo {
+			return cli.Usagef("pooling", "excludes --demo")
+		}
+		cells, what, o = matrix.Pooling(*nasa), "the pooled data planes' comparison (docs/pooling.md)", matrix.PoolingOptions()
+	}
 	if *only != "" {
 		var keep []matrix.Cell
 		for _, c := range cells {
@@ -69,12 +78,15 @@ func runEvaluate(args []string, env Env) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	o := matrix.DefaultOptions()
 	conditions := fmt.Sprintf("%s: %d cells, every one in real time (no compression); policies %s and the yardsticks of each data plane "+
 		"(clairvoyant oracle, reactive oracle, lower bound; pooled ones for the KPA, whose activator the simulator models as one pooled queue where Knative splits the pods over at least two activators: a bias in the KPA's favour), "+
 		"searched over %v s windows with %d bisection steps (sized down to fit 15 minutes on 2 cores: simulate searches 1, 10, 60 and 300 s with 8 steps, "+
 		"and the matrix pairs lognormal service with 45 s init and exponential with 2 min, 2 of the 4 combinations); p%g ≤ %v, k = %d, %.2g-core pods, at most %d replicas",
 		what, len(cells), strings.Join(o.Policies, ", "), o.OracleWindows, o.OracleSteps, o.Percentile, time.Duration(o.Target*float64(time.Second)), o.Concurrency, o.CPU, o.MaxReplicas)
+	if *pooling {
+		conditions += fmt.Sprintf("; yardsticks here only oracle (the cell's data plane) and oracle-pooled; extra hop %v, advertisements and front checks every %g s",
+			time.Duration(sim.DefaultHandoff.Hop*float64(time.Second)), sim.DefaultHandoff.Period)
+	}
 	fmt.Fprintln(env.Stdout, conditions)
 	tty, _ := env.Stderr.(*os.File)
 	if tty != nil && !isTerminal(tty) {

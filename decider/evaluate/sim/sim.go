@@ -66,6 +66,9 @@ type Config struct {
 	// puts Knative's activator in the path (ActivatorRouter) is routed
 	// pooled while it does, and by Routing otherwise.
 	Routing Routing
+	// Handoff is the extra hop's cost and the advertisement period of the
+	// peer-handoff and front data planes (RoutePeer, RouteFront).
+	Handoff Handoff
 	// OracleWindows and OracleSteps, when set, replace the yardsticks'
 	// search grid (OracleWindows, OracleSteps): a coarser grid for a large
 	// matrix.
@@ -82,6 +85,11 @@ const (
 	evCompletion = iota
 	evReady
 	evPS // the next completion of a processor-sharing pod
+	// Peer handoff and the front (peer.go).
+	evAdvert  // a pod's advertisement tick
+	evHandoff // a handed-off request reaches its peer (gen: the sender)
+	evRefused // a refused request is back at its sender
+	evFront   // a request reaches the front
 )
 
 type event struct {
@@ -91,6 +99,8 @@ type event struct {
 	pod int32
 	gen uint32 // evPS: the pod's schedule version it was computed for
 	k   uint8
+	// hops and paid are the request's (evHandoff, evRefused, evFront).
+	hops, paid uint8
 }
 
 type eventHeap []event
@@ -139,6 +149,9 @@ func (h *eventHeap) pop() event {
 // full speed), drawn when it arrived.
 type request struct {
 	arr, svc float64
+	// hops counts the handoffs a peer accepted (at most 1), paid the extra
+	// hops it has paid (RoutePeer, RouteFront).
+	hops, paid uint8
 }
 
 // fifo is a ring buffer of waiting requests.
@@ -226,6 +239,12 @@ type sim struct {
 	moves MigrationObserver
 	// lat is the recent response times policies may measure.
 	lat latWindow
+	// peers are the pods' sides of peer handoff (RoutePeer); frontOn tells
+	// whether spare capacity put the front in the path at the last check
+	// (RouteFront), policyActivator whether the policy wants its activator
+	// there.
+	peers                    []peerState
+	frontOn, policyActivator bool
 }
 
 // MigrationObserver is implemented by a policy that wants to know when a
@@ -323,7 +342,8 @@ func Run(cfg Config, p policy.Policy) *Result {
 	s.activator = cfg.Routing == RoutePooled
 	router, _ := p.(ActivatorRouter)
 	if router != nil {
-		s.activator = s.activator || router.ActivatorRouting()
+		s.policyActivator = router.ActivatorRouting()
+		s.activator = s.activator || s.policyActivator
 	}
 	s.moves, _ = p.(MigrationObserver)
 	if cfg.Nodes > 0 {
@@ -363,6 +383,14 @@ func Run(cfg Config, p policy.Policy) *Result {
 				s.complete(int(e.pod), e.arr, e.svc)
 			case evPS:
 				s.psEvent(int(e.pod), e.gen)
+			case evAdvert:
+				s.advertTick(int(e.pod))
+			case evHandoff:
+				s.handOffArrive(int(e.pod), int(e.gen), request{arr: e.arr, svc: e.svc, hops: e.hops, paid: e.paid})
+			case evRefused:
+				s.refusedBack(int(e.pod), request{arr: e.arr, svc: e.svc, hops: e.hops, paid: e.paid})
+			case evFront:
+				s.frontArrive(request{arr: e.arr, svc: e.svc, paid: e.paid})
 			default:
 				s.makeReady(int(e.pod))
 			}
@@ -392,10 +420,18 @@ func Run(cfg Config, p policy.Policy) *Result {
 				s.migrate(*d.Migrate, obs)
 			}
 			if router != nil {
-				s.setActivator(cfg.Routing == RoutePooled || router.ActivatorRouting())
+				s.setActivator(s.wantActivator(router))
 			}
 		} else if second > 0 {
 			s.res.Forecast[second] = s.res.Forecast[second-1]
+		}
+		if cfg.Routing == RouteFront {
+			if s.activator {
+				s.res.Handoff.FrontInPath++
+			}
+			if !cfg.Handoff.Fresh && (second+1)%max(1, int(math.Round(cfg.Handoff.period()))) == 0 {
+				s.frontCheck()
+			}
 		}
 		s.res.Desired[second] = lastDesired
 		s.res.Ready[second] = len(s.ready)
@@ -479,6 +515,15 @@ func (s *sim) arrive() {
 	s.inTick()
 	s.inflight++
 	req := request{arr: s.now, svc: s.cfg.Service.Sample(s.rngSvc)}
+	if s.cfg.Routing == RouteFront && len(s.ready) > 0 {
+		if s.cfg.Handoff.Fresh {
+			s.frontCheck()
+		}
+		if s.activator {
+			s.frontEnter(req)
+			return
+		}
+	}
 	if len(s.ready) == 0 || s.front.size > 0 {
 		// Requests already waiting in front go first (FIFO).
 		s.front.push(req)
@@ -490,6 +535,10 @@ func (s *sim) arrive() {
 		} else {
 			s.front.push(req)
 		}
+		return
+	}
+	if s.cfg.Routing == RoutePeer {
+		s.peerArrive(req)
 		return
 	}
 	s.route(s.pick(), req)
@@ -561,6 +610,10 @@ func (s *sim) route(id int, req request) {
 }
 
 func (s *sim) start(id int, req request) {
+	s.res.Handoff.Hops[min(int(req.paid), len(s.res.Handoff.Hops)-1)]++
+	if req.hops > 1 {
+		s.res.Handoff.HandedTwice++
+	}
 	if s.cfg.Sharing {
 		s.psAdd(id, req)
 		return
@@ -652,6 +705,9 @@ func (s *sim) makeReady(id int) {
 			}
 		}
 		s.moveEnded(id, from, true)
+	}
+	if s.cfg.Routing == RoutePeer {
+		s.peerReady(id)
 	}
 	s.drainFront(id)
 }
@@ -884,10 +940,17 @@ const (
 	// RoutePooled holds requests in one queue in front of the pods and gives
 	// each to a Ready pod with a free place, as Knative's activator does.
 	RoutePooled
+	// RoutePeer is peer handoff between sidecars: random routing, and a
+	// proxy whose slots are full hands a request to a peer advertising a
+	// free slot (peer.go).
+	RoutePeer
+	// RouteFront is a capacity-aware front, in the path only while spare
+	// capacity is short (peer.go).
+	RouteFront
 )
 
 // Routings are the data planes, in the order results list them.
-var Routings = []Routing{RouteRandom, RouteLeastRequest, RoutePooled}
+var Routings = []Routing{RouteRandom, RouteLeastRequest, RoutePooled, RoutePeer, RouteFront}
 
 // String is the routing's name: random, leastRequest or pooled.
 func (r Routing) String() string {
@@ -896,18 +959,22 @@ func (r Routing) String() string {
 		return "leastRequest"
 	case RoutePooled:
 		return "pooled"
+	case RoutePeer:
+		return "peer"
+	case RouteFront:
+		return "front"
 	}
 	return "random"
 }
 
-// ParseRouting reads random, leastRequest or pooled.
+// ParseRouting reads random, leastRequest, pooled, peer or front.
 func ParseRouting(s string) (Routing, error) {
 	for _, r := range Routings {
 		if s == r.String() {
 			return r, nil
 		}
 	}
-	return 0, fmt.Errorf("routing %q: want random, leastRequest or pooled", s)
+	return 0, fmt.Errorf("routing %q: want random, leastRequest, pooled, peer or front", s)
 }
 
 func newRand(seed, stream uint64) *rand.Rand {
