@@ -24,6 +24,8 @@ type evaluateOutput struct {
 	WallSeconds float64           `json:"wall_seconds"`
 	Headline    []matrix.Headline `json:"headline"`
 	Results     []*matrix.Result  `json:"results"`
+	// Pooling is --pooling's comparison against oracle-pooled.
+	Pooling []matrix.PoolingRow `json:"pooling,omitempty"`
 }
 
 func runEvaluate(args []string, env Env) error {
@@ -32,7 +34,7 @@ func runEvaluate(args []string, env Env) error {
 	nasa := fs.String("nasa", "", "the NASA trace (nasa-1995-07-08.rps.gz) (required)")
 	out := fs.String("out", "out/evaluate", "directory for results.md, results.json and report.html")
 	demo := fs.Bool("demo", false, "the one-minute taste (make demo): two NASA half hours, counts ×50 and Poisson ×100, seed 1")
-	pooling := fs.Bool("pooling", false, "the pooled data planes' comparison (docs/pooling.md): 4 workloads × 2 settings × seeds 1–2 through random, peer and front routing; qas, kpa, hpa, oracle and oracle-pooled")
+	pooling := fs.Bool("pooling", false, "the pooled data planes' comparison (docs/pooling.md): every workload × setting, seeds 1–3, through random, peer and front routing; qas, kpa, hpa, oracle and oracle-pooled")
 	workers := fs.Int("workers", 0, "cells run at once (0: one per core)")
 	detail := fs.Int("detail", 4, "cells, from the first, whose charts the report draws")
 	only := fs.String("only", "", "run only the cells whose name contains this text")
@@ -119,11 +121,18 @@ func runEvaluate(args []string, env Env) error {
 		w = defaultWorkers()
 	}
 	md := matrix.Markdown(rs, o, conditions+fmt.Sprintf(". Wall time %s on %d workers.", wall.Round(time.Second), w))
+	if *pooling {
+		md += "\n" + matrix.PoolingMarkdown(rs, sim.DefaultHandoff.Hop)
+	}
 	if err := os.WriteFile(filepath.Join(*out, "results.md"), []byte(md), 0o644); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(evaluateOutput{Conditions: conditions, Cells: len(rs), Workers: w, WallSeconds: wall.Seconds(),
-		Headline: matrix.Headlines(rs, o), Results: rs}, "", "  ")
+	eo := evaluateOutput{Conditions: conditions, Cells: len(rs), Workers: w, WallSeconds: wall.Seconds(),
+		Headline: matrix.Headlines(rs, o), Results: rs}
+	if *pooling {
+		eo.Pooling = matrix.PoolingRows(rs)
+	}
+	b, err := json.MarshalIndent(eo, "", "  ")
 	if err != nil {
 		return err
 	}
