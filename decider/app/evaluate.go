@@ -35,6 +35,8 @@ func runEvaluate(args []string, env Env) error {
 	out := fs.String("out", "out/evaluate", "directory for results.md, results.json and report.html")
 	demo := fs.Bool("demo", false, "the one-minute taste (make demo): two NASA half hours, counts ×50 and Poisson ×100, seed 1")
 	pooling := fs.Bool("pooling", false, "the pooled data planes' comparison (docs/pooling.md): every workload × setting, seeds 1–3, through random, peer and front routing; qas, kpa, hpa, oracle and oracle-pooled")
+	hop := fs.Duration("hop", time.Duration(sim.DefaultHandoff.Hop*float64(time.Second)), "with --pooling: the latency of each extra hop (to a peer, back from a refusing one, through the front)")
+	advert := fs.Duration("advert", time.Duration(sim.DefaultHandoff.Period*float64(time.Second)), "with --pooling: the period of the peers' free-slot advertisements and of the front's check")
 	workers := fs.Int("workers", 0, "cells run at once (0: one per core)")
 	detail := fs.Int("detail", 4, "cells, from the first, whose charts the report draws")
 	only := fs.String("only", "", "run only the cells whose name contains this text")
@@ -46,6 +48,12 @@ func runEvaluate(args []string, env Env) error {
 	}
 	if _, err := os.Stat(*nasa); err != nil {
 		return cli.Usagef("nasa", "%v", err)
+	}
+	if *hop < 0 {
+		return cli.Usagef("hop", "must not be negative")
+	}
+	if *advert <= 0 {
+		return cli.Usagef("advert", "must be positive")
 	}
 	if *workers < 0 {
 		return cli.Usagef("workers", "must not be negative")
@@ -64,6 +72,7 @@ func runEvaluate(args []string, env Env) error {
 			return cli.Usagef("pooling", "excludes --demo")
 		}
 		cells, what, o = matrix.Pooling(*nasa), "the pooled data planes' comparison (docs/pooling.md)", matrix.PoolingOptions()
+		o.Handoff = sim.Handoff{Hop: hop.Seconds(), Period: advert.Seconds()}
 	}
 	if *only != "" {
 		var keep []matrix.Cell
@@ -86,8 +95,8 @@ func runEvaluate(args []string, env Env) error {
 		"and the matrix pairs lognormal service with 45 s init and exponential with 2 min, 2 of the 4 combinations); p%g ≤ %v, k = %d, %.2g-core pods, at most %d replicas",
 		what, len(cells), strings.Join(o.Policies, ", "), o.OracleWindows, o.OracleSteps, o.Percentile, time.Duration(o.Target*float64(time.Second)), o.Concurrency, o.CPU, o.MaxReplicas)
 	if *pooling {
-		conditions += fmt.Sprintf("; yardsticks here only oracle (the cell's data plane) and oracle-pooled; extra hop %v, advertisements and front checks every %g s",
-			time.Duration(sim.DefaultHandoff.Hop*float64(time.Second)), sim.DefaultHandoff.Period)
+		conditions += fmt.Sprintf("; yardsticks here only oracle (the cell's data plane) and oracle-pooled; extra hop %v, advertisements and front checks every %v",
+			*hop, *advert)
 	}
 	fmt.Fprintln(env.Stdout, conditions)
 	tty, _ := env.Stderr.(*os.File)
@@ -122,7 +131,7 @@ func runEvaluate(args []string, env Env) error {
 	}
 	md := matrix.Markdown(rs, o, conditions+fmt.Sprintf(". Wall time %s on %d workers.", wall.Round(time.Second), w))
 	if *pooling {
-		md += "\n" + matrix.PoolingMarkdown(rs, sim.DefaultHandoff.Hop)
+		md += "\n" + matrix.PoolingMarkdown(rs, o.Handoff.Hop)
 	}
 	if err := os.WriteFile(filepath.Join(*out, "results.md"), []byte(md), 0o644); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package matrix
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -48,15 +49,33 @@ type PoolingRow struct {
 	// Cost is its CPU-core-seconds ÷ oracle-pooled's on the ideal pooled
 	// queue in the same cell (sim.OracleCandidate of routing pooled):
 	// median, min and max over the cells, and the median where it met the SLO.
-	CostMedian, CostMin, CostMax, CostMetMedian float64
+	CostMedian, CostMin, CostMax, CostMetMedian float64 `json:"-"`
 	// LateMedian and LateMax are the requests over the target, %.
-	LateMedian, LateMax float64
+	LateMedian float64 `json:"late_pct_median"`
+	LateMax    float64 `json:"late_pct_max"`
 	// ExtraHopPct is the median share of requests that paid an extra hop
 	// (handed off or through the front), RefusedPct the median share of
 	// handoffs refused, both %; HopP50 and HopP95 the extra hops at the
 	// median and the 95th percentile of requests in the worst cell.
-	ExtraHopPct, RefusedPct float64
-	HopP50, HopP95          int
+	ExtraHopPct float64 `json:"extra_hop_pct_median"`
+	RefusedPct  float64 `json:"refused_pct_median"`
+	HopP50      int     `json:"hops_p50"`
+	HopP95      int     `json:"hops_p95"`
+}
+
+// MarshalJSON writes the costs as numbers, or null where no cell gave one
+// (NaN).
+func (r PoolingRow) MarshalJSON() ([]byte, error) {
+	type plain PoolingRow
+	return json.Marshal(struct {
+		plain
+		CostMedian    *float64 `json:"cost_over_oracle_pooled_median"`
+		CostMin       *float64 `json:"cost_over_oracle_pooled_min"`
+		CostMax       *float64 `json:"cost_over_oracle_pooled_max"`
+		CostMetMedian *float64 `json:"cost_over_oracle_pooled_median_where_met"`
+		RefusedPct    *float64 `json:"refused_pct_median"`
+		ExtraHopPct   *float64 `json:"extra_hop_pct_median"`
+	}{plain(r), num(r.CostMedian), num(r.CostMin), num(r.CostMax), num(r.CostMetMedian), num(r.RefusedPct), num(r.ExtraHopPct)})
 }
 
 // pooledOracleCost is the CPU-core-seconds of the cheapest schedule on the
