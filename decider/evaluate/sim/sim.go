@@ -90,6 +90,7 @@ const (
 	evHandoff // a handed-off request reaches its peer (gen: the sender)
 	evRefused // a refused request is back at its sender
 	evFront   // a request reaches the front
+	evCheck   // the front's check of spare capacity
 )
 
 type event struct {
@@ -353,6 +354,9 @@ func Run(cfg Config, p policy.Policy) *Result {
 		s.startPod(s.addPod(), true)
 	}
 	s.inits = StartingInitTimes(cfg)
+	if cfg.Routing == RouteFront && !cfg.Handoff.Fresh {
+		s.heap.push(event{t: cfg.Handoff.period(), k: evCheck})
+	}
 	total := len(cfg.Rates)
 	nextArr := s.nextArrival(0)
 	// The first decision comes one period in: no autoscaler acts on an empty window.
@@ -391,6 +395,9 @@ func Run(cfg Config, p policy.Policy) *Result {
 				s.refusedBack(int(e.pod), request{arr: e.arr, svc: e.svc, hops: e.hops, paid: e.paid})
 			case evFront:
 				s.frontArrive(request{arr: e.arr, svc: e.svc, paid: e.paid})
+			case evCheck:
+				s.frontCheck()
+				s.heap.push(event{t: s.now + cfg.Handoff.period(), k: evCheck})
 			default:
 				s.makeReady(int(e.pod))
 			}
@@ -428,9 +435,6 @@ func Run(cfg Config, p policy.Policy) *Result {
 		if cfg.Routing == RouteFront {
 			if s.activator {
 				s.res.Handoff.FrontInPath++
-			}
-			if !cfg.Handoff.Fresh && (second+1)%max(1, int(math.Round(cfg.Handoff.period()))) == 0 {
-				s.frontCheck()
 			}
 		}
 		s.res.Desired[second] = lastDesired
