@@ -34,7 +34,7 @@ func runEvaluate(args []string, env Env) error {
 	nasa := fs.String("nasa", "", "the NASA trace (nasa-1995-07-08.rps.gz) (required)")
 	out := fs.String("out", "out/evaluate", "directory for results.md, results.json and report.html")
 	demo := fs.Bool("demo", false, "the one-minute taste (make demo): two NASA half hours, counts ×50 and Poisson ×100, seed 1")
-	pooling := fs.Bool("pooling", false, "the pooled data planes' comparison (docs/pooling.md): every workload × setting, seeds 1–3, through random, peer and front routing; qas, kpa, hpa, oracle and oracle-pooled")
+	pooling := fs.Bool("pooling", false, "the pooled data planes' comparison (docs/pooling.md): every workload × setting, seeds 1–3, through random, peer, front and overflow routing; qas, kpa, hpa, oracle and oracle-pooled")
 	hop := fs.Duration("hop", time.Duration(sim.DefaultHandoff.Hop*float64(time.Second)), "with --pooling: the latency of each extra hop (to a peer, back from a refusing one, through the front)")
 	advert := fs.Duration("advert", time.Duration(sim.DefaultHandoff.Period*float64(time.Second)), "with --pooling: the period of the peers' free-slot advertisements and of the front's check")
 	workers := fs.Int("workers", 0, "cells run at once (0: one per core)")

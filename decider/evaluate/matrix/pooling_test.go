@@ -16,12 +16,12 @@ import (
 // data planes, each combination once.
 func TestPoolingMatrix(t *testing.T) {
 	cells := Pooling("nasa.gz")
-	require.Len(t, cells, len(Workloads(""))*len(Settings())*3*3)
+	require.Len(t, cells, len(Workloads(""))*len(Settings())*3*4)
 	seen := map[string]bool{}
 	for _, c := range cells {
 		require.False(t, seen[c.Name()], c.Name())
 		seen[c.Name()] = true
-		require.Contains(t, []sim.Routing{sim.RouteRandom, sim.RoutePeer, sim.RouteFront}, c.Routing)
+		require.Contains(t, []sim.Routing{sim.RouteRandom, sim.RoutePeer, sim.RouteFront, sim.RouteOverflow}, c.Routing)
 	}
 	o := PoolingOptions()
 	require.Equal(t, []string{"qas", "kpa", "hpa"}, o.Policies)

@@ -30,6 +30,16 @@ import "math"
 // (as RoutePooled); out of it, requests go to a random Ready pod as through a
 // Service.
 
+// RouteOverflow, sidecars overflowing to a shared front. A Service sends
+// each request to a Ready pod at random; a proxy with a free slot serves
+// it, and one whose slots are all busy sends it to the front (one Deployment)
+// instead of queueing it: the front holds overflow requests in one FIFO, and
+// a proxy whose slot frees with no local queue pulls the oldest from it (a
+// Ready pod that a free-slot scan finds takes a new one at once). Only the
+// overflow requests pay: two hops (to the front, and from it to the pod),
+// charged before the front queues them. Nothing is advertised: pods pull, so
+// nothing goes stale.
+
 // Handoff configures RoutePeer and RouteFront. Its zero value is the ideal:
 // no hop cost, fresh advertisements read at every handoff, a check every
 // second; the matrix and simulate use DefaultHandoff.
@@ -334,10 +344,35 @@ func (s *sim) frontCheck() {
 // after a decision of a policy that routes through one.
 func (s *sim) wantActivator(router ActivatorRouter) bool {
 	s.policyActivator = router.ActivatorRouting()
-	if s.cfg.Routing == RouteFront {
+	switch s.cfg.Routing {
+	case RouteFront:
 		return s.frontOn || s.policyActivator
+	case RouteOverflow:
+		return true
 	}
 	return s.cfg.Routing == RoutePooled || s.policyActivator
+}
+
+// overflowArrive routes an arrival through RouteOverflow: a free slot on
+// its random pod, else two hops to the front.
+func (s *sim) overflowArrive(req request) {
+	id := s.pick()
+	if s.pods[id].inService < s.cfg.Concurrency && s.front.size == 0 {
+		s.route(id, req)
+		return
+	}
+	if s.pods[id].inService < s.cfg.Concurrency {
+		// Requests wait in front: the pod's free slot pulls the oldest,
+		// and this one joins the end of the line (FIFO across the pool).
+		s.route(id, s.front.pop())
+	}
+	req.paid += 2
+	s.res.Handoff.ViaFront++
+	if h := s.cfg.Handoff.Hop; h > 0 {
+		s.heap.push(event{t: s.now + 2*h, arr: req.arr, svc: req.svc, k: evFront, paid: req.paid})
+		return
+	}
+	s.frontArrive(req)
 }
 
 func (q *fifo) peek() request { return q.buf[q.head] }

@@ -44,6 +44,26 @@ func TestFrontFreshIsThePooledQueue(t *testing.T) {
 	require.InDelta(t, want, m, 4*se+0.01*want)
 }
 
+// TestOverflowFreshIsThePooledQueue: with no hop cost, sidecars that
+// overflow to a front from which free pods pull keep every slot busy while
+// requests wait, so three k = 1 pods are one M/M/3; only requests that find
+// their pod full go through the front.
+func TestOverflowFreshIsThePooledQueue(t *testing.T) {
+	cfg := peerCfg(t, 3, 0.6, RouteOverflow, Handoff{})
+	m, se := meanAndSE(t, cfg, static(3), 6)
+	want := 1 + erlangCWait(3, 1.8, 1)
+	t.Logf("overflow (no hop) mean latency %.4f ± %.4f, M/M/3 %.4f", m, se, want)
+	require.InDelta(t, want, m, 4*se+0.01*want)
+	cfg.Seed = 1
+	r := Run(cfg, policy.Static{N: 3})
+	// A request finds its random pod busy with probability ρ = 0.6.
+	share := float64(r.Handoff.ViaFront) / float64(r.Handoff.Hops[0]+r.Handoff.Hops[2])
+	require.InDelta(t, 0.6, share, 0.02)
+	// Each overflow pays two hops (the last few still wait in front at the end).
+	require.Zero(t, r.Handoff.Hops[1]+r.Handoff.Hops[3])
+	require.LessOrEqual(t, r.Handoff.Hops[2], r.Handoff.ViaFront)
+}
+
 // TestPeerHopLimit runs peer handoff where handoffs are frequent and often
 // refused (ρ = 0.9, advertisements every 2 s, 0.5 ms hops): accepted
 // handoffs and refusals both happen, no request starts after two accepted
@@ -106,7 +126,7 @@ func TestNoHandoffWithoutQueue(t *testing.T) {
 	base.Rates = base.Rates[:3000]
 	base.Seed = 7
 	random := Run(base, policy.Static{N: 4})
-	for _, routing := range []Routing{RoutePeer, RouteFront} {
+	for _, routing := range []Routing{RoutePeer, RouteFront, RouteOverflow} {
 		cfg := base
 		cfg.Routing = routing
 		r := Run(cfg, policy.Static{N: 4})
@@ -142,7 +162,7 @@ func TestFrontHopIsPaidInThePath(t *testing.T) {
 // TestPeerAndFrontDeterministicPerSeed checks that the new data planes, with
 // their random phases and choices, repeat exactly for a seed.
 func TestPeerAndFrontDeterministicPerSeed(t *testing.T) {
-	for _, routing := range []Routing{RoutePeer, RouteFront} {
+	for _, routing := range []Routing{RoutePeer, RouteFront, RouteOverflow} {
 		cfg := peerCfg(t, 5, 0.9, routing, DefaultHandoff)
 		cfg.Rates = cfg.Rates[:2000]
 		cfg.Seed = 11

@@ -340,7 +340,7 @@ func Run(cfg Config, p policy.Policy) *Result {
 	s := &sim{cfg: cfg, rngArr: newRand(cfg.Seed, 1), rngSvc: newRand(cfg.Seed, 2), rngRoute: newRand(cfg.Seed, 3),
 		initSeq: NewInitTimes(cfg.Init, cfg.Seed), curCPU: cfg.CPU}
 	s.res = newResult(p.Name(), cfg)
-	s.activator = cfg.Routing == RoutePooled
+	s.activator = cfg.Routing == RoutePooled || cfg.Routing == RouteOverflow
 	router, _ := p.(ActivatorRouter)
 	if router != nil {
 		s.policyActivator = router.ActivatorRouting()
@@ -527,6 +527,10 @@ func (s *sim) arrive() {
 			s.frontEnter(req)
 			return
 		}
+	}
+	if s.cfg.Routing == RouteOverflow && len(s.ready) > 0 {
+		s.overflowArrive(req)
+		return
 	}
 	if len(s.ready) == 0 || s.front.size > 0 {
 		// Requests already waiting in front go first (FIFO).
@@ -951,10 +955,14 @@ const (
 	// RouteFront is a capacity-aware front, in the path only while spare
 	// capacity is short (peer.go).
 	RouteFront
+	// RouteOverflow is random routing where a proxy whose slots are full
+	// sends the request to a shared front queue, from which pods with a
+	// free slot pull (peer.go).
+	RouteOverflow
 )
 
 // Routings are the data planes, in the order results list them.
-var Routings = []Routing{RouteRandom, RouteLeastRequest, RoutePooled, RoutePeer, RouteFront}
+var Routings = []Routing{RouteRandom, RouteLeastRequest, RoutePooled, RoutePeer, RouteFront, RouteOverflow}
 
 // String is the routing's name: random, leastRequest or pooled.
 func (r Routing) String() string {
@@ -967,18 +975,20 @@ func (r Routing) String() string {
 		return "peer"
 	case RouteFront:
 		return "front"
+	case RouteOverflow:
+		return "overflow"
 	}
 	return "random"
 }
 
-// ParseRouting reads random, leastRequest, pooled, peer or front.
+// ParseRouting reads random, leastRequest, pooled, peer, front or overflow.
 func ParseRouting(s string) (Routing, error) {
 	for _, r := range Routings {
 		if s == r.String() {
 			return r, nil
 		}
 	}
-	return 0, fmt.Errorf("routing %q: want random, leastRequest, pooled, peer or front", s)
+	return 0, fmt.Errorf("routing %q: want random, leastRequest, pooled, peer, front or overflow", s)
 }
 
 func newRand(seed, stream uint64) *rand.Rand {
