@@ -3,6 +3,7 @@ package matrix
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -171,8 +172,16 @@ func PoolingMarkdown(rs []*Result, hop float64) string {
 	b.WriteString("| routing | policy | met | cost median | cost min | cost max | cost median where met | late % median | late % max | extra hop % | refused % | hops p50/p95 |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range PoolingRows(rs) {
-		fmt.Fprintf(&b, "| %s | %s | %d/%d | %s | %s | %s | %s | %.2f | %.2f | %.1f | %.1f | %d/%d |\n", r.Routing, r.Policy, r.Met, r.Cells,
-			f2(r.CostMedian), f2(r.CostMin), f2(r.CostMax), f2(r.CostMetMedian), r.LateMedian, r.LateMax, r.ExtraHopPct, r.RefusedPct, r.HopP50, r.HopP95)
+		fmt.Fprintf(&b, "| %s | %s | %d/%d | %s | %s | %s | %s | %.2f | %.2f | %s | %s | %d/%d |\n", r.Routing, r.Policy, r.Met, r.Cells,
+			f2(r.CostMedian), f2(r.CostMin), f2(r.CostMax), f2(r.CostMetMedian), r.LateMedian, r.LateMax, f1(r.ExtraHopPct), f1(r.RefusedPct), r.HopP50, r.HopP95)
 	}
 	return b.String()
+}
+
+// f1 formats a share in %, "—" for NaN (no handoff to refuse).
+func f1(x float64) string {
+	if math.IsNaN(x) {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f", x)
 }

@@ -68,4 +68,5 @@ func TestPoolingRows(t *testing.T) {
 	require.Contains(t, md, "| peer | qas | ")
 	require.Contains(t, md, "| front | oracle | ")
 	require.Contains(t, md, "500µs")
+	require.NotContains(t, md, "NaN")
 }
