@@ -40,9 +40,9 @@ import "math"
 // charged before the front queues them. Nothing is advertised: pods pull, so
 // nothing goes stale.
 
-// Handoff configures RoutePeer and RouteFront. Its zero value is the ideal:
-// no hop cost, fresh advertisements read at every handoff, a check every
-// second; the matrix and simulate use DefaultHandoff.
+// Handoff configures RoutePeer, RouteFront and RouteOverflow. Its zero value
+// has no hop cost and 1 s advertisements and checks; Fresh makes them
+// instant. The matrix and simulate use DefaultHandoff.
 type Handoff struct {
 	// Hop is the latency a request pays for each extra hop (to a peer, back
 	// from a refusing peer, or through the front), seconds.
@@ -58,9 +58,10 @@ type Handoff struct {
 	Fresh bool
 }
 
-// DefaultHandoff is the peer handoff and front the evaluation simulates: 0.5 ms
-// per extra hop (a pod-to-pod hop on one cluster network, as measured on
-// loopback plus a margin) and advertisements every second.
+// DefaultHandoff is the peer handoff and fronts the evaluation simulates:
+// 0.5 ms per extra hop (an assumed pod-to-pod proxy hop on one cluster
+// network, not a measurement; docs/pooling.md also runs 2 ms) and
+// advertisements every second.
 var DefaultHandoff = Handoff{Hop: 0.0005, Period: 1}
 
 func (h Handoff) period() float64 {
@@ -70,13 +71,15 @@ func (h Handoff) period() float64 {
 	return 1
 }
 
-// HandoffStats counts what the extra hops of RoutePeer and RouteFront did.
+// HandoffStats counts what the extra hops of RoutePeer, RouteFront and
+// RouteOverflow did.
 type HandoffStats struct {
 	// HandedOff counts handoffs a peer accepted; Refused the ones it refused
 	// (its free slot was gone when the request arrived).
 	HandedOff int `json:"handed_off"`
 	Refused   int `json:"refused"`
-	// ViaFront counts requests that went through the front.
+	// ViaFront counts requests that went through the front (RouteFront,
+	// RouteOverflow).
 	ViaFront int `json:"via_front"`
 	// Hops counts requests by the extra hops they paid before service (0, 1,
 	// 2, 3 or more), so the added latency's percentiles are Hop times these.
