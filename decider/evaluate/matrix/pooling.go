@@ -33,7 +33,7 @@ func Pooling(nasa string) []Cell {
 // PoolingOptions are DefaultOptions with the policies qas, kpa and hpa and
 // two yardsticks, the clairvoyant oracle of the cell's data plane and the
 // one on the ideal pooled queue (oracle-pooled), which keeps the 192 cells
-// within about 10 minutes on 2 cores.
+// within about 6 minutes on 2 cores.
 func PoolingOptions() Options {
 	o := DefaultOptions()
 	o.Policies = []string{"qas", "kpa", "hpa"}
