@@ -89,13 +89,17 @@ func runEvaluate(args []string, env Env) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	conditions := fmt.Sprintf("%s: %d cells, every one in real time (no compression); policies %s and the yardsticks of each data plane "+
-		"(clairvoyant oracle, reactive oracle, lower bound; pooled ones for the KPA, whose activator the simulator models as one pooled queue where Knative splits the pods over at least two activators: a bias in the KPA's favour), "+
+	yardsticks := "the yardsticks of each data plane " +
+		"(clairvoyant oracle, reactive oracle, lower bound; pooled ones for the KPA, whose activator the simulator models as one pooled queue where Knative splits the pods over at least two activators: a bias in the KPA's favour)"
+	if *pooling {
+		yardsticks = "two yardsticks: oracle on the cell's data plane and oracle-pooled on the ideal pooled queue (one queue, no hop: a bias in the fronts' favour)"
+	}
+	conditions := fmt.Sprintf("%s: %d cells, every one in real time (no compression); policies %s and %s, "+
 		"searched over %v s windows with %d bisection steps (sized down to fit 15 minutes on 2 cores: simulate searches 1, 10, 60 and 300 s with 8 steps, "+
 		"and the matrix pairs lognormal service with 45 s init and exponential with 2 min, 2 of the 4 combinations); p%g ≤ %v, k = %d, %.2g-core pods, at most %d replicas",
-		what, len(cells), strings.Join(o.Policies, ", "), o.OracleWindows, o.OracleSteps, o.Percentile, time.Duration(o.Target*float64(time.Second)), o.Concurrency, o.CPU, o.MaxReplicas)
+		what, len(cells), strings.Join(o.Policies, ", "), yardsticks, o.OracleWindows, o.OracleSteps, o.Percentile, time.Duration(o.Target*float64(time.Second)), o.Concurrency, o.CPU, o.MaxReplicas)
 	if *pooling {
-		conditions += fmt.Sprintf("; yardsticks here only oracle (the cell's data plane) and oracle-pooled; extra hop %v, advertisements and front checks every %v",
+		conditions += fmt.Sprintf("; extra hop %v, advertisements and front checks every %v",
 			*hop, *advert)
 	}
 	fmt.Fprintln(env.Stdout, conditions)
