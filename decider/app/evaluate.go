@@ -12,6 +12,7 @@ import (
 
 	"github.com/qas-dev/qas/decider/evaluate/matrix"
 	"github.com/qas-dev/qas/decider/evaluate/report"
+	"github.com/qas-dev/qas/decider/evaluate/sim"
 	"github.com/qas-dev/qas/internal/cli"
 )
 
@@ -23,6 +24,8 @@ type evaluateOutput struct {
 	WallSeconds float64           `json:"wall_seconds"`
 	Headline    []matrix.Headline `json:"headline"`
 	Results     []*matrix.Result  `json:"results"`
+	// Pooling is --pooling's comparison against oracle-pooled.
+	Pooling []matrix.PoolingRow `json:"pooling,omitempty"`
 }
 
 func runEvaluate(args []string, env Env) error {
@@ -31,6 +34,9 @@ func runEvaluate(args []string, env Env) error {
 	nasa := fs.String("nasa", "", "the NASA trace (nasa-1995-07-08.rps.gz) (required)")
 	out := fs.String("out", "out/evaluate", "directory for results.md, results.json and report.html")
 	demo := fs.Bool("demo", false, "the one-minute taste (make demo): two NASA half hours, counts ×50 and Poisson ×100, seed 1")
+	pooling := fs.Bool("pooling", false, "the pooled data planes' comparison (docs/pooling.md): every workload × setting, seeds 1–3, through random, peer, front and overflow routing; qas, kpa, hpa, oracle and oracle-pooled")
+	hop := fs.Duration("hop", time.Duration(sim.DefaultHandoff.Hop*float64(time.Second)), "with --pooling: the latency of each extra hop (to a peer, back from a refusing one, through the front)")
+	advert := fs.Duration("advert", time.Duration(sim.DefaultHandoff.Period*float64(time.Second)), "with --pooling: the period of the peers' free-slot advertisements and of the front's check")
 	workers := fs.Int("workers", 0, "cells run at once (0: one per core)")
 	detail := fs.Int("detail", 4, "cells, from the first, whose charts the report draws")
 	only := fs.String("only", "", "run only the cells whose name contains this text")
@@ -43,6 +49,12 @@ func runEvaluate(args []string, env Env) error {
 	if _, err := os.Stat(*nasa); err != nil {
 		return cli.Usagef("nasa", "%v", err)
 	}
+	if *hop < 0 {
+		return cli.Usagef("hop", "must not be negative")
+	}
+	if *advert <= 0 {
+		return cli.Usagef("advert", "must be positive")
+	}
 	if *workers < 0 {
 		return cli.Usagef("workers", "must not be negative")
 	}
@@ -53,6 +65,14 @@ func runEvaluate(args []string, env Env) error {
 	what := "the evaluation matrix"
 	if *demo {
 		cells, what = matrix.Demo(*nasa), "the demo (a taste of the evaluation matrix)"
+	}
+	o := matrix.DefaultOptions()
+	if *pooling {
+		if *demo {
+			return cli.Usagef("pooling", "excludes --demo")
+		}
+		cells, what, o = matrix.Pooling(*nasa), "the pooled data planes' comparison (docs/pooling.md)", matrix.PoolingOptions()
+		o.Handoff = sim.Handoff{Hop: hop.Seconds(), Period: advert.Seconds()}
 	}
 	if *only != "" {
 		var keep []matrix.Cell
@@ -69,12 +89,19 @@ func runEvaluate(args []string, env Env) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	o := matrix.DefaultOptions()
-	conditions := fmt.Sprintf("%s: %d cells, every one in real time (no compression); policies %s and the yardsticks of each data plane "+
-		"(clairvoyant oracle, reactive oracle, lower bound; pooled ones for the KPA, whose activator the simulator models as one pooled queue where Knative splits the pods over at least two activators: a bias in the KPA's favour), "+
+	yardsticks := "the yardsticks of each data plane " +
+		"(clairvoyant oracle, reactive oracle, lower bound; pooled ones for the KPA, whose activator the simulator models as one pooled queue where Knative splits the pods over at least two activators: a bias in the KPA's favour)"
+	if *pooling {
+		yardsticks = "two yardsticks: oracle on the cell's data plane and oracle-pooled on the ideal pooled queue (one queue, no hop: a bias in the fronts' favour)"
+	}
+	conditions := fmt.Sprintf("%s: %d cells, every one in real time (no compression); policies %s and %s, "+
 		"searched over %v s windows with %d bisection steps (sized down to fit 15 minutes on 2 cores: simulate searches 1, 10, 60 and 300 s with 8 steps, "+
 		"and the matrix pairs lognormal service with 45 s init and exponential with 2 min, 2 of the 4 combinations); p%g ≤ %v, k = %d, %.2g-core pods, at most %d replicas",
-		what, len(cells), strings.Join(o.Policies, ", "), o.OracleWindows, o.OracleSteps, o.Percentile, time.Duration(o.Target*float64(time.Second)), o.Concurrency, o.CPU, o.MaxReplicas)
+		what, len(cells), strings.Join(o.Policies, ", "), yardsticks, o.OracleWindows, o.OracleSteps, o.Percentile, time.Duration(o.Target*float64(time.Second)), o.Concurrency, o.CPU, o.MaxReplicas)
+	if *pooling {
+		conditions += fmt.Sprintf("; extra hop %v, advertisements and front checks every %v",
+			*hop, *advert)
+	}
 	fmt.Fprintln(env.Stdout, conditions)
 	tty, _ := env.Stderr.(*os.File)
 	if tty != nil && !isTerminal(tty) {
@@ -107,11 +134,18 @@ func runEvaluate(args []string, env Env) error {
 		w = defaultWorkers()
 	}
 	md := matrix.Markdown(rs, o, conditions+fmt.Sprintf(". Wall time %s on %d workers.", wall.Round(time.Second), w))
+	if *pooling {
+		md += "\n" + matrix.PoolingMarkdown(rs, o.Handoff.Hop)
+	}
 	if err := os.WriteFile(filepath.Join(*out, "results.md"), []byte(md), 0o644); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(evaluateOutput{Conditions: conditions, Cells: len(rs), Workers: w, WallSeconds: wall.Seconds(),
-		Headline: matrix.Headlines(rs, o), Results: rs}, "", "  ")
+	eo := evaluateOutput{Conditions: conditions, Cells: len(rs), Workers: w, WallSeconds: wall.Seconds(),
+		Headline: matrix.Headlines(rs, o), Results: rs}
+	if *pooling {
+		eo.Pooling = matrix.PoolingRows(rs)
+	}
+	b, err := json.MarshalIndent(eo, "", "  ")
 	if err != nil {
 		return err
 	}

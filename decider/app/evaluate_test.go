@@ -79,6 +79,33 @@ func TestEvaluateDemoCell(t *testing.T) {
 	require.Equal(t, 9, strings.Count(string(html), `<circle class="point"`), "the 11 rows but the two clairvoyant oracles")
 }
 
+// TestEvaluatePoolingCell: one cell of --pooling writes the comparison
+// against oracle-pooled, with its hop and advertisement period, to
+// results.md and results.json.
+func TestEvaluatePoolingCell(t *testing.T) {
+	dir := t.TempDir()
+	code, out, stderr := runEval(t, "--pooling", "--nasa", sharedNASA(t), "--out", dir, "--only", "flash-crowd-x5 / lognormal-cv1.2-init45s / peer / seed 1",
+		"--hop", "2ms", "--advert", "500ms")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "the pooled data planes' comparison (docs/pooling.md): 1 cells")
+	require.Contains(t, out, "extra hop 2ms, advertisements and front checks every 500ms")
+	md, err := os.ReadFile(filepath.Join(dir, "results.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(md), "## Pooled data planes against oracle-pooled")
+	require.Contains(t, string(md), "| peer | qas | ")
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	require.NoError(t, err)
+	var doc struct {
+		Pooling []struct {
+			Routing string `json:"routing"`
+			Policy  string `json:"policy"`
+		} `json:"pooling"`
+	}
+	require.NoError(t, json.Unmarshal(b, &doc))
+	require.Len(t, doc.Pooling, 4)
+	require.Equal(t, "peer", doc.Pooling[0].Routing)
+}
+
 func TestEvaluateBadFlags(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -88,6 +115,9 @@ func TestEvaluateBadFlags(t *testing.T) {
 		{[]string{"--nasa", "/nonexistent/nasa.gz"}, "nasa"},
 		{[]string{"--nasa", "NASA", "--workers", "-1"}, "invalid --workers: must not be negative"},
 		{[]string{"--nasa", "NASA", "--only", "no such cell"}, `no cell's name contains "no such cell"`},
+		{[]string{"--nasa", "NASA", "--pooling", "--hop", "-1ms"}, "invalid --hop: must not be negative"},
+		{[]string{"--nasa", "NASA", "--pooling", "--advert", "0s"}, "invalid --advert: must be positive"},
+		{[]string{"--nasa", "NASA", "--pooling", "--demo"}, "invalid --pooling: excludes --demo"},
 	} {
 		for i, a := range tc.args {
 			if a == "NASA" {

@@ -31,7 +31,7 @@ type simulateOutput struct {
 	CompressionMode string `json:"compression_mode,omitempty"`
 	// Scaling is how the trace's counts were scaled: "counts" or "poisson".
 	Scaling string `json:"scaling"`
-	// Routing is the data plane: random, leastRequest or pooled.
+	// Routing is the data plane: random, leastRequest, pooled, peer or front.
 	Routing string `json:"routing"`
 	// Conditions is one line saying every condition the figures hold under.
 	Conditions  string        `json:"conditions"`
@@ -61,7 +61,7 @@ func runSimulate(args []string, env Env) error {
 	poissonWindow := fs.Duration("poisson-window", time.Minute, "with --scaling poisson, the centred window the trace's counts are averaged over")
 	compress := fs.Int("compress", 1, "trace seconds per simulated second")
 	compressMode := fs.String("compress-mode", "scaled", "with --compress N > 1: scaled (init times, periods and windows scale with the trace: simulated as the same system in trace time) or trace-only (only the trace runs faster, which favours some policies)")
-	routingFlag := fs.String("routing", "random", "data plane in front of the pods: random (a Service), leastRequest (Envoy's two-choice least request) or pooled (an activator's queue for every policy); the kpa is pooled while its activator is in the path")
+	routingFlag := fs.String("routing", "random", "data plane in front of the pods: random (a Service), leastRequest (Envoy's two-choice least request), pooled (an activator's queue for every policy), peer (random, and a proxy with full slots hands a request to a peer advertising a free slot), front (a capacity-aware front in the path while spare capacity is short) or overflow (a full sidecar sends the request to a shared front, free pods pull from it; docs/pooling.md); the kpa is pooled while its activator is in the path")
 	slo := fs.Duration("slo", 0, "latency target, e.g. 200ms (required)")
 	pctFlag := fs.String("percentile", "95", "latency percentile the target applies to, in (0,100), or mean (seed 003's mean-latency target)")
 	svc := fs.String("service", "lognormal:50ms,cv=1.5", "service-time distribution: exp:D, lognormal:D,cv=X, bimodal:D1,D2,p=X, const:D")
@@ -232,7 +232,7 @@ func runSimulate(args []string, env Env) error {
 		return err
 	}
 	cfg := sim.Config{Rates: prof.Rates, Service: service, Init: initDist, Concurrency: *conc, CPU: *cpu,
-		Target: target, Percentile: *pct, InitialReplicas: *initial, Seed: *seed, Routing: routing,
+		Target: target, Percentile: *pct, InitialReplicas: *initial, Seed: *seed, Routing: routing, Handoff: sim.DefaultHandoff,
 		Nodes: *nodes, NodeCPU: *nodeCPU, Backgrounds: backgrounds, Sharing: *sharing, BusyCPU: *busyCPU, CPUBound: *cpuBound}
 	pctName := "p" + strconv.FormatFloat(*pct, 'g', -1, 64)
 	if *pct == 0 {

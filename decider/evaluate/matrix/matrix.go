@@ -62,6 +62,12 @@ type Options struct {
 	// (sim.Config).
 	OracleWindows []int
 	OracleSteps   int
+	// Yardsticks are the yardsticks each cell runs; nil means all of them
+	// (policy.YardsticksName).
+	Yardsticks []string
+	// Handoff is the peer and front planes' hop and advertisement period;
+	// zero means sim.DefaultHandoff.
+	Handoff sim.Handoff
 }
 
 // DefaultOptions are the matrix's: p95 ≤ 200 ms, k = 1, 0.5-core pods, at
@@ -164,6 +170,13 @@ type Result struct {
 	Wall        float64 `json:"wall_seconds"`
 }
 
+func (o Options) handoff() sim.Handoff {
+	if o.Handoff == (sim.Handoff{}) {
+		return sim.DefaultHandoff
+	}
+	return o.Handoff
+}
+
 // RunCell runs one cell.
 func RunCell(c Cell, o Options) (*Result, error) {
 	start := time.Now()
@@ -181,10 +194,14 @@ func RunCell(c Cell, o Options) (*Result, error) {
 		return nil, fmt.Errorf("cell %s: %w", c.Name(), err)
 	}
 	cfg := sim.Config{Rates: prof.Rates, Service: svc, Init: init, Concurrency: o.Concurrency, CPU: o.CPU, Target: o.Target,
-		Percentile: o.Percentile, Seed: c.Seed, Routing: c.Routing, OracleWindows: o.OracleWindows, OracleSteps: o.OracleSteps}
+		Percentile: o.Percentile, Seed: c.Seed, Routing: c.Routing, OracleWindows: o.OracleWindows, OracleSteps: o.OracleSteps,
+		Handoff: o.handoff()}
 	params := policy.Params{Target: o.Target, Percentile: o.Percentile, Concurrency: o.Concurrency, CPU: o.CPU, MinReplicas: 1,
 		MaxReplicas: o.MaxReplicas}
 	names := append(append([]string(nil), o.Policies...), policy.YardsticksName)
+	if o.Yardsticks != nil {
+		names = append(append([]string(nil), o.Policies...), o.Yardsticks...)
+	}
 	cmp, err := sim.Compare(cfg, names, params, nil)
 	if err != nil {
 		return nil, fmt.Errorf("cell %s: %w", c.Name(), err)

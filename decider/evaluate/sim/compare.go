@@ -28,6 +28,9 @@ type Summary struct {
 	// OracleSearch.Routing; the KPA is pooled while its activator is in the
 	// path).
 	Routing string `json:"routing,omitempty"`
+	// Handoff counts the extra hops (peer handoffs, passes through the
+	// front) when there were any.
+	Handoff *HandoffStats `json:"handoff,omitempty"`
 
 	// Spec compares Ready pods (supply) with the demand curve.
 	Spec Spec `json:"spec"`
@@ -197,7 +200,7 @@ func ExpandYardsticks(names []string) []string {
 
 // Summarize computes a run's figures against demand.
 func Summarize(r *Result, demand []int) Summary {
-	return Summary{
+	sum := Summary{
 		Name: r.Policy, Requests: r.Requests, RequestsOverTargetPct: r.OverTargetPct(),
 		MinutesOverTargetPct: r.MinutesOverTargetPct(), PodSeconds: r.PodSeconds,
 		CPUCoreSeconds: r.CPUCoreSeconds(), CPUUsedCoreSeconds: r.CPUUsedSeconds(), Actions: r.Actions, Resizes: r.Resizes, Migrations: r.Migrations,
@@ -205,6 +208,10 @@ func Summarize(r *Result, demand []int) Summary {
 		MeanLatency: r.MeanLatency,
 		Spec:        Elasticity(demand, r.Ready), SpecRequested: SeedRequestedVsRunning(r.Decisions),
 	}
+	if h := r.Handoff; h.HandedOff+h.Refused+h.ViaFront > 0 {
+		sum.Handoff = &h
+	}
+	return sum
 }
 
 // Table formats the summaries as a fixed-width table.

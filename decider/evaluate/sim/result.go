@@ -114,7 +114,9 @@ type Result struct {
 	Migrations int
 	Moves      []MoveRecord
 	// NodeServed counts the requests finished on each node.
-	NodeServed  []int
+	NodeServed []int
+	// Handoff counts the extra hops of RoutePeer and RouteFront.
+	Handoff     HandoffStats
 	Actions     int
 	CPU         float64 // request per pod, cores
 	target, pct float64

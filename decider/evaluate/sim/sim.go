@@ -66,6 +66,9 @@ type Config struct {
 	// puts Knative's activator in the path (ActivatorRouter) is routed
 	// pooled while it does, and by Routing otherwise.
 	Routing Routing
+	// Handoff is the extra hop's cost and the advertisement period of the
+	// peer-handoff and front data planes (RoutePeer, RouteFront).
+	Handoff Handoff
 	// OracleWindows and OracleSteps, when set, replace the yardsticks'
 	// search grid (OracleWindows, OracleSteps): a coarser grid for a large
 	// matrix.
@@ -82,6 +85,12 @@ const (
 	evCompletion = iota
 	evReady
 	evPS // the next completion of a processor-sharing pod
+	// Peer handoff and the front (peer.go).
+	evAdvert  // a pod's advertisement tick
+	evHandoff // a handed-off request reaches its peer (gen: the sender)
+	evRefused // a refused request is back at its sender
+	evFront   // a request reaches the front
+	evCheck   // the front's check of spare capacity
 )
 
 type event struct {
@@ -91,6 +100,8 @@ type event struct {
 	pod int32
 	gen uint32 // evPS: the pod's schedule version it was computed for
 	k   uint8
+	// hops and paid are the request's (evHandoff, evRefused, evFront).
+	hops, paid uint8
 }
 
 type eventHeap []event
@@ -139,6 +150,9 @@ func (h *eventHeap) pop() event {
 // full speed), drawn when it arrived.
 type request struct {
 	arr, svc float64
+	// hops counts the handoffs a peer accepted (at most 1), paid the extra
+	// hops it has paid (RoutePeer, RouteFront).
+	hops, paid uint8
 }
 
 // fifo is a ring buffer of waiting requests.
@@ -226,6 +240,12 @@ type sim struct {
 	moves MigrationObserver
 	// lat is the recent response times policies may measure.
 	lat latWindow
+	// peers are the pods' sides of peer handoff (RoutePeer); frontOn tells
+	// whether spare capacity put the front in the path at the last check
+	// (RouteFront), policyActivator whether the policy wants its activator
+	// there.
+	peers                    []peerState
+	frontOn, policyActivator bool
 }
 
 // MigrationObserver is implemented by a policy that wants to know when a
@@ -320,10 +340,11 @@ func Run(cfg Config, p policy.Policy) *Result {
 	s := &sim{cfg: cfg, rngArr: newRand(cfg.Seed, 1), rngSvc: newRand(cfg.Seed, 2), rngRoute: newRand(cfg.Seed, 3),
 		initSeq: NewInitTimes(cfg.Init, cfg.Seed), curCPU: cfg.CPU}
 	s.res = newResult(p.Name(), cfg)
-	s.activator = cfg.Routing == RoutePooled
+	s.activator = cfg.Routing == RoutePooled || cfg.Routing == RouteOverflow
 	router, _ := p.(ActivatorRouter)
 	if router != nil {
-		s.activator = s.activator || router.ActivatorRouting()
+		s.policyActivator = router.ActivatorRouting()
+		s.activator = s.activator || s.policyActivator
 	}
 	s.moves, _ = p.(MigrationObserver)
 	if cfg.Nodes > 0 {
@@ -333,6 +354,9 @@ func Run(cfg Config, p policy.Policy) *Result {
 		s.startPod(s.addPod(), true)
 	}
 	s.inits = StartingInitTimes(cfg)
+	if cfg.Routing == RouteFront && !cfg.Handoff.Fresh {
+		s.heap.push(event{t: cfg.Handoff.period(), k: evCheck})
+	}
 	total := len(cfg.Rates)
 	nextArr := s.nextArrival(0)
 	// The first decision comes one period in: no autoscaler acts on an empty window.
@@ -363,6 +387,17 @@ func Run(cfg Config, p policy.Policy) *Result {
 				s.complete(int(e.pod), e.arr, e.svc)
 			case evPS:
 				s.psEvent(int(e.pod), e.gen)
+			case evAdvert:
+				s.advertTick(int(e.pod))
+			case evHandoff:
+				s.handOffArrive(int(e.pod), int(e.gen), request{arr: e.arr, svc: e.svc, hops: e.hops, paid: e.paid})
+			case evRefused:
+				s.refusedBack(int(e.pod), request{arr: e.arr, svc: e.svc, hops: e.hops, paid: e.paid})
+			case evFront:
+				s.frontArrive(request{arr: e.arr, svc: e.svc, paid: e.paid})
+			case evCheck:
+				s.frontCheck()
+				s.heap.push(event{t: s.now + cfg.Handoff.period(), k: evCheck})
 			default:
 				s.makeReady(int(e.pod))
 			}
@@ -392,10 +427,15 @@ func Run(cfg Config, p policy.Policy) *Result {
 				s.migrate(*d.Migrate, obs)
 			}
 			if router != nil {
-				s.setActivator(cfg.Routing == RoutePooled || router.ActivatorRouting())
+				s.setActivator(s.wantActivator(router))
 			}
 		} else if second > 0 {
 			s.res.Forecast[second] = s.res.Forecast[second-1]
+		}
+		if cfg.Routing == RouteFront {
+			if s.activator {
+				s.res.Handoff.FrontInPath++
+			}
 		}
 		s.res.Desired[second] = lastDesired
 		s.res.Ready[second] = len(s.ready)
@@ -479,6 +519,19 @@ func (s *sim) arrive() {
 	s.inTick()
 	s.inflight++
 	req := request{arr: s.now, svc: s.cfg.Service.Sample(s.rngSvc)}
+	if s.cfg.Routing == RouteFront && len(s.ready) > 0 {
+		if s.cfg.Handoff.Fresh {
+			s.frontCheck()
+		}
+		if s.activator {
+			s.frontEnter(req)
+			return
+		}
+	}
+	if s.cfg.Routing == RouteOverflow && len(s.ready) > 0 {
+		s.overflowArrive(req)
+		return
+	}
 	if len(s.ready) == 0 || s.front.size > 0 {
 		// Requests already waiting in front go first (FIFO).
 		s.front.push(req)
@@ -490,6 +543,10 @@ func (s *sim) arrive() {
 		} else {
 			s.front.push(req)
 		}
+		return
+	}
+	if s.cfg.Routing == RoutePeer {
+		s.peerArrive(req)
 		return
 	}
 	s.route(s.pick(), req)
@@ -561,6 +618,10 @@ func (s *sim) route(id int, req request) {
 }
 
 func (s *sim) start(id int, req request) {
+	s.res.Handoff.Hops[min(int(req.paid), len(s.res.Handoff.Hops)-1)]++
+	if req.hops > 1 {
+		s.res.Handoff.HandedTwice++
+	}
 	if s.cfg.Sharing {
 		s.psAdd(id, req)
 		return
@@ -652,6 +713,9 @@ func (s *sim) makeReady(id int) {
 			}
 		}
 		s.moveEnded(id, from, true)
+	}
+	if s.cfg.Routing == RoutePeer {
+		s.peerReady(id)
 	}
 	s.drainFront(id)
 }
@@ -884,10 +948,21 @@ const (
 	// RoutePooled holds requests in one queue in front of the pods and gives
 	// each to a Ready pod with a free place, as Knative's activator does.
 	RoutePooled
+	// RoutePeer is peer handoff between sidecars: random routing, and a
+	// proxy whose slots are full hands a request to a peer advertising a
+	// free slot (peer.go).
+	RoutePeer
+	// RouteFront is a capacity-aware front, in the path only while spare
+	// capacity is short (peer.go).
+	RouteFront
+	// RouteOverflow is random routing where a proxy whose slots are full
+	// sends the request to a shared front queue, from which pods with a
+	// free slot pull (peer.go).
+	RouteOverflow
 )
 
 // Routings are the data planes, in the order results list them.
-var Routings = []Routing{RouteRandom, RouteLeastRequest, RoutePooled}
+var Routings = []Routing{RouteRandom, RouteLeastRequest, RoutePooled, RoutePeer, RouteFront, RouteOverflow}
 
 // String is the routing's name: random, leastRequest or pooled.
 func (r Routing) String() string {
@@ -896,18 +971,24 @@ func (r Routing) String() string {
 		return "leastRequest"
 	case RoutePooled:
 		return "pooled"
+	case RoutePeer:
+		return "peer"
+	case RouteFront:
+		return "front"
+	case RouteOverflow:
+		return "overflow"
 	}
 	return "random"
 }
 
-// ParseRouting reads random, leastRequest or pooled.
+// ParseRouting reads random, leastRequest, pooled, peer, front or overflow.
 func ParseRouting(s string) (Routing, error) {
 	for _, r := range Routings {
 		if s == r.String() {
 			return r, nil
 		}
 	}
-	return 0, fmt.Errorf("routing %q: want random, leastRequest or pooled", s)
+	return 0, fmt.Errorf("routing %q: want random, leastRequest, pooled, peer, front or overflow", s)
 }
 
 func newRand(seed, stream uint64) *rand.Rand {
