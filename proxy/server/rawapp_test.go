@@ -3,11 +3,11 @@ package server
 import (
 	"bufio"
 	"errors"
-	"os"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
