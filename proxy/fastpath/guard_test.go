@@ -68,3 +68,36 @@ func TestGuardReplacesAmbiguousHead(t *testing.T) {
 		}
 	}
 }
+
+// FuzzGuard: a guarded stream reaches net/http unchanged, except that from the first
+// request head with an ambiguous length on, it is replaced by refusedHead; that head
+// really is ambiguous, and whatever is cut into pieces, the output is the same.
+func FuzzGuard(f *testing.F) {
+	for _, s := range []string{
+		"GET / HTTP/1.1\r\nHost: a\r\n\r\nPOST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc",
+		"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\nGET / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: x\r\n\r\n",
+		"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+	} {
+		f.Add(s, uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, stream string, step uint8) {
+		if len(stream) > 4096 {
+			return
+		}
+		whole := guardRead(t, stream, len(stream)+1)
+		if pieces := guardRead(t, stream, int(step)+1); pieces != whole {
+			t.Fatalf("in pieces of %d: %q, whole: %q", int(step)+1, pieces, whole)
+		}
+		if whole == stream {
+			return
+		}
+		prefix, ok := strings.CutSuffix(whole, string(refusedHead))
+		if !ok || !strings.HasPrefix(stream, prefix) {
+			t.Fatalf("stream changed other than by refusing: %q -> %q", stream, whole)
+		}
+		rest := []byte(stream[len(prefix):])
+		if e := headEnd(rest, 0); e < 0 || !AmbiguousLength(rest[:e]) {
+			t.Fatalf("refused a head that is not ambiguous: %q", rest)
+		}
+	})
+}

@@ -398,6 +398,7 @@ func parseRequest(head []byte, h *requestHead) verdict {
 				// Not one plain number: a list ("5, 5" or "5, 6") or
 				// garbage. Its values are checked for agreement below.
 				v = handOver
+				continue
 			case h.contentLength >= 0 && h.contentLength != n:
 				return refuse
 			case h.contentLength >= 0:

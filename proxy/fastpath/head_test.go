@@ -214,6 +214,10 @@ func fuzzHeads(f *testing.F, seeds []string, check func(t *testing.T, head []byt
 
 func FuzzParseRequest(f *testing.F) {
 	fuzzHeads(f, []string{
+		"POST /c HTTP/1.1\r\nHost: x\r\nConnection: Content-Length\r\nContent-Length: 35\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: x\r\nConnection: Host, Transfer-Encoding\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
 		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
 		"POST /x?y=%20 HTTP/1.1\r\nHost: a:80\r\nContent-Length: 3\r\nConnection: close, X\r\nX: 1\r\n\r\n",
 		"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
@@ -223,7 +227,11 @@ func FuzzParseRequest(f *testing.F) {
 		"GET / HTTP/1.1\r\nHost: a\r\nForwarded:\r\nX-Forwarded-For:\r\n\r\n",
 	}, func(t *testing.T, head []byte) {
 		var h requestHead
-		if parseRequest(head, &h) != forward {
+		v := parseRequest(head, &h)
+		if AmbiguousLength(head) != (v == refuse) {
+			t.Fatalf("verdict %d, AmbiguousLength %v: %q", v, AmbiguousLength(head), head)
+		}
+		if v != forward {
 			return
 		}
 		req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
@@ -257,6 +265,34 @@ func FuzzParseRequest(f *testing.F) {
 			if got := fwd.Header[name]; !slices.Equal(got, want) {
 				t.Fatalf("%s forwarded as %q, want %q: %q", name, got, want, head)
 			}
+		}
+		if h.contentLength > 4096 {
+			return
+		}
+		// The byte stream the app receives: the forwarded head and exactly the body
+		// the client's head announced, whatever follows it, must be one request to
+		// the app, with that body and nothing left over (no smuggled second one).
+		body := bytes.Repeat([]byte("GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"), int(min(h.contentLength, 4096)/35+1))
+		if h.contentLength > 0 {
+			body = body[:h.contentLength]
+		} else {
+			body = nil
+		}
+		stream := append(append([]byte(nil), out...), body...)
+		br := bufio.NewReader(bytes.NewReader(stream))
+		app, err := http.ReadRequest(br)
+		if err != nil {
+			t.Fatalf("the app cannot read what it gets (%v): %q", err, stream)
+		}
+		got, err := io.ReadAll(app.Body)
+		if err != nil || !bytes.Equal(got, body) || len(app.TransferEncoding) > 0 {
+			t.Fatalf("the app reads body %q (%v, TE %q), the client sent %q: %q", got, err, app.TransferEncoding, body, stream)
+		}
+		if app.Host != req.Host || app.Method != req.Method || app.RequestURI != req.RequestURI {
+			t.Fatalf("the app reads %s %s %s, the client sent %s %s %s", app.Method, app.RequestURI, app.Host, req.Method, req.RequestURI, req.Host)
+		}
+		if rest, _ := io.ReadAll(br); len(rest) > 0 {
+			t.Fatalf("the app reads %q after the request: %q", rest, stream)
 		}
 	})
 }

@@ -89,7 +89,10 @@ type ctxKey struct{}
 
 // outcomeBox carries how the upstream call failed from the ReverseProxy's error
 // handler back to the measuring handler.
-type outcomeBox struct{ outcome measure.Outcome }
+type outcomeBox struct {
+	outcome measure.Outcome
+	body    *clientBody // the request's body, if it has one
+}
 
 // NewProxy returns the serving handler for cfg, recording into rec and admitting
 // requests through lim (nil: no concurrency limit).
@@ -196,16 +199,26 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer p.lim.Release()
 	began := p.rec.Begin()
 	mw := &measuringWriter{ResponseWriter: w, began: began, rec: p.rec}
-	if p.bodyTimeout > 0 || p.writeTimeout > 0 {
-		rc := http.NewResponseController(w)
-		if p.writeTimeout > 0 {
-			mw.rc, mw.writeTimeout = rc, p.writeTimeout
-		}
-		if p.bodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
-			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc, timeout: p.bodyTimeout}
-		}
-	}
 	box := &outcomeBox{}
+	var rc *http.ResponseController
+	if p.writeTimeout > 0 {
+		rc = http.NewResponseController(w)
+		mw.rc, mw.writeTimeout = rc, p.writeTimeout
+	}
+	if r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody {
+		// A body that cannot be read to its end (malformed chunks, a client that
+		// stalls) leaves the connection's framing lost: the answer is the client's
+		// error and closes the connection, or the rest of the body would be read
+		// as the next request.
+		body := &clientBody{ReadCloser: r.Body, timeout: p.bodyTimeout}
+		if p.bodyTimeout > 0 {
+			if rc == nil {
+				rc = http.NewResponseController(w)
+			}
+			body.rc = rc
+		}
+		r.Body, mw.body, box.body = body, body, body
+	}
 	recorded := false
 	defer func() {
 		// ReverseProxy aborts the response with a panic (http.ErrAbortHandler) when
@@ -255,6 +268,18 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	}
 	var ne net.Error
 	switch {
+	case box != nil && box.body != nil && box.body.err != nil:
+		// The client's body failed, not the app: 400 for a malformed body, 408
+		// for one that stalled; the connection closes (clientBody.failed).
+		set(measure.ClientCancel)
+		code, msg := http.StatusBadRequest, "qas-proxy: malformed request body"
+		if errors.As(box.body.err, &ne) && ne.Timeout() {
+			code, msg = http.StatusRequestTimeout, "qas-proxy: request body timed out"
+		}
+		w.Header().Set("Connection", "close")
+		http.Error(w, msg, code)
+		p.log.Debug("client body", zap.String("path", r.URL.Path), zap.Error(box.body.err))
+		return
 	case r.Context().Err() != nil:
 		set(measure.ClientCancel)
 		// 499 in nginx's sense: recorded, never seen by the client.
@@ -284,35 +309,51 @@ type measuringWriter struct {
 	wrote        bool
 	rc           *http.ResponseController
 	writeTimeout time.Duration
+	body         *clientBody // the request's, if it has one
 }
 
-// deadline extends the write deadline before a write.
+// deadline extends the write deadline before a write; a response to a request whose
+// body could not be read closes the connection.
 func (m *measuringWriter) deadline() {
+	if m.body.failed() {
+		m.ResponseWriter.Header().Set("Connection", "close")
+	}
 	if m.rc != nil {
 		_ = m.rc.SetWriteDeadline(time.Now().Add(m.writeTimeout))
 	}
 }
 
-// deadlineBody bounds each read of a request body from the client, and clears the
-// deadline at the body's end: net/http's background read of the connection, which
-// follows, would otherwise take a deadline's expiry for the client leaving.
-type deadlineBody struct {
+// clientBody is a request body from an HTTP/1 client. It notes a failure to read it
+// (malformed chunks, a stall) so the response closes the connection, and bounds each
+// read (timeout, through rc) when set. It clears the deadline at the body's end:
+// net/http's background read of the connection, which follows, would otherwise take
+// a deadline's expiry for the client leaving; after a failure the deadline stays, so
+// net/http's discarding of the rest of the body fails at once.
+type clientBody struct {
 	io.ReadCloser
 	rc      *http.ResponseController
 	timeout time.Duration
+	err     error
 }
 
-func (b *deadlineBody) Read(p []byte) (int, error) {
-	_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
+func (b *clientBody) Read(p []byte) (int, error) {
+	if b.rc != nil {
+		_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
+	}
 	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF {
-		// After another error (the deadline's) the deadline stays, so net/http's
-		// discarding of the rest of the body fails at once and the connection
-		// closes.
-		_ = b.rc.SetReadDeadline(time.Time{})
+	switch {
+	case err == io.EOF:
+		if b.rc != nil {
+			_ = b.rc.SetReadDeadline(time.Time{})
+		}
+	case err != nil && !errors.Is(err, http.ErrBodyReadAfterClose):
+		b.err = err
 	}
 	return n, err
 }
+
+// failed reports whether reading the body failed.
+func (b *clientBody) failed() bool { return b != nil && b.err != nil }
 
 func (m *measuringWriter) WriteHeader(code int) {
 	if !m.wrote {

@@ -17,6 +17,10 @@ source "$root/test/infra/lib.sh"
 apt_install wrk nginx-light
 fortio=$(go_install_cached fortio 1.68.2 fortio.org/fortio@v1.68.2)
 ROUNDS=${ROUNDS:-3} SECS=${SECS:-8}
+# BASELINE_SRC: another checkout of the repository (an older commit); its qas-proxy
+# runs as the configuration qas-before, interleaved with the others in every round,
+# so a change's cost is a ratio measured in the same run.
+BASELINE_SRC=${BASELINE_SRC:-}
 
 work=$(mktemp -d)
 pids=()
@@ -30,6 +34,12 @@ trap cleanup EXIT INT TERM
 (cd "$root" && go build -o "$work/" ./proxy/cmd/qas-proxy ./examples/app/cmd/qas-example-app ./test/bench/reverseproxy)
 app=$(free_port) proxy=$(free_port) admin=$(free_port) nginx=$(free_port) rp=$(free_port)
 general=$(free_port) gadmin=$(free_port) procs2=$(free_port) padmin=$(free_port)
+configs="direct qas-proxy qas-procs2 qas-general reverseproxy nginx"
+if [ -n "$BASELINE_SRC" ]; then
+	mkdir -p "$work/before"
+	(cd "$BASELINE_SRC" && go build -o "$work/before/" ./proxy/cmd/qas-proxy)
+	configs="direct qas-proxy qas-before qas-procs2 qas-general reverseproxy nginx"
+fi
 "$work/qas-example-app" --listen "127.0.0.1:$app" & pids+=($!)
 wait_port "$app"
 "$work/qas-proxy" --listen "127.0.0.1:$proxy" --admin-listen "127.0.0.1:$admin" --upstream "127.0.0.1:$app" --log-level error & 
@@ -41,6 +51,12 @@ wait_port "$general"
 "$work/qas-proxy" --procs 2 --listen "127.0.0.1:$procs2" --admin-listen "127.0.0.1:$padmin" --upstream "127.0.0.1:$app" --log-level error &
 procs2_pid=$!; pids+=($procs2_pid)
 wait_port "$procs2"
+before=$(free_port) badmin=$(free_port) before_pid=
+if [ -n "$BASELINE_SRC" ]; then
+	"$work/before/qas-proxy" --listen "127.0.0.1:$before" --admin-listen "127.0.0.1:$badmin" --upstream "127.0.0.1:$app" --log-level error &
+	before_pid=$!; pids+=($before_pid)
+	wait_port "$before"
+fi
 "$work/reverseproxy" "127.0.0.1:$rp" "127.0.0.1:$app" &
 rp_pid=$!; pids+=($rp_pid)
 wait_port "$rp"
@@ -63,12 +79,12 @@ CONF
 nginx -c "$work/nginx.conf" -p "$work"
 wait_port "$nginx"
 
-declare -A port=([direct]=$app [qas-proxy]=$proxy [qas-procs2]=$procs2 [qas-general]=$general [reverseproxy]=$rp [nginx]=$nginx)
-configs="direct qas-proxy qas-procs2 qas-general reverseproxy nginx"
+declare -A port=([direct]=$app [qas-proxy]=$proxy [qas-before]=$before [qas-procs2]=$procs2 [qas-general]=$general [reverseproxy]=$rp [nginx]=$nginx)
 cpu_ticks() { # utime+stime of the configuration's server processes, in clock ticks
 	local pids_of
 	case $1 in
 	qas-proxy) pids_of=$proxy_pid ;;
+	qas-before) pids_of=$before_pid ;;
 	qas-general) pids_of=$general_pid ;;
 	qas-procs2) pids_of=$procs2_pid ;;
 	reverseproxy) pids_of=$rp_pid ;;
@@ -130,3 +146,11 @@ paired() { # paired NAME_A NAME_B ARRAY: median over rounds of A/B
 printf 'per-round medians: qas-proxy/nginx throughput %.2fx, CPU per request %.2fx; qas-proxy/direct throughput %.2fx; qas-procs2/qas-proxy CPU per request %.2fx, throughput %.2fx\n' \
 	"$(paired qas-proxy nginx rps)" "$(paired qas-proxy nginx cpu)" "$(paired qas-proxy direct rps)" \
 	"$(paired qas-procs2 qas-proxy cpu)" "$(paired qas-procs2 qas-proxy rps)"
+if [ -n "$BASELINE_SRC" ]; then
+	printf 'qas-proxy vs qas-before (%s): throughput %.2fx, CPU per request %.2fx, p50 %.2fx, p99 %.2fx; per-round throughput %.2fx, CPU per request %.2fx\n' \
+		"$(cd "$BASELINE_SRC" && git rev-parse --short HEAD 2>/dev/null || echo "$BASELINE_SRC")" \
+		"$(ratio qas-proxy qas-before rps)" "$(ratio qas-proxy qas-before cpu)" "$(ratio qas-proxy qas-before p50)" "$(ratio qas-proxy qas-before p99)" \
+		"$(paired qas-proxy qas-before rps)" "$(paired qas-proxy qas-before cpu)"
+	printf 'qas-before vs nginx: throughput %.2fx, CPU per request %.2fx; vs bare ReverseProxy: throughput %.2fx, CPU per request %.2fx\n' \
+		"$(ratio qas-before nginx rps)" "$(ratio qas-before nginx cpu)" "$(ratio qas-before reverseproxy rps)" "$(ratio qas-before reverseproxy cpu)"
+fi
