@@ -128,14 +128,17 @@ func corpusRun(t *testing.T, c corpusCase, fast bool) (app string, client string
 	}
 	var b strings.Builder
 	for _, r := range a.settled(t, p) {
-		fmt.Fprintf(&b, "=== app connection %d\n%s\n", r.conn, r.raw)
 		// The security invariants, whatever the golden file says.
 		// A body cut short (the proxy streams a body and closes when the client's
-		// turns out malformed) is the only thing the app may fail to read.
+		// turns out malformed) is the only thing the app may fail to read. It is left
+		// out of the golden record: whether the general path's transport had sent the
+		// head before the body turned out malformed is a race (seen both ways), and
+		// either way the app processes nothing.
 		if r.method == "ERROR" {
 			require.Contains(t, r.body, "unexpected EOF", "the app could not parse what it got: %q", r.raw)
 			continue
 		}
+		fmt.Fprintf(&b, "=== app connection %d\n%s\n", r.conn, r.raw)
 		require.NotEqual(t, "/smuggled", r.target, "a smuggled request reached the app")
 		require.NotEmpty(t, r.host, "the app got a request without Host")
 		require.False(t, r.header.Get("Content-Length") != "" && len(r.header.Values("Transfer-Encoding")) > 0, "the app got CL with TE")
