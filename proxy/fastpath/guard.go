@@ -204,23 +204,9 @@ func framing(head []byte) (state int, left int64) {
 		return gOpaque, 0
 	}
 	state, left = gBody, 0
-	lines := head
-	if nl := bytes.IndexByte(lines, '\n'); nl >= 0 {
-		lines = lines[nl+1:]
-	}
-	for len(lines) > 0 {
-		var line []byte
-		if nl := bytes.IndexByte(lines, '\n'); nl >= 0 {
-			line, lines = lines[:nl], lines[nl+1:]
-		} else {
-			line, lines = lines, nil
-		}
-		colon := bytes.IndexByte(line, ':')
-		if colon < 0 {
-			continue
-		}
-		value := bytes.Trim(bytes.TrimRight(line[colon+1:], "\r"), " \t")
-		switch lookupHdr(bytes.TrimRight(line[:colon], " \t")) {
+	for name, value := range fieldLines(head) {
+		value = bytes.Trim(value, " \t")
+		switch lookupHdr(name) {
 		case hdrUpgrade:
 			return gOpaque, 0 // the connection may carry another protocol next
 		case hdrTransferEncoding:

@@ -1,6 +1,9 @@
 package fastpath
 
-import "bytes"
+import (
+	"bytes"
+	"iter"
+)
 
 // field is one header line of a head, as offsets into it.
 type field struct {
@@ -556,28 +559,16 @@ func ambiguity(head []byte) verdict {
 // whatever another parser takes for a framing field counts here.
 func AmbiguousLength(head []byte) bool {
 	te, cl := false, int64(-1)
-	lines := head
-	if nl := bytes.IndexByte(lines, '\n'); nl >= 0 {
-		lines = lines[nl+1:] // the request line
-	}
-	for len(lines) > 0 {
-		var line []byte
-		if nl := bytes.IndexByte(lines, '\n'); nl >= 0 {
-			line, lines = lines[:nl], lines[nl+1:]
-		} else {
-			line, lines = lines, nil
+	for name, value := range fieldLines(head) {
+		if len(name) > 0 && (name[0] == ' ' || name[0] == '\t') {
+			continue // a continuation line
 		}
-		colon := bytes.IndexByte(line, ':')
-		if colon < 0 || len(line) > 0 && (line[0] == ' ' || line[0] == '\t') {
-			continue // the empty line, garbage or a continuation
-		}
-		name := bytes.TrimRight(line[:colon], " \t")
 		switch lookupHdr(name) {
 		case hdrTransferEncoding:
 			te = true
 		case hdrContentLength:
 			ambiguous := false
-			connTokens(bytes.TrimRight(line[colon+1:], "\r"), func(tok []byte) bool {
+			connTokens(value, func(tok []byte) bool {
 				n, ok := parseDecimal(tok)
 				if !ok {
 					// Garbage: every parser refuses it; not a second framing.
@@ -599,4 +590,33 @@ func AmbiguousLength(head []byte) bool {
 		}
 	}
 	return te && cl != -1
+}
+
+// fieldLines yields the name and value of each line of a request head after the
+// request line that has a colon, read as leniently as any parser might: lines end in
+// LF or CRLF, a name keeps leading white space (a continuation line) but not trailing,
+// and a value is everything after the colon but a final CR. Lines without a colon (the
+// empty line, garbage) are skipped.
+func fieldLines(head []byte) iter.Seq2[[]byte, []byte] {
+	return func(yield func(name, value []byte) bool) {
+		lines := head
+		if nl := bytes.IndexByte(lines, '\n'); nl >= 0 {
+			lines = lines[nl+1:] // the request line
+		}
+		for len(lines) > 0 {
+			var line []byte
+			if nl := bytes.IndexByte(lines, '\n'); nl >= 0 {
+				line, lines = lines[:nl], lines[nl+1:]
+			} else {
+				line, lines = lines, nil
+			}
+			colon := bytes.IndexByte(line, ':')
+			if colon < 0 {
+				continue
+			}
+			if !yield(bytes.TrimRight(line[:colon], " \t"), bytes.TrimRight(line[colon+1:], "\r")) {
+				return
+			}
+		}
+	}
 }
