@@ -30,6 +30,19 @@ import (
 
 // startPod runs the example app behind a real qas-proxy on loopback and returns the
 // proxy's serving URL and its /stats URL.
+// startPods starts n pods (startPod) and returns their serving URLs and scrape
+// targets: target(i) names pod i, and its URL is the pod's /stats.
+func startPods(t *testing.T, n int, target func(i int) scrape.Target) (serving []string, targets []scrape.Target) {
+	t.Helper()
+	for i := range n {
+		s, st := startPod(t)
+		tg := target(i)
+		tg.URL = st
+		serving, targets = append(serving, s), append(targets, tg)
+	}
+	return serving, targets
+}
+
 func startPod(t *testing.T) (serving, statsURL string) {
 	return startPodWithClock(t, nil)
 }
@@ -67,13 +80,9 @@ func TestProxiesToInfluxToSnapshot(t *testing.T) {
 		runFor  = 8 * time.Second
 		meanSvc = 20 * time.Millisecond
 	)
-	var targets []scrape.Target
-	var serving []string
-	for i := range 2 {
-		s, st := startPod(t)
-		serving = append(serving, s)
-		targets = append(targets, scrape.Target{Namespace: "shop", Workload: "web", Pod: fmt.Sprintf("web-%d", i), Node: fmt.Sprintf("node-%d", i), URL: st})
-	}
+	serving, targets := startPods(t, 2, func(i int) scrape.Target {
+		return scrape.Target{Namespace: "shop", Workload: "web", Pod: fmt.Sprintf("web-%d", i), Node: fmt.Sprintf("node-%d", i)}
+	})
 	w, err := influx.NewWriter(influx.WriterConfig{URL: db.URL, Bucket: influxtest.Bucket, FlushInterval: 200 * time.Millisecond}, nil, zap.NewNop())
 	require.NoError(t, err)
 	p := &pipeline.Pipeline{Scraper: scrape.NewScraper(nil, 8, 2*time.Second, nil, zap.NewNop()), Sink: w}

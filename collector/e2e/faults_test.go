@@ -72,13 +72,9 @@ func (f *faultyPod) set(mode string, rec *measure.Recorder) {
 // time that pod is skipped or rebased with a logged reason and a metric, and the
 // healthy pods' intervals and the workload aggregate carry on.
 func TestOneBadPodLeavesOthersAlone(t *testing.T) {
-	var targets []scrape.Target
-	var serving []string
-	for i, name := range []string{"good-0", "good-1"} {
-		s, st := startPod(t)
-		serving = append(serving, s)
-		targets = append(targets, scrape.Target{Namespace: "ns", Workload: "w", Pod: name, Node: "n" + string(rune('0'+i)), URL: st})
-	}
+	serving, targets := startPods(t, 2, func(i int) scrape.Target {
+		return scrape.Target{Namespace: "ns", Workload: "w", Pod: fmt.Sprintf("good-%d", i), Node: fmt.Sprintf("n%d", i)}
+	})
 	bad := &faultyPod{rec: measure.New(nil, 0, 0)}
 	badSrv := httptest.NewServer(bad)
 	t.Cleanup(badSrv.Close)
@@ -183,13 +179,9 @@ func collectInto(t *testing.T, db *influxtest.Server, w *influx.Writer, p *pipel
 // batch forever: nothing was written and every read said "no data".
 func TestExtremeStatsValueDoesNotBlindTheWorkload(t *testing.T) {
 	db := influxtest.Start(t)
-	var targets []scrape.Target
-	var serving []string
-	for i := range 2 {
-		s, st := startPod(t)
-		serving = append(serving, s)
-		targets = append(targets, scrape.Target{Namespace: "ns", Workload: "w", Pod: fmt.Sprintf("good-%d", i), Node: "n", URL: st})
-	}
+	serving, targets := startPods(t, 2, func(i int) scrape.Target {
+		return scrape.Target{Namespace: "ns", Workload: "w", Pod: fmt.Sprintf("good-%d", i), Node: "n"}
+	})
 	bad := &faultyPod{rec: measure.New(nil, 0, 0), mode: "extreme"}
 	badSrv := httptest.NewServer(bad)
 	t.Cleanup(badSrv.Close)
@@ -266,13 +258,9 @@ func TestProxyClockAheadKeepsTheWorkloadMeasured(t *testing.T) {
 // sum of them, so λ is not doubled.
 func TestTwoCollectorsAtOnce(t *testing.T) {
 	db := influxtest.Start(t)
-	var targets []scrape.Target
-	var serving []string
-	for i := range 2 {
-		s, st := startPod(t)
-		serving = append(serving, s)
-		targets = append(targets, scrape.Target{Namespace: "ns", Workload: "w", Pod: fmt.Sprintf("w-%d", i), Node: "n", URL: st})
-	}
+	serving, targets := startPods(t, 2, func(i int) scrape.Target {
+		return scrape.Target{Namespace: "ns", Workload: "w", Pod: fmt.Sprintf("w-%d", i), Node: "n"}
+	})
 	w, err := influx.NewWriter(influx.WriterConfig{URL: db.URL, Bucket: influxtest.Bucket, FlushInterval: 50 * time.Millisecond}, nil, zap.NewNop())
 	require.NoError(t, err)
 	collectors := []*pipeline.Pipeline{
