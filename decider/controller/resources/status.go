@@ -3,6 +3,7 @@ package resources
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -85,11 +86,7 @@ func clockSkewCondition(st *v1alpha1.QueueAutoscalerStatus, dataTime time.Time, 
 			ahead.Round(time.Second)), gen, now)
 		return
 	}
-	for _, c := range st.Conditions {
-		if c.Type == "ClockSkew" {
-			SetCondition(st, "ClockSkew", metav1.ConditionFalse, "ClocksAgree", "no measurement is dated after the decider's clock", gen, now)
-		}
-	}
+	clearCondition(st, "ClockSkew", "ClocksAgree", "no measurement is dated after the decider's clock", gen, now)
 }
 
 // ProxyClockTolerance: a proxy whose clock is further than this from the collector's is
@@ -115,10 +112,15 @@ func ProxyClockCondition(st *v1alpha1.QueueAutoscalerStatus, offset float64, gen
 			d.Round(time.Second), dir), gen, now)
 		return
 	}
-	for _, c := range st.Conditions {
-		if c.Type == "ProxyClockSkew" {
-			SetCondition(st, "ProxyClockSkew", metav1.ConditionFalse, "ClocksAgree", "every proxy's clock is within "+ProxyClockTolerance.String()+" of the collector's", gen, now)
-		}
+	clearCondition(st, "ProxyClockSkew", "ClocksAgree", "every proxy's clock is within "+ProxyClockTolerance.String()+" of the collector's", gen, now)
+}
+
+// clearCondition turns a condition that reports a problem False once the problem has
+// gone; a condition that was never set stays absent, so a healthy workload's status
+// does not list every problem it does not have.
+func clearCondition(st *v1alpha1.QueueAutoscalerStatus, typ, reason, message string, gen int64, now time.Time) {
+	if slices.ContainsFunc(st.Conditions, func(c metav1.Condition) bool { return c.Type == typ }) {
+		SetCondition(st, typ, metav1.ConditionFalse, reason, message, gen, now)
 	}
 }
 
