@@ -145,16 +145,14 @@ func (c *conn) serve() {
 	}()
 	for first := true; ; first = false {
 		if !first {
-			if c.s.closing.Load() {
-				return
-			}
 			// The sweeper closes the connection if it stays idle too long (no
-			// deadline to set and clear on every request).
+			// deadline to set and clear on every request); during the drain, after
+			// drainIdle. It is not closed at once when the drain began after the last
+			// response went out keep-alive: the client may have sent its next request
+			// already, and closing with it unread resets the connection. That request
+			// is served, and its response closes the connection.
 			c.idleGen.Store(c.s.gen.Load())
 			c.state.Store(stateIdle)
-			if c.s.closing.Load() && c.state.CompareAndSwap(stateIdle, stateClosed) {
-				return // the drain began as the connection went idle
-			}
 			if _, err := c.br.Peek(1); err != nil {
 				return
 			}
