@@ -346,6 +346,11 @@ type Snapshot struct {
 	Now time.Time
 	// ArrivalRates is the λ history, oldest first; the last is the current λ.
 	ArrivalRates []Sample
+	// History is λ's long history, downsampled at a fixed step (the store's
+	// 1-minute means over a day), oldest first, each sample timed at the end
+	// of its step: the recurring-burst detector looks in it for onsets on a
+	// clock (recur.go). Empty: no recurrence is looked for.
+	History []Sample
 	// ServiceTime is E[S] in seconds, ServiceSCV its squared coefficient of
 	// variation (variance / mean²); zero means 1 (exponential). Arrivals are
 	// taken as Poisson (an arrival SCV of 1): no proxy measures inter-arrival

@@ -28,6 +28,9 @@ type Workload struct {
 	Scale        float64
 	// Smooth > 0 is the Poisson scaling (trace.Options.Smooth).
 	Smooth int
+	// History > 0 gives the policies that much of the trace before the
+	// window as the workload's past (trace.Options.History).
+	History time.Duration
 }
 
 // Setting is the service and pods of a cell.
@@ -116,8 +119,9 @@ func Settings() []Setting {
 }
 
 // Default is the full matrix: every workload × setting × seeds 1–3 through
-// a Service (random routing), and every workload under the first setting
-// and seed 1 behind least-request balancing. (The pooled data plane is in
+// a Service (random routing), every workload under the first setting
+// and seed 1 behind least-request balancing, and the recurring workload
+// under the first setting, seeds 1–3, through a Service. (The pooled data plane is in
 // every cell: the -pooled yardsticks and the KPA's activator.)
 func Default(nasa string) []Cell {
 	var cells []Cell
@@ -131,7 +135,7 @@ func Default(nasa string) []Cell {
 	for _, w := range Workloads(nasa) {
 		cells = append(cells, Cell{Workload: w, Setting: Settings()[0], Seed: 1, Routing: sim.RouteLeastRequest})
 	}
-	return cells
+	return append(cells, recurringCells()...)
 }
 
 // Demo is `make demo`'s taste of the matrix: half an hour of each of the
@@ -189,7 +193,7 @@ func RunCell(c Cell, o Options) (*Result, error) {
 		return nil, fmt.Errorf("cell %s: %w", c.Name(), err)
 	}
 	prof, err := trace.Load(trace.Options{Source: c.Workload.Source, Window: c.Workload.Window, Scale: c.Workload.Scale,
-		Smooth: c.Workload.Smooth, Seed: c.Seed})
+		Smooth: c.Workload.Smooth, Seed: c.Seed, History: c.Workload.History})
 	if err != nil {
 		return nil, fmt.Errorf("cell %s: %w", c.Name(), err)
 	}
@@ -197,7 +201,7 @@ func RunCell(c Cell, o Options) (*Result, error) {
 		Percentile: o.Percentile, Seed: c.Seed, Routing: c.Routing, OracleWindows: o.OracleWindows, OracleSteps: o.OracleSteps,
 		Handoff: o.handoff()}
 	params := policy.Params{Target: o.Target, Percentile: o.Percentile, Concurrency: o.Concurrency, CPU: o.CPU, MinReplicas: 1,
-		MaxReplicas: o.MaxReplicas}
+		MaxReplicas: o.MaxReplicas, History: prof.History}
 	names := append(append([]string(nil), o.Policies...), policy.YardsticksName)
 	if o.Yardsticks != nil {
 		names = append(append([]string(nil), o.Policies...), o.Yardsticks...)

@@ -33,7 +33,7 @@ func nasaPath(t *testing.T) string {
 func TestDefaultMatrix(t *testing.T) {
 	cells := Default("nasa.gz")
 	ws, ss := Workloads("nasa.gz"), Settings()
-	require.Len(t, cells, len(ws)*len(ss)*3+len(ws))
+	require.Len(t, cells, len(ws)*len(ss)*3+len(ws)+3)
 	seen := map[string]bool{}
 	planes := map[sim.Routing]int{}
 	for _, c := range cells {
@@ -42,6 +42,14 @@ func TestDefaultMatrix(t *testing.T) {
 		planes[c.Routing]++
 	}
 	require.Equal(t, len(ws), planes[sim.RouteLeastRequest])
+	var recurring int
+	for _, c := range cells {
+		if c.Workload.Source == trace.PatternRecurring {
+			recurring++
+			require.Positive(t, c.Workload.History, "a recurring cell gives the policies its past")
+		}
+	}
+	require.Equal(t, 3, recurring)
 	scales, smooth, sources := map[float64]bool{}, 0, map[string]bool{}
 	for _, w := range ws {
 		sources[w.Source] = true

@@ -251,6 +251,11 @@ type Params struct {
 	// Alg1Period is seed 004's Algorithm 1 scaling period in seconds; zero
 	// means Alg1Period (its 2 minutes, Table 4.1).
 	Alg1Period float64
+	// History is the arrival rate of each second before the run (oldest
+	// first): the workload's past that InfluxDB would hold. qas reads it as
+	// the collector would have stored it (counts drawn at those rates);
+	// nil: the workload starts with the run.
+	History []float64
 }
 
 func (p Params) cpuTarget() float64 {

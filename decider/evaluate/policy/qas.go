@@ -2,6 +2,8 @@ package policy
 
 import (
 	"math"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +22,11 @@ const (
 	qasHistory = 240
 	// qasServiceWindow is how far back service times are averaged, seconds.
 	qasServiceWindow = 60
+	// qasLongStep and qasLongHistory are the long λ history's step and span,
+	// seconds: the store's 1-minute means over a day (store.Source).
+	qasLongStep, qasLongHistory = 60, 24 * 3600
+	// qasHistorySeed draws the counts of Params.History.
+	qasHistorySeed = 0x7e57_4a11
 )
 
 // simEpoch anchors simulated seconds to wall-clock times for the engine.
@@ -37,6 +44,10 @@ type QAS struct {
 	svc    map[int]podService
 	lastT  float64
 	nodes  []float64
+	// cum are the prefix sums of the arrivals per second over the history
+	// before the run (prior seconds) and the seconds observed so far.
+	cum   []int64
+	prior int
 	// Last is the engine's last decision, for the report.
 	Last decide.Decision
 }
@@ -72,7 +83,38 @@ func NewQAS(name string, p Params, predictive bool) *QAS {
 	// Migration with the engine's defaults: φ = 85 %, the pod itself moves, a
 	// pod is slowed at 1.5 × the median service time.
 	spec.Migration.Enabled = p.Migration
-	return &QAS{name: name, p: p, spec: spec, engine: decide.NewEngine(), last: map[int]float64{}, svc: map[int]podService{}}
+	q := &QAS{name: name, p: p, spec: spec, engine: decide.NewEngine(), last: map[int]float64{}, svc: map[int]podService{}}
+	q.cum = []int64{0}
+	for _, n := range historyCounts(p.History) {
+		q.cum = append(q.cum, q.cum[len(q.cum)-1]+int64(n))
+	}
+	q.prior = len(p.History)
+	return q
+}
+
+// historyCounts are the arrivals per second a Poisson process at the given
+// rates produced (seeded: every run of a cell sees the same past), as the
+// collector would have counted them before the run.
+func historyCounts(rates []float64) []int {
+	r := rand.New(rand.NewPCG(qasHistorySeed, uint64(len(rates))))
+	out := make([]int, len(rates))
+	for i, lam := range rates {
+		if lam <= 0 || math.IsNaN(lam) || math.IsInf(lam, 0) {
+			continue
+		}
+		for t := r.ExpFloat64() / lam; t < 1; t += r.ExpFloat64() / lam {
+			out[i]++
+		}
+	}
+	return out
+}
+
+// arrivals counts the arrivals in seconds [from, to) of the run (negative:
+// the history before it), as far as they are known.
+func (q *QAS) arrivals(from, to int) int64 {
+	lo := min(max(from+q.prior, 0), len(q.cum)-1)
+	hi := min(max(to+q.prior, 0), len(q.cum)-1)
+	return q.cum[hi] - q.cum[lo]
 }
 
 // SetTolerance sets θ.
@@ -90,17 +132,23 @@ func (*QAS) Period() float64 { return QASPeriod }
 func (q *QAS) Snapshot(o *Observation) decide.Snapshot {
 	at := func(sec float64) time.Time { return simEpoch.Add(time.Duration(sec * float64(time.Second))) }
 	now := int(o.Now)
+	for i := len(q.cum) - 1 - q.prior; i < len(o.Seconds); i++ {
+		q.cum = append(q.cum, q.cum[len(q.cum)-1]+int64(o.Seconds[i].Arrivals))
+	}
 	var rates []decide.Sample
-	for end := now; end > 0 && len(rates) < qasHistory; end -= int(QASWindow) {
-		start := max(0, end-int(QASWindow))
-		n := 0
-		for _, s := range o.Seconds[start:min(end, len(o.Seconds))] {
-			n += s.Arrivals
-		}
+	for end := now; end > -q.prior && len(rates) < qasHistory; end -= int(QASWindow) {
+		start := max(-q.prior, end-int(QASWindow))
+		n := q.arrivals(start, min(end, len(o.Seconds)))
 		rates = append(rates, decide.Sample{Time: at(float64(end)), Rate: float64(n) / float64(end-start)})
 	}
-	for i, j := 0, len(rates)-1; i < j; i, j = i+1, j-1 {
-		rates[i], rates[j] = rates[j], rates[i]
+	slices.Reverse(rates)
+	// The long history: 1-minute means aligned on the minute, complete
+	// minutes only, as the store's aggregateWindow returns them.
+	var long []decide.Sample
+	first := max(-q.prior, now-qasLongHistory)
+	first = int(math.Ceil(float64(first)/qasLongStep)) * qasLongStep
+	for end := first + qasLongStep; end <= min(now, len(o.Seconds)); end += qasLongStep {
+		long = append(long, decide.Sample{Time: at(float64(end)), Rate: float64(q.arrivals(end-qasLongStep, end)) / qasLongStep})
 	}
 	var cnt int
 	var sum, sq float64
@@ -188,7 +236,7 @@ func (q *QAS) Snapshot(o *Observation) decide.Snapshot {
 		inits = append(inits, time.Duration(d*float64(time.Second)))
 	}
 	return decide.Snapshot{
-		Now: at(o.Now), ArrivalRates: rates, ServiceTime: es, ServiceSCV: scv,
+		Now: at(o.Now), ArrivalRates: rates, History: long, ServiceTime: es, ServiceSCV: scv,
 		CurrentReplicas: int32(len(o.Pods)), ReadyReplicas: int32(ready), Pods: pods,
 		Nodes: nodes, InitTimes: inits, DataTime: at(o.Now), Complete: true,
 		ShortArrivalRate: float64(shortN) / max(float64(short), 1), ShortWindow: time.Duration(short) * time.Second,

@@ -37,13 +37,21 @@ type Options struct {
 	// request into a batch of Scale correlated ones (far burstier than
 	// Poisson at the same mean).
 	Smooth int
-	// Seed draws the random synthetic patterns (bursts, mmpp).
+	// Seed draws the random synthetic patterns (bursts, mmpp, recurring).
 	Seed uint64
+	// History, when positive, also returns the trace time before the window
+	// (up to History of it, scaled and compressed the same way) as
+	// Profile.History: what InfluxDB would hold of the workload before the
+	// replay starts, for a policy that reads a long history.
+	History time.Duration
 }
 
 // Profile is the arrival rate of each simulated second, requests per second.
 type Profile struct {
 	Rates []float64
+	// History is the rate of each simulated second before Rates (oldest
+	// first), when Options.History asked for it: the trace before the window.
+	History []float64
 	// Description says which trace, window, scale and compression were used.
 	Description string
 }
@@ -58,6 +66,7 @@ const (
 	PatternBursts           = "pattern:bursts"
 	PatternMMPP             = "pattern:mmpp"
 	PatternDiurnal          = "pattern:diurnal"
+	PatternRecurring        = "pattern:recurring"
 	patternMinutes          = 40
 	patternBuffer           = 5 * 60
 	patternLow, patternHigh = 1.0, 20.0
@@ -91,7 +100,10 @@ func Load(o Options) (Profile, error) {
 	if o.Compress < 0 {
 		return Profile{}, fmt.Errorf("compress %d: must be a positive number of trace seconds per simulated second", o.Compress)
 	}
-	var perSecond []float64
+	if o.History < 0 {
+		return Profile{}, fmt.Errorf("history %s: must not be negative", o.History)
+	}
+	var perSecond, before []float64
 	switch {
 	case strings.HasPrefix(o.Source, "pattern:"):
 		p, err := generate(o.Source, o.Seed)
@@ -102,12 +114,22 @@ func Load(o Options) (Profile, error) {
 		if err != nil {
 			return Profile{}, err
 		}
+		if o.History > 0 {
+			first := int(o.Window.Start / time.Second)
+			before = p[max(0, first-int(o.History/time.Second)):first]
+		}
 	case o.Source == "":
 		return Profile{}, fmt.Errorf("no trace: give a file or one of %s", strings.Join(PatternNames(), ", "))
 	default:
 		var err error
 		if perSecond, err = itrace.ReadFile(o.Source, o.Window); err != nil {
 			return Profile{}, err
+		}
+		if o.History > 0 && o.Window.Start > 0 {
+			hw := itrace.Window{Start: max(0, o.Window.Start-o.History), End: o.Window.Start}
+			if before, err = itrace.ReadFile(o.Source, hw); err != nil {
+				return Profile{}, err
+			}
 		}
 	}
 	if o.Smooth < 0 {
@@ -116,9 +138,14 @@ func Load(o Options) (Profile, error) {
 	scaling := "counts multiplied"
 	if o.Smooth > 0 {
 		perSecond = CentredMean(perSecond, o.Smooth)
+		before = CentredMean(before, o.Smooth)
 		scaling = fmt.Sprintf("Poisson at the %d s centred mean", o.Smooth)
 	}
 	rates := Compress(perSecond, o.Compress, o.Scale)
+	var history []float64
+	if len(before) > 0 {
+		history = Compress(before, o.Compress, o.Scale)
+	}
 	end := "end"
 	if o.Window.End != 0 {
 		end = o.Window.End.String()
@@ -129,7 +156,10 @@ func Load(o Options) (Profile, error) {
 	}
 	desc := fmt.Sprintf("%s, window %s:%s (%d trace seconds), scale ×%g (%s), compression %d trace s per simulated s (%d simulated s)",
 		src, o.Window.Start, end, len(perSecond), o.Scale, scaling, o.Compress, len(rates))
-	return Profile{Rates: rates, Description: desc}, nil
+	if len(history) > 0 {
+		desc += fmt.Sprintf(", with %d simulated s of history before it", len(history))
+	}
+	return Profile{Rates: rates, History: history, Description: desc}, nil
 }
 
 func window(p []float64, w itrace.Window) ([]float64, error) {
