@@ -52,6 +52,10 @@ type Engine struct {
 	// reqs and lateTransient are exponentially weighted counts of the
 	// requests measured and of those over the target in transient cycles.
 	reqs, lateTransient float64
+	// recur is the last recurring-burst detection (recur.go), kept while
+	// the long history is unchanged; not part of State: the history it is
+	// computed from is in the store.
+	recur *recurCache
 }
 
 type recommendation struct {
@@ -231,6 +235,14 @@ func validateSnapshot(s Snapshot) error {
 	for i, r := range s.ArrivalRates {
 		if badFloat(r.Rate) || r.Rate < 0 {
 			add(fmt.Sprintf("snapshot.arrivalRates[%d].rate", i), "must be finite and non-negative, got %v", r.Rate)
+		}
+	}
+	for i, r := range s.History {
+		if badFloat(r.Rate) || r.Rate < 0 {
+			add(fmt.Sprintf("snapshot.history[%d].rate", i), "must be finite and non-negative, got %v", r.Rate)
+		}
+		if i > 0 && !r.Time.After(s.History[i-1].Time) {
+			add(fmt.Sprintf("snapshot.history[%d].time", i), "must be after the previous sample's (oldest first, one sample per step)")
 		}
 	}
 	if badFloat(s.ServiceTime) || s.ServiceTime < 0 {
@@ -429,9 +441,23 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	// alone does not, a lasting rise does).
 	disp := e.dispersion(snap, lambdaNow)
 	x.CountDispersion = disp
+	// Recurring bursts: from one lead before a forecast onset, size for the
+	// rate the past occurrences reached (never lower than the present).
+	var recur *Recurrence
+	if spec.Predictive.Enabled && len(snap.History) > 0 {
+		r := e.recurrence(snap.History, now, leadQ, conf, disp)
+		recur = &r
+		x.Recurrence = recur
+		if r.Active && r.Rate > lambdaSize {
+			lambdaSize = r.Rate
+		}
+	}
 	lambdaTrigger := lambdaSize
 	if step := sampleStep(snap.ArrivalRates); step > 0 {
 		lambdaTrigger = math.Max(provenRate(lambdaNow, step, conf, disp), x.ForecastArrivalRate)
+		if recur != nil && recur.Active {
+			lambdaTrigger = math.Max(lambdaTrigger, recur.Rate)
+		}
 		if mean, ok := meanRate(snap.ArrivalRates, now.Add(-leadQ), now); ok {
 			lambdaTrigger = math.Max(lambdaTrigger, math.Min(mean, lambdaNow))
 		}
@@ -562,6 +588,12 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		// takes a lead to come back), never below what the forecast or the
 		// short window need.
 		ratios := jumpRatios(snap.ArrivalRates, leadQ)
+		if recur.confirmed() {
+			// The onsets on the period are the forecast's to meet (pods start
+			// a lead before each): the margin keeps capacity only for the
+			// jumps it does not explain.
+			ratios = jumpRatiosExcept(snap.ArrivalRates, leadQ, func(t time.Time) bool { return recur.explains(t, leadQ) })
+		}
 		lambdaDown, ok := e.downRate(snap.ArrivalRates, ratios, now, leadQ, conf, x)
 		if !ok {
 			reason = fmt.Sprintf("G = %.3g below 1−θ, but the λ history spans less than one lead (%s): no scale-down until it shows what λ may do", x.Normalized, leadQ)
@@ -590,6 +622,11 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	default:
 		reason = fmt.Sprintf("G = %.3g within [1−θ, 1+θ] = [%.3g, %.3g]: no horizontal change", gUp, 1-spec.Tolerance, 1+spec.Tolerance)
 	}
+	if recur != nil && recur.Active {
+		reason += fmt.Sprintf(" (recurring bursts: the next onset is forecast at %s, λ %.4g/s, every %s; %d of %d expected onsets came)",
+			recur.Next.UTC().Format(time.RFC3339), recur.Rate, time.Duration(recur.PeriodSeconds*float64(time.Second)).Round(time.Second),
+			len(recur.Occurrences), recur.Expected)
+	}
 	if bias != 1 {
 		reason += fmt.Sprintf(" (model corrected: waiting-time variability × %.3g from measured latency)", bias)
 	}
@@ -599,6 +636,12 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	stable := e.stabilize(rec, current, now, up, down)
 	x.Stabilized = stable
 	limited, limitedBy := e.rateLimit(stable, current, now, up, down)
+	if recur != nil && recur.Active && bl.total == 0 && limitedBy == "scale-up rate limit" && stable > limited {
+		// A forecast onset is evidence, not noise (the rate limit's purpose):
+		// the pods it needs must be ready when it comes, one lead from now.
+		limited, limitedBy = stable, ""
+		reason += fmt.Sprintf("; the scale-up rate limit is lifted for the recurring burst forecast at %s", recur.Next.UTC().Format(time.RFC3339))
+	}
 	if bl.total > 0 && limitedBy == "scale-up rate limit" && stable > limited {
 		// The model, not a fixed rate, bounds a scale-up a backlog justifies:
 		// requests already queue beyond what the pods clear within the target,

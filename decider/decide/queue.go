@@ -172,6 +172,12 @@ func meanRate(samples []Sample, from, to time.Time) (float64, bool) {
 // single samples: per-cycle counts are near-Poisson even on bursty traffic,
 // and the pods' queues absorb what lasts less than a lead.
 func jumpRatios(samples []Sample, lead time.Duration) []float64 {
+	return jumpRatiosExcept(samples, lead, nil)
+}
+
+// jumpRatiosExcept is jumpRatios without the sample times skip reports (nil:
+// none skipped).
+func jumpRatiosExcept(samples []Sample, lead time.Duration, skip func(time.Time) bool) []float64 {
 	if len(samples) < 3 || lead <= 0 {
 		return nil
 	}
@@ -202,7 +208,7 @@ func jumpRatios(samples []Sample, lead time.Duration) []float64 {
 	var ratios []float64
 	for _, s := range samples {
 		t := s.Time
-		if t.Add(-lead).Before(first.Add(-step)) || t.Add(lead).After(last) {
+		if t.Add(-lead).Before(first.Add(-step)) || t.Add(lead).After(last) || (skip != nil && skip(t)) {
 			continue
 		}
 		before, ok1 := mean(t.Add(-lead), t)

@@ -573,6 +573,11 @@ type Explanation struct {
 	// budget they leave (the spec's percentile when they leave all of it).
 	TransientLateShare  float64 `json:"transientLateShare,omitempty"`
 	EffectivePercentile float64 `json:"effectivePercentile,omitempty"`
+	// Recurrence is the recurring-burst detector's finding over the long
+	// history (period, occurrences, evidence, the next onset and its forecast
+	// λ, whether it applies now; Note says why not); nil when the snapshot
+	// has no long history or predictive scaling is off.
+	Recurrence *Recurrence `json:"recurrence,omitempty"`
 }
 
 // Decision is the outcome of one cycle for one workload.
