@@ -3,6 +3,7 @@ package policy
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -454,4 +455,41 @@ func TestHistQuantileIsTheCollectors(t *testing.T) {
 		require.InDelta(t, h.Quantile(q), histQuantile(counts, h.Total(), q), 1e-12, "q = %v", q)
 	}
 	require.Zero(t, histQuantile(make([]uint64, len(counts)), 0, 0.95))
+}
+
+// TestQASHistory: the past before the run reaches qas as the collector would
+// have stored it: 15 s rates and 1-minute means of counts drawn at the
+// history's rates, before the observed seconds; without a history nothing
+// precedes the run.
+func TestQASHistory(t *testing.T) {
+	p := params
+	p.History = make([]float64, 3600)
+	for i := range p.History {
+		p.History[i] = 50
+	}
+	q := NewQAS("qas", p, true)
+	o := &Observation{Now: 120, Concurrency: 1}
+	for range 120 {
+		o.Seconds = append(o.Seconds, Second{Arrivals: 10})
+	}
+	o.Pods = []Pod{{ID: 1, Ready: true, CPU: 1}}
+	s := q.Snapshot(o)
+	require.Len(t, s.History, 62, "60 minutes before the run and 2 in it")
+	require.Equal(t, simEpoch.Add(-59*time.Minute), s.History[0].Time)
+	require.Equal(t, simEpoch.Add(2*time.Minute), s.History[61].Time)
+	var sum float64
+	for _, h := range s.History[:60] {
+		sum += h.Rate
+	}
+	require.InDelta(t, 50, sum/60, 1, "Poisson counts at 50/s")
+	require.Equal(t, 10.0, s.History[60].Rate)
+	require.Equal(t, 10.0, s.History[61].Rate)
+	require.Len(t, s.ArrivalRates, qasHistory, "the hour before the run fills the 15 s history")
+	require.Equal(t, 10.0, s.ArrivalRates[len(s.ArrivalRates)-1].Rate)
+	require.InDelta(t, 50, s.ArrivalRates[0].Rate, 10)
+
+	// Without a history: only the run.
+	s = NewQAS("qas", params, true).Snapshot(o)
+	require.Len(t, s.History, 2)
+	require.Len(t, s.ArrivalRates, 8)
 }

@@ -259,3 +259,67 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+// TestRecurringPattern: the recurring pattern's bursts come back at one
+// period (the same for every onset of a seed, drawn from the seed), over a
+// base near 1 req/s; the seed decides it; Load returns the hours before the
+// window as History, scaled like the window.
+func TestRecurringPattern(t *testing.T) {
+	r := Recurring(1)
+	require.Len(t, r, 12*3600)
+	require.Equal(t, r, Recurring(1))
+	require.NotEqual(t, r, Recurring(2))
+	// Onsets: the first second of a step above twice the rate a minute before.
+	var onsets []int
+	for i := 60; i < len(r); i++ {
+		if r[i] > 2.5*r[i-60] && r[i-1] <= 2.5*r[i-61] {
+			onsets = append(onsets, i)
+		}
+	}
+	require.Greater(t, len(onsets), 12)
+	// The most common gap between consecutive onsets (to the minute) is the
+	// period; most gaps are it (the rest are stray bursts and their splits).
+	gaps := map[int]int{}
+	for i := 1; i < len(onsets); i++ {
+		gaps[(onsets[i]-onsets[i-1]+30)/60]++
+	}
+	best, total := 0, 0
+	for g, n := range gaps {
+		total += n
+		if n > gaps[best] {
+			best = g
+		}
+	}
+	require.GreaterOrEqual(t, best, int(recurPeriodLo))
+	require.LessOrEqual(t, best, int(recurPeriodHi)+1)
+	require.Greater(t, gaps[best]+gaps[best-1]+gaps[best+1], total/3, "gaps %v", gaps)
+
+	p, err := Load(Options{Source: PatternRecurring, Seed: 1, Window: itrace.Window{Start: 6 * time.Hour, End: 7 * time.Hour}, Scale: 20, History: 2 * time.Hour})
+	require.NoError(t, err)
+	require.Len(t, p.Rates, 3600)
+	require.Len(t, p.History, 2*3600)
+	require.InDelta(t, 20*r[4*3600], p.History[0], 1e-9)
+	require.InDelta(t, 20*r[6*3600-1], p.History[len(p.History)-1], 1e-9)
+	require.InDelta(t, 20*r[6*3600], p.Rates[0], 1e-9)
+	require.Contains(t, p.Description, "7200 simulated s of history")
+
+	// History longer than what precedes the window: what there is.
+	p, err = Load(Options{Source: PatternRecurring, Seed: 1, Window: itrace.Window{Start: time.Hour, End: 2 * time.Hour}, History: 6 * time.Hour})
+	require.NoError(t, err)
+	require.Len(t, p.History, 3600)
+	_, err = Load(Options{Source: PatternRecurring, History: -time.Second})
+	require.ErrorContains(t, err, "history")
+}
+
+// TestFileHistory: a trace file's seconds before the window come back as
+// History.
+func TestFileHistory(t *testing.T) {
+	path := writeTrace(t, "1\n2\n3\n4\n5\n6\n", false)
+	p, err := Load(Options{Source: path, Window: itrace.Window{Start: 4 * time.Second}, Scale: 2, History: 3 * time.Second})
+	require.NoError(t, err)
+	require.Equal(t, []float64{10, 12}, p.Rates)
+	require.Equal(t, []float64{4, 6, 8}, p.History)
+	p, err = Load(Options{Source: path, Window: itrace.Window{Start: 4 * time.Second}})
+	require.NoError(t, err)
+	require.Nil(t, p.History)
+}
