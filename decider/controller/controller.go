@@ -343,7 +343,11 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 		}
 		c.Log.Warn("no measurements", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.Error(err))
 		m, measureErr = measurement.Workload{}, &measureError{err}
-	} else if !m.Complete {
+	} else if m.HistoryError != "" {
+		// The long history is optional: without it the engine is reactive.
+		c.Log.Warn("no long λ history: recurring bursts are not forecast this cycle", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.String("error", m.HistoryError))
+	}
+	if err == nil && !m.Complete {
 		c.Log.Info("measurements incomplete: no scale-down this cycle", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.String("missing", m.MissingSummary()))
 	}
 	limit := c.InitSamples
@@ -353,7 +357,7 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 	storage := resources.Storage{Claims: w.claims, Volumes: w.volumes, Nodes: nodes}
 	return decide.Snapshot{
 		Now:          now,
-		ArrivalRates: m.ArrivalRates, ServiceTime: m.ServiceTime, ServiceSCV: m.ServiceSCV,
+		ArrivalRates: m.ArrivalRates, History: m.History, ServiceTime: m.ServiceTime, ServiceSCV: m.ServiceSCV,
 		MeasuredLatency: m.MeasuredLatency, MeasuredQuantiles: m.MeasuredQuantiles,
 		ShortArrivalRate: m.ShortArrivalRate, ShortWindow: m.ShortWindow,
 		CurrentReplicas: t.replicas, ReadyReplicas: ready,

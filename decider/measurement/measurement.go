@@ -42,6 +42,11 @@ type Source interface {
 type Workload struct {
 	// ArrivalRates is the λ history in the window, oldest first.
 	ArrivalRates []decide.Sample
+	// History is λ's long history, downsampled (the store's step means over
+	// its span, oldest first), for the recurring-burst detector; empty when
+	// the source keeps none. HistoryError says why a read of it failed.
+	History      []decide.Sample
+	HistoryError string
 	// ServiceTime (seconds), ServiceSCV and MeasuredLatency (seconds, at the
 	// query's percentile; 0 when that percentile is not measured) are the newest
 	// workload point's.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/qas-dev/qas/decider/controller"
+	"github.com/qas-dev/qas/decider/store"
 	"github.com/qas-dev/qas/internal/cli"
 	"github.com/qas-dev/qas/internal/influx"
 )
@@ -19,6 +20,7 @@ type Options struct {
 	Kubeconfig                                string
 	Influx                                    influx.Options
 	Interval, Window, MaxPodAge               time.Duration
+	HistorySpan, HistoryStep                  time.Duration
 	MeasureTimeout                            time.Duration
 	Workers                                   int
 	DryRun                                    bool
@@ -36,6 +38,8 @@ func (o *Options) FlagSet() *flag.FlagSet {
 	o.Influx.Register(fs, "InfluxDB base URL (where qas-collector writes)")
 	fs.DurationVar(&o.Interval, "interval", 15*time.Second, "decision cycle period")
 	fs.DurationVar(&o.Window, "window", 10*time.Minute, "how much arrival-rate history each decision reads (the forecast's input)")
+	fs.DurationVar(&o.HistorySpan, "history-span", store.DefaultHistorySpan, "how much long λ history (step means) the recurring-burst detector reads; 0 turns it off (a daily period needs more than 2 days)")
+	fs.DurationVar(&o.HistoryStep, "history-step", store.DefaultHistoryStep, "the long λ history's step: λ's mean per step, a whole number of seconds")
 	fs.DurationVar(&o.MaxPodAge, "max-pod-data-age", time.Minute, "a Ready pod without a measurement this recent counts as missing data (no scale-down)")
 	fs.DurationVar(&o.MeasureTimeout, "measure-timeout", 0, "deadline of each read of a workload's measurements, shorter than --interval (0: a third of --interval); a workload whose data is late holds this cycle")
 	fs.IntVar(&o.Workers, "workers", controller.DefaultWorkers, "QueueAutoscalers reconciled at once in a cycle")
@@ -97,6 +101,12 @@ func (o *Options) Validate() error {
 		return cli.Usagef("measure-timeout", "%s must be shorter than --interval (%s), so that a cycle ends in time, and not negative (0: a third of --interval)", o.MeasureTimeout, o.Interval)
 	case o.Workers < 1:
 		return cli.Usagef("workers", "%d: at least 1 is needed", o.Workers)
+	case o.HistoryStep <= 0 || o.HistoryStep%time.Second != 0:
+		return cli.Usagef("history-step", "%s is not a positive whole number of seconds", o.HistoryStep)
+	case o.HistorySpan < 0 || (o.HistorySpan > 0 && o.HistorySpan < 3*o.HistoryStep):
+		return cli.Usagef("history-span", "%s must be 0 (off) or at least three --history-step (%s)", o.HistorySpan, o.HistoryStep)
+	case o.HistorySpan/o.HistoryStep > store.MaxHistorySamples:
+		return cli.Usagef("history-span", "%s over --history-step %s is more than %d samples per workload", o.HistorySpan, o.HistoryStep, store.MaxHistorySamples)
 	case o.MaxPodAge <= 0:
 		return cli.Usagef("max-pod-data-age", "%s is not positive", o.MaxPodAge)
 	case o.LeaseName == "":

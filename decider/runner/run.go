@@ -121,7 +121,11 @@ func Run(ctx context.Context, o Options, cfg *rest.Config, log *zap.Logger) erro
 	}()
 	client := influxdb2.NewClient(o.Influx.URL, o.Influx.Token)
 	defer client.Close()
-	src := store.Source{Store: &store.Flux{Query: client.QueryAPI(o.Influx.Org), Bucket: o.Influx.Bucket}, Window: o.Window, MaxPodAge: o.MaxPodAge}
+	flux := &store.Flux{Query: client.QueryAPI(o.Influx.Org), Bucket: o.Influx.Bucket}
+	src := store.Source{Store: flux, Window: o.Window, MaxPodAge: o.MaxPodAge}
+	if o.HistorySpan > 0 {
+		src.History = &store.LongHistory{Store: flux, Span: o.HistorySpan, Step: o.HistoryStep}
+	}
 	sink := store.InfluxSink{W: w}
 	ctrl, stopEvents, err := controller.NewForConfig(cfg, src, countingSink{sink, m}, log, clock.RealClock{})
 	if err != nil {

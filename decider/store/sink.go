@@ -73,6 +73,22 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 			fields[k] = v
 		}
 	}
+	if r := x.Recurrence; r != nil && r.PeriodSeconds > 0 {
+		for k, v := range map[string]float64{
+			"recurrence_period_seconds": r.PeriodSeconds,
+			"recurrence_occurrences":    float64(len(r.Occurrences)),
+			"recurrence_confidence":     r.Confidence,
+			"recurrence_chance":         r.Chance,
+			"recurrence_next_seconds":   r.Next.Sub(d.Time).Seconds(),
+			"recurrence_forecast_rate":  r.Rate,
+		} {
+			if !math.IsInf(v, 0) && !math.IsNaN(v) {
+				fields[k] = v
+			}
+		}
+		fields["recurrence_active"] = r.Active
+		fields["recurrence_contradicted"] = r.Contradicted
+	}
 	tags := map[string]string{"namespace": namespace, "queueautoscaler": name, "action": d.Action.String()}
 	if workload != "" {
 		tags["workload"] = workload

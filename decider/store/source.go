@@ -24,6 +24,11 @@ type Source struct {
 	// in the decider's future, which the controller reports as a ClockSkew condition;
 	// the data itself is used.
 	MaxClockSkew time.Duration
+	// History, when set, adds each workload's long λ history (the recurring
+	// burst detector's input). A failed read of it leaves the history empty
+	// (the engine is then reactive) and says why in HistoryError; the rest of
+	// the measurement stands.
+	History *LongHistory
 }
 
 // DefaultMaxClockSkew is Source.MaxClockSkew's default.
@@ -47,6 +52,14 @@ func (s Source) Measure(ctx context.Context, q measurement.Query) (measurement.W
 				"is qas-collector running (and its clock within %[4]s of the decider's) and the sidecar injected?", q.Namespace, q.Workload, s.Window, ahead)
 		}
 		return measurement.Workload{}, fmt.Errorf("read measurements of %s/%s: %w", q.Namespace, q.Workload, err)
+	}
+	if s.History != nil {
+		h, err := s.History.Read(ctx, q.Namespace, q.Workload, q.Now)
+		if err != nil {
+			w.HistoryError = fmt.Sprintf("read the long λ history of %s/%s: %v", q.Namespace, q.Workload, err)
+		} else {
+			w.History = h
+		}
 	}
 	return w.Judge(q, maxAge), nil
 }

@@ -119,7 +119,9 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 		ArrivalRate: 40, ForecastArrivalRate: 50, ServiceTime: 0.05, Latency: 0.3, MeasuredLatency: 0.28, Target: 0.2,
 		Lead: 30 * time.Second, Normalized: 1.5, CurrentReplicas: 2, Reason: "L > T(1+θ)",
 		Backlog: 120, DrainReplicas: 6, LatencyBias: 1.3, MeasuredLateShare: 0.08, ModelledLateShare: 0.05,
-		ShortArrivalRate: 90, ShortArrivalRateLow: 80, JumpRatio: 1.4, CountDispersion: 2}}
+		ShortArrivalRate: 90, ShortArrivalRateLow: 80, JumpRatio: 1.4, CountDispersion: 2,
+		Recurrence: &decide.Recurrence{PeriodSeconds: 1200, Occurrences: []time.Time{t0.Add(-40 * time.Minute), t0.Add(-20 * time.Minute), t0},
+			Levels: []float64{400, 410, 420}, Expected: 3, Confidence: 1, Chance: 1e-4, Next: t0.Add(20 * time.Minute), Rate: 400, Active: true}}}
 	require.NoError(t, sink.RecordDecision(context.Background(), web, d, false))
 	held := decide.Decision{Time: t0, Explanation: decide.Explanation{Latency: mathInf(), HeldBecause: "stale data"}}
 	require.NoError(t, sink.RecordDecision(context.Background(), web, held, true))
@@ -168,9 +170,18 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 	require.Equal(t, 1.3, f["latency_bias"])
 	require.Equal(t, 0.08, f["measured_late_share"])
 	require.Equal(t, 80.0, f["short_arrival_rate_low"])
+	// And the recurring-burst forecast with its evidence.
+	require.Equal(t, 1200.0, f["recurrence_period_seconds"])
+	require.Equal(t, 3.0, f["recurrence_occurrences"])
+	require.Equal(t, 1e-4, f["recurrence_chance"])
+	require.Equal(t, 1200.0, f["recurrence_next_seconds"])
+	require.Equal(t, 400.0, f["recurrence_forecast_rate"])
+	require.Equal(t, true, f["recurrence_active"])
+	require.Equal(t, false, f["recurrence_contradicted"])
 	require.Equal(t, "horizontal", c.pts[0].TagList()[0].Value)
 	f = fields(c.pts[1])
 	require.NotContains(t, f, "modelled_latency_seconds", "+Inf cannot be stored")
+	require.NotContains(t, f, "recurrence_period_seconds", "no recurrence found: no recurrence fields")
 	require.Equal(t, "held: stale data", f["reason"])
 	require.Equal(t, true, f["dry_run"])
 

@@ -60,6 +60,7 @@ func FillStatus(st *v1alpha1.QueueAutoscalerStatus, qa *v1alpha1.QueueAutoscaler
 		SetCondition(st, "ScalingActive", metav1.ConditionTrue, "ValidMeasurements", "the latency model has fresh measurements", gen, now)
 	}
 	clockSkewCondition(st, snap.DataTime, gen, now)
+	RecurrenceCondition(st, x.Recurrence, gen, now)
 	limited := d.DesiredReplicas == qa.Spec.MaxReplicas && x.Recommendation > qa.Spec.MaxReplicas ||
 		d.DesiredReplicas == qa.Spec.MinReplicas && x.Recommendation < qa.Spec.MinReplicas && x.Recommendation > 0
 	if why := Unreachable(x); why != "" {
@@ -69,6 +70,23 @@ func FillStatus(st *v1alpha1.QueueAutoscalerStatus, qa *v1alpha1.QueueAutoscaler
 			fmt.Sprintf("the model recommends %d replicas, outside [%d, %d]", x.Recommendation, qa.Spec.MinReplicas, qa.Spec.MaxReplicas), gen, now)
 	} else {
 		SetCondition(st, "ScalingLimited", metav1.ConditionFalse, "DesiredWithinRange", "the recommendation is within the bounds", gen, now)
+	}
+}
+
+// RecurrenceCondition reports the recurring-burst detector's finding as the
+// RecurringBursts condition, its message the detector's note (the period, the
+// evidence and the next forecast onset, or why the workload is reactive): True
+// while a period holds, False when none does or the last forecast burst did
+// not come. Without a long history (r nil) the condition is left as it is.
+func RecurrenceCondition(st *v1alpha1.QueueAutoscalerStatus, r *decide.Recurrence, gen int64, now time.Time) {
+	switch {
+	case r == nil:
+	case r.PeriodSeconds > 0 && !r.Contradicted:
+		SetCondition(st, "RecurringBursts", metav1.ConditionTrue, "Recurring", r.Note, gen, now)
+	case r.Contradicted:
+		SetCondition(st, "RecurringBursts", metav1.ConditionFalse, "ForecastBurstMissed", r.Note, gen, now)
+	default:
+		SetCondition(st, "RecurringBursts", metav1.ConditionFalse, "NoRecurrence", r.Note, gen, now)
 	}
 }
 

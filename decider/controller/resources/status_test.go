@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
+	"github.com/qas-dev/qas/decider/decide"
 )
 
 // TestProxyClockCondition: a proxy clock more than 10 s from the collector's, either
@@ -51,5 +52,43 @@ func TestProxyClockCondition(t *testing.T) {
 		require.Equal(t, s.status, c.Status, s.name)
 		require.Equal(t, s.reason, c.Reason, s.name)
 		require.Contains(t, c.Message, s.message, s.name)
+	}
+}
+
+// TestRecurrenceCondition: the detector's finding is the RecurringBursts
+// condition, its note the message; no long history leaves it as it was.
+func TestRecurrenceCondition(t *testing.T) {
+	now := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	steps := []struct {
+		name   string
+		r      *decide.Recurrence
+		status metav1.ConditionStatus // "" means no condition
+		reason string
+	}{
+		{"no long history", nil, "", ""},
+		{"nothing recurs", &decide.Recurrence{Note: "4 onsets in 24h0m0s of history, no 3 of them on one period: reactive"}, metav1.ConditionFalse, "NoRecurrence"},
+		{"a period", &decide.Recurrence{PeriodSeconds: 1200, Note: "bursts recur every 20m0s"}, metav1.ConditionTrue, "Recurring"},
+		{"history read failed", nil, metav1.ConditionTrue, "Recurring"},
+		{"the forecast burst did not come", &decide.Recurrence{PeriodSeconds: 1200, Contradicted: true, Note: "did not come"}, metav1.ConditionFalse, "ForecastBurstMissed"},
+	}
+	var st v1alpha1.QueueAutoscalerStatus
+	for i, s := range steps {
+		RecurrenceCondition(&st, s.r, 1, now.Add(time.Duration(i)*time.Minute))
+		var c *metav1.Condition
+		for j := range st.Conditions {
+			if st.Conditions[j].Type == "RecurringBursts" {
+				c = &st.Conditions[j]
+			}
+		}
+		if s.status == "" {
+			require.Nil(t, c, s.name)
+			continue
+		}
+		require.NotNil(t, c, s.name)
+		require.Equal(t, s.status, c.Status, s.name)
+		require.Equal(t, s.reason, c.Reason, s.name)
+		if s.r != nil {
+			require.Equal(t, s.r.Note, c.Message, s.name)
+		}
 	}
 }
