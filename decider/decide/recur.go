@@ -33,8 +33,9 @@ const (
 	// define any period; the third is the first evidence).
 	recurMinOccurrences = 3
 	// recurBaselineSteps and recurBaselineLeads: the local baseline is the
-	// median of the history over the preceding max(10 steps, 5 leads), long
-	// enough that a burst shorter than half of it does not move the median.
+	// lower quartile of the history over the preceding max(10 steps, 5
+	// leads): bursts that fill up to three quarters of it (a short period,
+	// long bursts) do not move it.
 	recurBaselineSteps = 10
 	recurBaselineLeads = 5
 	// recurLevels: the forecast rate is the lowest of the newest occurrences'
@@ -275,10 +276,13 @@ func detectRecurrence(hist []Sample, lead time.Duration, conf, disp float64) Rec
 	}
 	best, bestChance := -1, math.Inf(1)
 	for i, c := range cands {
-		// Given the anchor, the other expected slots hit by chance with
-		// probability q each; Bonferroni over every period tried.
-		ch := math.Min(1, float64(tried)*binomialTail(c.expected-1, c.hits-1, q))
-		if best < 0 || c.hits > cands[best].hits || (c.hits == cands[best].hits && ch < bestChance) {
+		// Given the anchor and the partner that set the period (both hit by
+		// construction), the other expected slots hit by chance with
+		// probability q each; Bonferroni over every pair tried.
+		ch := math.Min(1, float64(tried)*binomialTail(c.expected-2, c.hits-2, q))
+		// The strongest evidence wins: a multiple of the period holds as
+		// many of its (fewer) slots, but is likelier by chance.
+		if best < 0 || ch < bestChance || (ch == bestChance && c.hits > cands[best].hits) {
 			best, bestChance = i, ch
 		}
 	}
@@ -317,9 +321,11 @@ func detectRecurrence(hist []Sample, lead time.Duration, conf, disp float64) Rec
 	return r
 }
 
-// findOnsets returns the steps of λ to at least recurJump × the median of
+// findOnsets returns the steps of λ to at least recurJump × the lower quartile of
 // the preceding base samples whose count proves the rise at confidence conf,
-// and whose previous sample was below that threshold (a burst has one onset).
+// whose previous sample was below that threshold (a burst has one onset) and
+// after which λ's mean over the next lead's whole steps is proven above it too
+// (so an onset in the newest sample is seen a step later).
 // The onset time is interpolated inside the step from how far its mean rose
 // towards the next sample's.
 func findOnsets(hist []Sample, step time.Duration, base int, lead time.Duration, conf, disp float64) []onset {
@@ -338,18 +344,25 @@ func findOnsets(hist []Sample, step time.Duration, base int, lead time.Duration,
 			continue
 		}
 		slices.Sort(window)
-		b := window[len(window)/2]
+		b := window[len(window)/4]
 		if b <= 0 {
 			continue
 		}
 		thr := recurJump * b
 		cur, prev := hist[i].Rate, hist[i-1].Rate
-		if prev >= thr || provenRate(cur, step, conf, disp) < thr {
+		if prev >= thr || provenRate(cur, step, conf, disp) < thr || i+after >= len(hist) {
 			continue
 		}
-		level := cur
-		for j := i + 1; j < min(len(hist), i+1+after); j++ {
+		// A burst, not a blip: λ's mean over the whole steps of the next lead
+		// (at least one) is proven above the threshold too. What lasts less
+		// than that the pods' queues absorb (docs/model.md §2c).
+		level, sum := cur, 0.0
+		for j := i + 1; j <= i+after; j++ {
 			level = math.Max(level, hist[j].Rate)
+			sum += hist[j].Rate
+		}
+		if provenRate(sum/float64(after), time.Duration(after)*step, conf, disp) < thr {
+			continue
 		}
 		// The step's mean is b·(1−f) + level·f when the onset is f of the
 		// step before its end.
@@ -412,4 +425,16 @@ func absDur(d time.Duration) time.Duration {
 		return -d
 	}
 	return d
+}
+
+// DetectRecurrence runs the recurring-burst detector on a long history (equally
+// spaced step means, oldest first) as the engine does at now with the given
+// lead: the period and evidence, and whether the forecast applies at now. conf
+// is the confidence of the onsets' count test (the SLO's percentile / 100) and
+// disp the arrival counts' index of dispersion (1: Poisson). For evaluations
+// of the detector outside the engine; it keeps no state.
+func DetectRecurrence(hist []Sample, now time.Time, lead time.Duration, conf, disp float64) Recurrence {
+	r := detectRecurrence(hist, lead, conf, disp)
+	r.forecastAt(hist, now, lead)
+	return r
 }

@@ -178,24 +178,33 @@ func extend(h []Sample, now time.Time, rate float64) []Sample {
 	return out
 }
 
-// TestRecurrenceEvidenceScalesWithOnsetDensity: three onsets on a period are
-// enough where onsets are rare, not where they are everywhere (the chain
-// must be unlikely by chance among the onsets seen).
+// TestRecurrenceEvidenceScalesWithOnsetDensity: five onsets on a period
+// are enough where onsets are rare, not among onsets everywhere (the chain
+// must be unlikely by chance among the onsets seen), and three are never
+// enough for a period found from two of them.
 func TestRecurrenceEvidenceScalesWithOnsetDensity(t *testing.T) {
 	lead := 45 * time.Second
 	period := 40 * time.Minute
-	rec := every(t0.Add(15*time.Minute), period, 0, t0.Add(-2*time.Hour-10*time.Minute), t0, 6)
-	require.Len(t, rec, 3)
-	sparse := burstHistory(t0, 2.5, 100, 400, 3*time.Minute, rec, 1)
+	rec := every(t0.Add(15*time.Minute), period, 0, t0.Add(-3*time.Hour-30*time.Minute), t0, 6)
+	require.Len(t, rec, 5)
+	sparse := burstHistory(t0, 3.6, 100, 400, 3*time.Minute, rec, 1)
 	r := detectRecurrence(sparse, lead, 0.95, 1)
 	require.InDelta(t, period.Seconds(), r.PeriodSeconds, 10, r.Note)
+	require.Len(t, r.Occurrences, 5)
 
-	// The same three among onsets at random every 6 minutes on average.
-	noise := poissonOnsets(t0.Add(-150*time.Minute), t0, 6*time.Minute, 8)
-	dense := burstHistory(t0, 2.5, 100, 400, 2*time.Minute, append(append([]time.Time(nil), rec...), noise...), 1)
+	// The same five among onsets at random every 6 minutes on average.
+	noise := poissonOnsets(t0.Add(-3*time.Hour-30*time.Minute), t0, 6*time.Minute, 8)
+	dense := burstHistory(t0, 3.6, 100, 400, 2*time.Minute, append(append([]time.Time(nil), rec...), noise...), 1)
 	r = detectRecurrence(dense, lead, 0.95, 1)
 	require.Zero(t, r.PeriodSeconds, r.Note)
-	require.Greater(t, r.Onsets, 10)
+	require.Greater(t, r.Onsets, 15)
+
+	// Three on a period, alone: the third is the only evidence, and chance
+	// gives it too often.
+	three := burstHistory(t0, 2.5, 100, 400, 3*time.Minute, rec[2:], 1)
+	r = detectRecurrence(three, lead, 0.95, 1)
+	require.Zero(t, r.PeriodSeconds, r.Note)
+	require.Contains(t, r.Note, "probability")
 }
 
 func TestBinomialTail(t *testing.T) {
