@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"time"
 )
 
@@ -204,57 +205,71 @@ func detectRecurrence(hist []Sample, lead time.Duration, conf, disp float64) Rec
 	q := math.Min(1, float64(len(onsets))*2*tol.Seconds()/usable.Seconds())
 	type chain struct {
 		hits, expected, missedAfter int
-		times                       []time.Time // oldest first
-		idx                         []int       // onset indices
-		ks                          []float64   // slot numbers (anchor 0, earlier negative)
+		idx                         []int     // onset indices, the anchor first
+		ks                          []float64 // slot numbers (anchor 0, earlier negative)
 	}
-	var cands []chain
-	tried := 0
-	nearest := func(t time.Time) int {
-		i, _ := slices.BinarySearchFunc(onsets, t, func(o onset, t time.Time) int { return o.at.Compare(t) })
-		best, bd := -1, tol+1
+	// Seconds since the history's start: the inner loops run on floats.
+	t0 := hist[0].Time
+	ts := make([]float64, len(onsets))
+	for i, o := range onsets {
+		ts[i] = o.at.Sub(t0).Seconds()
+	}
+	tolS, visibleS, lastS := tol.Seconds(), visible.Sub(t0).Seconds(), hist[len(hist)-1].Time.Sub(t0).Seconds()
+	minS, maxS := minPeriod.Seconds(), maxPeriod.Seconds()
+	nearest := func(t float64) int {
+		i := sort.SearchFloat64s(ts, t)
+		best, bd := -1, tolS
 		for _, j := range []int{i - 1, i} {
-			if j >= 0 && j < len(onsets) {
-				if d := absDur(onsets[j].at.Sub(t)); d <= tol && d < bd {
+			if j >= 0 && j < len(ts) {
+				if d := math.Abs(ts[j] - t); d <= bd {
 					best, bd = j, d
 				}
 			}
 		}
 		return best
 	}
-	last := hist[len(hist)-1].Time
+	var cands []chain
+	tried := 0
+	hitBy := make([]int, len(onsets)) // the anchor whose earlier chain hit the onset, +1
 	for b := range onsets {
 		for a := b - 1; a >= 0; a-- {
-			p := onsets[b].at.Sub(onsets[a].at)
-			if p < minPeriod {
+			p := ts[b] - ts[a]
+			if p < minS {
 				continue
 			}
-			if p > maxPeriod {
+			if p > maxS {
 				break
 			}
 			tried++
-			c := chain{hits: 1, expected: 1, times: []time.Time{onsets[b].at}, idx: []int{b}, ks: []float64{0}}
-			period := p.Seconds()
+			// A chain of this anchor already went through a: this pair's
+			// period is a multiple of that chain's, with weaker evidence.
+			// An anchor more than the longest period back has a past slot
+			// after it: its chain is another anchor's or contradicted.
+			if hitBy[a] == b+1 || ts[b] < lastS-maxS-tolS {
+				continue
+			}
+			c := chain{hits: 1, expected: 1, idx: []int{b}, ks: []float64{0}}
+			period := p
 			for k := 1; ; k++ {
-				e := onsets[b].at.Add(-time.Duration(float64(k) * period * float64(time.Second)))
-				if e.Before(visible.Add(-tol)) {
+				e := ts[b] - float64(k)*period
+				if e < visibleS-tolS {
 					break
 				}
 				c.expected++
 				if j := nearest(e); j >= 0 && j < b {
 					c.hits++
-					c.times = append(c.times, onsets[j].at)
 					c.idx = append(c.idx, j)
 					c.ks = append(c.ks, -float64(k))
-					period = onsets[b].at.Sub(onsets[j].at).Seconds() / float64(k) // refine
+					hitBy[j] = b + 1
+					period = (ts[b] - ts[j]) / float64(k) // refine
 				}
 			}
 			// Forward of the anchor: a slot wholly in the past with an onset
 			// is another anchor's chain; one without is a miss.
 			later := false
 			for k := 1; ; k++ {
-				e := onsets[b].at.Add(time.Duration(float64(k) * period * float64(time.Second)))
-				if e.Add(tol).After(last) {
+				e := ts[b] + float64(k)*period
+				if e+tolS > lastS {
 					break
 				}
 				if nearest(e) >= 0 {
@@ -295,7 +310,11 @@ func detectRecurrence(hist []Sample, lead time.Duration, conf, disp float64) Rec
 	}
 	// The period and the next onset from a least-squares line through the
 	// occurrences (slot number against time): jitter averages out.
-	slope, icpt := fitLine(c.ks, c.times, onsets[c.idx[0]].at)
+	times := make([]time.Time, len(c.idx))
+	for i, j := range c.idx {
+		times[i] = onsets[j].at
+	}
+	slope, icpt := fitLine(c.ks, times, onsets[c.idx[0]].at)
 	r.PeriodSeconds = slope
 	r.Next = onsets[c.idx[0]].at.Add(time.Duration((icpt + slope) * float64(time.Second)))
 	order := make([]int, len(c.idx))
@@ -303,7 +322,7 @@ func detectRecurrence(hist []Sample, lead time.Duration, conf, disp float64) Rec
 		order[i] = len(c.idx) - 1 - i
 	}
 	for _, i := range order {
-		r.Occurrences = append(r.Occurrences, c.times[i])
+		r.Occurrences = append(r.Occurrences, times[i])
 		r.Levels = append(r.Levels, onsets[c.idx[i]].level)
 	}
 	r.Expected, r.Confidence, r.Chance = c.expected, float64(c.hits)/float64(c.expected), bestChance
@@ -331,6 +350,15 @@ func detectRecurrence(hist []Sample, lead time.Duration, conf, disp float64) Rec
 func findOnsets(hist []Sample, step time.Duration, base int, lead time.Duration, conf, disp float64) []onset {
 	var out []onset
 	window := make([]float64, 0, base)
+	// provenRate's bound with its z computed once.
+	z := normalQuantile(conf) * math.Sqrt(math.Max(disp, 1))
+	proven := func(rate float64, w time.Duration) float64 {
+		r := math.Sqrt(math.Max(rate, 0)*w.Seconds()) - z/2
+		if r <= 0 {
+			return 0
+		}
+		return r * r / w.Seconds()
+	}
 	after := max(1, int(math.Ceil(lead.Seconds()/step.Seconds())))
 	for i := base; i < len(hist); i++ {
 		// The baseline: the samples of the preceding base steps (gaps in the
@@ -350,7 +378,7 @@ func findOnsets(hist []Sample, step time.Duration, base int, lead time.Duration,
 		}
 		thr := recurJump * b
 		cur, prev := hist[i].Rate, hist[i-1].Rate
-		if prev >= thr || provenRate(cur, step, conf, disp) < thr || i+after >= len(hist) {
+		if prev >= thr || proven(cur, step) < thr || i+after >= len(hist) {
 			continue
 		}
 		// A burst, not a blip: λ's mean over the whole steps of the next lead
@@ -361,7 +389,7 @@ func findOnsets(hist []Sample, step time.Duration, base int, lead time.Duration,
 			level = math.Max(level, hist[j].Rate)
 			sum += hist[j].Rate
 		}
-		if provenRate(sum/float64(after), time.Duration(after)*step, conf, disp) < thr {
+		if proven(sum/float64(after), time.Duration(after)*step) < thr {
 			continue
 		}
 		// The step's mean is b·(1−f) + level·f when the onset is f of the
@@ -418,13 +446,6 @@ func binomialTail(n, k int, q float64) float64 {
 		s += math.Exp(lc - a - b + float64(i)*lq + float64(n-i)*l1q)
 	}
 	return math.Min(1, s)
-}
-
-func absDur(d time.Duration) time.Duration {
-	if d < 0 {
-		return -d
-	}
-	return d
 }
 
 // DetectRecurrence runs the recurring-burst detector on a long history (equally

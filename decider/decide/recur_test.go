@@ -284,3 +284,25 @@ func TestHistoryValidated(t *testing.T) {
 	require.ErrorContains(t, err, "snapshot.history[1].rate")
 	require.ErrorContains(t, err, "snapshot.history[2].time")
 }
+
+// BenchmarkDetectRecurrence: one detection over a day of 1-minute means,
+// with bursts every 20 minutes (72 onsets) and with random ones (the pairs
+// tried grow with the onsets squared). The controller runs it once per
+// workload and cycle (its engine is rebuilt from the stored state); the
+// simulator's engine once per new history step.
+func BenchmarkDetectRecurrence(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		onsets []time.Time
+	}{
+		{"recurring every 20 min", every(t0.Add(5*time.Minute), 20*time.Minute, 20*time.Second, t0.Add(-24*time.Hour), t0, 1)},
+		{"random, mean gap 20 min", poissonOnsets(t0.Add(-24*time.Hour), t0, 20*time.Minute, 1)},
+	} {
+		h := burstHistory(t0, 24, 100, 400, 4*time.Minute, bc.onsets, 9)
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				detectRecurrence(h, 45*time.Second, 0.95, 1)
+			}
+		})
+	}
+}

@@ -60,8 +60,8 @@ func (s RecurrenceScan) ConfirmedShare() float64 {
 // ScanRecurrence runs the detector every `every` over a trace of arrival
 // counts per second, on the minute means of the last span, with the given
 // lead, at p95's confidence and the counts' dispersion as the engine measures
-// it (Dispersion); each new forecast onset is judged by the detector run three
-// minutes after it (the onset is seen once the step after it is complete).
+// it (Dispersion); each new forecast onset is judged by the detector run a
+// lead and three minutes after it (when the history shows the onset).
 func ScanRecurrence(perSecond []float64, every, span, lead time.Duration) RecurrenceScan {
 	var mins []decide.Sample
 	for i := 0; i+60 <= len(perSecond); i += 60 {
@@ -90,12 +90,16 @@ func ScanRecurrence(perSecond []float64, every, span, lead time.Duration) Recurr
 		}
 		out.Confirmed++
 		next := r.Next.Truncate(time.Second)
-		if seen[next] || r.Next.Add(3*time.Minute).After(mins[len(mins)-1].Time) {
+		// Judged once the history shows the onset: its step, the whole
+		// steps of the lead after it (the detector's persistence test) and
+		// the tolerance.
+		judge := r.Next.Add(lead + 3*time.Minute)
+		if seen[next] || judge.After(mins[len(mins)-1].Time) {
 			continue
 		}
 		seen[next] = true
 		out.Forecasts++
-		at := r.Next.Add(3 * time.Minute).Truncate(time.Minute)
+		at := judge.Truncate(time.Minute)
 		later := decide.DetectRecurrence(window(at), at, lead, conf, disp)
 		tol := time.Duration(later.ToleranceSeconds * float64(time.Second))
 		for _, o := range later.Occurrences {
