@@ -28,6 +28,8 @@ func TestOptions(t *testing.T) {
 	require.Equal(t, "host-1", o.Identity)
 	require.Equal(t, 15*time.Second, o.Interval)
 	require.True(t, o.LeaderElect)
+	require.Equal(t, 24*time.Hour, o.HistorySpan, "a day of long λ history for the recurring-burst detector")
+	require.Equal(t, time.Minute, o.HistoryStep)
 	require.Equal(t, 5, o.Workers, "the HPA's default")
 	require.Equal(t, 5*time.Second, o.ReadDeadline(), "a third of the 15 s interval")
 	o.Interval, o.MeasureTimeout = 3*time.Second, 0
