@@ -33,9 +33,6 @@ func poissonCounts(rates []float64, scale float64, seed uint64) []float64 {
 // forecasts coming. Leads of 45 s and 2 min (the matrix's two settings), a
 // day of 1-minute history. The figures are in docs/simulation.md.
 func TestRecurrenceFalsePositives(t *testing.T) {
-	if testing.Short() {
-		t.Skip("scans two months of NASA: not in -short")
-	}
 	nasa, err := itrace.ReadFile(nasaPath(t), itrace.Window{})
 	require.NoError(t, err)
 	type traffic struct {
