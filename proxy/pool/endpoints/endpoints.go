@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 )
@@ -404,4 +405,19 @@ func Ready(all []*discoveryv1.EndpointSlice, service, portName string) []string 
 	}
 	slices.Sort(out)
 	return out
+}
+
+// NewInCluster is New with a client built from the pod's ServiceAccount (the token
+// and CA the kubelet mounts), so that qas-proxy's main needs no Kubernetes import.
+func NewInCluster(ctx context.Context, namespace, service, portName string, opts Options) (*Watcher, error) {
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("endpoints: in-cluster client (is the pod's ServiceAccount token mounted in the qas-proxy container?): %w", err)
+	}
+	cfg.UserAgent = "qas-proxy/endpoints"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("endpoints: %w", err)
+	}
+	return New(ctx, client, namespace, service, portName, opts)
 }
