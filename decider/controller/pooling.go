@@ -78,6 +78,9 @@ type FrontConfig struct {
 	Resources corev1.ResourceRequirements
 	// ImagePullSecrets are given to the front's pods to pull Image.
 	ImagePullSecrets []string
+	// NodeSelector and Tolerations place the front's pods.
+	NodeSelector map[string]string
+	Tolerations  []corev1.Toleration
 }
 
 // DefaultFrontImage is FrontConfig.Image's default.
@@ -462,6 +465,8 @@ func FrontDeployment(ns, workload string, cfg FrontConfig) *appsv1.Deployment {
 					// The front reads nothing from the API server.
 					AutomountServiceAccountToken: &no,
 					ImagePullSecrets:             pullSecrets,
+					NodeSelector:                 cfg.NodeSelector,
+					Tolerations:                  cfg.Tolerations,
 					SecurityContext: &corev1.PodSecurityContext{
 						RunAsNonRoot: &yes, RunAsUser: &uid, FSGroup: &uid,
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
