@@ -208,7 +208,11 @@ func (c Config) Mutate(pod *corev1.Pod) (Result, error) {
 	workload, warning := c.poolingFor(pod)
 	var poolVolumes []corev1.Volume
 	if workload != "" {
-		poolVolumes = poolProxy(&proxy, containers, workload)
+		var w string
+		poolVolumes, w = poolProxy(&proxy, pod, containers, workload)
+		if w != "" {
+			warning = w
+		}
 	}
 	containers = append(containers, proxy)
 

@@ -178,11 +178,12 @@ func (c Config) poolingFor(pod *corev1.Pod) (workload string, warning string) {
 	return w, ""
 }
 
-// poolProxy configures the proxy container ct for workload's pooled data plane;
-// containers are the pod's other containers. It returns the volumes to add to the pod.
-func poolProxy(ct *corev1.Container, containers []corev1.Container, workload string) []corev1.Volume {
+// poolProxy configures the proxy container ct of pod for workload's pooled data
+// plane; containers are the pod's other containers. It returns the volumes to add to
+// the pod, and a warning when the proxy cannot be given API credentials.
+func poolProxy(ct *corev1.Container, pod *corev1.Pod, containers []corev1.Container, workload string) (volumes []corev1.Volume, warning string) {
 	mode := int32(0o444) // the proxy runs as a non-root user; only its container mounts it
-	volumes := []corev1.Volume{{Name: sidecar.PoolKeyVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+	volumes = []corev1.Volume{{Name: sidecar.PoolKeyVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 		SecretName: sidecar.PoolingName(workload), DefaultMode: &mode,
 	}}}}
 	ct.Args = append(ct.Args,
@@ -200,9 +201,14 @@ func poolProxy(ct *corev1.Container, containers []corev1.Container, workload str
 		for _, m := range other.VolumeMounts {
 			if m.MountPath == ServiceAccountDir || strings.TrimSuffix(m.MountPath, "/") == ServiceAccountDir {
 				ct.VolumeMounts = append(ct.VolumeMounts, corev1.VolumeMount{Name: m.Name, MountPath: ServiceAccountDir, ReadOnly: true})
-				return volumes
+				return volumes, ""
 			}
 		}
+	}
+	if pod.Spec.ServiceAccountName == "" {
+		// No ServiceAccount to project a token for (the ServiceAccount admission
+		// plugin is off): the proxy runs without fronts and queues locally.
+		return volumes, "pooling: the pod has no ServiceAccount (is the ServiceAccount admission plugin off?), so its proxy cannot read the front's EndpointSlices and queues locally"
 	}
 	// No container has them (automountServiceAccountToken: false): the proxy alone
 	// gets them, as the kubelet would project them.
@@ -219,5 +225,5 @@ func poolProxy(ct *corev1.Container, containers []corev1.Container, workload str
 		},
 	}}})
 	ct.VolumeMounts = append(ct.VolumeMounts, corev1.VolumeMount{Name: ProxyAPIAccessVolume, MountPath: ServiceAccountDir, ReadOnly: true})
-	return volumes
+	return volumes, ""
 }
