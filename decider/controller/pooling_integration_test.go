@@ -38,11 +38,15 @@ func (e *env) poolingVersions(t *testing.T, workload string) map[string]string {
 	pool, front := sidecar.PoolingName(workload), sidecar.FrontName(workload)
 	out := map[string]string{}
 	for kind, get := range map[string]func() (metav1.Object, error){
-		"Secret":      func() (metav1.Object, error) { return cs.CoreV1().Secrets(e.ns).Get(ctx, pool, metav1.GetOptions{}) },
-		"Role":        func() (metav1.Object, error) { return cs.RbacV1().Roles(e.ns).Get(ctx, pool, metav1.GetOptions{}) },
-		"RoleBinding": func() (metav1.Object, error) { return cs.RbacV1().RoleBindings(e.ns).Get(ctx, pool, metav1.GetOptions{}) },
-		"Deployment":  func() (metav1.Object, error) { return cs.AppsV1().Deployments(e.ns).Get(ctx, front, metav1.GetOptions{}) },
-		"Service":     func() (metav1.Object, error) { return cs.CoreV1().Services(e.ns).Get(ctx, front, metav1.GetOptions{}) },
+		"Secret": func() (metav1.Object, error) { return cs.CoreV1().Secrets(e.ns).Get(ctx, pool, metav1.GetOptions{}) },
+		"Role":   func() (metav1.Object, error) { return cs.RbacV1().Roles(e.ns).Get(ctx, pool, metav1.GetOptions{}) },
+		"RoleBinding": func() (metav1.Object, error) {
+			return cs.RbacV1().RoleBindings(e.ns).Get(ctx, pool, metav1.GetOptions{})
+		},
+		"Deployment": func() (metav1.Object, error) {
+			return cs.AppsV1().Deployments(e.ns).Get(ctx, front, metav1.GetOptions{})
+		},
+		"Service": func() (metav1.Object, error) { return cs.CoreV1().Services(e.ns).Get(ctx, front, metav1.GetOptions{}) },
 	} {
 		obj, err := get()
 		if apierrors.IsNotFound(err) {

@@ -186,4 +186,3 @@ func strictJSON(s string, v any) error {
 	}
 	return nil
 }
-
