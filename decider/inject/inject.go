@@ -204,8 +204,14 @@ func (c Config) Mutate(pod *corev1.Pod) (Result, error) {
 	for _, pr := range []*corev1.Probe{app.LivenessProbe, app.ReadinessProbe, app.StartupProbe} {
 		retargetProbe(pr, serving, appPort)
 	}
+	pooled, warning := c.poolingFor(pod)
+	workload := pooled.Workload
+	if workload != "" && concurrency == 0 {
+		// A pooled proxy overflows when its k slots are busy, so it needs k: the
+		// QueueAutoscaler's spec.concurrency (its default, 1, when unset).
+		concurrency = max(pooled.Concurrency, 1)
+	}
 	proxy := c.sidecar(serving, appPort, concurrency, h2c, pod.Spec.TerminationGracePeriodSeconds)
-	workload, warning := c.poolingFor(pod)
 	var poolVolumes []corev1.Volume
 	if workload != "" {
 		var w string

@@ -41,9 +41,19 @@ const ProxyAPIAccessVolume = "qas-proxy-api-access"
 // PoolingLookup tells whether a pod belongs to a workload whose QueueAutoscaler has
 // routing pooled.
 type PoolingLookup interface {
-	// PooledWorkload returns the pooled workload's name (its scale target's name), or
-	// "" when the pod's workload does not pool. pod.Namespace is set.
-	PooledWorkload(ctx context.Context, pod *corev1.Pod) (string, error)
+	// PooledWorkload returns the pooled workload (Workload "" when the pod's workload
+	// does not pool). pod.Namespace is set.
+	PooledWorkload(ctx context.Context, pod *corev1.Pod) (Pooled, error)
+}
+
+// Pooled is a pooled workload as its QueueAutoscaler says.
+type Pooled struct {
+	// Workload is the scale target's name.
+	Workload string
+	// Concurrency is the QueueAutoscaler's spec.concurrency (k; 0 when unset): a
+	// pooled proxy needs a concurrency limit, since it overflows when its k slots
+	// are busy.
+	Concurrency int
 }
 
 // queueAutoscalers is the QueueAutoscaler resource the lookup watches.
@@ -77,16 +87,19 @@ func (l *QueueAutoscalerLookup) WaitForSync(ctx context.Context) bool {
 }
 
 // pooledTarget is a pooled QueueAutoscaler's scale target.
-type pooledTarget struct{ group, kind, name string }
+type pooledTarget struct {
+	group, kind, name string
+	concurrency       int
+}
 
 // PooledWorkload implements PoolingLookup.
-func (l *QueueAutoscalerLookup) PooledWorkload(ctx context.Context, pod *corev1.Pod) (string, error) {
+func (l *QueueAutoscalerLookup) PooledWorkload(ctx context.Context, pod *corev1.Pod) (Pooled, error) {
 	if !l.informer.HasSynced() {
-		return "", errors.New("the QueueAutoscalers are not listed yet (can the webhook list and watch queueautoscalers?)")
+		return Pooled{}, errors.New("the QueueAutoscalers are not listed yet (can the webhook list and watch queueautoscalers?)")
 	}
 	objs, err := l.informer.GetIndexer().ByIndex(cache.NamespaceIndex, pod.Namespace)
 	if err != nil {
-		return "", err
+		return Pooled{}, err
 	}
 	var targets []pooledTarget
 	for _, obj := range objs {
@@ -104,20 +117,24 @@ func (l *QueueAutoscalerLookup) PooledWorkload(ctx context.Context, pod *corev1.
 		if err != nil || kind == "" || name == "" {
 			continue
 		}
-		targets = append(targets, pooledTarget{group: gv.Group, kind: kind, name: name})
+		k, _, _ := unstructured.NestedInt64(u.Object, "spec", "concurrency")
+		if k < 0 || k > 1<<20 {
+			k = 0
+		}
+		targets = append(targets, pooledTarget{group: gv.Group, kind: kind, name: name, concurrency: int(k)})
 	}
 	if len(targets) == 0 {
-		return "", nil // the common case: no API call
+		return Pooled{}, nil // the common case: no API call
 	}
 	owner := metav1.GetControllerOfNoCopy(pod)
 	if owner == nil {
-		return "", nil // a bare pod has no scale target
+		return Pooled{}, nil // a bare pod has no scale target
 	}
-	if w := match(targets, owner); w != "" {
-		return w, nil
+	if p := match(targets, owner); p.Workload != "" {
+		return p, nil
 	}
 	if owner.Kind != "ReplicaSet" || groupOf(owner.APIVersion) != "apps" {
-		return "", nil
+		return Pooled{}, nil
 	}
 	timeout := l.Timeout
 	if timeout <= 0 {
@@ -127,22 +144,22 @@ func (l *QueueAutoscalerLookup) PooledWorkload(ctx context.Context, pod *corev1.
 	defer cancel()
 	rs, err := l.kube.AppsV1().ReplicaSets(pod.Namespace).Get(rctx, owner.Name, metav1.GetOptions{})
 	if err != nil {
-		return "", fmt.Errorf("read the pod's ReplicaSet %s to find its Deployment: %w", owner.Name, err)
+		return Pooled{}, fmt.Errorf("read the pod's ReplicaSet %s to find its Deployment: %w", owner.Name, err)
 	}
 	if dep := metav1.GetControllerOfNoCopy(rs); dep != nil {
 		return match(targets, dep), nil
 	}
-	return "", nil
+	return Pooled{}, nil
 }
 
-func match(targets []pooledTarget, owner *metav1.OwnerReference) string {
+func match(targets []pooledTarget, owner *metav1.OwnerReference) Pooled {
 	group := groupOf(owner.APIVersion)
 	for _, t := range targets {
 		if t.kind == owner.Kind && t.name == owner.Name && t.group == group {
-			return t.name
+			return Pooled{Workload: t.name, Concurrency: t.concurrency}
 		}
 	}
-	return ""
+	return Pooled{}
 }
 
 func groupOf(apiVersion string) string {
@@ -155,27 +172,27 @@ func groupOf(apiVersion string) string {
 
 // poolingFor asks the lookup about pod; a failure is a warning and no pooling (the
 // sidecar then queues locally, as with random routing).
-func (c Config) poolingFor(pod *corev1.Pod) (workload string, warning string) {
+func (c Config) poolingFor(pod *corev1.Pod) (p Pooled, warning string) {
 	if c.Pooling == nil {
-		return "", ""
+		return Pooled{}, ""
 	}
 	ctx := context.Background()
-	w, err := c.Pooling.PooledWorkload(ctx, pod)
+	p, err := c.Pooling.PooledWorkload(ctx, pod)
 	if err != nil {
-		return "", "pooling not configured, the sidecar queues locally: " + err.Error()
+		return Pooled{}, "pooling not configured, the sidecar queues locally: " + err.Error()
 	}
-	if w == "" {
-		return "", ""
+	if p.Workload == "" {
+		return Pooled{}, ""
 	}
-	if len(w) > sidecar.MaxPoolingWorkloadName {
-		return "", fmt.Sprintf("pooling not configured: workload name %q is longer than %d characters", w, sidecar.MaxPoolingWorkloadName)
+	if len(p.Workload) > sidecar.MaxPoolingWorkloadName {
+		return Pooled{}, fmt.Sprintf("pooling not configured: workload name %q is longer than %d characters", p.Workload, sidecar.MaxPoolingWorkloadName)
 	}
 	for _, v := range pod.Spec.Volumes {
 		if v.Name == sidecar.PoolKeyVolume || v.Name == ProxyAPIAccessVolume {
-			return "", fmt.Sprintf("pooling not configured: the pod already has a volume named %q", v.Name)
+			return Pooled{}, fmt.Sprintf("pooling not configured: the pod already has a volume named %q", v.Name)
 		}
 	}
-	return w, ""
+	return p, ""
 }
 
 // poolProxy configures the proxy container ct of pod for workload's pooled data

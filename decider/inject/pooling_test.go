@@ -3,6 +3,7 @@ package inject
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,14 +24,15 @@ import (
 
 // fixedLookup answers every pod alike.
 type fixedLookup struct {
-	workload string
-	err      error
-	asked    []string
+	workload    string
+	concurrency int
+	err         error
+	asked       []string
 }
 
-func (f *fixedLookup) PooledWorkload(_ context.Context, pod *corev1.Pod) (string, error) {
+func (f *fixedLookup) PooledWorkload(_ context.Context, pod *corev1.Pod) (Pooled, error) {
 	f.asked = append(f.asked, pod.Namespace+"/"+pod.Name)
-	return f.workload, f.err
+	return Pooled{Workload: f.workload, Concurrency: f.concurrency}, f.err
 }
 
 // withAPIAccess mounts the pod's API credentials in its app container, as the
@@ -44,7 +46,7 @@ func withAPIAccess(p *corev1.Pod) {
 
 func TestMutatePoolsOnlyTheProxy(t *testing.T) {
 	cfg := DefaultConfig()
-	lookup := &fixedLookup{workload: "web"}
+	lookup := &fixedLookup{workload: "web", concurrency: 4}
 	cfg.Pooling = lookup
 	before := appPod(withAPIAccess)
 	got, res := apply(t, cfg, before)
@@ -54,7 +56,7 @@ func TestMutatePoolsOnlyTheProxy(t *testing.T) {
 	proxy, app := container(got, sidecar.ContainerName), container(got, "app")
 
 	require.Equal(t, []string{"--listen=:8080", "--admin-listen=:9901", "--upstream=127.0.0.1:18080", "--drain=5s", "--shutdown-timeout=23s",
-		"--workload=web", "--pool-secret-file=/var/run/qas/pool/key", "--pool-front-service=qas-front-web"}, proxy.Args)
+		"--concurrency=4", "--workload=web", "--pool-secret-file=/var/run/qas/pool/key", "--pool-front-service=qas-front-web"}, proxy.Args)
 	require.Equal(t, []corev1.EnvVar{{Name: EnvPodNamespace, ValueFrom: &corev1.EnvVarSource{
 		FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}, proxy.Env)
 	require.Equal(t, []corev1.VolumeMount{
@@ -93,6 +95,38 @@ func TestMutatePoolingWithoutAutomountGivesTheProxyAloneAToken(t *testing.T) {
 	require.Equal(t, "token", srcs[0].ServiceAccountToken.Path)
 	require.Equal(t, "kube-root-ca.crt", srcs[1].ConfigMap.Name)
 	require.Equal(t, "metadata.namespace", srcs[2].DownwardAPI.Items[0].FieldRef.FieldPath)
+}
+
+func TestMutatePoolingConcurrency(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		annotation string
+		fromQA     int
+		want       string
+	}{
+		{"the QueueAutoscaler's k", "", 3, "--concurrency=3"},
+		{"k = 1 when the QueueAutoscaler has none", "", 0, "--concurrency=1"},
+		{"the pod's annotation wins", "2", 3, "--concurrency=2"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Pooling = &fixedLookup{workload: "web", concurrency: tt.fromQA}
+			got, _ := apply(t, cfg, appPod(func(p *corev1.Pod) {
+				if tt.annotation != "" {
+					p.Annotations = map[string]string{sidecar.ConcurrencyAnnotation: tt.annotation}
+				}
+			}))
+			args := container(got, sidecar.ContainerName).Args
+			require.Contains(t, args, tt.want)
+			n := 0
+			for _, a := range args {
+				if strings.HasPrefix(a, "--concurrency=") {
+					n++
+				}
+			}
+			require.Equal(t, 1, n, "%v", args)
+		})
+	}
 }
 
 func TestMutatePoolingWithoutServiceAccountWarns(t *testing.T) {
@@ -154,6 +188,11 @@ func qaObject(ns, name, apiVersion, kind, target, routing string) *unstructured.
 	}}
 }
 
+func withConcurrency(u *unstructured.Unstructured, k int64) *unstructured.Unstructured {
+	_ = unstructured.SetNestedField(u.Object, k, "spec", "concurrency")
+	return u
+}
+
 func controlledBy(apiVersion, kind, name string) []metav1.OwnerReference {
 	yes := true
 	return []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: name, UID: types.UID("uid-" + name), Controller: &yes}}
@@ -163,7 +202,7 @@ func TestQueueAutoscalerLookup(t *testing.T) {
 	scheme := runtime.NewScheme()
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
 		map[schema.GroupVersionResource]string{queueAutoscalers: "QueueAutoscalerList"},
-		qaObject("shop", "web", "apps/v1", "Deployment", "web", "pooled"),
+		withConcurrency(qaObject("shop", "web", "apps/v1", "Deployment", "web", "pooled"), 2),
 		qaObject("shop", "db", "apps/v1", "StatefulSet", "db", "pooled"),
 		qaObject("shop", "api", "apps/v1", "Deployment", "api", "random"),
 		qaObject("shop", "bad", "not/a/version", "Deployment", "bad", "pooled"),
@@ -180,6 +219,9 @@ func TestQueueAutoscalerLookup(t *testing.T) {
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	require.True(t, l.WaitForSync(sctx))
+	web, err := l.PooledWorkload(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "shop", OwnerReferences: controlledBy("apps/v1", "ReplicaSet", "web-7d9")}})
+	require.NoError(t, err)
+	require.Equal(t, Pooled{Workload: "web", Concurrency: 2}, web)
 	pod := func(ns string, owners []metav1.OwnerReference) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns, OwnerReferences: owners}}
 	}
@@ -207,7 +249,7 @@ func TestQueueAutoscalerLookup(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			require.Equal(t, tt.want, got)
+			require.Equal(t, tt.want, got.Workload)
 		})
 	}
 }
