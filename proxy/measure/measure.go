@@ -45,6 +45,10 @@ type Recorder struct {
 	bounds  []float64
 	buckets []atomic.Uint64
 
+	// Set when the pooled data plane is configured (sidecar) or in front mode.
+	pool  atomic.Pointer[PoolCounters]
+	front atomic.Pointer[FrontCounters]
+
 	// In-flight integral: guarded by mu, updated at every transition.
 	mu            sync.Mutex
 	inFlight      int64
@@ -212,6 +216,12 @@ func (r *Recorder) Snapshot() stats.Snapshot {
 	}
 	for i := range r.buckets {
 		s.Latency.Counts[i] = r.buckets[i].Load()
+	}
+	if p := r.pool.Load(); p != nil {
+		s.Pool = p.snapshot()
+	}
+	if f := r.front.Load(); f != nil {
+		s.Front = f.snapshot()
 	}
 	// Arrivals is read last so that completions never exceed it in one snapshot.
 	s.Arrivals = max(r.arrivals.Load(), s.Completions)
