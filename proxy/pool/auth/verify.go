@@ -102,4 +102,3 @@ func (v *Verifier) remembered() int {
 	defer v.mu.Unlock()
 	return len(v.nonces)
 }
-
