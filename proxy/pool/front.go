@@ -45,6 +45,8 @@ type Front struct {
 	verifier *auth.Verifier
 	mux      *http.ServeMux
 	draining atomic.Bool
+	closing  chan struct{} // closed by Close: queued requests expire, pulls end
+	closeOne sync.Once
 
 	mu     sync.Mutex
 	queues map[string]*workQueue
@@ -111,7 +113,7 @@ func NewFront(cfg FrontConfig) (*Front, error) {
 		cfg.Log = zap.NewNop()
 	}
 	f := &Front{cfg: cfg, verifier: auth.NewVerifier(cfg.Keys, cfg.Now, 0), mux: http.NewServeMux(),
-		queues: map[string]*workQueue{}, items: map[string]*item{}}
+		queues: map[string]*workQueue{}, items: map[string]*item{}, closing: make(chan struct{})}
 	f.mux.HandleFunc("POST "+PathOverflow, f.overflow)
 	f.mux.HandleFunc("GET "+PathPull, f.pull)
 	f.mux.HandleFunc("POST "+PathResult+"{id}", f.result)
@@ -227,11 +229,15 @@ func (f *Front) overflow(w http.ResponseWriter, r *http.Request) {
 
 	expiry := time.NewTimer(max(f.cfg.MaxWait-f.cfg.Now().Sub(accepted), 0))
 	defer expiry.Stop()
+	closing := f.closing
 	for {
 		select {
 		case body := <-it.result:
 			f.relay(w, rc, body, it)
 			return
+		case <-closing:
+			closing = nil
+			expiry.Reset(0)
 		case <-expiry.C:
 			f.mu.Lock()
 			if it.state == itemQueued {
@@ -347,6 +353,7 @@ func (f *Front) pull(w http.ResponseWriter, r *http.Request) {
 		writeItem(w, it)
 		return
 	case <-t.C:
+	case <-f.closing:
 	case <-r.Context().Done():
 	}
 	f.mu.Lock()
@@ -501,6 +508,10 @@ func (d *deadlineReader) Read(p []byte) (int, error) {
 	_ = d.rc.SetReadDeadline(time.Now().Add(relayIdleTimeout))
 	return d.r.Read(p)
 }
+
+// Close makes every queued request expire at once (503) and every waiting pull
+// end (204): the front is shutting down.
+func (f *Front) Close() { f.closeOne.Do(func() { close(f.closing) }) }
 
 // Drain waits until no request is queued or offered, or ctx ends; what is still
 // queued then is answered 503 by its handler when the server shuts down.

@@ -31,7 +31,7 @@ type Admin struct {
 }
 
 // NewAdmin returns the admin handler. /readyz fails while draining is set or while the
-// upstream refuses connections.
+// upstream refuses connections (a front has no upstream: "").
 func NewAdmin(rec *measure.Recorder, upstream string, draining *atomic.Bool) *Admin {
 	a := &Admin{rec: rec, upstream: upstream, draining: draining, mux: http.NewServeMux()}
 	reg := prometheus.NewRegistry()
@@ -59,7 +59,7 @@ func (a *Admin) readyz(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "draining", http.StatusServiceUnavailable)
 		return
 	}
-	if !a.upstreamReachable(r.Context()) {
+	if a.upstream != "" && !a.upstreamReachable(r.Context()) {
 		http.Error(w, "upstream "+a.upstream+" unreachable", http.StatusServiceUnavailable)
 		return
 	}
