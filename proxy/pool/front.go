@@ -533,3 +533,13 @@ func (f *Front) Drain(ctx context.Context) {
 		}
 	}
 }
+
+// queued returns how many requests of workload are queued (tests).
+func (f *Front) queued(workload string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if q := f.queues[workload]; q != nil {
+		return q.items.Len()
+	}
+	return 0
+}
