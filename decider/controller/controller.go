@@ -366,8 +366,13 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 		limit = 20
 	}
 	storage := resources.Storage{Claims: w.claims, Volumes: w.volumes, Nodes: nodes}
+	frontQueue := 0.0
+	if pooled(qa) {
+		frontQueue = m.FrontQueue
+	}
 	return decide.Snapshot{
 		Now:          now,
+		FrontQueue:   frontQueue,
 		ArrivalRates: m.ArrivalRates, ServiceTime: m.ServiceTime, ServiceSCV: m.ServiceSCV,
 		MeasuredLatency: m.MeasuredLatency, MeasuredQuantiles: m.MeasuredQuantiles,
 		ShortArrivalRate: m.ShortArrivalRate, ShortWindow: m.ShortWindow,

@@ -19,6 +19,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/qas-dev/qas/proxy/pool"
 	"github.com/qas-dev/qas/proxy/pool/endpoints"
 )
 
@@ -286,3 +287,6 @@ func TestWatcherStopsWithItsContext(t *testing.T) {
 	cancel()
 	eventually(t, func() bool { return !w.State().Connected }, "the watch ends with the context")
 }
+
+// The watcher is what qas-proxy's sidecar takes as its source of fronts.
+var _ pool.FrontSource = (*endpoints.Watcher)(nil)
