@@ -156,3 +156,35 @@ func TestDeltaCarriesTheQueueGauges(t *testing.T) {
 	require.Equal(t, int64(2), iv.InFlight)
 	require.Equal(t, int64(5), iv.Waiting)
 }
+
+func TestDeltaPooledCounters(t *testing.T) {
+	prev, cur := pooledSnapshots()
+	iv, reason := Delta(Target{}, prev, cur)
+	require.Empty(t, reason)
+	require.Equal(t, &PoolCounts{OverflowAccepted: 5, OverflowRefused: 1, OverflowTimeout: 0, OverflowError: 2, Pulled: 7, FrontFailures: 1}, iv.PoolStats)
+	require.Equal(t, &FrontCounts{QueueLength: 4, WaitingPulls: 1, Accepted: 9, RefusedFull: 3, Unauthenticated: 2, Dispatched: 6, Expired: 1}, iv.FrontStats)
+
+	// A pooled counter that went backwards is a restart in disguise: a new baseline.
+	cur.Pool.Pulled = 1
+	_, reason = Delta(Target{}, prev, cur)
+	require.Equal(t, ReasonCounterDecrease, reason)
+
+	// Without the sections, nothing pooled.
+	prev.Pool, prev.Front, cur.Pool, cur.Front = nil, nil, nil, nil
+	iv, reason = Delta(Target{}, prev, cur)
+	require.Empty(t, reason)
+	require.Nil(t, iv.PoolStats)
+	require.Nil(t, iv.FrontStats)
+}
+
+func pooledSnapshots() (prev, cur stats.Snapshot) {
+	prev = snap(0, 10, func(s *stats.Snapshot) {
+		s.Pool = &stats.Pool{OverflowAccepted: 1, OverflowRefused: 1, OverflowError: 1, Pulled: 3, FrontFailures: 2}
+		s.Front = &stats.Front{QueueLength: 9, Accepted: 1, RefusedFull: 1, Dispatched: 1}
+	})
+	cur = snap(5*time.Second, 20, func(s *stats.Snapshot) {
+		s.Pool = &stats.Pool{OverflowAccepted: 6, OverflowRefused: 2, OverflowError: 3, Pulled: 10, FrontFailures: 3}
+		s.Front = &stats.Front{QueueLength: 4, WaitingPulls: 1, Accepted: 10, RefusedFull: 4, Unauthenticated: 2, Dispatched: 7, Expired: 1}
+	})
+	return prev, cur
+}
