@@ -72,7 +72,7 @@ func want() measurement.Workload {
 		ProxyClockOffset:  -25, // the newest point's: a proxy 25 s behind the collector
 		MeasuredQuantiles: []decide.LatencyQuantile{{Percentile: 50, Seconds: 0.02}, {Percentile: 95, Seconds: 0.05}, {Percentile: 99, Seconds: 0.09}},
 		ShortArrivalRate:  30, ShortWindow: 5 * time.Second,
-		OverflowShare:     0.4, FrontQueue: 17,
+		OverflowShare: 0.4, FrontQueue: 17,
 		Pods: []measurement.Pod{
 			{Name: "w-a", Node: "n1", Time: t0.Add(10 * time.Second), ServiceTime: 0.03, CPUUsage: 0.2, CPURequest: 250, CPULimit: 500,
 				InService: 3, Queued: 40, InFlightMean: 2.5, MeasuredLatency: 0.2},
