@@ -322,3 +322,28 @@ func TestPoolingBindsTheWorkloadsServiceAccounts(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, got.Status.Allowed, got.Status.Reason)
 }
+
+// TestPooledBacklogIncludesTheFrontsQueue: the requests waiting in a pooled
+// workload's front are in the backlog the engine sizes for; the same measurements of a
+// workload that does not pool (a stale front gauge) count nothing.
+func TestPooledBacklogIncludesTheFrontsQueue(t *testing.T) {
+	e := setup(t)
+	e.ctrl.Front = frontConfig("example/qas-proxy:1")
+	e.deployment(t, "burst", 2)
+	e.queueAutoscalerWith(t, "burst", "burst", false, map[string]any{"routing": "pooled"})
+	e.deployment(t, "plain", 2)
+	e.queueAutoscaler(t, "plain", "plain", false)
+	e.metrics.set(10, 0.05, e.clock.Now())
+	e.metrics.mu.Lock()
+	e.metrics.m.FrontQueue = 120
+	e.metrics.mu.Unlock()
+
+	d, err := e.reconcile(t, e.ctrl, "burst")
+	require.NoError(t, err)
+	// Each k = 1 pod clears T/E[S] = 4 requests within the 200 ms target and holds
+	// none: 8 of the 120 fit, 112 are backlog.
+	require.InDelta(t, 112, d.Explanation.Backlog, 1e-9, "reason: %s", d.Explanation.Reason)
+	d, err = e.reconcile(t, e.ctrl, "plain")
+	require.NoError(t, err)
+	require.Zero(t, d.Explanation.Backlog)
+}
