@@ -86,13 +86,13 @@ func combine(end time.Time, ivs []scrape.Interval) Metrics {
 	var merged stats.Histogram
 	pods := 0
 	for _, iv := range ivs {
-		if !iv.Target.Front {
+		if !iv.Front {
 			pods++
 		}
 	}
 	m.Pods = pods
 	for _, iv := range ivs {
-		if iv.Target.Front {
+		if iv.Front {
 			// A front replica is no pod of the workload: only its queue counts.
 			m.addFront(iv)
 			continue
