@@ -54,6 +54,12 @@ type Metrics struct {
 	FrontQueueLength, FrontWaitingPulls                                                 float64
 	FrontAcceptedRate, FrontRefusedFullRate, FrontUnauthenticatedRate, FrontExpiredRate float64
 	Fronts                                                                              int
+	// The overflow decision time (the extra hop's cost, issue #20's ≤ 1 ms at p50)
+	// and the wait in the front's queue, from the merged histograms, in s; 0 when
+	// none was observed.
+	OverflowDecisionP50, OverflowDecisionP95, FrontQueueWaitP50, FrontQueueWaitP95 float64
+
+	decisions, queueWaits stats.Histogram
 }
 
 // Pod derives one pod's metrics from its interval.
@@ -134,6 +140,9 @@ func combine(end time.Time, ivs []scrape.Interval) Metrics {
 	if m.ArrivalRate > 0 {
 		m.OverflowShare = math.Min(1, m.OverflowRate/m.ArrivalRate)
 	}
+	m.OverflowDecisionP50, m.OverflowDecisionP95 = Quantile(m.decisions, 0.50), Quantile(m.decisions, 0.95)
+	m.FrontQueueWaitP50, m.FrontQueueWaitP95 = Quantile(m.queueWaits, 0.50), Quantile(m.queueWaits, 0.95)
+	m.decisions, m.queueWaits = stats.Histogram{}, stats.Histogram{}
 	return m
 }
 
@@ -150,6 +159,7 @@ func (m *Metrics) addPool(iv scrape.Interval) {
 	m.OverflowFailedRate += float64(p.OverflowTimeout+p.OverflowError) / dt
 	m.PulledRate += float64(p.Pulled) / dt
 	m.FrontFailureRate += float64(p.FrontFailures) / dt
+	m.decisions = Merge(m.decisions, p.OverflowDecision)
 }
 
 // addFront adds a front replica's queue and counts.
@@ -170,6 +180,7 @@ func (m *Metrics) addFront(iv scrape.Interval) {
 	m.FrontRefusedFullRate += float64(f.RefusedFull) / dt
 	m.FrontUnauthenticatedRate += float64(f.Unauthenticated) / dt
 	m.FrontExpiredRate += float64(f.Expired) / dt
+	m.queueWaits = Merge(m.queueWaits, f.QueueWait)
 }
 
 // Check returns an error naming the first quantity that is not a finite number ≥ 0
@@ -190,6 +201,8 @@ func (m Metrics) Check() error {
 		{"front_queue_length", m.FrontQueueLength}, {"front_waiting_pulls", m.FrontWaitingPulls},
 		{"front_accepted_rate", m.FrontAcceptedRate}, {"front_refused_full_rate", m.FrontRefusedFullRate},
 		{"front_unauthenticated_rate", m.FrontUnauthenticatedRate}, {"front_expired_rate", m.FrontExpiredRate},
+		{"overflow_decision_p50_seconds", m.OverflowDecisionP50}, {"overflow_decision_p95_seconds", m.OverflowDecisionP95},
+		{"front_queue_wait_p50_seconds", m.FrontQueueWaitP50}, {"front_queue_wait_p95_seconds", m.FrontQueueWaitP95},
 	} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
 			return fmt.Errorf("aggregate: %s is %v, want a finite number ≥ 0", f.name, f.v)

@@ -170,6 +170,9 @@ func TestPooledWorkloadPoint(t *testing.T) {
 	require.True(t, w.Pooled)
 	require.InDelta(t, 0.25, w.OverflowShare, 1e-9, "1 of 4 arrivals on each pod overflowed")
 	require.InDelta(t, 2, w.FrontQueueLength, 1e-9, "3 accepted, 1 dispatched")
+	require.Greater(t, w.OverflowDecisionP50, 0.0, "two 1 ms decisions")
+	require.LessOrEqual(t, w.OverflowDecisionP50, 0.001)
+	require.Greater(t, w.FrontQueueWaitP50, 0.0, "one 1 ms wait")
 	for _, pt := range sink.points {
 		m, ok := influx.Lookup(pt.Name())
 		require.True(t, ok)

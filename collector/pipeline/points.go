@@ -44,6 +44,8 @@ func WorkloadPoint(namespace, workload string, m aggregate.Metrics) *write.Point
 			influx.FieldFrontQueueLength: m.FrontQueueLength, "front_waiting_pulls": m.FrontWaitingPulls,
 			"front_accepted_rate": m.FrontAcceptedRate, "front_refused_full_rate": m.FrontRefusedFullRate,
 			"front_unauthenticated_rate": m.FrontUnauthenticatedRate, "front_expired_rate": m.FrontExpiredRate,
+			"overflow_decision_p50_seconds": m.OverflowDecisionP50, "overflow_decision_p95_seconds": m.OverflowDecisionP95,
+			"front_queue_wait_p50_seconds": m.FrontQueueWaitP50, "front_queue_wait_p95_seconds": m.FrontQueueWaitP95,
 		} {
 			pt.AddField(name, v)
 		}

@@ -4,6 +4,7 @@ package scrape
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/qas-dev/qas/proxy/stats"
@@ -55,12 +56,33 @@ type Interval struct {
 type PoolCounts struct {
 	OverflowAccepted, OverflowRefused, OverflowTimeout, OverflowError uint64
 	Pulled, FrontFailures                                             uint64
+	// OverflowDecision is the histogram of the interval's overflow decision times.
+	OverflowDecision stats.Histogram
 }
 
 // FrontCounts are a front replica's counts over an interval and its gauges at its end.
 type FrontCounts struct {
 	QueueLength, WaitingPulls                                   int64
 	Accepted, RefusedFull, Unauthenticated, Dispatched, Expired uint64
+	// QueueWait is the histogram of the interval's waits in the front's queue.
+	QueueWait stats.Histogram
+}
+
+// histogramDelta is cur minus prev (prev with no bounds counts as empty); ok is false
+// when the bounds differ, and sub records a count that went backwards.
+func histogramDelta(prev, cur stats.Histogram, sub func(a, b uint64) uint64) (stats.Histogram, bool) {
+	out := stats.Histogram{Bounds: cur.Bounds, Counts: make([]uint64, len(cur.Counts))}
+	if len(prev.Bounds) == 0 && len(prev.Counts) == 0 {
+		copy(out.Counts, cur.Counts)
+		return out, true
+	}
+	if !slices.Equal(prev.Bounds, cur.Bounds) || len(prev.Counts) != len(cur.Counts) {
+		return stats.Histogram{}, false
+	}
+	for i := range cur.Counts {
+		out.Counts[i] = sub(cur.Counts[i], prev.Counts[i])
+	}
+	return out, true
 }
 
 // Seconds is the interval's length.
@@ -151,6 +173,11 @@ func Delta(t Target, prev, cur stats.Snapshot) (Interval, string) {
 			Pulled:           sub(cur.Pool.Pulled, before.Pulled),
 			FrontFailures:    sub(cur.Pool.FrontFailures, before.FrontFailures),
 		}
+		h, same := histogramDelta(before.OverflowDecision, cur.Pool.OverflowDecision, sub)
+		if !same {
+			return Interval{}, ReasonBoundsChanged
+		}
+		iv.PoolStats.OverflowDecision = h
 	}
 	if cur.Front != nil {
 		var before stats.Front
@@ -165,6 +192,11 @@ func Delta(t Target, prev, cur stats.Snapshot) (Interval, string) {
 			Dispatched:      sub(cur.Front.Dispatched, before.Dispatched),
 			Expired:         sub(cur.Front.Expired, before.Expired),
 		}
+		h, same := histogramDelta(before.QueueWait, cur.Front.QueueWait, sub)
+		if !same {
+			return Interval{}, ReasonBoundsChanged
+		}
+		iv.FrontStats.QueueWait = h
 	}
 	if !ok {
 		return Interval{}, ReasonCounterDecrease
