@@ -5,6 +5,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+
+	proxyapp "github.com/qas-dev/qas/proxy/app"
 )
 
 func TestFrontConfigValidate(t *testing.T) {
@@ -36,7 +38,9 @@ func TestFrontDeploymentHash(t *testing.T) {
 	for _, mod := range []func(*FrontConfig){
 		func(f *FrontConfig) { f.Image = "other:1" },
 		func(f *FrontConfig) { f.Replicas = 3 },
-		func(f *FrontConfig) { f.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}} },
+		func(f *FrontConfig) {
+			f.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}
+		},
 		func(f *FrontConfig) { f.NodeSelector = map[string]string{"pool": "edge"} },
 	} {
 		f := DefaultFrontConfig()
@@ -51,4 +55,16 @@ func TestFrontDeploymentHash(t *testing.T) {
 	require.Equal(t, "true", d.Spec.Template.Annotations["qas.dev/injected"])
 	require.Equal(t, FrontContainerName, d.Spec.Template.Spec.Containers[0].Name)
 	require.Subset(t, labels, d.Spec.Selector.MatchLabels)
+}
+
+// TestFrontArgsPassTheProxysValidation: the front's command line is one qas-proxy
+// accepts in front mode (the contract with proxy/app, checked on its own parser).
+func TestFrontArgsPassTheProxysValidation(t *testing.T) {
+	d := FrontDeployment("shop", "web", DefaultFrontConfig())
+	f, err := proxyapp.Parse(d.Spec.Template.Spec.Containers[0].Args, func(string) string { return "" })
+	require.NoError(t, err)
+	require.Equal(t, proxyapp.ModeFront, f.Mode)
+	require.Equal(t, "web", f.Workload)
+	require.Equal(t, "/var/run/qas/pool/key", f.PoolSecretFile)
+	require.Equal(t, ":9902", f.Listen)
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
+	proxyapp "github.com/qas-dev/qas/proxy/app"
 	"github.com/qas-dev/qas/proxy/sidecar"
 )
 
@@ -264,3 +265,27 @@ func TestQueueAutoscalerLookupBeforeSync(t *testing.T) {
 type neverSynced struct{ cache.SharedIndexInformer }
 
 func (neverSynced) HasSynced() bool { return false }
+
+// TestPooledProxyArgsKnownToTheProxy: the pooled sidecar's flags are qas-proxy's and
+// pass its validation, with --pool-front-service (the EndpointSlice watcher's flag,
+// wired in qas-proxy's main with proxy/pool/endpoints) stood in for by a static front.
+func TestPooledProxyArgsKnownToTheProxy(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Pooling = &fixedLookup{workload: "web", concurrency: 2}
+	got, _ := apply(t, cfg, appPod(withAPIAccess))
+	var args []string
+	service := ""
+	for _, a := range container(got, sidecar.ContainerName).Args {
+		if v, ok := strings.CutPrefix(a, "--pool-front-service="); ok {
+			service = v
+			continue
+		}
+		args = append(args, a)
+	}
+	require.Equal(t, "qas-front-web", service)
+	f, err := proxyapp.Parse(append(args, "--pool-fronts=10.0.0.1:9902"), func(string) string { return "" })
+	require.NoError(t, err)
+	require.Equal(t, "web", f.Workload)
+	require.Equal(t, 2, f.Concurrency)
+	require.Equal(t, "/var/run/qas/pool/key", f.PoolSecretFile)
+}
