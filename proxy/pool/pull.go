@@ -242,7 +242,6 @@ func (s *Sidecar) servePulled(front, id string, data []byte, local Local, serve 
 		return
 	}
 	ack.Stop()
-	s.cfg.Counters.Pulled()
 	if perr != nil {
 		// The front checked it; a request that still does not parse is answered
 		// 502 rather than guessed at.
@@ -250,6 +249,9 @@ func (s *Sidecar) servePulled(front, id string, data []byte, local Local, serve 
 		_, _ = io.WriteString(pw, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nContent-Length: 39\r\n\r\nqas-proxy: malformed pulled request\r\n\r\n")
 	} else {
 		serve(req, pw)
+		// Counted after serve counted its arrival: a snapshot never shows more
+		// pulled requests than arrivals.
+		s.cfg.Counters.Pulled()
 	}
 	pw.Close()
 	t := time.NewTimer(relayIdleTimeout)
