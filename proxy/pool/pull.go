@@ -30,6 +30,16 @@ const idleRecheck = 50 * time.Millisecond
 // released slots (limit.Limiter.EnableFreed). It returns when ctx ends; requests
 // being served are finished first.
 func (s *Sidecar) RunPull(ctx context.Context, local Local, freed <-chan struct{}, serve ServeFunc) {
+	// StartDrain cancels this context: the open polls end at once.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	s.wakeMu.Lock()
+	s.stopPolls = stop
+	draining := s.draining.Load()
+	s.wakeMu.Unlock()
+	if draining {
+		stop()
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	go func() {

@@ -65,9 +65,10 @@ type Sidecar struct {
 	mu      sync.Mutex
 	suspect map[string]*suspicion
 
-	draining atomic.Bool
-	wakeMu   sync.Mutex
-	wakeCh   chan struct{}
+	draining  atomic.Bool
+	wakeMu    sync.Mutex
+	wakeCh    chan struct{}
+	stopPolls context.CancelFunc // set by RunPull, guarded by wakeMu
 }
 
 // suspicion is a front replica's failure state: it is skipped until until, which
@@ -326,7 +327,13 @@ func (b *cancelBody) Close() error {
 // StartDrain stops the pull loops: a draining pod takes no more work from the
 // fronts (the requests it holds are served; overflow continues).
 func (s *Sidecar) StartDrain() {
+	s.wakeMu.Lock()
 	s.draining.Store(true)
+	stop := s.stopPolls
+	s.wakeMu.Unlock()
+	if stop != nil {
+		stop()
+	}
 	s.wake()
 }
 
