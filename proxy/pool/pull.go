@@ -295,7 +295,7 @@ func parsePulled(data []byte) (*http.Request, error) {
 	}
 	n, err := io.Copy(io.Discard, req.Body)
 	if err != nil || n != req.ContentLength {
-		return nil, fmt.Errorf("pulled request body: %d of %d bytes: %v", n, req.ContentLength, err)
+		return nil, fmt.Errorf("pulled request body: %d of %d bytes: %w", n, req.ContentLength, err)
 	}
 	if br.Buffered() > 0 || r.Len() > 0 {
 		return nil, errors.New("bytes after the pulled request")

@@ -285,7 +285,7 @@ func (s *Sidecar) Overflow(ctx context.Context, method string, head []byte, body
 	if res.err != nil {
 		cancel()
 		if headTimedOut.Load() {
-			return nil, true, fmt.Errorf("%w: %v", ErrResponseTimeout, res.err)
+			return nil, true, fmt.Errorf("%w: %w", ErrResponseTimeout, res.err)
 		}
 		return nil, true, res.err
 	}
