@@ -258,7 +258,12 @@ func (s *Sidecar) servePulled(front, id string, data []byte, local Local, serve 
 		s.cfg.Log.Warn("pulled request malformed", zap.Error(perr))
 		_, _ = io.WriteString(pw, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nContent-Length: 39\r\n\r\nqas-proxy: malformed pulled request\r\n\r\n")
 	} else {
-		serve(req, pw)
+		// A front that stops taking the result must not hold the app's response:
+		// a write that makes no progress for relayIdleTimeout cancels the exchange,
+		// and serve's next write fails.
+		idle := time.AfterFunc(relayIdleTimeout, cancel)
+		serve(req, idleWriter{w: pw, idle: idle})
+		idle.Stop()
 		// Counted after serve counted its arrival: a snapshot never shows more
 		// pulled requests than arrivals.
 		s.cfg.Counters.Pulled()
@@ -323,4 +328,15 @@ func (s *Sidecar) giveBack(front, id string) {
 		return
 	}
 	resp.Body.Close()
+}
+
+// idleWriter re-arms idle before every write.
+type idleWriter struct {
+	w    io.Writer
+	idle *time.Timer
+}
+
+func (w idleWriter) Write(p []byte) (int, error) {
+	w.idle.Reset(relayIdleTimeout)
+	return w.w.Write(p)
 }

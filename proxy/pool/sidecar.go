@@ -292,7 +292,7 @@ func (s *Sidecar) Overflow(ctx context.Context, method string, head []byte, body
 	outer := res.resp
 	if outer.StatusCode != http.StatusOK || outer.Header.Get("Content-Type") != ContentType {
 		// The front's own answer (503 expired, 502 the pulling pod failed).
-		outer.Body = &cancelBody{ReadCloser: outer.Body, cancel: cancel}
+		outer.Body = newCancelBody(outer.Body, nil, cancel)
 		return outer, true, nil
 	}
 	inner, err := http.ReadResponse(bufio.NewReader(outer.Body), &http.Request{Method: method})
@@ -301,21 +301,36 @@ func (s *Sidecar) Overflow(ctx context.Context, method string, head []byte, body
 		cancel()
 		return nil, true, fmt.Errorf("pool: the front's response: %w", err)
 	}
-	inner.Body = &cancelBody{ReadCloser: inner.Body, outer: outer.Body, cancel: cancel}
+	inner.Body = newCancelBody(inner.Body, outer.Body, cancel)
 	return inner, true, nil
 }
 
 // ErrResponseTimeout: the front accepted the request but no response came in time.
 var ErrResponseTimeout = errors.New("pool: no response within the response timeout")
 
-// cancelBody closes the outer body and cancels the exchange when closed.
+// cancelBody closes the outer body and cancels the exchange when closed, and cancels
+// it when a read makes no progress for relayIdleTimeout (a front that stopped
+// sending must not hold the client forever).
 type cancelBody struct {
 	io.ReadCloser
 	outer  io.Closer
 	cancel context.CancelFunc
+	idle   *time.Timer
+}
+
+func newCancelBody(rc io.ReadCloser, outer io.Closer, cancel context.CancelFunc) *cancelBody {
+	b := &cancelBody{ReadCloser: rc, outer: outer, cancel: cancel}
+	b.idle = time.AfterFunc(relayIdleTimeout, cancel)
+	return b
+}
+
+func (b *cancelBody) Read(p []byte) (int, error) {
+	b.idle.Reset(relayIdleTimeout)
+	return b.ReadCloser.Read(p)
 }
 
 func (b *cancelBody) Close() error {
+	b.idle.Stop()
 	err := b.ReadCloser.Close()
 	if b.outer != nil {
 		b.outer.Close()
