@@ -25,6 +25,8 @@ BASE=${BASE:-15} BURST_S=${BURST_S:-15} SLO=${SLO:-200ms} NOQ_RATE=${NOQ_RATE:-5
 work=$(mktemp -d)
 pids=()
 cleanup() {
+	local rc=$?
+	[ "$rc" -ne 0 ] && [ -f "$work/log" ] && tail -20 "$work/log" >&2
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 	rm -rf "$work"
@@ -33,29 +35,53 @@ trap cleanup EXIT INT TERM
 (cd "$root" && go build -o "$work/" ./proxy/cmd/qas-proxy ./examples/app/cmd/qas-example-app ./examples/loadgen/cmd/qas-loadgen ./test/bench/randlb)
 head -c 32 /dev/urandom >"$work/secret"
 
-start() { "$@" --log-level error >>"$work/log" 2>&1 & pids+=($!); }
+# launch ARGS...: runs ARGS with @L@ and @A@ replaced by two free ports, and retries
+# with new ports if it exits (other processes on the machine take ports too); sets L
+# and A.
+launch() {
+	local try pid i args
+	for try in 1 2 3 4 5; do
+		L=$(free_port) A=$(free_port)
+		args=("${@//@L@/$L}")
+		args=("${args[@]//@A@/$A}")
+		"${args[@]}" >>"$work/log" 2>&1 &
+		pid=$!
+		for i in $(seq 200); do
+			if (exec 3<>"/dev/tcp/127.0.0.1/$L") 2>/dev/null; then
+				pids+=("$pid")
+				return 0
+			fi
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill "$pid" 2>/dev/null || true
+		echo "retrying $1 (try $try)" >&2
+	done
+	echo "could not start $*" >&2
+	return 1
+}
 apps=() random=() pooled=() padmins=()
-front=$(free_port) fadmin=$(free_port)
-"$work/qas-proxy" --mode front --listen "127.0.0.1:$front" --admin-listen "127.0.0.1:$fadmin" --workload bench \
-	--pool-secret-file "$work/secret" --log-level error >>"$work/log" 2>&1 & pids+=($!)
-wait_port "$front"
+launch "$work/qas-proxy" --mode front --listen 127.0.0.1:@L@ --admin-listen 127.0.0.1:@A@ --workload bench \
+	--pool-secret-file "$work/secret" --log-level error
+front=$L fadmin=$A
 for i in $(seq "$PODS"); do
-	a=$(free_port)
-	"$work/qas-example-app" --listen "127.0.0.1:$a" >>"$work/log" 2>&1 & pids+=($!)
-	wait_port "$a"; apps+=("$a")
-	r=$(free_port) ra=$(free_port)
-	start "$work/qas-proxy" --listen "127.0.0.1:$r" --admin-listen "127.0.0.1:$ra" --upstream "127.0.0.1:$a" --concurrency 1
-	p=$(free_port) pa=$(free_port)
-	start "$work/qas-proxy" --listen "127.0.0.1:$p" --admin-listen "127.0.0.1:$pa" --upstream "127.0.0.1:$a" --concurrency 1 \
-		--workload bench --pool-secret-file "$work/secret" --pool-fronts "127.0.0.1:$front"
-	wait_port "$r"; wait_port "$p"
-	random+=("127.0.0.1:$r") pooled+=("127.0.0.1:$p") padmins+=("$pa")
+	launch "$work/qas-example-app" --listen 127.0.0.1:@L@
+	a=$L
+	apps+=("$a")
+	launch "$work/qas-proxy" --listen 127.0.0.1:@L@ --admin-listen 127.0.0.1:@A@ --upstream "127.0.0.1:$a" --concurrency 1 --log-level error
+	random+=("127.0.0.1:$L")
+	launch "$work/qas-proxy" --listen 127.0.0.1:@L@ --admin-listen 127.0.0.1:@A@ --upstream "127.0.0.1:$a" --concurrency 1 \
+		--workload bench --pool-secret-file "$work/secret" --pool-fronts "127.0.0.1:$front" --log-level error
+	pooled+=("127.0.0.1:$L") padmins+=("$A")
 done
-lb_random=$(free_port) lb_pooled=$(free_port)
-join() { local IFS=,; echo "$*"; }
-"$work/randlb" "127.0.0.1:$lb_random" "$(join "${random[@]}")" >>"$work/log" 2>&1 & pids+=($!)
-"$work/randlb" "127.0.0.1:$lb_pooled" "$(join "${pooled[@]}")" >>"$work/log" 2>&1 & pids+=($!)
-wait_port "$lb_random"; wait_port "$lb_pooled"
+join() {
+	local IFS=,
+	echo "$*"
+}
+launch "$work/randlb" 127.0.0.1:@L@ "$(join "${random[@]}")"
+lb_random=$L
+launch "$work/randlb" 127.0.0.1:@L@ "$(join "${pooled[@]}")"
+lb_pooled=$L
 declare -A lb=([random]=$lb_random [pooled]=$lb_pooled)
 
 # The burst trace: requests per second.
