@@ -204,7 +204,10 @@ func (s *Sidecar) servePulled(front, id string, data []byte, local Local, serve 
 		s.giveBack(front, id)
 		return
 	}
-	defer local.Release()
+	// The slot is given back as soon as the app is done with the request, not when
+	// the front has relayed the response (another round trip).
+	release := sync.OnceFunc(local.Release)
+	defer release()
 	req, perr := parsePulled(data)
 	pr, pw := io.Pipe()
 	g := newGate(pr)
@@ -269,6 +272,7 @@ func (s *Sidecar) servePulled(front, id string, data []byte, local Local, serve 
 		s.cfg.Counters.Pulled()
 	}
 	pw.Close()
+	release()
 	t := time.NewTimer(relayIdleTimeout)
 	defer t.Stop()
 	select {
