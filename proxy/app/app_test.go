@@ -211,7 +211,10 @@ func TestRunPooled(t *testing.T) {
 		ready := make(chan [2]string, 1)
 		done := make(chan error, 1)
 		go func() { done <- Run(ctx, f, zap.NewNop(), func(a, b string) { ready <- [2]string{a, b} }) }()
-		t.Cleanup(func() { cancel(); <-done })
+		t.Cleanup(func() {
+			cancel()
+			<-done //nolint:errcheck // stopped either way
+		})
 		select {
 		case a := <-ready:
 			return a[0], a[1]

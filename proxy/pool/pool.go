@@ -19,6 +19,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/qas-dev/qas/proxy/pool/auth"
 )
 
 // FrontSource gives the host:port of the ready front replicas. It is called for
@@ -93,8 +95,7 @@ func validID(id string) bool {
 		return false
 	}
 	for i := range len(id) {
-		c := id[i]
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+		if !auth.IsLowerHex(id[i]) {
 			return false
 		}
 	}

@@ -30,6 +30,16 @@ const idleRecheck = 50 * time.Millisecond
 // released slots (limit.Limiter.EnableFreed). It returns when ctx ends; requests
 // being served are finished first.
 func (s *Sidecar) RunPull(ctx context.Context, local Local, freed <-chan struct{}, serve ServeFunc) {
+	// StartDrain cancels this context: the open polls end at once.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	s.wakeMu.Lock()
+	s.stopPolls = stop
+	draining := s.draining.Load()
+	s.wakeMu.Unlock()
+	if draining {
+		stop()
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	go func() {
@@ -194,7 +204,10 @@ func (s *Sidecar) servePulled(front, id string, data []byte, local Local, serve 
 		s.giveBack(front, id)
 		return
 	}
-	defer local.Release()
+	// The slot is given back as soon as the app is done with the request, not when
+	// the front has relayed the response (another round trip).
+	release := sync.OnceFunc(local.Release)
+	defer release()
 	req, perr := parsePulled(data)
 	pr, pw := io.Pipe()
 	g := newGate(pr)
@@ -242,16 +255,24 @@ func (s *Sidecar) servePulled(front, id string, data []byte, local Local, serve 
 		return
 	}
 	ack.Stop()
-	s.cfg.Counters.Pulled()
 	if perr != nil {
 		// The front checked it; a request that still does not parse is answered
 		// 502 rather than guessed at.
 		s.cfg.Log.Warn("pulled request malformed", zap.Error(perr))
 		_, _ = io.WriteString(pw, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nContent-Length: 39\r\n\r\nqas-proxy: malformed pulled request\r\n\r\n")
 	} else {
-		serve(req, pw)
+		// A front that stops taking the result must not hold the app's response:
+		// a write that makes no progress for relayIdleTimeout cancels the exchange,
+		// and serve's next write fails.
+		idle := time.AfterFunc(relayIdleTimeout, cancel)
+		serve(req, idleWriter{w: pw, idle: idle})
+		idle.Stop()
+		// Counted after serve counted its arrival: a snapshot never shows more
+		// pulled requests than arrivals.
+		s.cfg.Counters.Pulled()
 	}
 	pw.Close()
+	release()
 	t := time.NewTimer(relayIdleTimeout)
 	defer t.Stop()
 	select {
@@ -283,7 +304,7 @@ func parsePulled(data []byte) (*http.Request, error) {
 	}
 	n, err := io.Copy(io.Discard, req.Body)
 	if err != nil || n != req.ContentLength {
-		return nil, fmt.Errorf("pulled request body: %d of %d bytes: %v", n, req.ContentLength, err)
+		return nil, fmt.Errorf("pulled request body: %d of %d bytes: %w", n, req.ContentLength, err)
 	}
 	if br.Buffered() > 0 || r.Len() > 0 {
 		return nil, errors.New("bytes after the pulled request")
@@ -311,4 +332,15 @@ func (s *Sidecar) giveBack(front, id string) {
 		return
 	}
 	resp.Body.Close()
+}
+
+// idleWriter re-arms idle before every write.
+type idleWriter struct {
+	w    io.Writer
+	idle *time.Timer
+}
+
+func (w idleWriter) Write(p []byte) (int, error) {
+	w.idle.Reset(relayIdleTimeout)
+	return w.w.Write(p)
 }

@@ -65,9 +65,10 @@ type Sidecar struct {
 	mu      sync.Mutex
 	suspect map[string]*suspicion
 
-	draining atomic.Bool
-	wakeMu   sync.Mutex
-	wakeCh   chan struct{}
+	draining  atomic.Bool
+	wakeMu    sync.Mutex
+	wakeCh    chan struct{}
+	stopPolls context.CancelFunc // set by RunPull, guarded by wakeMu
 }
 
 // suspicion is a front replica's failure state: it is skipped until until, which
@@ -284,14 +285,14 @@ func (s *Sidecar) Overflow(ctx context.Context, method string, head []byte, body
 	if res.err != nil {
 		cancel()
 		if headTimedOut.Load() {
-			return nil, true, fmt.Errorf("%w: %v", ErrResponseTimeout, res.err)
+			return nil, true, fmt.Errorf("%w: %w", ErrResponseTimeout, res.err)
 		}
 		return nil, true, res.err
 	}
 	outer := res.resp
 	if outer.StatusCode != http.StatusOK || outer.Header.Get("Content-Type") != ContentType {
 		// The front's own answer (503 expired, 502 the pulling pod failed).
-		outer.Body = &cancelBody{ReadCloser: outer.Body, cancel: cancel}
+		outer.Body = newCancelBody(outer.Body, nil, cancel)
 		return outer, true, nil
 	}
 	inner, err := http.ReadResponse(bufio.NewReader(outer.Body), &http.Request{Method: method})
@@ -300,21 +301,36 @@ func (s *Sidecar) Overflow(ctx context.Context, method string, head []byte, body
 		cancel()
 		return nil, true, fmt.Errorf("pool: the front's response: %w", err)
 	}
-	inner.Body = &cancelBody{ReadCloser: inner.Body, outer: outer.Body, cancel: cancel}
+	inner.Body = newCancelBody(inner.Body, outer.Body, cancel)
 	return inner, true, nil
 }
 
 // ErrResponseTimeout: the front accepted the request but no response came in time.
 var ErrResponseTimeout = errors.New("pool: no response within the response timeout")
 
-// cancelBody closes the outer body and cancels the exchange when closed.
+// cancelBody closes the outer body and cancels the exchange when closed, and cancels
+// it when a read makes no progress for relayIdleTimeout (a front that stopped
+// sending must not hold the client forever).
 type cancelBody struct {
 	io.ReadCloser
 	outer  io.Closer
 	cancel context.CancelFunc
+	idle   *time.Timer
+}
+
+func newCancelBody(rc io.ReadCloser, outer io.Closer, cancel context.CancelFunc) *cancelBody {
+	b := &cancelBody{ReadCloser: rc, outer: outer, cancel: cancel}
+	b.idle = time.AfterFunc(relayIdleTimeout, cancel)
+	return b
+}
+
+func (b *cancelBody) Read(p []byte) (int, error) {
+	b.idle.Reset(relayIdleTimeout)
+	return b.ReadCloser.Read(p)
 }
 
 func (b *cancelBody) Close() error {
+	b.idle.Stop()
 	err := b.ReadCloser.Close()
 	if b.outer != nil {
 		b.outer.Close()
@@ -326,7 +342,13 @@ func (b *cancelBody) Close() error {
 // StartDrain stops the pull loops: a draining pod takes no more work from the
 // fronts (the requests it holds are served; overflow continues).
 func (s *Sidecar) StartDrain() {
+	s.wakeMu.Lock()
 	s.draining.Store(true)
+	stop := s.stopPolls
+	s.wakeMu.Unlock()
+	if stop != nil {
+		stop()
+	}
 	s.wake()
 }
 

@@ -560,3 +560,46 @@ func TestOnlyMovableRequestsOverflow(t *testing.T) {
 		require.Equal(t, []string{"A"}, apps, id)
 	}
 }
+
+// TestPooledStatsStayValid: the /stats documents of the sender, the puller and the
+// front decode (and so validate) while requests overflow and are pulled.
+func TestPooledStatsStayValid(t *testing.T) {
+	p := newPair(t, true, 5*time.Second)
+	blocked := sendAsync(p.a.url, "GET", "/block-a", "held", "")
+	waitFor(t, "A busy", func() bool { return p.apps.inApp.Load() == 1 })
+	stop := make(chan struct{})
+	errs := make(chan error, 1)
+	go func() {
+		defer close(errs)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, u := range []string{p.a.admin, p.b.admin, p.front.admin} {
+				resp, err := http.Get(u + "/stats")
+				if err != nil {
+					errs <- err
+					return
+				}
+				_, err = stats.Decode(resp.Body)
+				resp.Body.Close()
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}
+	}()
+	for i := range 40 {
+		r := send(p.a.url, "GET", "/moved", fmt.Sprint("m", i), "")
+		require.NoError(t, r.err)
+		require.Equal(t, "B", r.by)
+	}
+	close(stop)
+	require.NoError(t, <-errs)
+	p.apps.unblock()
+	<-blocked
+	require.Equal(t, uint64(40), snapshot(t, p.b).Pool.Pulled)
+}

@@ -114,7 +114,7 @@ func allDigits(s string) bool {
 func nonceChars(s string) bool {
 	for i := range len(s) {
 		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+		if !isNonceChar(c) {
 			return false
 		}
 	}
@@ -124,7 +124,7 @@ func nonceChars(s string) bool {
 func lowerHex(s string) bool {
 	for i := range len(s) {
 		c := s[i]
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+		if !IsLowerHex(c) {
 			return false
 		}
 	}
@@ -151,3 +151,10 @@ func Sign(key []byte, now time.Time, workload, method, target, hop string) strin
 	m := mac(key, workload, method, target, t, nonce, hop)
 	return "t=" + strconv.FormatInt(t, 10) + ",n=" + nonce + ",mac=" + hex.EncodeToString(m[:])
 }
+
+func isNonceChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_'
+}
+
+// IsLowerHex reports whether c is a lowercase hex digit.
+func IsLowerHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' }
