@@ -41,6 +41,25 @@ type Metrics struct {
 	LatencyP50, LatencyP95, LatencyP99 float64
 	Completions                        uint64
 	Pods                               int
+	// Pooled is true when a pod or front of the interval reported the pooled data
+	// plane (issue #20); the fields below are then meaningful.
+	Pooled bool
+	// The sidecars' overflow per second: accepted by the front (OverflowRate),
+	// refused, failed (timeout or error); requests pulled; front replicas marked
+	// suspect. OverflowShare is OverflowRate / ArrivalRate (0 without arrivals).
+	OverflowRate, OverflowRefusedRate, OverflowFailedRate, PulledRate, FrontFailureRate float64
+	OverflowShare                                                                       float64
+	// The fronts' queue and waiting pulls at the interval's end, summed over
+	// replicas, and their counts per second; Fronts is the replicas in the interval.
+	FrontQueueLength, FrontWaitingPulls                                                 float64
+	FrontAcceptedRate, FrontRefusedFullRate, FrontUnauthenticatedRate, FrontExpiredRate float64
+	Fronts                                                                              int
+	// The overflow decision time (the extra hop's cost, issue #20's ≤ 1 ms at p50)
+	// and the wait in the front's queue, from the merged histograms, in s; 0 when
+	// none was observed.
+	OverflowDecisionP50, OverflowDecisionP95, FrontQueueWaitP50, FrontQueueWaitP95 float64
+
+	decisions, queueWaits stats.Histogram
 }
 
 // Pod derives one pod's metrics from its interval.
@@ -67,11 +86,24 @@ func Workload(ivs []scrape.Interval) (Metrics, error) {
 }
 
 func combine(end time.Time, ivs []scrape.Interval) Metrics {
-	m := Metrics{Time: end, Pods: len(ivs)}
+	m := Metrics{Time: end}
 	var n, queued uint64
 	var sum, sumSq, wait float64
 	var merged stats.Histogram
+	pods := 0
 	for _, iv := range ivs {
+		if !iv.Front {
+			pods++
+		}
+	}
+	m.Pods = pods
+	for _, iv := range ivs {
+		if iv.Front {
+			// A front replica is no pod of the workload: only its queue counts.
+			m.addFront(iv)
+			continue
+		}
+		m.addPool(iv)
 		if off := iv.ClockOffset.Seconds(); math.Abs(off) > math.Abs(m.ClockOffset) {
 			m.ClockOffset = off
 		}
@@ -80,7 +112,7 @@ func combine(end time.Time, ivs []scrape.Interval) Metrics {
 			m.ArrivalRate += float64(iv.Arrivals) / dt
 			m.ErrorRate += float64(iv.Errors5xx) / dt
 			m.InFlightMean += iv.InFlightSeconds / dt
-			m.BusyRatio += iv.BusySeconds / dt / float64(len(ivs))
+			m.BusyRatio += iv.BusySeconds / dt / float64(pods)
 		}
 		m.InFlight += float64(iv.InFlight)
 		m.Waiting += float64(iv.Waiting)
@@ -105,7 +137,50 @@ func combine(end time.Time, ivs []scrape.Interval) Metrics {
 	m.LatencyP50 = Quantile(merged, 0.50)
 	m.LatencyP95 = Quantile(merged, 0.95)
 	m.LatencyP99 = Quantile(merged, 0.99)
+	if m.ArrivalRate > 0 {
+		m.OverflowShare = math.Min(1, m.OverflowRate/m.ArrivalRate)
+	}
+	m.OverflowDecisionP50, m.OverflowDecisionP95 = Quantile(m.decisions, 0.50), Quantile(m.decisions, 0.95)
+	m.FrontQueueWaitP50, m.FrontQueueWaitP95 = Quantile(m.queueWaits, 0.50), Quantile(m.queueWaits, 0.95)
+	m.decisions, m.queueWaits = stats.Histogram{}, stats.Histogram{}
 	return m
+}
+
+// addPool adds a sidecar's overflow counts.
+func (m *Metrics) addPool(iv scrape.Interval) {
+	dt := iv.Seconds()
+	if iv.PoolStats == nil || dt <= 0 {
+		return
+	}
+	m.Pooled = true
+	p := iv.PoolStats
+	m.OverflowRate += float64(p.OverflowAccepted) / dt
+	m.OverflowRefusedRate += float64(p.OverflowRefused) / dt
+	m.OverflowFailedRate += float64(p.OverflowTimeout+p.OverflowError) / dt
+	m.PulledRate += float64(p.Pulled) / dt
+	m.FrontFailureRate += float64(p.FrontFailures) / dt
+	m.decisions = Merge(m.decisions, p.OverflowDecision)
+}
+
+// addFront adds a front replica's queue and counts.
+func (m *Metrics) addFront(iv scrape.Interval) {
+	if off := iv.ClockOffset.Seconds(); math.Abs(off) > math.Abs(m.ClockOffset) {
+		m.ClockOffset = off
+	}
+	m.Fronts++
+	m.Pooled = true
+	f := iv.FrontStats
+	dt := iv.Seconds()
+	if f == nil || dt <= 0 {
+		return
+	}
+	m.FrontQueueLength += float64(max(f.QueueLength, 0))
+	m.FrontWaitingPulls += float64(max(f.WaitingPulls, 0))
+	m.FrontAcceptedRate += float64(f.Accepted) / dt
+	m.FrontRefusedFullRate += float64(f.RefusedFull) / dt
+	m.FrontUnauthenticatedRate += float64(f.Unauthenticated) / dt
+	m.FrontExpiredRate += float64(f.Expired) / dt
+	m.queueWaits = Merge(m.queueWaits, f.QueueWait)
 }
 
 // Check returns an error naming the first quantity that is not a finite number ≥ 0
@@ -121,6 +196,13 @@ func (m Metrics) Check() error {
 		{"service_variance", m.ServiceVariance}, {"service_scv", m.ServiceSCV}, {"queue_wait_mean_seconds", m.QueueWaitMean},
 		{"in_flight_mean", m.InFlightMean}, {"busy_ratio", m.BusyRatio}, {"latency_p50_seconds", m.LatencyP50},
 		{"latency_p95_seconds", m.LatencyP95}, {"latency_p99_seconds", m.LatencyP99},
+		{"overflow_rate", m.OverflowRate}, {"overflow_share", m.OverflowShare}, {"overflow_refused_rate", m.OverflowRefusedRate},
+		{"overflow_failed_rate", m.OverflowFailedRate}, {"pulled_rate", m.PulledRate}, {"front_failure_rate", m.FrontFailureRate},
+		{"front_queue_length", m.FrontQueueLength}, {"front_waiting_pulls", m.FrontWaitingPulls},
+		{"front_accepted_rate", m.FrontAcceptedRate}, {"front_refused_full_rate", m.FrontRefusedFullRate},
+		{"front_unauthenticated_rate", m.FrontUnauthenticatedRate}, {"front_expired_rate", m.FrontExpiredRate},
+		{"overflow_decision_p50_seconds", m.OverflowDecisionP50}, {"overflow_decision_p95_seconds", m.OverflowDecisionP95},
+		{"front_queue_wait_p50_seconds", m.FrontQueueWaitP50}, {"front_queue_wait_p95_seconds", m.FrontQueueWaitP95},
 	} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
 			return fmt.Errorf("aggregate: %s is %v, want a finite number ≥ 0", f.name, f.v)

@@ -190,3 +190,54 @@ func TestQueueGauges(t *testing.T) {
 	require.Equal(t, 4.0, m.InFlight)
 	require.Equal(t, 40.0, m.Waiting)
 }
+
+// TestPooledWorkload: the sidecars' overflow and pull counts add up as rates; a
+// front replica adds only its queue and counts, and is no pod of the workload.
+func TestPooledWorkload(t *testing.T) {
+	a := interval(5, 10, []float64{0.01, 0.01})
+	a.PoolStats = &scrape.PoolCounts{OverflowAccepted: 4, OverflowRefused: 1, OverflowTimeout: 1, OverflowError: 1, Pulled: 2, FrontFailures: 1}
+	b := interval(10, 10, []float64{0.02})
+	b.PoolStats = &scrape.PoolCounts{OverflowAccepted: 2, Pulled: 6}
+	// Decision times: a's 4 within 1 ms, 3 more within 2 ms; b's 2 within 2 ms and 1
+	// above: merged, the median is in (1 ms, 2 ms], p95 in the overflow bucket.
+	a.PoolStats.OverflowDecision = stats.Histogram{Bounds: []float64{0.001, 0.002}, Counts: []uint64{4, 3, 0}}
+	b.PoolStats.OverflowDecision = stats.Histogram{Bounds: []float64{0.001, 0.002}, Counts: []uint64{0, 2, 1}}
+	front := scrape.Interval{Target: scrape.Target{Front: true}, Start: t0, End: t0.Add(5 * time.Second),
+		Arrivals: 1000, Completions: 1000, ServiceSecondsSum: 1000, // a front's own request counts must not count
+		FrontStats: &scrape.FrontCounts{QueueLength: 7, WaitingPulls: 0, Accepted: 5, RefusedFull: 5, Unauthenticated: 1, Dispatched: 4, Expired: 1}}
+	front.FrontStats.QueueWait = stats.Histogram{Bounds: []float64{0.1, 1}, Counts: []uint64{4, 0, 0}}
+	front2 := front
+	front2.FrontStats = &scrape.FrontCounts{QueueLength: 3, WaitingPulls: 2, QueueWait: stats.Histogram{Bounds: []float64{0.1, 1}, Counts: []uint64{0, 1, 0}}}
+	m, err := Workload([]scrape.Interval{a, b, front, front2})
+	require.NoError(t, err)
+	require.NoError(t, m.Check())
+	require.True(t, m.Pooled)
+	require.Equal(t, 2, m.Pods, "fronts are not pods")
+	require.Equal(t, 2, m.Fronts)
+	require.InDelta(t, 10.0/5+10.0/10, m.ArrivalRate, 1e-12, "the fronts' counts stay out of λ")
+	require.InDelta(t, (0.01+0.01+0.02)/3, m.ServiceMean, 1e-12, "the fronts' service times stay out")
+	require.InDelta(t, 4.0/5+2.0/10, m.OverflowRate, 1e-12)
+	require.InDelta(t, (4.0/5+2.0/10)/3, m.OverflowShare, 1e-12)
+	require.InDelta(t, 1.0/5, m.OverflowRefusedRate, 1e-12)
+	require.InDelta(t, 2.0/5, m.OverflowFailedRate, 1e-12)
+	require.InDelta(t, 2.0/5+6.0/10, m.PulledRate, 1e-12)
+	require.InDelta(t, 1.0/5, m.FrontFailureRate, 1e-12)
+	require.InDelta(t, 10, m.FrontQueueLength, 1e-12, "summed over replicas")
+	require.InDelta(t, 2, m.FrontWaitingPulls, 1e-12)
+	require.InDelta(t, 1, m.FrontAcceptedRate, 1e-12)
+	require.InDelta(t, 1, m.FrontRefusedFullRate, 1e-12)
+	require.InDelta(t, 0.2, m.FrontUnauthenticatedRate, 1e-12)
+	require.InDelta(t, 0.2, m.FrontExpiredRate, 1e-12)
+	// 10 decisions: 4 ≤ 1 ms, 5 in (1, 2] ms, 1 above; the median (5th) in the second bucket.
+	require.Greater(t, m.OverflowDecisionP50, 0.001)
+	require.LessOrEqual(t, m.OverflowDecisionP50, 0.002)
+	require.InDelta(t, 0.002, m.OverflowDecisionP95, 1e-12, "the overflow bucket reports its lower bound")
+	// 5 waits: 4 ≤ 100 ms, 1 in (0.1, 1] s.
+	require.LessOrEqual(t, m.FrontQueueWaitP50, 0.1)
+	require.Greater(t, m.FrontQueueWaitP95, 0.1)
+
+	plain, err := Workload([]scrape.Interval{interval(5, 10, []float64{0.01})})
+	require.NoError(t, err)
+	require.False(t, plain.Pooled, "a workload that does not pool")
+	require.Zero(t, plain.OverflowShare)
+}

@@ -128,6 +128,11 @@ func (d *Discovery) target(p *corev1.Pod) (scrape.Target, string) {
 		}
 		url = "http://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(port)) + "/stats"
 	}
+	if w := p.Labels[sidecar.FrontOfLabel]; w != "" {
+		// A pooled workload's front (the decider's Deployment qas-front-<w>): its queue
+		// counts toward workload w.
+		return scrape.Target{Namespace: p.Namespace, Workload: w, Pod: p.Name, Node: p.Spec.NodeName, URL: url, Front: true}, ""
+	}
 	return scrape.Target{Namespace: p.Namespace, Workload: d.Workload(p), Pod: p.Name, Node: p.Spec.NodeName, URL: url}, ""
 }
 

@@ -60,6 +60,11 @@ func TestPods(t *testing.T) {
 		pod("g", func(p *corev1.Pod) { p.Labels = nil }),
 		pod("h", func(p *corev1.Pod) { p.OwnerReferences = nil }),
 		pod("i", func(p *corev1.Pod) { p.OwnerReferences = ctrl("ReplicaSet", "api-xyz") }),
+		// A replica of workload web's pooled front (the decider's qas-front-web).
+		pod("qas-front-web-1", func(p *corev1.Pod) {
+			p.Labels[sidecar.FrontOfLabel] = "web"
+			p.OwnerReferences = ctrl("ReplicaSet", "qas-front-web-5d8")
+		}),
 	}
 	client := fake.NewClientset(objs...)
 	f := NewFactory(client, "")
@@ -78,6 +83,7 @@ func TestPods(t *testing.T) {
 		{Target: scrape.Target{Namespace: "ns", Workload: "db", Pod: "c", Node: "node-1", URL: "http://127.0.0.1:1234/stats"}, CPURequest: 1100, CPULimit: 0},
 		{Target: scrape.Target{Namespace: "ns", Workload: "h", Pod: "h", Node: "node-1", URL: "http://10.0.0.1:9901/stats"}, CPURequest: 300, CPULimit: 600},
 		{Target: scrape.Target{Namespace: "ns", Workload: "api", Pod: "i", Node: "node-1", URL: "http://10.0.0.1:9901/stats"}, CPURequest: 300, CPULimit: 600},
+		{Target: scrape.Target{Namespace: "ns", Workload: "web", Pod: "qas-front-web-1", Node: "node-1", URL: "http://10.0.0.1:9901/stats", Front: true}, CPURequest: 300, CPULimit: 600},
 	}, pods)
 	require.Equal(t, map[string]string{
 		"ns/d": "not running", "ns/e": "no pod IP",

@@ -100,6 +100,12 @@ func (p *Pipeline) RunWith(ctx context.Context, targets []scrape.Target, resourc
 			delete(p.skewed, key)
 			p.log().Info("proxy clock agrees with the collector's again", zap.String("pod", key), zap.Duration("offset", off))
 		}
+		k := WorkloadKey{r.Target.Namespace, r.Target.Workload}
+		if r.Target.Front {
+			// A front replica writes no pod point: it is not one of the workload's pods.
+			byWorkload[k] = append(byWorkload[k], r.Interval)
+			continue
+		}
 		c.Pods[r.Target.Key()] = m
 		pt := PodPoint(r.Target, m)
 		if rs, ok := resources[r.Target.Key()]; ok {
@@ -110,7 +116,6 @@ func (p *Pipeline) RunWith(ctx context.Context, targets []scrape.Target, resourc
 			pt.AddField("cpu_limit_cores", float64(rs.Limit)/1000)
 		}
 		points = append(points, pt)
-		k := WorkloadKey{r.Target.Namespace, r.Target.Workload}
 		byWorkload[k] = append(byWorkload[k], r.Interval)
 	}
 	keys := make([]WorkloadKey, 0, len(byWorkload))
@@ -127,6 +132,10 @@ func (p *Pipeline) RunWith(ctx context.Context, targets []scrape.Target, resourc
 		}
 		if err := m.Check(); err != nil {
 			p.invalid(k.Namespace+"/"+k.Workload, err)
+			continue
+		}
+		if m.Pods == 0 {
+			// Only fronts answered: a point with no pod would read as λ = 0.
 			continue
 		}
 		c.Workloads[k] = m

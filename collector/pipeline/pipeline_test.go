@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -118,4 +119,77 @@ func gaugeValue(g prometheus.Gauge) float64 {
 		return -1
 	}
 	return m.GetGauge().GetValue()
+}
+
+// TestPooledWorkloadPoint: two sidecars that overflow and a front replica, scraped
+// through their real /stats: the workload point carries the overflow and the front's
+// queue (summed), the front writes no pod point and is no pod of the workload, and a
+// cycle in which only the front answered writes no workload point.
+func TestPooledWorkloadPoint(t *testing.T) {
+	serve := func(rec *measure.Recorder) string {
+		srv := httptest.NewServer(server.NewAdmin(rec, "127.0.0.1:1", new(atomic.Bool)))
+		t.Cleanup(srv.Close)
+		return srv.URL + "/stats"
+	}
+	var targets []scrape.Target
+	var pools []*measure.PoolCounters
+	var sidecars []*measure.Recorder
+	for _, name := range []string{"a", "b"} {
+		rec := measure.New(nil, 0, 0)
+		pools = append(pools, rec.EnablePool())
+		sidecars = append(sidecars, rec)
+		targets = append(targets, scrape.Target{Namespace: "ns", Workload: "w", Pod: name, Node: "n", URL: serve(rec)})
+	}
+	frontRec := measure.New(nil, 0, 0)
+	front := frontRec.EnableFront()
+	frontTarget := scrape.Target{Namespace: "ns", Workload: "w", Pod: "qas-front-w-x", Node: "n", URL: serve(frontRec), Front: true}
+	targets = append(targets, frontTarget)
+
+	mem := store.NewMemory()
+	var sink recording
+	p := &Pipeline{Scraper: scrape.NewScraper(nil, 2, time.Second, nil, zap.NewNop()), Sink: multi{mem, &sink}}
+	ctx := context.Background()
+	require.Zero(t, p.Run(ctx, targets).Points, "baselines")
+	for i, rec := range sidecars {
+		for range 4 {
+			a := rec.Arrive()
+			rec.End(a, rec.Begin(), 0, http.StatusOK, measure.OK)
+		}
+		pools[i].Overflow(measure.OverflowAccepted, time.Millisecond)
+		pools[i].Pulled()
+	}
+	for range 3 {
+		front.Accept()
+	}
+	front.Dispatch(time.Millisecond)
+	c := p.Run(ctx, targets)
+	require.Equal(t, 3, c.Points, "two pod points and one workload point: none for the front")
+	w := c.Workloads[WorkloadKey{"ns", "w"}]
+	require.Equal(t, 2, w.Pods)
+	require.Equal(t, 1, w.Fronts)
+	require.True(t, w.Pooled)
+	require.InDelta(t, 0.25, w.OverflowShare, 1e-9, "1 of 4 arrivals on each pod overflowed")
+	require.InDelta(t, 2, w.FrontQueueLength, 1e-9, "3 accepted, 1 dispatched")
+	require.Greater(t, w.OverflowDecisionP50, 0.0, "two 1 ms decisions")
+	require.LessOrEqual(t, w.OverflowDecisionP50, 0.001)
+	require.Greater(t, w.FrontQueueWaitP50, 0.0, "one 1 ms wait")
+	for _, pt := range sink.points {
+		m, ok := influx.Lookup(pt.Name())
+		require.True(t, ok)
+		for _, f := range pt.FieldList() {
+			require.True(t, slices.ContainsFunc(m.Fields, func(d influx.Field) bool { return d.Name == f.Key }), "%s.%s is declared in the schema", pt.Name(), f.Key)
+		}
+	}
+	snap, err := mem.Snapshot(ctx, store.Query{Namespace: "ns", Workload: "w", Now: time.Now(), Window: time.Hour})
+	require.NoError(t, err)
+	require.Len(t, snap.Pods, 2, "the front is not among the workload's pods")
+	require.InDelta(t, 0.25, snap.OverflowShare, 1e-9)
+	require.InDelta(t, 2, snap.FrontQueue, 1e-9)
+
+	// Only the front answers: no workload point (it would read as λ = 0).
+	front.Accept()
+	before := len(sink.points)
+	c = p.Run(ctx, []scrape.Target{frontTarget})
+	require.Zero(t, c.Points)
+	require.Len(t, sink.points, before)
 }

@@ -35,6 +35,26 @@ func PodPoint(t scrape.Target, m aggregate.Metrics) *write.Point {
 
 // WorkloadPoint is the qas_workload point of one workload's cycle.
 func WorkloadPoint(namespace, workload string, m aggregate.Metrics) *write.Point {
+	pt := workloadPoint(namespace, workload, m)
+	if m.Pooled {
+		for name, v := range map[string]float64{
+			"overflow_rate": m.OverflowRate, influx.FieldOverflowShare: m.OverflowShare,
+			"overflow_refused_rate": m.OverflowRefusedRate, "overflow_failed_rate": m.OverflowFailedRate,
+			"pulled_rate": m.PulledRate, "front_failure_rate": m.FrontFailureRate,
+			influx.FieldFrontQueueLength: m.FrontQueueLength, "front_waiting_pulls": m.FrontWaitingPulls,
+			"front_accepted_rate": m.FrontAcceptedRate, "front_refused_full_rate": m.FrontRefusedFullRate,
+			"front_unauthenticated_rate": m.FrontUnauthenticatedRate, "front_expired_rate": m.FrontExpiredRate,
+			"overflow_decision_p50_seconds": m.OverflowDecisionP50, "overflow_decision_p95_seconds": m.OverflowDecisionP95,
+			"front_queue_wait_p50_seconds": m.FrontQueueWaitP50, "front_queue_wait_p95_seconds": m.FrontQueueWaitP95,
+		} {
+			pt.AddField(name, v)
+		}
+		pt.AddField("fronts", int64(m.Fronts))
+	}
+	return pt
+}
+
+func workloadPoint(namespace, workload string, m aggregate.Metrics) *write.Point {
 	return write.NewPoint(influx.Workload,
 		map[string]string{"namespace": namespace, "workload": workload},
 		map[string]any{

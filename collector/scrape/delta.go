@@ -4,6 +4,7 @@ package scrape
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/qas-dev/qas/proxy/stats"
@@ -14,6 +15,9 @@ type Target struct {
 	Namespace, Workload, Pod, Node string
 	// URL is the proxy's /stats address.
 	URL string
+	// Front marks a replica of Workload's pooled front (qas-proxy --mode front), not
+	// one of its pods: only its front counters count, toward the workload.
+	Front bool
 }
 
 // Key identifies a target across cycles.
@@ -42,6 +46,43 @@ type Interval struct {
 	InFlight, Waiting int64
 	// Latency is the histogram of the interval's completions.
 	Latency stats.Histogram
+	// PoolStats and FrontStats are the pooled data plane's counters over the interval (and the
+	// front's gauges at End), present when the snapshots carry them (issue #20).
+	PoolStats  *PoolCounts
+	FrontStats *FrontCounts
+}
+
+// PoolCounts are a sidecar's overflow and pull counts over an interval.
+type PoolCounts struct {
+	OverflowAccepted, OverflowRefused, OverflowTimeout, OverflowError uint64
+	Pulled, FrontFailures                                             uint64
+	// OverflowDecision is the histogram of the interval's overflow decision times.
+	OverflowDecision stats.Histogram
+}
+
+// FrontCounts are a front replica's counts over an interval and its gauges at its end.
+type FrontCounts struct {
+	QueueLength, WaitingPulls                                   int64
+	Accepted, RefusedFull, Unauthenticated, Dispatched, Expired uint64
+	// QueueWait is the histogram of the interval's waits in the front's queue.
+	QueueWait stats.Histogram
+}
+
+// histogramDelta is cur minus prev (prev with no bounds counts as empty); ok is false
+// when the bounds differ, and sub records a count that went backwards.
+func histogramDelta(prev, cur stats.Histogram, sub func(a, b uint64) uint64) (stats.Histogram, bool) {
+	out := stats.Histogram{Bounds: cur.Bounds, Counts: make([]uint64, len(cur.Counts))}
+	if len(prev.Bounds) == 0 && len(prev.Counts) == 0 {
+		copy(out.Counts, cur.Counts)
+		return out, true
+	}
+	if !slices.Equal(prev.Bounds, cur.Bounds) || len(prev.Counts) != len(cur.Counts) {
+		return stats.Histogram{}, false
+	}
+	for i := range cur.Counts {
+		out.Counts[i] = sub(cur.Counts[i], prev.Counts[i])
+	}
+	return out, true
 }
 
 // Seconds is the interval's length.
@@ -118,6 +159,44 @@ func Delta(t Target, prev, cur stats.Snapshot) (Interval, string) {
 	iv.Latency = stats.Histogram{Bounds: cur.Latency.Bounds, Counts: make([]uint64, len(cur.Latency.Counts))}
 	for i := range cur.Latency.Counts {
 		iv.Latency.Counts[i] = sub(cur.Latency.Counts[i], prev.Latency.Counts[i])
+	}
+	if cur.Pool != nil {
+		var before stats.Pool // a baseline without the section counts from zero
+		if prev.Pool != nil {
+			before = *prev.Pool
+		}
+		iv.PoolStats = &PoolCounts{
+			OverflowAccepted: sub(cur.Pool.OverflowAccepted, before.OverflowAccepted),
+			OverflowRefused:  sub(cur.Pool.OverflowRefused, before.OverflowRefused),
+			OverflowTimeout:  sub(cur.Pool.OverflowTimeout, before.OverflowTimeout),
+			OverflowError:    sub(cur.Pool.OverflowError, before.OverflowError),
+			Pulled:           sub(cur.Pool.Pulled, before.Pulled),
+			FrontFailures:    sub(cur.Pool.FrontFailures, before.FrontFailures),
+		}
+		h, same := histogramDelta(before.OverflowDecision, cur.Pool.OverflowDecision, sub)
+		if !same {
+			return Interval{}, ReasonBoundsChanged
+		}
+		iv.PoolStats.OverflowDecision = h
+	}
+	if cur.Front != nil {
+		var before stats.Front
+		if prev.Front != nil {
+			before = *prev.Front
+		}
+		iv.FrontStats = &FrontCounts{
+			QueueLength: cur.Front.QueueLength, WaitingPulls: cur.Front.WaitingPulls,
+			Accepted:        sub(cur.Front.Accepted, before.Accepted),
+			RefusedFull:     sub(cur.Front.RefusedFull, before.RefusedFull),
+			Unauthenticated: sub(cur.Front.Unauthenticated, before.Unauthenticated),
+			Dispatched:      sub(cur.Front.Dispatched, before.Dispatched),
+			Expired:         sub(cur.Front.Expired, before.Expired),
+		}
+		h, same := histogramDelta(before.QueueWait, cur.Front.QueueWait, sub)
+		if !same {
+			return Interval{}, ReasonBoundsChanged
+		}
+		iv.FrontStats.QueueWait = h
 	}
 	if !ok {
 		return Interval{}, ReasonCounterDecrease

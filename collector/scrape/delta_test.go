@@ -156,3 +156,49 @@ func TestDeltaCarriesTheQueueGauges(t *testing.T) {
 	require.Equal(t, int64(2), iv.InFlight)
 	require.Equal(t, int64(5), iv.Waiting)
 }
+
+func TestDeltaPooledCounters(t *testing.T) {
+	prev, cur := pooledSnapshots()
+	iv, reason := Delta(Target{}, prev, cur)
+	require.Empty(t, reason)
+	require.Equal(t, &PoolCounts{OverflowAccepted: 5, OverflowRefused: 1, OverflowTimeout: 0, OverflowError: 2, Pulled: 7, FrontFailures: 1,
+		OverflowDecision: stats.Histogram{Bounds: []float64{0.001, 0.01}, Counts: []uint64{6, 2, 0}}}, iv.PoolStats)
+	require.Equal(t, &FrontCounts{QueueLength: 4, WaitingPulls: 1, Accepted: 9, RefusedFull: 3, Unauthenticated: 2, Dispatched: 6, Expired: 1,
+		QueueWait: stats.Histogram{Bounds: []float64{0.1, 1}, Counts: []uint64{3, 4, 0}}}, iv.FrontStats)
+
+	// Other histogram bounds (a proxy upgraded in place) start a new baseline.
+	moved := cur
+	moved.Pool = &stats.Pool{}
+	*moved.Pool = *cur.Pool
+	moved.Pool.OverflowDecision = stats.Histogram{Bounds: []float64{0.002, 0.01}, Counts: []uint64{8, 2, 0}}
+	_, reason = Delta(Target{}, prev, moved)
+	require.Equal(t, ReasonBoundsChanged, reason)
+
+	// A pooled counter that went backwards is a restart in disguise: a new baseline.
+	cur.Pool.Pulled = 1
+	_, reason = Delta(Target{}, prev, cur)
+	require.Equal(t, ReasonCounterDecrease, reason)
+
+	// Without the sections, nothing pooled.
+	prev.Pool, prev.Front, cur.Pool, cur.Front = nil, nil, nil, nil
+	iv, reason = Delta(Target{}, prev, cur)
+	require.Empty(t, reason)
+	require.Nil(t, iv.PoolStats)
+	require.Nil(t, iv.FrontStats)
+}
+
+func pooledSnapshots() (prev, cur stats.Snapshot) {
+	prev = snap(0, 10, func(s *stats.Snapshot) {
+		s.Pool = &stats.Pool{OverflowAccepted: 1, OverflowRefused: 1, OverflowError: 1, Pulled: 3, FrontFailures: 2,
+			OverflowDecision: stats.Histogram{Bounds: []float64{0.001, 0.01}, Counts: []uint64{2, 1, 0}}}
+		s.Front = &stats.Front{QueueLength: 9, Accepted: 1, RefusedFull: 1, Dispatched: 1,
+			QueueWait: stats.Histogram{Bounds: []float64{0.1, 1}, Counts: []uint64{1, 0, 0}}}
+	})
+	cur = snap(5*time.Second, 20, func(s *stats.Snapshot) {
+		s.Pool = &stats.Pool{OverflowAccepted: 6, OverflowRefused: 2, OverflowError: 3, Pulled: 10, FrontFailures: 3,
+			OverflowDecision: stats.Histogram{Bounds: []float64{0.001, 0.01}, Counts: []uint64{8, 3, 0}}}
+		s.Front = &stats.Front{QueueLength: 4, WaitingPulls: 1, Accepted: 10, RefusedFull: 4, Unauthenticated: 2, Dispatched: 7, Expired: 1,
+			QueueWait: stats.Histogram{Bounds: []float64{0.1, 1}, Counts: []uint64{4, 4, 0}}}
+	})
+	return prev, cur
+}

@@ -82,6 +82,9 @@ type Controller struct {
 	// so that a burst of events (a rollout's pods turning Ready one after another)
 	// gives one reconcile; default 2 s. Spec changes are reconciled at once.
 	EventDelay time.Duration
+	// Front is what runs as the front of a workload whose routing is pooled (zero
+	// Image: DefaultFrontConfig).
+	Front FrontConfig
 
 	watch *watches
 	// beforeAct and afterAct, when set (by tests), run just before and after a
@@ -135,11 +138,13 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 		return d, err
 	}
 	c.watch.track(ctx, c, &qa, target)
+	pool := c.reconcilePooling(ctx, &qa, c.targetPods(&qa, target))
 	busy, why, migErr := c.continueMigration(ctx, &qa, &target)
 	if busy {
 		d := c.hold(ctx, &qa, target.replicas, now, why)
 		if err := c.writeStatus(ctx, &qa, now, func(st *v1alpha1.QueueAutoscalerStatus) {
 			resources.HoldStatus(st, d, c.dryRun(&qa), now)
+			pool.condition(st, qa.Spec.ScaleTargetRef.Name, qa.Generation, now)
 			st.CurrentReplicas = target.replicas
 			resources.SetCondition(st, "ScalingActive", metav1.ConditionFalse, "Migrating", why, qa.Generation, now)
 		}); err != nil {
@@ -186,6 +191,7 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 	if err := c.writeStatus(ctx, &qa, now, func(st *v1alpha1.QueueAutoscalerStatus) {
 		resources.FillStatus(st, &qa, d, snap, target.replicas, actErr, c.dryRun(&qa), initTime, now)
 		resources.ProxyClockCondition(st, proxyOffset, qa.Generation, now)
+		pool.condition(st, qa.Spec.ScaleTargetRef.Name, qa.Generation, now)
 	}); err != nil {
 		return d, errors.Join(saveErr, err)
 	}
@@ -242,6 +248,15 @@ func (c *Controller) hold(ctx context.Context, qa *v1alpha1.QueueAutoscaler, cur
 	}
 	c.report(ctx, qa, d, nil)
 	return d
+}
+
+// targetPods are the target's pods in the cache (none if it cannot be read).
+func (c *Controller) targetPods(qa *v1alpha1.QueueAutoscaler, t target) []*corev1.Pod {
+	pods, err := c.watch.pods.Pods(qa.Namespace).List(t.selector)
+	if err != nil {
+		return nil
+	}
+	return pods
 }
 
 // target is the scaled workload as seen through its scale subresource.
@@ -355,8 +370,13 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 		limit = 20
 	}
 	storage := resources.Storage{Claims: w.claims, Volumes: w.volumes, Nodes: nodes}
+	frontQueue := 0.0
+	if pooled(qa) {
+		frontQueue = m.FrontQueue
+	}
 	return decide.Snapshot{
 		Now:          now,
+		FrontQueue:   frontQueue,
 		ArrivalRates: m.ArrivalRates, History: m.History, ServiceTime: m.ServiceTime, ServiceSCV: m.ServiceSCV,
 		MeasuredLatency: m.MeasuredLatency, MeasuredQuantiles: m.MeasuredQuantiles,
 		ShortArrivalRate: m.ShortArrivalRate, ShortWindow: m.ShortWindow,

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/decide"
 )
 
@@ -55,6 +56,29 @@ func TestRBACIsEnoughAndNoMore(t *testing.T) {
 	require.True(t, d.Action.Has(decide.ActionHorizontal))
 	e.waitReplicas(t, "rbac", d.DesiredReplicas)
 
+	// The pooled data plane: the shipped role must let the decider create, update and
+	// remove a workload's pooling objects (the Role among them: Kubernetes refuses a
+	// Role that grants what its creator may not do).
+	ctrl.Front = frontConfig("example/qas-proxy:1")
+	e.deployment(t, "pooled", 1)
+	e.queueAutoscalerWith(t, "pooled", "pooled", false, map[string]any{"routing": "pooled"})
+	_, err = e.reconcile(t, ctrl, "pooled")
+	require.NoError(t, err)
+	c := condition(e.get(t, "pooled"), controller.PoolingReadyCondition)
+	require.NotEqual(t, "FailedPooling", c.Reason, c.Message)
+	require.Len(t, e.poolingVersions(t, "pooled"), 5)
+	e.annotate(t, "pooled", controller.RotatePoolingKeyAnnotation, "1")
+	ctrl.Front = frontConfig("example/qas-proxy:2")
+	_, err = e.reconcile(t, ctrl, "pooled")
+	require.NoError(t, err)
+	c = condition(e.get(t, "pooled"), controller.PoolingReadyCondition)
+	require.NotEqual(t, "FailedPooling", c.Reason, c.Message)
+	e.setRouting(t, "pooled", "random")
+	_, err = e.reconcile(t, ctrl, "pooled")
+	require.NoError(t, err)
+	require.Empty(t, e.poolingVersions(t, "pooled"))
+	require.Empty(t, condition(e.get(t, "pooled"), controller.PoolingReadyCondition).Type)
+
 	user := "system:serviceaccount:" + e.ns + ":qas-decider"
 	for _, tt := range []struct {
 		attrs authorizationv1.ResourceAttributes
@@ -66,7 +90,18 @@ func TestRBACIsEnoughAndNoMore(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: "kube-system", Name: "kube-scheduler"}, false},
 		{authorizationv1.ResourceAttributes{Group: "events.k8s.io", Resource: "events", Verb: "create", Namespace: e.ns}, false},
 		{authorizationv1.ResourceAttributes{Group: "qas.dev", Resource: "queueautoscalers", Subresource: "status", Verb: "patch", Namespace: e.ns}, false},
-		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get", Namespace: e.ns}, false},
+		// Pooling: the key Secret is read by name; nothing lists Secrets.
+		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get", Namespace: e.ns}, true},
+		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "list", Namespace: e.ns}, false},
+		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "watch", Namespace: e.ns}, false},
+		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "patch", Namespace: e.ns}, false},
+		{authorizationv1.ResourceAttributes{Group: "rbac.authorization.k8s.io", Resource: "roles", Verb: "escalate", Namespace: e.ns}, false},
+		{authorizationv1.ResourceAttributes{Group: "rbac.authorization.k8s.io", Resource: "roles", Verb: "bind", Namespace: e.ns}, false},
+		{authorizationv1.ResourceAttributes{Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings", Verb: "create"}, false},
+		{authorizationv1.ResourceAttributes{Group: "discovery.k8s.io", Resource: "endpointslices", Verb: "create", Namespace: e.ns}, false},
+		{authorizationv1.ResourceAttributes{Resource: "services", Verb: "list", Namespace: e.ns}, false},
+		{authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "get", Namespace: e.ns}, false},
+		{authorizationv1.ResourceAttributes{Resource: "serviceaccounts", Verb: "create", Namespace: e.ns}, false},
 		{authorizationv1.ResourceAttributes{Resource: "pods", Verb: "delete", Namespace: e.ns}, false},
 		{authorizationv1.ResourceAttributes{Resource: "pods", Verb: "patch", Namespace: e.ns}, true},
 		{authorizationv1.ResourceAttributes{Resource: "pods", Subresource: "eviction", Verb: "create", Namespace: e.ns}, true},
@@ -74,8 +109,10 @@ func TestRBACIsEnoughAndNoMore(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Group: "policy", Resource: "poddisruptionbudgets", Verb: "update", Namespace: e.ns}, false},
 		{authorizationv1.ResourceAttributes{Resource: "pods", Verb: "create", Namespace: e.ns}, false},
 		{authorizationv1.ResourceAttributes{Resource: "nodes", Verb: "delete"}, false},
-		{authorizationv1.ResourceAttributes{Group: "apps", Resource: "deployments", Verb: "update", Namespace: e.ns}, false},
-		{authorizationv1.ResourceAttributes{Group: "apps", Resource: "deployments", Verb: "delete", Namespace: e.ns}, false},
+		// Deployments: the fronts; patch (kubectl's way to edit a user's) stays refused.
+		{authorizationv1.ResourceAttributes{Group: "apps", Resource: "deployments", Verb: "update", Namespace: e.ns}, true},
+		{authorizationv1.ResourceAttributes{Group: "apps", Resource: "deployments", Verb: "patch", Namespace: e.ns}, false},
+		{authorizationv1.ResourceAttributes{Group: "apps", Resource: "statefulsets", Verb: "create", Namespace: e.ns}, false},
 		{authorizationv1.ResourceAttributes{Group: "qas.dev", Resource: "queueautoscalers", Verb: "delete", Namespace: e.ns}, false},
 		{authorizationv1.ResourceAttributes{Resource: "nodes", Verb: "update"}, true},
 		{authorizationv1.ResourceAttributes{Resource: "persistentvolumes", Verb: "watch"}, true},

@@ -507,6 +507,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	// target, at the current correction of E[S].
 	kmu := float64(spec.Concurrency) / es
 	bl := measureBacklog(snap.Pods, kmu*target)
+	bl = withFrontQueue(bl, snap.Pods, snap.FrontQueue, kmu*target)
 	x.Backlog, x.BacklogMaxPod = bl.total, bl.maxPod
 
 	// Drain the backlog within one lead after the pods ordered now are ready.

@@ -58,6 +58,23 @@ func measureBacklog(pods []Pod, clear float64) backlog {
 	return b
 }
 
+// withFrontQueue adds the pooled front's queue to b: the requests there go to the
+// first free slots, so they fill the room the pods have left within the target
+// (clear − q on each pod below clear) first, and the rest is backlog. A negative or
+// non-finite queue counts as none.
+func withFrontQueue(b backlog, pods []Pod, front, clear float64) backlog {
+	if !(front > 0) || math.IsInf(front, 0) {
+		return b
+	}
+	room := 0.0
+	for _, p := range pods {
+		room += math.Max(0, clear-(p.InService+p.Queued))
+	}
+	b.known = true
+	b.total += math.Max(0, front-room)
+	return b
+}
+
 // drainPods is the fluid model of the backlog: the fewest pods with which the
 // backlog left when pods ordered now are ready (one lead later) drains within
 // the horizon, while λ keeps arriving. kmu is one pod's service rate k/E[S], n

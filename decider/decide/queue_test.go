@@ -350,3 +350,31 @@ func TestTransientsTightenTheSteadyState(t *testing.T) {
 	require.Equal(t, 95.0, fresh.Explanation.EffectivePercentile)
 	require.Greater(t, x.Latency, fresh.Explanation.Latency, "the same pods model slower at the stricter percentile")
 }
+
+func TestWithFrontQueue(t *testing.T) {
+	pods := []Pod{{InService: 1, Queued: 0}, {InService: 1, Queued: 4}}
+	for _, tt := range []struct {
+		name         string
+		front, clear float64
+		want         float64
+	}{
+		// Each pod clears 2 within the target: the first has room for 1 more, the
+		// second holds 3 beyond (its own backlog, kept).
+		{"no front queue", 0, 2, 3},
+		{"the front's queue fills the room first", 1, 2, 3},
+		{"the rest is backlog", 5, 2, 3 + 4},
+		{"a bad gauge counts as none", math.Inf(1), 2, 3},
+		{"negative counts as none", -4, 2, 3},
+		{"NaN counts as none", math.NaN(), 2, 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := withFrontQueue(measureBacklog(pods, tt.clear), pods, tt.front, tt.clear)
+			require.InDelta(t, tt.want, b.total, 1e-12)
+			require.True(t, b.known)
+		})
+	}
+	// Pods without data and a front queue: the backlog is known from the front alone.
+	b := withFrontQueue(measureBacklog([]Pod{{}, {}}, 2), []Pod{{}, {}}, 10, 2)
+	require.True(t, b.known)
+	require.InDelta(t, 6, b.total, 1e-12)
+}

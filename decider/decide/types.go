@@ -344,6 +344,10 @@ type LatencyQuantile struct {
 type Snapshot struct {
 	// Now is the decision time; the engine has no clock of its own.
 	Now time.Time
+	// FrontQueue is the requests waiting in the pooled data plane's front (routing
+	// pooled, issue #20), on no pod yet: after a burst the backlog sits there, so it
+	// counts in the backlog beyond the room the pods have left within the target.
+	FrontQueue float64
 	// ArrivalRates is the λ history, oldest first; the last is the current λ.
 	ArrivalRates []Sample
 	// History is λ's long history, downsampled at a fixed step (the store's

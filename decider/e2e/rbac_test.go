@@ -17,8 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-helpers/auth/rbac/validation"
@@ -51,9 +53,25 @@ var unexercised = map[string]string{
 	"watch apps/statefulsets": targetInformer,
 	"list apps/replicasets":   targetInformer,
 	"watch apps/replicasets":  targetInformer,
+	// The pooled data plane (decider/controller pooling.go): the run creates, rotates
+	// and removes a workload's pooling objects; the others are updated only when the
+	// decider's front configuration or the workload's ServiceAccount changes
+	// (decider/controller's TestPoolingFollowsRouting and TestRBACIsEnoughAndNoMore run
+	// those).
+	"update apps/deployments":                       poolingUpdate,
+	"update /services":                              poolingUpdate,
+	"update rbac.authorization.k8s.io/roles":        poolingUpdate,
+	"update rbac.authorization.k8s.io/rolebindings": poolingUpdate,
+	// The decider never reads EndpointSlices: it holds these verbs because Kubernetes
+	// lets it create the sidecars' Role only with the permissions that Role grants.
+	"get discovery.k8s.io/endpointslices":   poolingEscalation,
+	"list discovery.k8s.io/endpointslices":  poolingEscalation,
+	"watch discovery.k8s.io/endpointslices": poolingEscalation,
 }
 
 const (
+	poolingUpdate     = "decider/controller ensureFront, ensureFrontService and ensurePoolingRBAC rewriting a pooling object whose desired content changed"
+	poolingEscalation = "the RBAC escalation check on creating the pooling Role (decider/controller ensurePoolingRBAC), which grants get, list and watch on endpointslices"
 	watchListFallback = "client-go's reflector listing before it watches, on an apiserver without streaming watch-list"
 	targetInformer    = "the target informer (decider/controller watchTargets) for StatefulSet and ReplicaSet targets"
 )
@@ -286,6 +304,34 @@ func TestDeciderCallsMatchRoles(t *testing.T) {
 	})
 	eventually(t, 3*time.Minute, "the neighbour evicted", func(ctx context.Context) (bool, error) {
 		return hasEvent(ctx, kube, ns, "nb", "Migrated"), nil
+	})
+
+	// The pooled data plane: the decider creates the workload's front, key and Role,
+	// rotates the key when asked, and removes it all when routing goes back to random.
+	createDeployment(t, kube, ns, "pooled", 1, "100m", false)
+	f.add(workloadFeed{name: "pooled", lambda: 5, es: 0.05, pod: func(corev1.Pod, string) (float64, float64) { return 0.05, 0.05 }})
+	createQA(t, dyn, ns, "pooled", map[string]any{"routing": "pooled"})
+	eventually(t, time.Minute, "the pooling objects created", func(ctx context.Context) (bool, error) {
+		_, err1 := kube.CoreV1().Secrets(ns).Get(ctx, "qas-pooling-pooled", metav1.GetOptions{})
+		_, err2 := kube.RbacV1().RoleBindings(ns).Get(ctx, "qas-pooling-pooled", metav1.GetOptions{})
+		_, err3 := kube.AppsV1().Deployments(ns).Get(ctx, "qas-front-pooled", metav1.GetOptions{})
+		_, err4 := kube.CoreV1().Services(ns).Get(ctx, "qas-front-pooled", metav1.GetOptions{})
+		return err1 == nil && err2 == nil && err3 == nil && err4 == nil, nil
+	})
+	_, err = dyn.Resource(qaGVR).Namespace(ns).Patch(ctx, "pooled", types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"qas.dev/rotate-pooling-key":"1"}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	eventually(t, time.Minute, "the pooling key rotated", func(ctx context.Context) (bool, error) {
+		s, err := kube.CoreV1().Secrets(ns).Get(ctx, "qas-pooling-pooled", metav1.GetOptions{})
+		return err == nil && len(s.Data["previous"]) == 32, nil
+	})
+	_, err = dyn.Resource(qaGVR).Namespace(ns).Patch(ctx, "pooled", types.MergePatchType, []byte(`{"spec":{"routing":"random"}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	eventually(t, time.Minute, "the pooling objects removed", func(ctx context.Context) (bool, error) {
+		_, err1 := kube.CoreV1().Secrets(ns).Get(ctx, "qas-pooling-pooled", metav1.GetOptions{})
+		_, err2 := kube.RbacV1().Roles(ns).Get(ctx, "qas-pooling-pooled", metav1.GetOptions{})
+		_, err3 := kube.CoreV1().Services(ns).Get(ctx, "qas-front-pooled", metav1.GetOptions{})
+		return apierrors.IsNotFound(err1) && apierrors.IsNotFound(err2) && apierrors.IsNotFound(err3), nil
 	})
 
 	// Failover: the standby takes the Lease and decides.

@@ -78,7 +78,16 @@ func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		resp.Warnings = []string{"qas-proxy not injected: " + err.Error()}
 		log.Warn("admission request not handled", zap.Error(err))
 	} else {
+		if pod.Namespace == "" {
+			// A pod created with generateName, or without a namespace in its body,
+			// is in the request's namespace.
+			pod.Namespace = review.Request.Namespace
+		}
 		res, _ := h.Config.Mutate(pod)
+		for _, w := range res.Warnings {
+			resp.Warnings = append(resp.Warnings, "qas-proxy: "+w)
+			log.Warn("injected with a warning", zap.String("namespace", review.Request.Namespace), zap.String("pod", podName(pod)), zap.String("warning", w))
+		}
 		if res.Skip != "" {
 			log.Info("no injection", zap.String("namespace", review.Request.Namespace), zap.String("pod", podName(pod)), zap.String("reason", res.Skip))
 			if OptedIn(pod) {

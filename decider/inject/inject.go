@@ -46,6 +46,9 @@ const (
 	AnnotationAppPort = "qas.dev/app-port"
 	// AnnotationSkipReason says why an opted-in pod was not injected.
 	AnnotationSkipReason = "qas.dev/inject-skipped"
+	// AnnotationPooling names the pooled workload whose front the pod's proxy uses
+	// (set by the webhook; absent when the pod's workload does not pool).
+	AnnotationPooling = "qas.dev/pooling"
 
 	// DefaultPortName is the serving port name moved to the proxy.
 	DefaultPortName = "http"
@@ -67,6 +70,9 @@ type Config struct {
 	// ImagePullSecrets are added to the pod's imagePullSecrets (those it lacks), to
 	// pull Image from a private registry.
 	ImagePullSecrets []string
+	// Pooling tells which pods belong to a workload with routing pooled, whose proxy
+	// then joins the pooled data plane (pooling.go); nil: none does.
+	Pooling PoolingLookup
 }
 
 // DefaultConfig returns the default sidecar: small requests, a memory limit.
@@ -93,6 +99,9 @@ type Result struct {
 	Patch []PatchOp
 	// Skip is empty when the pod is injected, otherwise why it is not.
 	Skip string
+	// Warnings are returned to the pod's creator: the pod is injected, but not all
+	// as configured (pooling could not be set up).
+	Warnings []string
 }
 
 // OptedIn reports whether the pod asks for injection: label qas.dev/inject="true", or
@@ -195,7 +204,23 @@ func (c Config) Mutate(pod *corev1.Pod) (Result, error) {
 	for _, pr := range []*corev1.Probe{app.LivenessProbe, app.ReadinessProbe, app.StartupProbe} {
 		retargetProbe(pr, serving, appPort)
 	}
-	containers = append(containers, c.sidecar(serving, appPort, concurrency, h2c, pod.Spec.TerminationGracePeriodSeconds))
+	pooled, warning := c.poolingFor(pod)
+	workload := pooled.Workload
+	if workload != "" && concurrency == 0 {
+		// A pooled proxy overflows when its k slots are busy, so it needs k: the
+		// QueueAutoscaler's spec.concurrency (its default, 1, when unset).
+		concurrency = max(pooled.Concurrency, 1)
+	}
+	proxy := c.sidecar(serving, appPort, concurrency, h2c, pod.Spec.TerminationGracePeriodSeconds)
+	var poolVolumes []corev1.Volume
+	if workload != "" {
+		var w string
+		poolVolumes, w = poolProxy(&proxy, pod, containers, workload)
+		if w != "" {
+			warning = w
+		}
+	}
+	containers = append(containers, proxy)
 
 	ann := map[string]string{}
 	for k, v := range pod.Annotations {
@@ -205,6 +230,10 @@ func (c Config) Mutate(pod *corev1.Pod) (Result, error) {
 	ann[AnnotationAppPort] = strconv.Itoa(int(appPort))
 	ann[sidecar.AdminPortAnnotation] = strconv.Itoa(int(c.AdminPort))
 	delete(ann, AnnotationSkipReason)
+	delete(ann, AnnotationPooling)
+	if workload != "" {
+		ann[AnnotationPooling] = workload
+	}
 	// The label marks the pod for the collector's discovery also when it opted in by
 	// annotation.
 	labels := map[string]string{}
@@ -212,11 +241,20 @@ func (c Config) Mutate(pod *corev1.Pod) (Result, error) {
 		labels[k] = v
 	}
 	labels[sidecar.InjectLabel] = "true"
-	return Result{Patch: append([]PatchOp{
+	res := Result{Patch: append([]PatchOp{
 		{Op: "replace", Path: "/spec/containers", Value: containers},
 		{Op: "add", Path: "/metadata/annotations", Value: ann},
 		{Op: "add", Path: "/metadata/labels", Value: labels},
-	}, c.pullSecretsPatch(pod)...)}, nil
+	}, c.pullSecretsPatch(pod)...)}
+	if len(poolVolumes) > 0 {
+		// "add" of a member that exists replaces it (RFC 6902): the pod's volumes and ours.
+		volumes := append(append([]corev1.Volume{}, pod.Spec.Volumes...), poolVolumes...)
+		res.Patch = append(res.Patch, PatchOp{Op: "add", Path: "/spec/volumes", Value: volumes})
+	}
+	if warning != "" {
+		res.Warnings = append(res.Warnings, warning)
+	}
+	return res, nil
 }
 
 func (c Config) skipped(pod *corev1.Pod, reason string) (Result, error) {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/qas-dev/qas/decider/certs"
@@ -38,7 +39,10 @@ type Options struct {
 	// ProxyImagePullSecrets is a comma-separated list of Secrets the injected pods get
 	// in imagePullSecrets, to pull the proxy image.
 	ProxyImagePullSecrets string
-	Log                   cli.LogOptions
+	// Pooling makes the webhook watch QueueAutoscalers, so that the proxies of a
+	// workload with routing pooled join its pooled data plane (pooling.go).
+	Pooling bool
+	Log     cli.LogOptions
 }
 
 // EnvPrefix is the prefix of the environment variables that override the webhook's
@@ -59,6 +63,7 @@ func (o *Options) FlagSet() *flag.FlagSet {
 	fs.IntVar(&o.AdminPort, "admin-port", sidecar.DefaultAdminPort, "qas-proxy admin port")
 	fs.StringVar(&o.ProxyResources, "proxy-resources", "", `resources of the injected qas-proxy container as JSON, e.g. {"requests":{"cpu":"50m","memory":"32Mi"},"limits":{"memory":"128Mi"}} (empty: that default)`)
 	fs.StringVar(&o.ProxyImagePullSecrets, "proxy-image-pull-secrets", "", "comma-separated Secrets added to injected pods' imagePullSecrets for the qas-proxy image (each must exist in the pod's namespace)")
+	fs.BoolVar(&o.Pooling, "pooling", true, "watch QueueAutoscalers (list and watch queueautoscalers, get replicasets) so that the proxies of workloads with routing: pooled get the pooling key and find their front")
 	o.Log.Register(fs)
 	return fs
 }
@@ -130,6 +135,10 @@ func (o *Options) Config() (Config, error) {
 	return cfg, nil
 }
 
+// PoolingSyncWarning is how long the webhook waits for the first list of
+// QueueAutoscalers before it logs that pooling is not available yet.
+const PoolingSyncWarning = 30 * time.Second
+
 // Run serves the webhook until ctx ends, keeping its certificate current: rotated
 // through the Secret and caBundle, or reloaded from CertDir every minute.
 func Run(ctx context.Context, o Options, log *zap.Logger) error {
@@ -140,6 +149,36 @@ func Run(ctx context.Context, o Options, log *zap.Logger) error {
 	reloader := &certs.Reloader{}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var cs kubernetes.Interface
+	if o.CertDir == "" || o.Pooling {
+		rc, err := kubeconfig.Load(o.Kubeconfig)
+		if err != nil {
+			return err
+		}
+		kube, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return err
+		}
+		cs = kube
+		if o.Pooling {
+			dyn, err := dynamic.NewForConfig(rc)
+			if err != nil {
+				return err
+			}
+			lookup := NewQueueAutoscalerLookup(ctx, kube, dyn)
+			// Serve at once: until the QueueAutoscalers are listed, pods are injected
+			// without pooling, with a warning that says why.
+			go func() {
+				sctx, stop := context.WithTimeout(ctx, PoolingSyncWarning)
+				defer stop()
+				if !lookup.WaitForSync(sctx) && ctx.Err() == nil {
+					log.Warn("QueueAutoscalers not listed yet: pods are injected without pooling until they are (can the webhook list and watch queueautoscalers?)",
+						zap.Duration("after", PoolingSyncWarning))
+				}
+			}()
+			cfg.Pooling = lookup
+		}
+	}
 	errc := make(chan error, 2)
 	ticker := time.NewTicker(time.Minute)
 	defer ticker.Stop()
@@ -161,14 +200,6 @@ func Run(ctx context.Context, o Options, log *zap.Logger) error {
 			}
 		}()
 	} else {
-		rc, err := kubeconfig.Load(o.Kubeconfig)
-		if err != nil {
-			return err
-		}
-		cs, err := kubernetes.NewForConfig(rc)
-		if err != nil {
-			return err
-		}
 		m := &certs.Manager{
 			Client: cs, Namespace: o.Namespace, SecretName: o.SecretName, WebhookConfig: o.WebhookConfig,
 			DNSNames: o.names(), Reloader: reloader, Log: log,

@@ -63,6 +63,11 @@ type Workload struct {
 	// pod's proxy clock from the collector's, in seconds (positive: a proxy is ahead).
 	// Points are timed by the collector's clock, so it costs no data; it is reported.
 	ProxyClockOffset float64
+	// OverflowShare (the share of arrivals that went through the front) and
+	// FrontQueue (requests waiting in the front) are the newest workload point's
+	// pooled data plane (routing pooled; 0 otherwise). After a burst the backlog
+	// sits in the front, not on the pods.
+	OverflowShare, FrontQueue float64
 	// DataTime is when the newest workload point was taken.
 	DataTime time.Time
 	// Pods are the workload's pods, each with its newest point, sorted by name.

@@ -1,9 +1,14 @@
 package runner
 
 import (
+	"encoding/json"
+	"errors"
 	"flag"
 	"net"
+	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/decider/store"
@@ -28,7 +33,11 @@ type Options struct {
 	LeaseNamespace, LeaseName, Identity       string
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	MetricsListen                             string
-	Log                                       cli.LogOptions
+	// Front* configure the front the decider runs for a workload with routing pooled.
+	FrontImage, FrontResources, FrontImagePullSecrets string
+	FrontReplicas                                     int
+	FrontTolerations, FrontNodeSelector               string
+	Log                                               cli.LogOptions
 }
 
 // FlagSet registers the options' flags.
@@ -52,6 +61,12 @@ func (o *Options) FlagSet() *flag.FlagSet {
 	fs.DurationVar(&o.RenewDeadline, "leader-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops acting")
 	fs.DurationVar(&o.RetryPeriod, "leader-retry-period", 2*time.Second, "pause between tries to acquire or renew")
 	fs.StringVar(&o.MetricsListen, "metrics-listen", ":9903", "address for /metrics, /healthz and /readyz")
+	fs.StringVar(&o.FrontImage, "front-image", controller.DefaultFrontImage, "qas-proxy image of the front the decider runs for each workload with routing: pooled (the webhook's --proxy-image)")
+	fs.IntVar(&o.FrontReplicas, "front-replicas", 2, "replicas of each pooled workload's front")
+	fs.StringVar(&o.FrontResources, "front-resources", "", `resources of the front container as JSON, e.g. {"requests":{"cpu":"100m","memory":"64Mi"},"limits":{"memory":"256Mi"}} (empty: that default)`)
+	fs.StringVar(&o.FrontImagePullSecrets, "front-image-pull-secrets", "", "comma-separated Secrets the fronts' pods pull the image with (each must exist in the workload's namespace)")
+	fs.StringVar(&o.FrontNodeSelector, "front-node-selector", "", `nodeSelector of the fronts' pods as JSON, e.g. {"kubernetes.io/os":"linux"}`)
+	fs.StringVar(&o.FrontTolerations, "front-tolerations", "", `tolerations of the fronts' pods as a JSON list, e.g. [{"key":"dedicated","operator":"Exists"}]`)
 	o.Log.Register(fs)
 	return fs
 }
@@ -118,6 +133,66 @@ func (o *Options) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(o.MetricsListen); err != nil {
 		return cli.Usagef("metrics-listen", "%q is not host:port: %v", o.MetricsListen, err)
+	}
+	if _, err := o.Front(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Front is the front configuration the flags give; errors name the flag.
+func (o *Options) Front() (controller.FrontConfig, error) {
+	// Zero values (Options built in code) take the defaults.
+	f := controller.DefaultFrontConfig()
+	if o.FrontImage != "" {
+		f.Image = o.FrontImage
+	}
+	if o.FrontReplicas < 0 || o.FrontReplicas > 100 {
+		return f, cli.Usagef("front-replicas", "%d: want 1 to 100 (0: the default, 2)", o.FrontReplicas)
+	}
+	if o.FrontReplicas > 0 {
+		f.Replicas = int32(o.FrontReplicas)
+	}
+	if strings.TrimSpace(o.FrontResources) != "" {
+		f.Resources = corev1.ResourceRequirements{}
+		if err := strictJSON(o.FrontResources, &f.Resources); err != nil {
+			return f, cli.Usagef("front-resources", "not a container's resources in JSON: %v", err)
+		}
+	}
+	if strings.TrimSpace(o.FrontNodeSelector) != "" {
+		if err := strictJSON(o.FrontNodeSelector, &f.NodeSelector); err != nil {
+			return f, cli.Usagef("front-node-selector", "not a JSON object of strings: %v", err)
+		}
+	}
+	if strings.TrimSpace(o.FrontTolerations) != "" {
+		if err := strictJSON(o.FrontTolerations, &f.Tolerations); err != nil {
+			return f, cli.Usagef("front-tolerations", "not a JSON list of tolerations: %v", err)
+		}
+	}
+	for _, s := range strings.Split(o.FrontImagePullSecrets, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			f.ImagePullSecrets = append(f.ImagePullSecrets, s)
+		}
+	}
+	if err := f.Validate(); err != nil {
+		flag := "front-image"
+		if strings.Contains(err.Error(), "pull secret") {
+			flag = "front-image-pull-secrets"
+		}
+		return f, cli.Usagef(flag, "%v", err)
+	}
+	return f, nil
+}
+
+// strictJSON decodes s into v refusing unknown fields and trailing data.
+func strictJSON(s string, v any) error {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON value")
 	}
 	return nil
 }

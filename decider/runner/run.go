@@ -134,6 +134,9 @@ func Run(ctx context.Context, o Options, cfg *rest.Config, log *zap.Logger) erro
 	defer stopEvents()
 	ctrl.DryRun = o.DryRun
 	ctrl.Workers, ctrl.MeasureTimeout = o.Workers, o.ReadDeadline()
+	if ctrl.Front, err = o.Front(); err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", o.MetricsListen)
 	if err != nil {

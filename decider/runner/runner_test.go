@@ -64,6 +64,13 @@ func TestOptions(t *testing.T) {
 		{[]string{"--leader-lease-duration", "5s"}, "leader-lease-duration"},
 		{[]string{"--leader-retry-period", "0s"}, "leader-renew-deadline"},
 		{[]string{"--metrics-listen", "9903"}, "metrics-listen"},
+		{[]string{"--front-replicas", "-1"}, "front-replicas"},
+		{[]string{"--front-replicas", "101"}, "front-replicas"},
+		{[]string{"--front-resources", `{"requests":{"cpu":"lots"}}`}, "front-resources"},
+		{[]string{"--front-resources", `{"request":{"cpu":"1"}}`}, "front-resources"},
+		{[]string{"--front-node-selector", `["a"]`}, "front-node-selector"},
+		{[]string{"--front-tolerations", `[{"key":"a","effect":"NoSchedule"}] x`}, "front-tolerations"},
+		{[]string{"--front-image-pull-secrets", "Not_A_Name"}, "front-image-pull-secrets"},
 	} {
 		t.Run(tc.flag, func(t *testing.T) {
 			_, err := parse(t, tc.args, nil)
@@ -78,6 +85,20 @@ func TestOptions(t *testing.T) {
 	require.ErrorContains(t, err, `unexpected argument "false" (boolean flags take --dry-run=false)`)
 	_, err = parse(t, []string{"--version", "--interval", "0s"}, nil)
 	require.ErrorIs(t, err, cli.ErrVersion)
+
+	o, err = parse(t, []string{"--front-image=registry.example/qas-proxy:1.2", "--front-replicas=3",
+		`--front-resources={"requests":{"cpu":"200m"}}`, "--front-image-pull-secrets=regcred, other",
+		`--front-node-selector={"pool":"edge"}`, `--front-tolerations=[{"key":"dedicated","operator":"Exists"}]`}, nil)
+	require.NoError(t, err)
+	front, err := o.Front()
+	require.NoError(t, err)
+	require.Equal(t, "registry.example/qas-proxy:1.2", front.Image)
+	require.Equal(t, int32(3), front.Replicas)
+	require.Equal(t, "200m", front.Resources.Requests.Cpu().String())
+	require.Empty(t, front.Resources.Limits, "the JSON replaces the default resources")
+	require.Equal(t, []string{"regcred", "other"}, front.ImagePullSecrets)
+	require.Equal(t, map[string]string{"pool": "edge"}, front.NodeSelector)
+	require.Equal(t, "dedicated", front.Tolerations[0].Key)
 
 	var o2 Options
 	require.NoError(t, cli.Parse(o2.FlagSet(), EnvPrefix, nil, func(string) string { return "" }))

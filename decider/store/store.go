@@ -156,6 +156,7 @@ func assemble(q Query, rates []decide.Sample, last map[string]float64, lastTime 
 		ArrivalRates: rates, DataTime: lastTime,
 		ServiceTime: last[influx.FieldServiceMean], ServiceSCV: last[influx.FieldServiceSCV],
 		ProxyClockOffset: last[influx.FieldClockOffset],
+		OverflowShare:    last[influx.FieldOverflowShare], FrontQueue: last[influx.FieldFrontQueueLength],
 	}
 	if f := q.latencyField(); f != "" {
 		w.MeasuredLatency = last[f]

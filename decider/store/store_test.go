@@ -30,6 +30,9 @@ func fixture() []*write.Point {
 				"latency_p50_seconds": 0.02, "latency_p95_seconds": 0.05, "latency_p99_seconds": 0.09, "pods": int64(2),
 				"clock_offset_seconds": -12.5 * float64(i)}, t0.Add(time.Duration(i)*5*time.Second)))
 	}
+	// The newest point is of a pooled workload: 40 % of arrivals overflowed, 17 wait
+	// in the front.
+	pts[2].AddField("overflow_share", 0.4).AddField("front_queue_length", 17.0).AddField("overflow_rate", 12.0)
 	pts = append(pts, write.NewPoint(influx.Workload, map[string]string{"namespace": "ns", "workload": "other"},
 		map[string]any{"arrival_rate": 99.0, "service_mean_seconds": 9.0}, t0.Add(5*time.Second)))
 	pod := func(name, node string, at time.Duration, svc, cpu float64) *write.Point {
@@ -69,6 +72,7 @@ func want() measurement.Workload {
 		ProxyClockOffset:  -25, // the newest point's: a proxy 25 s behind the collector
 		MeasuredQuantiles: []decide.LatencyQuantile{{Percentile: 50, Seconds: 0.02}, {Percentile: 95, Seconds: 0.05}, {Percentile: 99, Seconds: 0.09}},
 		ShortArrivalRate:  30, ShortWindow: 5 * time.Second,
+		OverflowShare: 0.4, FrontQueue: 17,
 		Pods: []measurement.Pod{
 			{Name: "w-a", Node: "n1", Time: t0.Add(10 * time.Second), ServiceTime: 0.03, CPUUsage: 0.2, CPURequest: 250, CPULimit: 500,
 				InService: 3, Queued: 40, InFlightMean: 2.5, MeasuredLatency: 0.2},

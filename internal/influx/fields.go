@@ -23,4 +23,7 @@ const (
 	FieldWaiting        = "waiting"
 	FieldInFlightMean   = "in_flight_mean"
 	FieldClockOffset    = "clock_offset_seconds"
+	// The pooled data plane's workload fields the decider reads.
+	FieldOverflowShare    = "overflow_share"
+	FieldFrontQueueLength = "front_queue_length"
 )

@@ -66,6 +66,26 @@ var Schema = []Measurement{
 			{"latency_p99_seconds", "s", "99th percentile latency from the merged histograms"},
 			{"pods", "1", "pods scraped successfully this interval"},
 			{"clock_offset_seconds", "s", "the largest (in magnitude) offset of a pod's proxy clock from the collector's"},
+			// The pooled data plane (routing: pooled, issue #20): the sidecars' overflow
+			// to the workload's front, summed over pods, and the front's queue, summed
+			// over its replicas. Absent (0) for a workload that does not pool.
+			{"overflow_rate", "1/s", "requests per second the sidecars sent to the front and it accepted"},
+			{"overflow_share", "1", "overflow_rate / arrival_rate: the share of arrivals that found their pod full and went through the front"},
+			{"overflow_refused_rate", "1/s", "overflow attempts per second the front refused (queue full, not authenticated): served locally"},
+			{"overflow_failed_rate", "1/s", "overflow attempts per second with no decision in time or a connection error: served locally"},
+			{"pulled_rate", "1/s", "requests per second the sidecars pulled from the front and served"},
+			{"front_failure_rate", "1/s", "times per second a sidecar marked a front replica suspect"},
+			{"front_queue_length", "1", "requests waiting in the front for a pull at the end of the interval (gauge, summed over replicas): the pooled backlog"},
+			{"front_waiting_pulls", "1", "pulls waiting at the front for a request (gauge, summed over replicas): free slots"},
+			{"front_accepted_rate", "1/s", "overflow requests per second the front took into its queue"},
+			{"front_refused_full_rate", "1/s", "overflow requests per second the front refused with its queue full"},
+			{"front_unauthenticated_rate", "1/s", "requests per second the front refused as not authenticated"},
+			{"front_expired_rate", "1/s", "queued requests per second that waited past the front's maximum wait (503)"},
+			{"overflow_decision_p50_seconds", "s", "median time from sending an overflow to the front's accept or refuse (the extra hop's cost), merged over pods"},
+			{"overflow_decision_p95_seconds", "s", "95th percentile of the overflow decision time"},
+			{"front_queue_wait_p50_seconds", "s", "median wait of the interval's requests in the front's queue, merged over replicas"},
+			{"front_queue_wait_p95_seconds", "s", "95th percentile of the wait in the front's queue"},
+			{"fronts", "1", "front replicas scraped successfully this interval"},
 		},
 	},
 	{

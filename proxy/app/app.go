@@ -10,6 +10,7 @@ import (
 	"net"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -18,6 +19,8 @@ import (
 	"github.com/qas-dev/qas/internal/version"
 	"github.com/qas-dev/qas/proxy/fastpath"
 	"github.com/qas-dev/qas/proxy/measure"
+	"github.com/qas-dev/qas/proxy/pool"
+	"github.com/qas-dev/qas/proxy/pool/auth"
 	"github.com/qas-dev/qas/proxy/server"
 	"github.com/qas-dev/qas/proxy/sidecar"
 )
@@ -38,7 +41,29 @@ type Flags struct {
 	Procs                              int
 	FastPath                           bool
 	Log                                cli.LogOptions
+
+	// The pooled data plane (issue #20, docs/pooling.md). Mode is "sidecar" or
+	// "front". A sidecar pools when PoolFronts is set (or Fronts, by a caller).
+	Mode                string
+	Workload            string
+	PoolFronts          string
+	PoolSecretFile      string
+	PoolSecretDir       string
+	PoolDecisionTimeout time.Duration
+	PoolMaxBody         int64
+	FrontMaxQueue       int
+	FrontMaxWait        time.Duration
+	FrontPollTimeout    time.Duration
+	// Fronts, when set by a caller (an EndpointSlice watcher), replaces the static
+	// --pool-fronts list; it is not a flag.
+	Fronts pool.FrontSource
 }
+
+// Modes of qas-proxy.
+const (
+	ModeSidecar = "sidecar"
+	ModeFront   = "front"
+)
 
 // Parse reads args and the environment (getenv) into Flags and validates them.
 func Parse(args []string, getenv func(string) string) (Flags, error) {
@@ -63,6 +88,16 @@ func Parse(args []string, getenv func(string) string) (Flags, error) {
 	fs.IntVar(&f.MaxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block; larger gets 431")
 	fs.BoolVar(&f.FastPath, "fast-path", true, "serve plain HTTP/1.1 on the fast path; h2c, Upgrade and other requests always take the general net/http path")
 	fs.IntVar(&f.Procs, "procs", 1, "CPUs the proxy runs Go code on at once (GOMAXPROCS); a sidecar shares its pod's CPU with the app, and one is the cheapest per request. 0 = Go's default (all CPUs, the container's CPU limit, or $GOMAXPROCS)")
+	fs.StringVar(&f.Mode, "mode", ModeSidecar, "sidecar (a reverse proxy in front of the app) or front (the shared queue of the pooled data plane: overflow requests wait there until a sidecar with a free slot pulls them)")
+	fs.StringVar(&f.Workload, "workload", "", "the workload this sidecar serves (a lowercase DNS name); names its queue at the fronts and its secret")
+	fs.StringVar(&f.PoolFronts, "pool-fronts", "", "comma-separated host:port of the front replicas; when set, requests that find every slot busy overflow to a front, and a free slot pulls from them (needs --concurrency, --workload, --pool-secret-file)")
+	fs.StringVar(&f.PoolSecretFile, "pool-secret-file", "", "file holding the workload's 32-byte pooling secret (raw, or 64 hex digits); re-read when it changes, the previous key accepted for a minute")
+	fs.StringVar(&f.PoolSecretDir, "pool-secret-dir", "", "front mode: directory with one secret file per workload, named by the workload (a Secret volume); alternative to --workload with --pool-secret-file")
+	fs.DurationVar(&f.PoolDecisionTimeout, "pool-decision-timeout", pool.DefaultDecisionTimeout, "how long a sidecar waits for a front to accept an overflow request before queueing it locally")
+	fs.Int64Var(&f.PoolMaxBody, "pool-max-body", pool.DefaultMaxBody, "largest request body (bytes, known length) that may overflow; larger ones are served locally")
+	fs.IntVar(&f.FrontMaxQueue, "front-max-queue", 1000, "front mode: requests each workload's queue holds; more are refused (503, the sender queues locally)")
+	fs.DurationVar(&f.FrontMaxWait, "front-max-wait", 5*time.Second, "front mode: longest wait of a request in the queue; past it the sender's client gets 503 with Retry-After (at most 1m)")
+	fs.DurationVar(&f.FrontPollTimeout, "front-poll-timeout", 5*time.Second, "front mode: how long a pull waits for a request before 204 (at most 20s)")
 	f.Log.Register(fs)
 	if err := cli.Parse(fs, "QAS_PROXY", args, getenv); err != nil {
 		return Flags{}, err
@@ -105,13 +140,95 @@ func (f Flags) validate() error {
 	if f.MaxHeaderBytes < 1024 {
 		return cli.Usagef("max-header-bytes", "%d is below 1024", f.MaxHeaderBytes)
 	}
+	return f.validatePool()
+}
+
+// validatePool checks the pooled data plane's flags.
+func (f Flags) validatePool() error {
+	if f.Workload != "" && !auth.ValidWorkload(f.Workload) {
+		return cli.Usagef("workload", "%q is not a lowercase DNS name", f.Workload)
+	}
+	if f.PoolDecisionTimeout <= 0 || f.PoolDecisionTimeout > 10*time.Second {
+		return cli.Usagef("pool-decision-timeout", "%s is not in (0, 10s]", f.PoolDecisionTimeout)
+	}
+	if f.PoolMaxBody < 0 || f.PoolMaxBody > 64<<20 {
+		return cli.Usagef("pool-max-body", "%d is not in [0, 64 MiB]", f.PoolMaxBody)
+	}
+	for _, a := range f.frontList() {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return cli.Usagef("pool-fronts", "%q is not host:port: %v", a, err)
+		}
+	}
+	switch f.Mode {
+	case ModeFront:
+		if f.PoolFronts != "" {
+			return cli.Usagef("pool-fronts", "is for sidecars, not --mode front")
+		}
+		if (f.PoolSecretDir == "") == (f.PoolSecretFile == "") {
+			return cli.Usagef("pool-secret-dir", "front mode needs --pool-secret-dir, or --workload with --pool-secret-file")
+		}
+		if f.PoolSecretFile != "" && f.Workload == "" {
+			return cli.Usagef("workload", "--pool-secret-file needs --workload")
+		}
+		if f.FrontMaxQueue <= 0 {
+			return cli.Usagef("front-max-queue", "%d is not positive", f.FrontMaxQueue)
+		}
+		if f.FrontMaxWait <= 0 || f.FrontMaxWait > pool.MaxFrontWait {
+			return cli.Usagef("front-max-wait", "%s is not in (0, %s]", f.FrontMaxWait, pool.MaxFrontWait)
+		}
+		if f.FrontPollTimeout <= 0 || f.FrontPollTimeout > pool.MaxPollTimeout {
+			return cli.Usagef("front-poll-timeout", "%s is not in (0, %s]", f.FrontPollTimeout, pool.MaxPollTimeout)
+		}
+	case ModeSidecar:
+		if f.PoolSecretDir != "" {
+			return cli.Usagef("pool-secret-dir", "is for --mode front; a sidecar reads --pool-secret-file")
+		}
+		if f.PoolFronts == "" && f.Fronts == nil {
+			return nil
+		}
+		if f.Workload == "" || f.PoolSecretFile == "" {
+			return cli.Usagef("pool-fronts", "pooling needs --workload and --pool-secret-file")
+		}
+		if f.Concurrency == 0 {
+			return cli.Usagef("pool-fronts", "pooling needs --concurrency: a request overflows when every slot is busy")
+		}
+	default:
+		return cli.Usagef("mode", "%q is not sidecar or front", f.Mode)
+	}
 	return nil
+}
+
+// frontList splits --pool-fronts.
+func (f Flags) frontList() []string {
+	var out []string
+	for _, a := range strings.Split(f.PoolFronts, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // Run starts the proxy and serves until ctx ends. ready, if not nil, receives the
 // bound serving and admin addresses once listening.
 func Run(ctx context.Context, f Flags, log *zap.Logger, ready func(addr, admin string)) error {
+	if f.Mode == ModeFront {
+		return runFront(ctx, f, log, ready)
+	}
 	rec := measure.New(time.Now, f.Concurrency, f.Queue)
+	var poolCfg *server.PoolConfig
+	if f.PoolFronts != "" || f.Fronts != nil {
+		keys, err := auth.NewFileKeyring(f.Workload, f.PoolSecretFile, time.Now)
+		if err != nil {
+			return err
+		}
+		fronts := f.Fronts
+		if fronts == nil {
+			fronts = pool.Static(f.frontList())
+		}
+		poolCfg = &server.PoolConfig{Workload: f.Workload, Keys: keys, Fronts: fronts,
+			DecisionTimeout: f.PoolDecisionTimeout, MaxBody: f.PoolMaxBody}
+	}
 	queue := f.Queue
 	if f.Concurrency == 0 {
 		queue = 0
@@ -120,7 +237,7 @@ func Run(ctx context.Context, f Flags, log *zap.Logger, ready func(addr, admin s
 		Upstream: f.Upstream, UpstreamTimeout: f.UpstreamTimeout, DialTimeout: f.DialTimeout,
 		ConcurrencyLimit: f.Concurrency, QueueLimit: queue, UpstreamProtocol: server.UpstreamProtocol(f.UpstreamProtocol),
 		UpstreamIdleTimeout: f.UpstreamIdleTimeout, ClientBodyTimeout: f.ClientBodyTimeout, ClientWriteTimeout: f.ClientWriteTimeout,
-		UpstreamWriteTimeout: f.UpstreamWriteTimeout,
+		UpstreamWriteTimeout: f.UpstreamWriteTimeout, Pool: poolCfg,
 	}, server.Options{
 		Listen: f.Listen, AdminListen: f.AdminListen, ReadHeaderTimeout: f.ReadHeaderTimeout,
 		MaxHeaderBytes: f.MaxHeaderBytes, IdleTimeout: f.IdleTimeout, DrainPeriod: f.Drain, ShutdownTimeout: f.ShutdownTimeout,
@@ -131,7 +248,38 @@ func Run(ctx context.Context, f Flags, log *zap.Logger, ready func(addr, admin s
 	}
 	log.Info("serving", zap.String("version", version.Get()), zap.String("listen", srv.Addr()), zap.String("admin", srv.AdminAddr()),
 		zap.String("upstream", f.Upstream), zap.String("upstream_protocol", f.UpstreamProtocol),
-		zap.Int("concurrency", f.Concurrency), zap.Bool("fast_path", srv.FastPath()))
+		zap.Int("concurrency", f.Concurrency), zap.Bool("fast_path", srv.FastPath()), zap.Bool("pooling", poolCfg != nil))
+	if ready != nil {
+		ready(srv.Addr(), srv.AdminAddr())
+	}
+	return srv.Serve(ctx)
+}
+
+// runFront runs qas-proxy in front mode.
+func runFront(ctx context.Context, f Flags, log *zap.Logger, ready func(addr, admin string)) error {
+	var keys *auth.Keyring
+	var err error
+	if f.PoolSecretDir != "" {
+		keys, err = auth.NewDirKeyring(f.PoolSecretDir, time.Now)
+	} else {
+		keys, err = auth.NewFileKeyring(f.Workload, f.PoolSecretFile, time.Now)
+	}
+	if err != nil {
+		return err
+	}
+	rec := measure.New(time.Now, 0, f.FrontMaxQueue)
+	srv, err := server.ListenFront(pool.FrontConfig{
+		Keys: keys, MaxQueue: f.FrontMaxQueue, MaxWait: f.FrontMaxWait, PollTimeout: f.FrontPollTimeout,
+		MaxRequestBytes: f.PoolMaxBody + int64(f.MaxHeaderBytes) + 4<<10,
+	}, server.Options{
+		Listen: f.Listen, AdminListen: f.AdminListen, ReadHeaderTimeout: f.ReadHeaderTimeout,
+		IdleTimeout: f.IdleTimeout, DrainPeriod: f.Drain, ShutdownTimeout: f.ShutdownTimeout,
+	}, rec, log)
+	if err != nil {
+		return err
+	}
+	log.Info("front serving", zap.String("version", version.Get()), zap.String("listen", srv.Addr()), zap.String("admin", srv.AdminAddr()),
+		zap.Int("max_queue", f.FrontMaxQueue), zap.Duration("max_wait", f.FrontMaxWait))
 	if ready != nil {
 		ready(srv.Addr(), srv.AdminAddr())
 	}

@@ -8,14 +8,17 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 
 	"github.com/qas-dev/qas/internal/testenv"
 	"github.com/qas-dev/qas/internal/version"
@@ -71,6 +74,34 @@ func TestParse(t *testing.T) {
 		{name: "boolean flag given a separate value", args: []string{"--fast-path", "false", "--concurrency=-2"},
 			wantErr: `unexpected argument "false" (boolean flags take --fast-path=false)`},
 		{name: "version", args: []string{"--version", "--listen=nohost"}, wantErr: "version requested"},
+		// The pooled data plane (issue #20).
+		{name: "no pooling by default", check: func(t *testing.T, f Flags) {
+			require.Equal(t, ModeSidecar, f.Mode)
+			require.Empty(t, f.PoolFronts)
+			require.Equal(t, 25*time.Millisecond, f.PoolDecisionTimeout)
+			require.Equal(t, int64(1<<20), f.PoolMaxBody)
+		}},
+		{name: "pooling", args: []string{"--pool-fronts=10.0.0.1:8080, 10.0.0.2:8080", "--workload=shop", "--pool-secret-file=/s", "--concurrency=1"},
+			check: func(t *testing.T, f Flags) {
+				require.Equal(t, []string{"10.0.0.1:8080", "10.0.0.2:8080"}, f.frontList())
+			}},
+		{name: "pooling without workload", args: []string{"--pool-fronts=f:1", "--pool-secret-file=/s", "--concurrency=1"}, wantErr: "invalid --pool-fronts: pooling needs --workload"},
+		{name: "pooling without concurrency", args: []string{"--pool-fronts=f:1", "--workload=shop", "--pool-secret-file=/s"}, wantErr: "pooling needs --concurrency"},
+		{name: "bad front", args: []string{"--pool-fronts=nohost", "--workload=shop", "--pool-secret-file=/s", "--concurrency=1"}, wantErr: `invalid --pool-fronts: "nohost" is not host:port`},
+		{name: "bad workload", args: []string{"--workload=Shop|1"}, wantErr: "invalid --workload"},
+		{name: "zero decision timeout", args: []string{"--pool-decision-timeout=0"}, wantErr: "invalid --pool-decision-timeout"},
+		{name: "huge max body", args: []string{"--pool-max-body=1000000000"}, wantErr: "invalid --pool-max-body"},
+		{name: "bad mode", args: []string{"--mode=peer"}, wantErr: `invalid --mode: "peer" is not sidecar or front`},
+		{name: "front", args: []string{"--mode=front", "--pool-secret-dir=/d"}, check: func(t *testing.T, f Flags) {
+			require.Equal(t, 1000, f.FrontMaxQueue)
+			require.Equal(t, 5*time.Second, f.FrontMaxWait)
+		}},
+		{name: "front without secrets", args: []string{"--mode=front"}, wantErr: "front mode needs --pool-secret-dir"},
+		{name: "front with both secrets", args: []string{"--mode=front", "--pool-secret-dir=/d", "--pool-secret-file=/s", "--workload=shop"}, wantErr: "front mode needs"},
+		{name: "front with fronts", args: []string{"--mode=front", "--pool-secret-dir=/d", "--pool-fronts=f:1"}, wantErr: "invalid --pool-fronts: is for sidecars"},
+		{name: "front wait too long", args: []string{"--mode=front", "--pool-secret-dir=/d", "--front-max-wait=2m"}, wantErr: "invalid --front-max-wait"},
+		{name: "front poll too long", args: []string{"--mode=front", "--pool-secret-dir=/d", "--front-poll-timeout=1m"}, wantErr: "invalid --front-poll-timeout"},
+		{name: "sidecar with secret dir", args: []string{"--pool-secret-dir=/d"}, wantErr: "invalid --pool-secret-dir: is for --mode front"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,4 +195,71 @@ func TestBinary(t *testing.T) {
 		all = append(all, l)
 	}
 	require.Contains(t, strings.Join(all, "\n"), "draining")
+}
+
+// TestRunPooled runs a front and two sidecars through Run with their flags, as the
+// binary does: with one sidecar's only slot busy, its next request is served by the
+// other pod through the front.
+func TestRunPooled(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "shop")
+	require.NoError(t, os.WriteFile(secret, []byte(strings.Repeat("ab", 32)+"\n"), 0o600))
+	run := func(args ...string) (addr, admin string) {
+		f, err := Parse(append([]string{"--listen=127.0.0.1:0", "--admin-listen=127.0.0.2:0", "--drain=0"}, args...), func(string) string { return "" })
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		ready := make(chan [2]string, 1)
+		done := make(chan error, 1)
+		go func() { done <- Run(ctx, f, zap.NewNop(), func(a, b string) { ready <- [2]string{a, b} }) }()
+		t.Cleanup(func() {
+			cancel()
+			<-done //nolint:errcheck // stopped either way
+		})
+		select {
+		case a := <-ready:
+			return a[0], a[1]
+		case err := <-done:
+			t.Fatalf("run %v: %v", args, err)
+		}
+		return "", ""
+	}
+	front, frontAdmin := run("--mode=front", "--pool-secret-dir="+dir)
+	release := make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	appFor := func(name string) string {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/block" {
+				<-release
+			}
+			_, _ = io.WriteString(w, name)
+		}))
+		t.Cleanup(s.Close)
+		return s.Listener.Addr().String()
+	}
+	a, _ := run("--upstream="+appFor("A"), "--concurrency=1", "--workload=shop", "--pool-secret-file="+secret, "--pool-fronts="+front)
+	_, _ = run("--upstream="+appFor("B"), "--concurrency=1", "--workload=shop", "--pool-secret-file="+secret, "--pool-fronts="+front)
+	frontDoc := func() *stats.Front {
+		resp, err := http.Get("http://" + frontAdmin + "/stats")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		s, err := stats.Decode(resp.Body)
+		require.NoError(t, err)
+		return s.Front
+	}
+	require.Eventually(t, func() bool { return frontDoc().WaitingPulls == 2 }, 20*time.Second, 5*time.Millisecond)
+	go func() {
+		resp, err := http.Get("http://" + a + "/block")
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	require.Eventually(t, func() bool { return frontDoc().WaitingPulls == 1 }, 20*time.Second, 5*time.Millisecond, "A is busy: it no longer pulls")
+	resp, err := http.Get("http://" + a + "/moved")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, "B", string(b))
+	require.Equal(t, uint64(1), frontDoc().Dispatched)
+	once.Do(func() { close(release) })
 }

@@ -176,6 +176,9 @@ func (c *conn) serve() {
 		v := handOver
 		if head != nil {
 			v = parseRequest(head, &c.req)
+			if v == forward && c.s.cfg.HandOver != nil && c.s.cfg.HandOver(head) {
+				v = handOver
+			}
 		}
 		switch v {
 		case handOver:

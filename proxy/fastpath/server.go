@@ -43,6 +43,11 @@ type Config struct {
 	// most min(8 KiB, MaxHeaderBytes+4 KiB) and hands larger ones over, so it never
 	// accepts a head the general path would refuse.
 	MaxHeaderBytes int
+	// HandOver, when set (the pooled data plane is configured), is asked about every
+	// request the fast path would forward, before it is admitted; true hands the
+	// connection, from this request on, to the general path, which overflows the
+	// request to a shared front or strips its Qas- fields (proxy/pool).
+	HandOver func(head []byte) bool
 }
 
 // Server serves client connections on the fast path.

@@ -31,6 +31,9 @@ type Limiter struct {
 	slots   chan struct{}
 	queue   int64
 	waiting atomic.Int64
+	// freed, when set (pooling only: EnableFreed), receives a token whenever a slot
+	// is released, to wake the pull loops.
+	freed chan struct{}
 }
 
 // New returns a Limiter for k slots and a queue of q, or nil when k is 0 (no limit).
@@ -79,5 +82,46 @@ func (l *Limiter) Admit(rec *measure.Recorder, arrived time.Time, gone <-chan st
 func (l *Limiter) Release() {
 	if l != nil {
 		<-l.slots
+		if l.freed != nil {
+			select {
+			case l.freed <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// EnableFreed makes Release signal the returned channel (capacity 1: a signal means
+// "at least one slot was released since the last receive"). Call it before serving.
+func (l *Limiter) EnableFreed() <-chan struct{} {
+	l.freed = make(chan struct{}, 1)
+	return l.freed
+}
+
+// Saturated reports whether every slot is busy and no request waits: the moment a
+// new request may overflow to a shared front instead of queueing (an older waiting
+// request would be served first, so a newer one joins it).
+func (l *Limiter) Saturated() bool {
+	return l != nil && len(l.slots) == cap(l.slots) && l.waiting.Load() == 0
+}
+
+// Idle reports whether a slot is free and no request waits: the moment to pull work
+// from a shared front.
+func (l *Limiter) Idle() bool {
+	return l != nil && len(l.slots) < cap(l.slots) && l.waiting.Load() == 0
+}
+
+// TryAdmit takes a free slot without waiting, and only while no request waits, so a
+// pulled request never goes ahead of a local one. The caller records the request
+// (TryAdmit records nothing) and calls Release when it ends.
+func (l *Limiter) TryAdmit() bool {
+	if l == nil || l.waiting.Load() > 0 {
+		return false
+	}
+	select {
+	case l.slots <- struct{}{}:
+		return true
+	default:
+		return false
 	}
 }

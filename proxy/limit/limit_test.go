@@ -55,3 +55,36 @@ func TestQueueThenReject(t *testing.T) {
 		})
 	}
 }
+
+func TestPoolingStates(t *testing.T) {
+	var none *Limiter
+	require.False(t, none.Saturated(), "no limit: never saturated, so never overflows")
+	require.False(t, none.Idle())
+	require.False(t, none.TryAdmit())
+
+	l := New(1, 5)
+	freed := l.EnableFreed()
+	rec := measure.New(nil, 1, 5)
+	require.True(t, l.Idle())
+	require.False(t, l.Saturated())
+	require.True(t, l.TryAdmit())
+	require.True(t, l.Saturated())
+	require.False(t, l.Idle())
+	require.False(t, l.TryAdmit(), "no free slot")
+
+	// A request waiting locally: not saturated (a new one queues behind it), and a
+	// pull never takes the slot ahead of it.
+	got := make(chan Result, 1)
+	go func() { got <- l.Admit(rec, rec.Now(), nil) }()
+	require.Eventually(t, func() bool { return rec.Snapshot().Waiting == 1 }, 5*time.Second, time.Millisecond)
+	require.False(t, l.Saturated())
+	l.Release()
+	require.Equal(t, Admitted, <-got)
+	<-freed
+	require.False(t, l.TryAdmit(), "the waiter has the slot")
+	l.Release()
+	<-freed
+	require.True(t, l.Idle())
+	require.True(t, l.TryAdmit())
+	l.Release()
+}

@@ -45,6 +45,10 @@ type Recorder struct {
 	bounds  []float64
 	buckets []atomic.Uint64
 
+	// Set when the pooled data plane is configured (sidecar) or in front mode.
+	pool  atomic.Pointer[PoolCounters]
+	front atomic.Pointer[FrontCounters]
+
 	// In-flight integral: guarded by mu, updated at every transition.
 	mu            sync.Mutex
 	inFlight      int64
@@ -165,6 +169,26 @@ func (r *Recorder) End(arrived, began time.Time, ttfb time.Duration, code int, o
 	r.observeLatency(t.Sub(arrived))
 }
 
+// EndOverflowed records a request this proxy sent to a shared front and relayed
+// (issue #20): it completes with its status code, outcome and latency (what its
+// client felt), but adds no service time and was never in flight here, since the pod
+// that pulled it served it and counts its service (as a pulled arrival).
+func (r *Recorder) EndOverflowed(arrived time.Time, code int, outcome Outcome) {
+	if c := code/100 - 1; c >= 0 && c < 5 {
+		r.codes[c].Add(1)
+	}
+	switch outcome {
+	case UpstreamError:
+		r.upstreamErrors.Add(1)
+	case UpstreamTimeout:
+		r.upstreamTimeouts.Add(1)
+	case ClientCancel:
+		r.clientCancels.Add(1)
+	}
+	r.completions.Add(1)
+	r.observeLatency(r.now().Sub(arrived))
+}
+
 func (r *Recorder) observeLatency(d time.Duration) {
 	s := d.Seconds()
 	i := sort.SearchFloat64s(r.bounds, s) // first bound ≥ s: buckets are (lo, hi]
@@ -212,6 +236,12 @@ func (r *Recorder) Snapshot() stats.Snapshot {
 	}
 	for i := range r.buckets {
 		s.Latency.Counts[i] = r.buckets[i].Load()
+	}
+	if p := r.pool.Load(); p != nil {
+		s.Pool = p.snapshot()
+	}
+	if f := r.front.Load(); f != nil {
+		s.Front = f.snapshot()
 	}
 	// Arrivals is read last so that completions never exceed it in one snapshot.
 	s.Arrivals = max(r.arrivals.Load(), s.Completions)

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/qas-dev/qas/proxy/stats"
 )
 
 type fakeClock struct{ t time.Time }
@@ -118,4 +120,67 @@ func TestSnapshotIdentity(t *testing.T) {
 	require.Equal(t, s1.Seq+1, s2.Seq)
 	require.Equal(t, s1.InstanceID, s2.InstanceID)
 	require.NotEqual(t, s1.InstanceID, r2.Snapshot().InstanceID, "a restarted proxy has a new instance id")
+}
+
+func TestPoolAndFrontCounters(t *testing.T) {
+	r := New(nil, 1, 10)
+	require.Nil(t, r.Snapshot().Pool, "no pool section unless pooling is configured")
+	require.Nil(t, r.Snapshot().Front)
+
+	p := r.EnablePool()
+	for range 3 {
+		r.Arrive()
+	}
+	p.Overflow(OverflowAccepted, 2*time.Millisecond)
+	p.Overflow(OverflowRefused, time.Millisecond)
+	p.Overflow(OverflowTimeout, 25*time.Millisecond)
+	p.Pulled()
+	p.FrontFailure()
+	p.FrontFailure()
+
+	f := r.EnableFront()
+	f.Accept()
+	f.Accept()
+	f.Accept()
+	f.RefuseFull()
+	f.Unauthenticated()
+	f.PullWaiting(1)
+	f.Dispatch(10 * time.Millisecond)
+	f.Expire(3 * time.Second)
+
+	s := r.Snapshot()
+	require.NoError(t, s.Validate())
+	require.Equal(t, stats.Pool{OverflowAccepted: 1, OverflowRefused: 1, OverflowTimeout: 1, Pulled: 1, FrontFailures: 2,
+		OverflowDecision: s.Pool.OverflowDecision}, *s.Pool)
+	require.Equal(t, uint64(3), s.Pool.OverflowDecision.Total())
+	require.InDelta(t, 0.025, s.Pool.OverflowDecision.Quantile(1), 1e-9, "the slowest decision is in the (0.02, 0.025] bucket")
+	require.Equal(t, stats.Front{QueueLength: 1, WaitingPulls: 1, Accepted: 3, RefusedFull: 1, Unauthenticated: 1, Dispatched: 1, Expired: 1,
+		QueueWait: s.Front.QueueWait}, *s.Front)
+	require.Equal(t, uint64(2), s.Front.QueueWait.Total())
+}
+
+// TestFrontSnapshotConsistentUnderRace: snapshots taken while requests are accepted
+// and dispatched concurrently always validate.
+func TestFrontSnapshotConsistentUnderRace(t *testing.T) {
+	r := New(nil, 1, 10)
+	f, p := r.EnableFront(), r.EnablePool()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 20000 {
+			r.Arrive()
+			f.Accept()
+			p.Overflow(OverflowAccepted, time.Millisecond)
+			f.Dispatch(time.Millisecond)
+		}
+	}()
+	for {
+		select {
+		case <-done:
+			require.NoError(t, r.Snapshot().Validate())
+			return
+		default:
+			require.NoError(t, r.Snapshot().Validate())
+		}
+	}
 }

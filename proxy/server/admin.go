@@ -15,6 +15,7 @@ import (
 
 	"github.com/qas-dev/qas/internal/version"
 	"github.com/qas-dev/qas/proxy/measure"
+	"github.com/qas-dev/qas/proxy/stats"
 )
 
 // Admin serves the admin endpoints.
@@ -30,7 +31,7 @@ type Admin struct {
 }
 
 // NewAdmin returns the admin handler. /readyz fails while draining is set or while the
-// upstream refuses connections.
+// upstream refuses connections (a front has no upstream: "").
 func NewAdmin(rec *measure.Recorder, upstream string, draining *atomic.Bool) *Admin {
 	a := &Admin{rec: rec, upstream: upstream, draining: draining, mux: http.NewServeMux()}
 	reg := prometheus.NewRegistry()
@@ -58,7 +59,7 @@ func (a *Admin) readyz(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "draining", http.StatusServiceUnavailable)
 		return
 	}
-	if !a.upstreamReachable(r.Context()) {
+	if a.upstream != "" && !a.upstreamReachable(r.Context()) {
 		http.Error(w, "upstream "+a.upstream+" unreachable", http.StatusServiceUnavailable)
 		return
 	}
@@ -104,11 +105,25 @@ var (
 	descErrors      = prometheus.NewDesc("qas_proxy_upstream_failures_total", "Requests the upstream failed.", []string{"kind"}, nil)
 	descLatency     = prometheus.NewDesc("qas_proxy_latency_seconds", "Latency at the proxy: queue wait plus service.", nil, nil)
 	descStart       = prometheus.NewDesc("qas_proxy_start_time_seconds", "Process start, Unix time.", nil, nil)
+
+	descPoolOverflow = prometheus.NewDesc("qas_proxy_pool_overflow_total", "Overflow attempts to a shared front, by outcome.", []string{"outcome"}, nil)
+	descPoolPulled   = prometheus.NewDesc("qas_proxy_pool_pulled_total", "Requests pulled from a shared front and served here.", nil, nil)
+	descPoolFailures = prometheus.NewDesc("qas_proxy_pool_front_failures_total", "Times a front replica was marked suspect.", nil, nil)
+	descPoolDecision = prometheus.NewDesc("qas_proxy_pool_overflow_decision_seconds", "Time from sending an overflow request to the front's decision.", nil, nil)
+
+	descFrontQueue    = prometheus.NewDesc("qas_front_queue_length", "Overflow requests waiting for a pull now.", nil, nil)
+	descFrontPulls    = prometheus.NewDesc("qas_front_waiting_pulls", "Pulls waiting for a request now.", nil, nil)
+	descFrontAccepted = prometheus.NewDesc("qas_front_accepted_total", "Overflow requests taken into a queue.", nil, nil)
+	descFrontRefused  = prometheus.NewDesc("qas_front_refused_total", "Overflow requests or pulls refused, by reason.", []string{"reason"}, nil)
+	descFrontLeft     = prometheus.NewDesc("qas_front_left_total", "Queued requests that left the queue, dispatched to a pull or expired.", []string{"how"}, nil)
+	descFrontWait     = prometheus.NewDesc("qas_front_queue_wait_seconds", "Time accepted requests waited for a pull.", nil, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descArrivals, descCompletions, descResponses, descService, descServiceSq, descTTFB,
-		descQueued, descQueueWait, descRejected, descInFlight, descWaiting, descInFlightInt, descBusy, descErrors, descLatency, descStart} {
+		descQueued, descQueueWait, descRejected, descInFlight, descWaiting, descInFlightInt, descBusy, descErrors, descLatency, descStart,
+		descPoolOverflow, descPoolPulled, descPoolFailures, descPoolDecision,
+		descFrontQueue, descFrontPulls, descFrontAccepted, descFrontRefused, descFrontLeft, descFrontWait} {
 		ch <- d
 	}
 }
@@ -137,12 +152,53 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descErrors, float64(s.UpstreamErrors), "error")
 	counter(descErrors, float64(s.UpstreamTimeouts), "timeout")
 	counter(descErrors, float64(s.ClientCancels), "client_cancel")
-	buckets := make(map[float64]uint64, len(s.Latency.Bounds))
+	ch <- prometheus.MustNewConstHistogram(descLatency, s.Latency.Total(), s.ServiceSecondsSum+s.QueueWaitSecondsSum, cumulative(s.Latency))
+	gauge(descStart, float64(s.StartTime.UnixNano())/1e9)
+	if p := s.Pool; p != nil {
+		counter(descPoolOverflow, float64(p.OverflowAccepted), "accepted")
+		counter(descPoolOverflow, float64(p.OverflowRefused), "refused")
+		counter(descPoolOverflow, float64(p.OverflowTimeout), "timeout")
+		counter(descPoolOverflow, float64(p.OverflowError), "error")
+		counter(descPoolPulled, float64(p.Pulled))
+		counter(descPoolFailures, float64(p.FrontFailures))
+		// The JSON document has no sum of decision times; the bucket midpoints estimate it.
+		ch <- prometheus.MustNewConstHistogram(descPoolDecision, p.OverflowDecision.Total(), estimatedSum(p.OverflowDecision), cumulative(p.OverflowDecision))
+	}
+	if f := s.Front; f != nil {
+		gauge(descFrontQueue, float64(f.QueueLength))
+		gauge(descFrontPulls, float64(f.WaitingPulls))
+		counter(descFrontAccepted, float64(f.Accepted))
+		counter(descFrontRefused, float64(f.RefusedFull), "full")
+		counter(descFrontRefused, float64(f.Unauthenticated), "unauthenticated")
+		counter(descFrontLeft, float64(f.Dispatched), "dispatched")
+		counter(descFrontLeft, float64(f.Expired), "expired")
+		ch <- prometheus.MustNewConstHistogram(descFrontWait, f.QueueWait.Total(), estimatedSum(f.QueueWait), cumulative(f.QueueWait))
+	}
+}
+
+// cumulative returns h's buckets as Prometheus wants them: upper bound → count of
+// observations at or below it.
+func cumulative(h stats.Histogram) map[float64]uint64 {
+	buckets := make(map[float64]uint64, len(h.Bounds))
 	var cum uint64
-	for i, b := range s.Latency.Bounds {
-		cum += s.Latency.Counts[i]
+	for i, b := range h.Bounds {
+		cum += h.Counts[i]
 		buckets[b] = cum
 	}
-	ch <- prometheus.MustNewConstHistogram(descLatency, s.Latency.Total(), s.ServiceSecondsSum+s.QueueWaitSecondsSum, buckets)
-	gauge(descStart, float64(s.StartTime.UnixNano())/1e9)
+	return buckets
+}
+
+// estimatedSum estimates the sum of h's observations from its bucket midpoints (the
+// last bound for the overflow bucket).
+func estimatedSum(h stats.Histogram) float64 {
+	var sum, lo float64
+	for i, c := range h.Counts {
+		mid := h.Bounds[len(h.Bounds)-1]
+		if i < len(h.Bounds) {
+			mid = (lo + h.Bounds[i]) / 2
+			lo = h.Bounds[i]
+		}
+		sum += float64(c) * mid
+	}
+	return sum
 }

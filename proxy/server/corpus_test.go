@@ -8,8 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -107,9 +110,22 @@ var corpus = []corpusCase{
 // corpusRun sends c's bytes through a proxy on one path and returns what the app
 // received and the status codes the client got.
 func corpusRun(t *testing.T, c corpusCase, fast bool) (app string, client string) {
+	return corpusRunWith(t, c, fast, false)
+}
+
+// corpusRunWith is corpusRun, through a sidecar with the pooled data plane on (a
+// front running, free slots) when pooled is set.
+func corpusRunWith(t *testing.T, c corpusCase, fast, pooled bool) (app string, client string) {
 	t.Helper()
 	a := newRecordingApp(t)
-	p := start(t, a.addr, Config{}, Options{FastPath: fast})
+	var p *running
+	if pooled {
+		secret := secretFile(t)
+		front := startFront(t, secret, 5*time.Second)
+		p = startPooled(t, a.addr, 4, secret, []string{front.addr}, fast)
+	} else {
+		p = start(t, a.addr, Config{}, Options{FastPath: fast})
+	}
 	rc := dialRaw(t, p.srv.Addr())
 	rc.send(c.raw)
 	method := c.method
@@ -173,6 +189,133 @@ func TestRawByteCorpus(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestRawByteCorpusPooled runs the corpus through a sidecar with the pooled data
+// plane on (issue #20). With free slots nothing moves, and the app and the client get
+// exactly what the golden files say. With the sidecar's only slot held, every request
+// that may move overflows through the front to a second pod: the client gets the same
+// answers as without pooling, the apps together get the same requests (method,
+// target, Host, body), never one twice, and the security invariants hold.
+func TestRawByteCorpusPooled(t *testing.T) {
+	t.Run("free", func(t *testing.T) {
+		for _, c := range corpus {
+			t.Run(c.name, func(t *testing.T) {
+				bothPaths(t, func(t *testing.T, fast bool) {
+					app, client := corpusRunWith(t, c, fast, true)
+					path := "general"
+					if fast {
+						path = "fast"
+					}
+					want, err := os.ReadFile(filepath.Join("testdata", "corpus", c.name+"."+path+".golden"))
+					require.NoError(t, err)
+					require.Equal(t, string(want), "client: "+client+"\n"+app)
+				})
+			})
+		}
+	})
+	var moved atomic.Uint64
+	t.Run("moved", func(t *testing.T) {
+		for _, c := range corpus {
+			t.Run(c.name, func(t *testing.T) {
+				bothPaths(t, func(t *testing.T, fast bool) {
+					wantClient, wantApp := corpusSummary(t, c, fast)
+					secret := secretFile(t)
+					front := startFront(t, secret, 5*time.Second)
+					appA, appB := newRecordingApp(t), newRecordingApp(t)
+					a := startPooled(t, appA.addr, 1, secret, []string{front.addr}, fast)
+					b := startPooled(t, appB.addr, 1, secret, []string{front.addr}, fast)
+					waitFor(t, "B pulls", func() bool { return frontStats(t, front).WaitingPulls >= 1 })
+					require.True(t, a.srv.lim.TryAdmit(), "A's only slot is held")
+					released := make(chan struct{})
+					var once sync.Once
+					release := func() { once.Do(func() { a.srv.lim.Release(); close(released) }) }
+					t.Cleanup(release)
+					// What may not move queues at A: the slot is given back then.
+					go func() {
+						for {
+							select {
+							case <-released:
+								return
+							case <-time.After(2 * time.Millisecond):
+							}
+							if a.srv.Recorder.Snapshot().Waiting > 0 {
+								release()
+								return
+							}
+						}
+					}()
+					rc := dialRaw(t, a.srv.Addr())
+					rc.send(c.raw)
+					var codes []string
+					for range c.answers {
+						resp, _, err := rc.response(methodOf(c))
+						require.NoError(t, err, "response %d", len(codes)+1)
+						codes = append(codes, strconv.Itoa(resp.StatusCode))
+					}
+					if c.closes {
+						require.True(t, rc.closed(), "the proxy closes the connection")
+						codes = append(codes, "close")
+					}
+					release()
+					moved.Add(snapshot(t, a).Pool.OverflowAccepted)
+					var got []string
+					for _, r := range append(appA.settled(t, a), appB.settled(t, b)...) {
+						if r.method == "ERROR" {
+							continue
+						}
+						require.NotEqual(t, "/smuggled", r.target, "a smuggled request reached an app")
+						require.NotEmpty(t, r.host, "an app got a request without Host")
+						require.False(t, r.header.Get("Content-Length") != "" && len(r.header.Values("Transfer-Encoding")) > 0, "an app got CL with TE")
+						for name := range r.header {
+							require.False(t, strings.HasPrefix(strings.ToLower(name), "qas-"), "an app got %s", name)
+						}
+						got = append(got, r.method+" "+r.target+" host="+r.host+" body="+strconv.Quote(r.body))
+					}
+					sort.Strings(got)
+					require.Equal(t, wantClient, strings.Join(codes, " "), "the client's answers")
+					require.Equal(t, wantApp, got, "the apps' requests")
+				})
+			})
+		}
+	})
+	t.Logf("%d corpus requests moved through the front", moved.Load())
+	require.Positive(t, moved.Load(), "some corpus requests moved through the front")
+}
+
+func methodOf(c corpusCase) string {
+	if c.method == "" {
+		return "GET"
+	}
+	return c.method
+}
+
+// corpusSummary runs c through a proxy without pooling and returns the client's
+// answers and the app's requests (method, target, Host, body; sorted).
+func corpusSummary(t *testing.T, c corpusCase, fast bool) (string, []string) {
+	a := newRecordingApp(t)
+	p := start(t, a.addr, Config{}, Options{FastPath: fast})
+	rc := dialRaw(t, p.srv.Addr())
+	rc.send(c.raw)
+	var codes []string
+	for range c.answers {
+		resp, _, err := rc.response(methodOf(c))
+		require.NoError(t, err)
+		codes = append(codes, strconv.Itoa(resp.StatusCode))
+	}
+	if c.closes {
+		require.True(t, rc.closed())
+		codes = append(codes, "close")
+	}
+	var apps []string
+	for _, r := range a.settled(t, p) {
+		if r.method == "ERROR" {
+			continue
+		}
+		apps = append(apps, r.method+" "+r.target+" host="+r.host+" body="+strconv.Quote(r.body))
+	}
+	sort.Strings(apps)
+	return strings.Join(codes, " "), apps
 }
 
 // TestCorpusPathsAgree: the fast path and the general path give the client the same

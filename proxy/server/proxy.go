@@ -21,6 +21,7 @@ import (
 
 	"github.com/qas-dev/qas/proxy/limit"
 	"github.com/qas-dev/qas/proxy/measure"
+	"github.com/qas-dev/qas/proxy/pool"
 )
 
 // Config configures the proxy.
@@ -53,6 +54,8 @@ type Config struct {
 	// default when empty) or UpstreamH2C. With h2c every request takes the general
 	// path, whatever protocol the client speaks.
 	UpstreamProtocol UpstreamProtocol
+	// Pool, when set, turns on the pooled data plane (PoolConfig).
+	Pool *PoolConfig
 }
 
 // UpstreamProtocol is the protocol spoken to the application.
@@ -83,6 +86,11 @@ type Proxy struct {
 	bodyTimeout, writeTimeout time.Duration
 	lim                       *limit.Limiter
 	log                       *zap.Logger
+	// The pooled data plane, when configured: the client of the fronts, the relay
+	// of overflowed requests' responses, and the app's address for pulled ones.
+	pool     *pool.Sidecar
+	relay    *httputil.ReverseProxy
+	upstream string
 }
 
 type ctxKey struct{}
@@ -138,7 +146,26 @@ func NewProxy(cfg Config, rec *measure.Recorder, lim *limit.Limiter, log *zap.Lo
 		transport.Protocols.SetUnencryptedHTTP2(true)
 	}
 	p := &Proxy{rec: rec, log: log, lim: lim, transport: transport, traceConns: cfg.UpstreamProtocol == UpstreamHTTP1,
-		bodyTimeout: cfg.ClientBodyTimeout, writeTimeout: cfg.ClientWriteTimeout}
+		bodyTimeout: cfg.ClientBodyTimeout, writeTimeout: cfg.ClientWriteTimeout, upstream: cfg.Upstream}
+	if cfg.Pool != nil {
+		if lim == nil {
+			return nil, errors.New("pooling needs a concurrency limit")
+		}
+		respTimeout := pool.MaxFrontWait + cfg.UpstreamTimeout
+		if cfg.UpstreamTimeout == 0 {
+			respTimeout = 0 // the default: the longest front wait plus a minute
+		}
+		var err error
+		p.pool, err = pool.NewSidecar(pool.SidecarConfig{
+			Workload: cfg.Pool.Workload, Keys: cfg.Pool.Keys, Fronts: cfg.Pool.Fronts,
+			DecisionTimeout: cfg.Pool.DecisionTimeout, MaxBody: cfg.Pool.MaxBody, ResponseTimeout: respTimeout,
+			Now: rec.Now, Counters: rec.EnablePool(), Log: log.Named("pool"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		p.relay = newRelay(log)
+	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -183,6 +210,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).EnableFullDuplex()
 		if p.draining.Load() {
 			w.Header().Set("Connection", "close")
+		}
+	}
+	if p.pool != nil {
+		// A client never chooses the data plane.
+		pool.StripQasFields(r.Header)
+		if p.lim.Saturated() && p.movable(r) && p.overflow(w, r, arrived) {
+			return
 		}
 	}
 	switch p.lim.Admit(p.rec, arrived, r.Context().Done()) {

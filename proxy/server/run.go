@@ -16,6 +16,7 @@ import (
 	"github.com/qas-dev/qas/proxy/fastpath"
 	"github.com/qas-dev/qas/proxy/limit"
 	"github.com/qas-dev/qas/proxy/measure"
+	"github.com/qas-dev/qas/proxy/pool"
 )
 
 // Options are the listener settings around the proxy.
@@ -60,6 +61,8 @@ type Server struct {
 	draining atomic.Bool
 	log      *zap.Logger
 	opts     Options
+	lim      *limit.Limiter
+	freed    <-chan struct{} // slot releases, for the pull loops (pooling only)
 }
 
 // Listen binds both listeners (so callers learn the addresses before serving).
@@ -69,14 +72,21 @@ func Listen(cfg Config, opts Options, rec *measure.Recorder, log *zap.Logger) (*
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Recorder: rec, log: log, opts: opts, proxy: p}
+	s := &Server{Recorder: rec, log: log, opts: opts, proxy: p, lim: lim}
+	var handOver func([]byte) bool
+	if p.pool != nil {
+		s.freed = lim.EnableFreed()
+		// The general path overflows and strips Qas- fields; the fast path hands it
+		// the requests that may overflow (every slot busy) or carry such fields.
+		handOver = func(head []byte) bool { return lim.Saturated() || pool.HasQasField(head) }
+	}
 	if opts.FastPath && cfg.UpstreamProtocol != UpstreamH2C {
 		s.fast, err = fastpath.New(fastpath.Config{
 			Upstream: cfg.Upstream, UpstreamTimeout: cfg.UpstreamTimeout, DialTimeout: cfg.DialTimeout,
 			MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost, ReadHeaderTimeout: opts.ReadHeaderTimeout,
 			UpstreamIdleTimeout: cfg.UpstreamIdleTimeout, UpstreamWriteTimeout: cfg.UpstreamWriteTimeout,
 			ClientBodyTimeout: cfg.ClientBodyTimeout, ClientWriteTimeout: cfg.ClientWriteTimeout,
-			IdleTimeout: opts.IdleTimeout, MaxHeaderBytes: opts.MaxHeaderBytes,
+			IdleTimeout: opts.IdleTimeout, MaxHeaderBytes: opts.MaxHeaderBytes, HandOver: handOver,
 		}, rec, lim, log.Named("fastpath"))
 		if err != nil {
 			return nil, err
@@ -135,6 +145,17 @@ func (s *Server) Serve(ctx context.Context) error {
 		go func() { errc <- s.serving.Serve(fastpath.GuardListener(s.servingL, maxHead+4<<10)) }()
 	}
 	go func() { errc <- s.admin.Serve(s.adminL) }()
+	pullDone := make(chan struct{})
+	pullCtx, stopPull := context.WithCancel(context.Background())
+	defer func() { stopPull(); <-pullDone }()
+	if s.proxy.pool != nil {
+		go func() {
+			defer close(pullDone)
+			s.proxy.pool.RunPull(pullCtx, s.lim, s.freed, s.proxy.servePulled)
+		}()
+	} else {
+		close(pullDone)
+	}
 	select {
 	case err := <-errc:
 		if s.fast != nil {
@@ -149,6 +170,11 @@ func (s *Server) Serve(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	s.draining.Store(true)
+	if s.proxy.pool != nil {
+		// A draining pod takes no more work from the fronts; what it pulled is
+		// served before the shutdown below waits for the rest.
+		s.proxy.pool.StartDrain()
+	}
 	// From now on every response closes its connection (the general path's say
 	// so in Proxy.ServeHTTP), so that no client is on a keep-alive connection when
 	// the listener closes.

@@ -84,6 +84,59 @@ type Snapshot struct {
 	// Latency is the histogram of the latency a client feels at the proxy: queue wait
 	// plus service time.
 	Latency Histogram `json:"latency"`
+
+	// Pool is present when the sidecar overflows to, and pulls from, a shared front
+	// (issue #20); Front is present when the process runs in front mode.
+	Pool  *Pool  `json:"pool,omitempty"`
+	Front *Front `json:"front,omitempty"`
+}
+
+// DefaultDecisionBounds are the bucket bounds, in seconds, of Pool.OverflowDecision:
+// the time from sending an overflow request to the front's accept or refuse, which the
+// sidecar bounds by its decision deadline (25 ms by default).
+var DefaultDecisionBounds = []float64{
+	0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025,
+	0.05, 0.1, 0.25, 1,
+}
+
+// Pool counts a sidecar's use of the pooled data plane. An overflow attempt ends in
+// exactly one of accepted (the front took the request; the sidecar relays its
+// response), refused (the front answered no: queue full or not authenticated),
+// timeout (no decision within the deadline) or error (connect or protocol failure);
+// the last three leave the request in the local queue untouched.
+type Pool struct {
+	OverflowAccepted uint64 `json:"overflow_accepted"`
+	OverflowRefused  uint64 `json:"overflow_refused"`
+	OverflowTimeout  uint64 `json:"overflow_timeout"`
+	OverflowError    uint64 `json:"overflow_error"`
+	// Pulled counts requests this sidecar pulled from a front and served locally.
+	Pulled uint64 `json:"pulled"`
+	// FrontFailures counts the times a front replica was marked suspect (refusal,
+	// timeout, connect or pull error), overflow and pull alike.
+	FrontFailures uint64 `json:"front_failures"`
+	// OverflowDecision is the histogram of the decision time of every overflow attempt.
+	OverflowDecision Histogram `json:"overflow_decision"`
+}
+
+// Front counts a front replica's shared queues (summed over workloads).
+type Front struct {
+	// QueueLength (overflow requests waiting for a pull) and WaitingPulls (pulls
+	// waiting for a request) are gauges at Snapshot.Time.
+	QueueLength  int64 `json:"queue_length"`
+	WaitingPulls int64 `json:"waiting_pulls"`
+	// Accepted counts overflow requests taken into a queue; RefusedFull those refused
+	// with 503 because the queue was at its length bound; Unauthenticated the overflow
+	// requests and pulls refused with 403.
+	Accepted        uint64 `json:"accepted"`
+	RefusedFull     uint64 `json:"refused_full"`
+	Unauthenticated uint64 `json:"unauthenticated"`
+	// Dispatched counts accepted requests handed to a pull; Expired those that waited
+	// past the maximum wait and were answered 503.
+	Dispatched uint64 `json:"dispatched"`
+	Expired    uint64 `json:"expired"`
+	// QueueWait is the histogram of the time accepted requests waited for a pull
+	// (dispatched or expired).
+	QueueWait Histogram `json:"queue_wait"`
 }
 
 // Histogram is a non-cumulative bucketed histogram: Counts[i] counts observations in
@@ -186,23 +239,78 @@ func (s Snapshot) Validate() error {
 	if uint64(s.InFlight) > s.Arrivals {
 		return fmt.Errorf("stats: in_flight %d exceeds arrivals %d", s.InFlight, s.Arrivals)
 	}
-	if len(s.Latency.Counts) != len(s.Latency.Bounds)+1 {
-		return fmt.Errorf("stats: latency has %d counts for %d bounds, want bounds+1",
-			len(s.Latency.Counts), len(s.Latency.Bounds))
+	// Every observation is a request that arrived.
+	if err := validHistogram("latency", s.Latency, s.Arrivals, "arrivals"); err != nil {
+		return err
 	}
-	for i, b := range s.Latency.Bounds {
-		if math.IsNaN(b) || math.IsInf(b, 0) || b <= 0 || (i > 0 && b <= s.Latency.Bounds[i-1]) {
-			return fmt.Errorf("stats: latency bound %d (%v) is not positive and increasing", i, b)
+	if s.Pool != nil {
+		if err := s.Pool.validate(s.Arrivals); err != nil {
+			return err
 		}
 	}
-	// Every observation is a request that arrived; summing with a cap at arrivals also
-	// keeps a hostile document from overflowing the total.
+	if s.Front != nil {
+		if err := s.Front.validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validate checks a sidecar's pool counters: every overflow attempt and every pulled
+// request is a request that arrived at this proxy, at most once each.
+func (p *Pool) validate(arrivals uint64) error {
+	attempts, ok := sumCapped(arrivals, p.OverflowAccepted, p.OverflowRefused, p.OverflowTimeout, p.OverflowError)
+	if !ok {
+		return fmt.Errorf("stats: pool overflow attempts exceed arrivals %d", arrivals)
+	}
+	if p.Pulled > arrivals {
+		return fmt.Errorf("stats: pool pulled %d exceeds arrivals %d", p.Pulled, arrivals)
+	}
+	return validHistogram("pool overflow_decision", p.OverflowDecision, attempts, "overflow attempts")
+}
+
+// validate checks a front's counters: a request leaves the queue once, dispatched or
+// expired, and only after it was accepted.
+func (f *Front) validate() error {
+	if f.QueueLength < 0 || f.WaitingPulls < 0 {
+		return errors.New("stats: front has a negative gauge")
+	}
+	left, ok := sumCapped(f.Accepted, f.Dispatched, f.Expired)
+	if !ok {
+		return fmt.Errorf("stats: front dispatched %d + expired %d exceed accepted %d", f.Dispatched, f.Expired, f.Accepted)
+	}
+	if uint64(f.QueueLength) > f.Accepted-left {
+		return fmt.Errorf("stats: front queue_length %d exceeds accepted %d less dispatched and expired", f.QueueLength, f.Accepted)
+	}
+	return validHistogram("front queue_wait", f.QueueWait, left, "dispatched + expired")
+}
+
+// sumCapped returns the sum of vs and whether it stays within limit; the cap also
+// keeps a hostile document from overflowing the sum.
+func sumCapped(limit uint64, vs ...uint64) (uint64, bool) {
 	var total uint64
-	for _, c := range s.Latency.Counts {
-		if c > s.Arrivals-total {
-			return fmt.Errorf("stats: latency histogram counts more observations than arrivals %d", s.Arrivals)
+	for _, v := range vs {
+		if v > limit-total {
+			return 0, false
 		}
-		total += c
+		total += v
+	}
+	return total, true
+}
+
+// validHistogram checks that h has one count per bucket, positive increasing finite
+// bounds, and at most limit observations.
+func validHistogram(name string, h Histogram, limit uint64, limitName string) error {
+	if len(h.Counts) != len(h.Bounds)+1 {
+		return fmt.Errorf("stats: %s has %d counts for %d bounds, want bounds+1", name, len(h.Counts), len(h.Bounds))
+	}
+	for i, b := range h.Bounds {
+		if math.IsNaN(b) || math.IsInf(b, 0) || b <= 0 || (i > 0 && b <= h.Bounds[i-1]) {
+			return fmt.Errorf("stats: %s bound %d (%v) is not positive and increasing", name, i, b)
+		}
+	}
+	if _, ok := sumCapped(limit, h.Counts...); !ok {
+		return fmt.Errorf("stats: %s histogram counts more observations than %s %d", name, limitName, limit)
 	}
 	return nil
 }

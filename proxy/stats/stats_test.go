@@ -20,6 +20,30 @@ func valid() Snapshot {
 	}
 }
 
+func validPool() *Pool {
+	return &Pool{OverflowAccepted: 4, OverflowRefused: 1, OverflowTimeout: 1, OverflowError: 1, Pulled: 2, FrontFailures: 30,
+		OverflowDecision: Histogram{Bounds: []float64{0.001, 0.025}, Counts: []uint64{5, 1, 1}}}
+}
+
+func validFront() *Front {
+	return &Front{QueueLength: 3, WaitingPulls: 2, Accepted: 20, RefusedFull: 4, Unauthenticated: 5, Dispatched: 15, Expired: 2,
+		QueueWait: Histogram{Bounds: []float64{0.01, 1}, Counts: []uint64{10, 5, 2}}}
+}
+
+func TestDecodeRoundTripPoolAndFront(t *testing.T) {
+	s := valid()
+	s.Pool, s.Front = validPool(), validFront()
+	doc := encode(t, s)
+	require.Contains(t, string(doc), `"pool":{"overflow_accepted":4,"overflow_refused":1,"overflow_timeout":1,"overflow_error":1,"pulled":2,"front_failures":30,"overflow_decision":{`)
+	require.Contains(t, string(doc), `"front":{"queue_length":3,"waiting_pulls":2,"accepted":20,"refused_full":4,"unauthenticated":5,"dispatched":15,"expired":2,"queue_wait":{`)
+	got, err := Decode(bytes.NewReader(doc))
+	require.NoError(t, err)
+	require.Equal(t, s, got)
+	// Without pooling the document carries neither object.
+	require.NotContains(t, string(encode(t, valid())), `"pool"`)
+	require.NotContains(t, string(encode(t, valid())), `"front"`)
+}
+
 func encode(t *testing.T, s Snapshot) []byte {
 	b, err := json.Marshal(s)
 	require.NoError(t, err)
@@ -61,6 +85,17 @@ func TestDecodeRejects(t *testing.T) {
 		{name: "in flight beyond arrivals", mutate: func(s *Snapshot) { s.InFlight = 11 }, wantErr: "in_flight 11 exceeds arrivals 10"},
 		{name: "histogram beyond arrivals", mutate: func(s *Snapshot) { s.Latency.Counts = []uint64{8, 1, 2} }, wantErr: "more observations than arrivals 10"},
 		{name: "histogram overflow", mutate: func(s *Snapshot) { s.Arrivals = math.MaxUint64; s.Latency.Counts = []uint64{math.MaxUint64, 1, 0} }, wantErr: "more observations than arrivals"},
+		{name: "pool attempts beyond arrivals", mutate: func(s *Snapshot) { s.Pool = validPool(); s.Pool.OverflowError = 8 }, wantErr: "pool overflow attempts exceed arrivals 10"},
+		{name: "pool attempts overflow", mutate: func(s *Snapshot) { s.Pool = validPool(); s.Pool.OverflowRefused = math.MaxUint64 }, wantErr: "pool overflow attempts exceed"},
+		{name: "pool pulled beyond arrivals", mutate: func(s *Snapshot) { s.Pool = validPool(); s.Pool.Pulled = 11 }, wantErr: "pool pulled 11 exceeds arrivals 10"},
+		{name: "pool decision beyond attempts", mutate: func(s *Snapshot) { s.Pool = validPool(); s.Pool.OverflowDecision.Counts[0] = 9 }, wantErr: "pool overflow_decision histogram counts more observations than overflow attempts 7"},
+		{name: "pool decision buckets", mutate: func(s *Snapshot) { s.Pool = validPool(); s.Pool.OverflowDecision.Counts = nil }, wantErr: "pool overflow_decision has 0 counts"},
+		{name: "pool decision bound NaN", mutate: func(s *Snapshot) { s.Pool = validPool(); s.Pool.OverflowDecision.Bounds[0] = -1 }, wantErr: "pool overflow_decision bound 0"},
+		{name: "front negative gauge", mutate: func(s *Snapshot) { s.Front = validFront(); s.Front.WaitingPulls = -1 }, wantErr: "front has a negative gauge"},
+		{name: "front left beyond accepted", mutate: func(s *Snapshot) { s.Front = validFront(); s.Front.Expired = 20 }, wantErr: "front dispatched 15 + expired 20 exceed accepted 20"},
+		{name: "front queue beyond accepted", mutate: func(s *Snapshot) { s.Front = validFront(); s.Front.QueueLength = 4 }, wantErr: "front queue_length 4 exceeds"},
+		{name: "front wait beyond left", mutate: func(s *Snapshot) { s.Front = validFront(); s.Front.QueueWait.Counts[1] = 10 }, wantErr: "front queue_wait histogram counts more observations than dispatched + expired 17"},
+		{name: "unknown pool field", raw: `{"version":1,"pool":{"handed_off":1}}`, wantErr: "unknown field"},
 		{name: "unknown field", raw: `{"version":1,"surprise":true}`, wantErr: "unknown field"},
 		{name: "garbage", raw: `<html>`, wantErr: "decode"},
 		{name: "trailing", raw: "TRAIL", wantErr: "trailing data"},
@@ -89,6 +124,10 @@ func FuzzDecode(f *testing.F) {
 	b, _ := json.Marshal(valid())
 	f.Add(b)
 	f.Add([]byte(`{"version":1}`))
+	full := valid()
+	full.Pool, full.Front = validPool(), validFront()
+	b, _ = json.Marshal(full)
+	f.Add(b)
 	f.Add([]byte(`{"latency":{"bounds":[1e309],"counts":[1,2]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Decode(bytes.NewReader(data))

@@ -90,7 +90,7 @@ func TestTemplate(t *testing.T) {
 		check: func(t *testing.T, r rendered) {
 			want := map[string]int{
 				"CustomResourceDefinition": 1, "Deployment": 3, "StatefulSet": 1, "Service": 5,
-				"ServiceAccount": 3, "ClusterRole": 3, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
+				"ServiceAccount": 3, "ClusterRole": 4, "ClusterRoleBinding": 4, "Role": 2, "RoleBinding": 2,
 				"Secret": 1, "MutatingWebhookConfiguration": 1, "ConfigMap": 1, "Lease": 1,
 			}
 			if got := r.kinds(); !mapsEqual(got, want) {
@@ -110,7 +110,9 @@ func TestTemplate(t *testing.T) {
 				t.Errorf("decider: replicas %d, args %v, serviceAccount %q", *d.Spec.Replicas, c.Args, d.Spec.Template.Spec.ServiceAccountName)
 			}
 			for _, a := range []string{"--leader-elect=true", "--leader-election-namespace=qas-system",
-				"--leader-election-id=rel-qas-decider", "--dry-run=false", internalURL, "--influx-bucket=qas/autogen", "--metrics-listen=:9903"} {
+				"--leader-election-id=rel-qas-decider", "--dry-run=false", internalURL, "--influx-bucket=qas/autogen", "--metrics-listen=:9903",
+				// The pooled workloads' fronts run the webhook's proxy image.
+				"--front-image=ghcr.io/qas-dev/qas-proxy:0.1.0", "--front-replicas=2"} {
 				if !hasArg(c, a) {
 					t.Errorf("decider args %v lack %s", c.Args, a)
 				}

@@ -1,0 +1,198 @@
+package pool
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/qas-dev/qas/proxy/measure"
+	"github.com/qas-dev/qas/proxy/pool/auth"
+)
+
+var testKey = bytes.Repeat([]byte{7}, auth.KeySize)
+
+type testFront struct {
+	f    *Front
+	addr string
+	rec  *measure.Recorder
+}
+
+func newTestFront(t *testing.T, maxQueue int, maxWait time.Duration) *testFront {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "shop"), testKey, 0o600))
+	keys, err := auth.NewDirKeyring(dir, nil)
+	require.NoError(t, err)
+	rec := measure.New(nil, 0, 0)
+	f, err := NewFront(FrontConfig{Keys: keys, MaxQueue: maxQueue, MaxWait: maxWait, PollTimeout: 300 * time.Millisecond, Counters: rec.EnableFront()})
+	require.NoError(t, err)
+	srv := httptest.NewServer(f)
+	t.Cleanup(func() { f.Close(); srv.Close() })
+	return &testFront{f: f, addr: srv.Listener.Addr().String(), rec: rec}
+}
+
+// exchange writes raw on a new connection and returns it with a reader.
+func exchange(t *testing.T, addr, raw string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { nc.Close() })
+	require.NoError(t, nc.SetDeadline(time.Now().Add(20*time.Second)))
+	_, err = io.WriteString(nc, raw)
+	require.NoError(t, err)
+	return nc, bufio.NewReader(nc)
+}
+
+func signed(method, target, hop string) string {
+	return fmt.Sprintf("%s %s HTTP/1.1\r\nHost: f\r\nQas-Workload: shop\r\nQas-Hop: %s\r\nQas-Auth: %s\r\n", method, target, hop,
+		auth.Sign(testKey, time.Now(), "shop", method, target, hop))
+}
+
+const innerReq = "GET /x HTTP/1.1\r\nHost: app\r\n\r\n"
+
+func overflowRaw(inner string) string {
+	return signed("POST", PathOverflow, HopOverflow) + fmt.Sprintf("Content-Type: message/http\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n%s", len(inner), inner)
+}
+
+func read(t *testing.T, br *bufio.Reader, method string) *http.Response {
+	t.Helper()
+	resp, err := http.ReadResponse(br, &http.Request{Method: method})
+	require.NoError(t, err)
+	return resp
+}
+
+// pullRaw pulls once and returns the id (or "" on 204).
+func pullRaw(t *testing.T, addr string) (string, string) {
+	_, br := exchange(t, addr, signed("GET", PathPull, HopControl)+"\r\n")
+	resp := read(t, br, "GET")
+	if resp.StatusCode == http.StatusNoContent {
+		return "", ""
+	}
+	require.Equal(t, 200, resp.StatusCode)
+	b, _ := io.ReadAll(resp.Body)
+	return resp.Header.Get(HeaderID), string(b)
+}
+
+func TestFrontQueueFullRefusesWithRetryAfter(t *testing.T) {
+	tf := newTestFront(t, 1, 5*time.Second)
+	_, br := exchange(t, tf.addr, overflowRaw(innerReq))
+	require.Equal(t, 100, read(t, br, "POST").StatusCode, "accepted")
+	_, br2 := exchange(t, tf.addr, overflowRaw(innerReq))
+	resp := read(t, br2, "POST")
+	require.Equal(t, 503, resp.StatusCode)
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+	s := tf.rec.Snapshot()
+	require.NoError(t, s.Validate())
+	require.Equal(t, uint64(1), s.Front.RefusedFull)
+	require.Equal(t, uint64(1), s.Front.Accepted)
+	require.Equal(t, int64(1), s.Front.QueueLength)
+}
+
+func TestFrontRefusesBadBytes(t *testing.T) {
+	tf := newTestFront(t, 5, 5*time.Second)
+	for _, inner := range []string{
+		"GET /x HTTP/1.1\r\nHost: app\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: app\r\n\r\n",
+		"POST /x HTTP/1.1\r\nHost: app\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"GET /x HTTP/1.1\r\nHost: app\r\nQas-Hop: 1\r\n\r\n",
+		"not http at all\r\n\r\n",
+	} {
+		_, br := exchange(t, tf.addr, overflowRaw(inner))
+		require.Equal(t, 100, read(t, br, "POST").StatusCode)
+		require.Equal(t, 400, read(t, br, "POST").StatusCode, "%q", inner)
+	}
+	s := tf.rec.Snapshot()
+	require.Zero(t, s.Front.QueueLength, "none was queued")
+	require.Equal(t, uint64(4), s.Front.Expired)
+	id, _ := pullRaw(t, tf.addr)
+	require.Empty(t, id, "nothing to pull")
+}
+
+// TestFrontOfferedAgainFirst: a request returned by a pull that could not take it, or
+// not taken within the ack timeout, is offered again before newer ones.
+func TestFrontOfferedAgainFirst(t *testing.T) {
+	tf := newTestFront(t, 5, 10*time.Second)
+	_, br1 := exchange(t, tf.addr, overflowRaw("GET /first HTTP/1.1\r\nHost: app\r\n\r\n"))
+	require.Equal(t, 100, read(t, br1, "POST").StatusCode)
+	require.Eventually(t, func() bool { return tf.rec.Snapshot().Front.QueueLength == 1 }, 5*time.Second, time.Millisecond)
+	_, br2 := exchange(t, tf.addr, overflowRaw("GET /second HTTP/1.1\r\nHost: app\r\n\r\n"))
+	require.Equal(t, 100, read(t, br2, "POST").StatusCode)
+	require.Eventually(t, func() bool { return tf.f.queued("shop") == 2 }, 5*time.Second, time.Millisecond)
+
+	id, data := pullRaw(t, tf.addr)
+	require.Contains(t, data, "/first")
+	// Returned: offered again first.
+	_, br := exchange(t, tf.addr, signed("POST", PathReturn+id, HopControl)+"Content-Length: 0\r\n\r\n")
+	require.Equal(t, 204, read(t, br, "POST").StatusCode)
+	id2, data := pullRaw(t, tf.addr)
+	require.Contains(t, data, "/first")
+	require.Equal(t, id, id2)
+	// A return of a request no longer offered to anyone is refused.
+	_, br = exchange(t, tf.addr, signed("POST", PathReturn+strings.Repeat("0", 32), HopControl)+"Content-Length: 0\r\n\r\n")
+	require.Equal(t, 409, read(t, br, "POST").StatusCode)
+	// While /first is offered, the next pull gets /second; returned, it waits.
+	idS, data := pullRaw(t, tf.addr)
+	require.Contains(t, data, "/second")
+	_, br = exchange(t, tf.addr, signed("POST", PathReturn+idS, HopControl)+"Content-Length: 0\r\n\r\n")
+	require.Equal(t, 204, read(t, br, "POST").StatusCode)
+	// /first is not taken within the ack timeout: offered again, ahead of /second.
+	require.Eventually(t, func() bool { return tf.f.queued("shop") == 2 }, 10*time.Second, time.Millisecond)
+	id3, data := pullRaw(t, tf.addr)
+	require.Contains(t, data, "/first")
+	require.Equal(t, id, id3)
+
+	// Taken with a result: its sender gets the result as the response.
+	nc, br := exchange(t, tf.addr, signed("POST", PathResult+id, HopControl)+"Content-Type: message/http\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n")
+	require.Equal(t, 100, read(t, br, "POST").StatusCode, "taken")
+	result := "HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok"
+	_, err := fmt.Fprintf(nc, "%x\r\n%s\r\n0\r\n\r\n", len(result), result)
+	require.NoError(t, err)
+	require.Equal(t, 204, read(t, br, "POST").StatusCode)
+	outer := read(t, br1, "POST")
+	require.Equal(t, 200, outer.StatusCode)
+	require.Equal(t, ContentType, outer.Header.Get("Content-Type"))
+	inner, err := http.ReadResponse(bufio.NewReader(outer.Body), &http.Request{Method: "GET"})
+	require.NoError(t, err)
+	require.Equal(t, 201, inner.StatusCode)
+	b, _ := io.ReadAll(inner.Body)
+	require.Equal(t, "ok", string(b))
+	// A second result for the same id is refused: it was taken once.
+	_, br = exchange(t, tf.addr, signed("POST", PathResult+id, HopControl)+"Content-Type: message/http\r\nContent-Length: 0\r\n\r\n")
+	require.Equal(t, 409, read(t, br, "POST").StatusCode)
+	s := tf.rec.Snapshot()
+	require.NoError(t, s.Validate())
+	require.Equal(t, uint64(1), s.Front.Dispatched, "dispatched once, however often offered")
+	require.Equal(t, int64(1), s.Front.QueueLength)
+}
+
+// TestFrontSenderGoneIsNotServed: a request whose sender left before a pull took it
+// is dropped (expired), never offered.
+func TestFrontSenderGoneIsNotServed(t *testing.T) {
+	tf := newTestFront(t, 5, 10*time.Second)
+	nc, br := exchange(t, tf.addr, overflowRaw(innerReq))
+	require.Equal(t, 100, read(t, br, "POST").StatusCode)
+	require.Eventually(t, func() bool { return tf.f.queued("shop") == 1 }, 5*time.Second, time.Millisecond)
+	nc.Close()
+	require.Eventually(t, func() bool { return tf.rec.Snapshot().Front.Expired == 1 }, 5*time.Second, time.Millisecond)
+	id, _ := pullRaw(t, tf.addr)
+	require.Empty(t, id)
+}
+
+func TestFrontDrainRefusesNewOverflow(t *testing.T) {
+	tf := newTestFront(t, 5, 10*time.Second)
+	tf.f.StartDrain()
+	_, br := exchange(t, tf.addr, overflowRaw(innerReq))
+	resp := read(t, br, "POST")
+	require.Equal(t, 503, resp.StatusCode)
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+}
