@@ -501,15 +501,14 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	e.lastBacklog = bl.total
 
 	// The SLO is the share of all requests over the target, transients
-	// included, and the steady state can only spend what the transients leave:
-	// the model sizes for the percentile whose tail is the budget 1 − p minus
-	// the late share the recent transients caused (measured).
+	// included. The late share recent transients caused is measured and shown;
+	// the steady state does not pay it back at a stricter percentile (at a
+	// tight target that percentile's floor is above the target and the pods it
+	// needs without bound): the jump floor below keeps, before a jump, the
+	// capacity the history says its first lead needs.
 	budget := 1 - conf
 	if spec.Percentile > 0 {
-		budget = e.steadyBudget(snap, lambdaNow, target, transient, 1-conf)
-		if budget < 1-conf {
-			m.pct = 100 * (1 - budget)
-		}
+		e.recordTransients(snap, lambdaNow, target, transient, budget)
 		x.EffectivePercentile = m.pct
 		x.TransientLateShare = e.transientShare()
 	}
@@ -530,9 +529,16 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	rec := current
 	var reason string
 	var cpu int64
+	jumpPods, jumpBase, hasJump := e.jumpFloor(spec, snap, m, now, leadQ, conf, budget, spec.MaxReplicas, x)
 	switch {
-	case gUp > 1+spec.Tolerance || drain > current:
+	case gUp > 1+spec.Tolerance || drain > current || (hasJump && jumpPods > current):
 		rec, cpu, reason = m.scaleUp(lambdaSize, current, x)
+		if hasJump && jumpPods > rec {
+			rec, cpu = jumpPods, 0
+			reason = fmt.Sprintf("the history's jumps over one lead (%s) need %d pods before they come: at λ's mean %.4g/s over the last lead × each jump, their late share is %.3g, within 1 − p",
+				leadQ, jumpPods, jumpBase, x.JumpLateShare)
+			x.Candidates = append(x.Candidates, m.candidate(CandidateHorizontal, jumpPods, m.cpu, lambdaSize, "the jump floor"))
+		}
 		if drain > rec {
 			rec, cpu = drain, 0
 			reason = fmt.Sprintf("backlog of %.0f requests beyond what the pods clear within the target (%.0f on the fullest pod), "+
