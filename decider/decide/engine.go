@@ -528,15 +528,14 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	e.lastBacklog = bl.total
 
 	// The SLO is the share of all requests over the target, transients
-	// included, and the steady state can only spend what the transients leave:
-	// the model sizes for the percentile whose tail is the budget 1 − p minus
-	// the late share the recent transients caused (measured).
+	// included. The late share recent transients caused is measured and shown;
+	// the steady state does not pay it back at a stricter percentile (at a
+	// tight target that percentile's floor is above the target and the pods it
+	// needs without bound): the jump floor below keeps, before a jump, the
+	// capacity the history says its first lead needs.
 	budget := 1 - conf
 	if spec.Percentile > 0 {
-		budget = e.steadyBudget(snap, lambdaNow, target, transient, 1-conf)
-		if budget < 1-conf {
-			m.pct = 100 * (1 - budget)
-		}
+		e.recordTransients(snap, lambdaNow, target, transient, budget)
 		x.EffectivePercentile = m.pct
 		x.TransientLateShare = e.transientShare()
 	}
@@ -557,9 +556,16 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	rec := current
 	var reason string
 	var cpu int64
+	jumpPods, jumpBase, hasJump := e.jumpFloor(spec, snap, m, now, leadQ, conf, budget, spec.MaxReplicas, x)
 	switch {
-	case gUp > 1+spec.Tolerance || drain > current:
+	case gUp > 1+spec.Tolerance || drain > current || (hasJump && jumpPods > current):
 		rec, cpu, reason = m.scaleUp(lambdaSize, current, x)
+		if hasJump && jumpPods > rec {
+			rec, cpu = jumpPods, 0
+			reason = fmt.Sprintf("the history's jumps over one lead (%s) need %d pods before they come: at λ's mean %.4g/s over the last lead × each jump, their late share is %.3g, within 1 − p",
+				leadQ, jumpPods, jumpBase, x.JumpLateShare)
+			x.Candidates = append(x.Candidates, m.candidate(CandidateHorizontal, jumpPods, m.cpu, lambdaSize, "the jump floor"))
+		}
 		if drain > rec {
 			rec, cpu = drain, 0
 			reason = fmt.Sprintf("backlog of %.0f requests beyond what the pods clear within the target (%.0f on the fullest pod), "+
@@ -797,7 +803,25 @@ func (s *sizer) latency(lambda, es float64, n int32) float64 {
 	if err != nil {
 		return math.Inf(1)
 	}
+	if lr, ok := s.leastRequest(lambda, es, n); ok {
+		v = math.Max(v, lr.latency(s.pct))
+	}
 	return v
+}
+
+// leastRequest is the power-of-two-choices model (leastrequest.go) when the
+// workload is routed by least request with one slot per pod and the layout is
+// the pooled one its routing defaults to; false otherwise or when unstable.
+func (s *sizer) leastRequest(lambda, es float64, n int32) (leastRequest, bool) {
+	if !s.leastRequestLayout() {
+		return leastRequest{}, false
+	}
+	l := s.load(lambda, es)
+	kappa := 1.0
+	if l.AllenCunneen {
+		kappa = (l.ArrivalSCV + l.ServiceSCV) / 2
+	}
+	return newLeastRequest(lambda, es, kappa, n)
 }
 
 // minPodsOverJumps is the fewest pods in [lo, hi] whose late share, P(T > T)
@@ -850,7 +874,11 @@ func (s *sizer) tail(lambda, es float64, n int32, t float64) float64 {
 	if err != nil {
 		return 1
 	}
-	return m.TailProbability(t)
+	p := m.TailProbability(t)
+	if lr, ok := s.leastRequest(lambda, es, n); ok {
+		p = math.Max(p, lr.tail(t))
+	}
+	return p
 }
 
 // minPods is the fewest pods meeting the target; when none can, the fewest
@@ -872,7 +900,55 @@ func (s *sizer) minPods(lambda, es float64) int32 {
 	if err != nil || n > math.MaxInt32 {
 		return math.MaxInt32
 	}
+	if s.leastRequestLayout() {
+		// The pooled count is a lower bound (least request is never faster
+		// than one queue): search upwards for the count whose larger latency
+		// meets the target, or the infeasible target's slack, as above.
+		goal := s.target
+		if floor := -math.Log1p(-s.pct/100) * es; s.pct > 0 && s.target <= floor {
+			goal = floor * infeasibleSlack
+		} else if s.pct == 0 && s.target <= es {
+			goal = es * infeasibleSlack
+		}
+		return s.searchUp(int32(n), func(m int32) bool { return s.latency(lambda, es, m) <= goal })
+	}
 	return int32(n)
+}
+
+// leastRequestLayout says whether the power-of-two-choices model applies.
+func (s *sizer) leastRequestLayout() bool {
+	return s.spec.Routing == RoutingLeastRequest && s.k == 1 && s.layout == queueing.LayoutPooled
+}
+
+// searchUp is the smallest count ≥ lo meeting ok (monotone in the count):
+// exponential steps, then bisection.
+func (s *sizer) searchUp(lo int32, ok func(int32) bool) int32 {
+	lo = max(lo, 1)
+	if ok(lo) {
+		return lo
+	}
+	bad, step := lo, int32(1)
+	var good int32
+	for good == 0 {
+		n := int64(bad) + int64(step)
+		if n >= math.MaxInt32 {
+			return math.MaxInt32
+		}
+		if ok(int32(n)) {
+			good = int32(n)
+		} else {
+			bad, step = int32(n), step*2
+		}
+	}
+	for good-bad > 1 {
+		mid := bad + (good-bad)/2
+		if ok(mid) {
+			good = mid
+		} else {
+			bad = mid
+		}
+	}
+	return good
 }
 
 // esAt is the CPU-bound service-time model: E[S](r') = E[S](r)·(f·r/r' + 1 − f).

@@ -328,15 +328,11 @@ func (e *Engine) dispersion(snap Snapshot, lambda float64) float64 {
 	return d
 }
 
-// steadyBudget returns the late share the steady state may spend: budget
-// (1 − p) minus the share of recent requests that transients (cycles while a
-// backlog outlasted the lead, or right after one) put over the target, read
-// from the measured quantiles. Counts decay over biasTailSamples/(1−p)
-// requests, the closed loop's memory in requests. It never goes below a
-// tenth of the budget: transients that eat the whole budget must be met by
-// capacity for them (the scale-down margin, the fast path), not by an
-// unbounded percentile.
-func (e *Engine) steadyBudget(snap Snapshot, lambda, target float64, transient bool, budget float64) float64 {
+// recordTransients counts, for the explanation, the share of recent requests
+// that transients (cycles while a backlog outlasted the lead, or right after
+// one) put over the target, read from the measured quantiles. Counts decay
+// over biasTailSamples/budget requests, the closed loop's memory in requests.
+func (e *Engine) recordTransients(snap Snapshot, lambda, target float64, transient bool, budget float64) {
 	n := snap.LatencySamples
 	if n <= 0 {
 		n = lambda * sampleStep(snap.ArrivalRates).Seconds()
@@ -349,7 +345,6 @@ func (e *Engine) steadyBudget(snap Snapshot, lambda, target float64, transient b
 			e.lateTransient += n * late
 		}
 	}
-	return math.Max(budget-e.transientShare(), budget/10)
 }
 
 // transientShare is the share of recent requests transients put over the target.

@@ -565,6 +565,12 @@ type Explanation struct {
 	JumpRatio       float64 `json:"jumpRatio,omitempty"`
 	JumpSamples     int     `json:"jumpSamples,omitempty"`
 	DownArrivalRate float64 `json:"downArrivalRate,omitempty"`
+	// JumpReplicas is the floor the history's jumps put under the steady
+	// state: the fewest pods whose modelled late share over the likely λ of
+	// the next lead (λ's mean over the last lead × each jump ratio) is within
+	// 1 − p; JumpLateShare that share (0: no floor, too little history).
+	JumpReplicas  int32   `json:"jumpReplicas,omitempty"`
+	JumpLateShare float64 `json:"jumpLateShare,omitempty"`
 	// DownLateShare is the modelled late share, over the history's jumps, of
 	// the pods a percentile target's scale-down keeps.
 	DownLateShare float64 `json:"downLateShare,omitempty"`
@@ -573,8 +579,9 @@ type Explanation struct {
 	CountDispersion float64 `json:"countDispersion,omitempty"`
 	// TransientLateShare is the share of recent requests that transients
 	// (backlogs) put over the target, measured; EffectivePercentile the
-	// percentile the model sized for so that the steady state spends only the
-	// budget they leave (the spec's percentile when they leave all of it).
+	// percentile the model sized for (the spec's: since issue #15's second
+	// round transients no longer tighten it, the jump floor keeps capacity
+	// for them instead).
 	TransientLateShare  float64 `json:"transientLateShare,omitempty"`
 	EffectivePercentile float64 `json:"effectivePercentile,omitempty"`
 	// Recurrence is the recurring-burst detector's finding over the long

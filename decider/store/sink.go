@@ -68,6 +68,7 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 		"count_dispersion":       x.CountDispersion,
 		"transient_late_share":   x.TransientLateShare,
 		"effective_percentile":   x.EffectivePercentile,
+		"jump_replicas":          float64(x.JumpReplicas),
 	} {
 		if !math.IsInf(v, 0) && !math.IsNaN(v) {
 			fields[k] = v

@@ -245,6 +245,11 @@ type Params struct {
 	CPUBound       float64
 	// Migration lets qas move a pod slowed on a hot node to a cooler node.
 	Migration bool
+	// Routing is the data plane qas is told its requests go through, as a
+	// user writes spec.routing (random, leastRequest or pooled); empty means
+	// random (a Service). The simulator sets it from the run's data plane
+	// (sim.Routing.Spec).
+	Routing decide.Routing
 	// CPUTarget is the CPU utilisation target of the HPA and predictive-hpa;
 	// zero means DefaultHPATarget.
 	CPUTarget float64

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/proxy/stats"
 )
 
@@ -289,6 +290,42 @@ func TestQASSnapshotFromObservations(t *testing.T) {
 	d := q.Decide(o)
 	require.Greater(t, d.Replicas, 2, "30 req/s of 50 ms on one ready pod misses a 200 ms p95")
 	require.Positive(t, d.Forecast)
+}
+
+// TestQASSizesForItsRouting: qas tells the engine the data plane it is given
+// (spec.routing), and the engine's layout follows it: per-pod queues behind a
+// Service, one pooled queue behind least-request balancing or a pooled front,
+// which needs fewer pods for the same load (least request a few more than
+// pooled: the power of two choices is not one queue).
+func TestQASSizesForItsRouting(t *testing.T) {
+	pods := map[decide.Routing]int{}
+	for _, tc := range []struct {
+		routing, want decide.Routing
+		model         decide.ModelKind
+	}{
+		{"", decide.RoutingRandom, decide.ModelPerPod},
+		{decide.RoutingRandom, decide.RoutingRandom, decide.ModelPerPod},
+		{decide.RoutingLeastRequest, decide.RoutingLeastRequest, decide.ModelPooled},
+		{decide.RoutingPooled, decide.RoutingPooled, decide.ModelPooled},
+	} {
+		p := params
+		p.Routing = tc.routing
+		q := NewQAS("qas", p, false)
+		o := &Observation{Now: 30, Concurrency: 1, InitTimes: []float64{20}}
+		for range 30 {
+			o.Seconds = append(o.Seconds, Second{Arrivals: 200, Completions: 200, ServiceSum: 10, ServiceSq: 10 * 0.05 * 2})
+		}
+		for i := range 8 {
+			o.Pods = append(o.Pods, Pod{ID: i, Ready: true, CPU: 1})
+		}
+		d := q.Decide(o)
+		require.Equal(t, tc.want, q.Last.Explanation.Routing, "routing %q", tc.routing)
+		require.Equal(t, tc.model, q.Last.Explanation.Model, "routing %q", tc.routing)
+		pods[tc.want] = d.Replicas
+	}
+	require.Less(t, pods[decide.RoutingPooled], pods[decide.RoutingRandom], "200 req/s of 50 ms: one pooled queue needs fewer pods than per-pod queues")
+	require.Less(t, pods[decide.RoutingPooled], pods[decide.RoutingLeastRequest], "least request is modelled as the power of two choices, slower than one queue")
+	require.LessOrEqual(t, pods[decide.RoutingLeastRequest], pods[decide.RoutingRandom])
 }
 
 // TestCapacitySharing: with processor sharing a request of size S takes

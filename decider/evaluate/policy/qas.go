@@ -63,13 +63,15 @@ const Tolerance = 0.1
 // NewQAS returns a QAS policy; predictive turns the lead on.
 func NewQAS(name string, p Params, predictive bool) *QAS {
 	spec := decide.Spec{
-		MinReplicas:  int32(max(p.MinReplicas, 1)),
-		MaxReplicas:  int32(max(p.MaxReplicas, 1)),
-		Target:       time.Duration(p.Target * float64(time.Second)),
-		Percentile:   p.Percentile,
-		Tolerance:    Tolerance,
-		Concurrency:  max(p.Concurrency, 1),
-		Model:        decide.ModelPerPod,
+		MinReplicas: int32(max(p.MinReplicas, 1)),
+		MaxReplicas: int32(max(p.MaxReplicas, 1)),
+		Target:      time.Duration(p.Target * float64(time.Second)),
+		Percentile:  p.Percentile,
+		Tolerance:   Tolerance,
+		Concurrency: max(p.Concurrency, 1),
+		// The layout follows the routing (random: per-pod; leastRequest and
+		// pooled: pooled), as it does for a user who sets only spec.routing.
+		Routing:      p.Routing,
 		ServiceModel: decide.ServiceAllenCunneen,
 		Predictive:   decide.Predictive{Enabled: predictive},
 	}

@@ -112,6 +112,10 @@ func Compare(cfg Config, names []string, p policy.Params, progress func(policy s
 			continue
 		}
 		pp := p
+		if pp.Routing == "" {
+			// A user tells QAS the data plane in front of its pods.
+			pp.Routing = cfg.Routing.Spec()
+		}
 		if cfg.Sharing && (n == "qas" || n == "qas-reactive") {
 			pp.Concurrency = SharingPlaces(cfg)
 		}

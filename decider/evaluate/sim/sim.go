@@ -17,6 +17,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/evaluate/policy"
 )
 
@@ -979,6 +980,27 @@ func (r Routing) String() string {
 		return "overflow"
 	}
 	return "random"
+}
+
+// Spec is the spec.routing a user would give QAS for this data plane:
+// random for a Service; leastRequest for least-request balancing; pooled for
+// the planes that hold requests in one queue until a pod has a free slot
+// (pooled, and the front and overflow planes, whose fronts do so whenever a
+// pod is full). Peer handoff is random: the Service spreads the requests, and
+// a proxy hands one off only to a peer whose advertisement, up to a period
+// old, says it has room (a third are refused at 1 s, docs/pooling.md), so its
+// queues are neither pooled nor balanced; the per-pod model is the bound on
+// the safe side, and the closed loop lowers the wait's variability by what
+// the handoffs save. (Peer handoff is not a data plane QAS builds; the CRD
+// has no value for it.)
+func (r Routing) Spec() decide.Routing {
+	switch r {
+	case RouteLeastRequest:
+		return decide.RoutingLeastRequest
+	case RoutePooled, RouteFront, RouteOverflow:
+		return decide.RoutingPooled
+	}
+	return decide.RoutingRandom
 }
 
 // ParseRouting reads random, leastRequest, pooled, peer, front or overflow.

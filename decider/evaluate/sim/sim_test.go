@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/evaluate/policy"
 )
 
@@ -475,6 +476,54 @@ func TestLeastRequestSitsBetween(t *testing.T) {
 	t.Logf("least-request mean latency %.3f ± %.3f; pooled %.3f, random %.3f", m, se, pooled, random)
 	require.Less(t, m+4*se, random)
 	require.Greater(t, m-4*se, pooled)
+}
+
+// TestRoutingSpec: qas is told the spec.routing a user would write for each
+// data plane.
+func TestRoutingSpec(t *testing.T) {
+	for _, tc := range []struct {
+		r    Routing
+		want decide.Routing
+	}{
+		{RouteRandom, decide.RoutingRandom},
+		{RouteLeastRequest, decide.RoutingLeastRequest},
+		{RoutePooled, decide.RoutingPooled},
+		{RouteFront, decide.RoutingPooled},
+		{RouteOverflow, decide.RoutingPooled},
+		{RoutePeer, decide.RoutingRandom},
+	} {
+		require.Equal(t, tc.want, tc.r.Spec(), tc.r.String())
+	}
+	require.Len(t, Routings, 6, "a new data plane needs its spec.routing here")
+}
+
+// TestCompareTellsQASItsRouting: in a comparison, qas on a pooled data plane
+// runs exactly as a qas told spec.routing pooled (the same pod-seconds and
+// late requests, runs being deterministic per seed), and not as one left at
+// random routing.
+func TestCompareTellsQASItsRouting(t *testing.T) {
+	exp := mustDist(t, "exp:50ms")
+	rates := make([]float64, 900)
+	for i := range rates {
+		rates[i] = 40
+		if i >= 300 && i < 600 {
+			rates[i] = 120
+		}
+	}
+	cfg := Config{Rates: rates, Service: exp, Init: mustDist(t, "30s"), Concurrency: 1, CPU: 0.5, Target: 0.2,
+		Percentile: 95, Seed: 1, Routing: RouteOverflow, InitialReplicas: 4}
+	p := policy.Params{Target: 0.2, Percentile: 95, Concurrency: 1, CPU: 0.5, MinReplicas: 1, MaxReplicas: 200}
+	cmp, err := Compare(cfg, []string{"qas"}, p, nil)
+	require.NoError(t, err)
+	run := func(r decide.Routing) *Result {
+		pp := p
+		pp.Routing = r
+		return Run(cfg, policy.NewQAS("qas", pp, true))
+	}
+	pooled, random := run(decide.RoutingPooled), run(decide.RoutingRandom)
+	require.Equal(t, pooled.PodSeconds, cmp.Results[0].PodSeconds)
+	require.Equal(t, pooled.OverTarget, cmp.Results[0].OverTarget)
+	require.Less(t, pooled.PodSeconds, random.PodSeconds, "sized for the pooled queue, qas needs fewer pods")
 }
 
 func TestParseRouting(t *testing.T) {

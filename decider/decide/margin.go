@@ -1,0 +1,42 @@
+package decide
+
+import (
+	"math"
+	"time"
+)
+
+// jumpFloor is the fewest pods whose modelled late share over the likely λ of
+// the next lead is within budget: λ's mean over the last lead times each of
+// the history's jump ratios over one lead (jumpRatios), each weighted by its
+// requests, as the scale-down's margin keeps (docs/model.md section 2c). A
+// reactive policy serves the first lead of a jump with the pods it already
+// has, whatever it orders then, so the capacity for the jumps the history
+// shows must be there before they come: in the steady state as well as after
+// a scale-down. It replaces the transient budget, which made the steady state
+// pay for those late requests afterwards at a stricter percentile (up to p99.5,
+// where a 200 ms target at 50 ms service is below the model's floor and the
+// engine sized for 1.1 × the floor: 5× the pods of p95). ok is false (no
+// floor) for a mean target or while the history cannot show the p-quantile of
+// its jumps (1/(1−p) leads); at most hi, and at most what the steady state of
+// the largest jump in the history needs.
+func (e *Engine) jumpFloor(spec Spec, snap Snapshot, m *sizer, now time.Time, lead time.Duration, conf, budget float64, hi int32, x *Explanation) (n int32, base float64, ok bool) {
+	if spec.Percentile <= 0 || lead <= 0 {
+		return 0, 0, false
+	}
+	ratios := jumpRatios(snap.ArrivalRates, lead)
+	if _, _, shown := jumpQuantile(snap.ArrivalRates, ratios, lead, conf); !shown {
+		return 0, 0, false
+	}
+	base, ok = meanRate(snap.ArrivalRates, now.Add(-lead), now)
+	if !ok || base <= 0 {
+		return 0, 0, false
+	}
+	// Never more than the steady state of the largest jump in the history
+	// needs: when even that misses the budget on average (a target the model
+	// cannot meet at any count), more pods would buy nothing.
+	hi = min(hi, m.minPods(base*ratios[len(ratios)-1], m.es))
+	var probe Explanation
+	n = m.minPodsOverJumps(base, thinJumps(ratios, int(math.Ceil(1/(1-conf)))), 1, hi, budget, &probe)
+	x.JumpReplicas, x.JumpLateShare = n, probe.DownLateShare
+	return n, base, true
+}
