@@ -291,9 +291,10 @@ func (c *conn) closeAfter() bool { return c.req.close || c.s.closing.Load() }
 // roundTrip sends the request to the application and its response to the client.
 //
 // A request is sent again, on a new connection, only if the application provably
-// read none of it or may read it twice: pool.get checks every reused connection
-// before it is used (a connection the application closed while idle is never sent
-// on), and a request that then meets a connection closed without an answer is resent
+// read none of it or may read it twice: every reused connection is checked before
+// anything is sent on it (pool.take: a connection the application closed or sent on
+// while idle is never sent on, and the request goes out on another), and a request
+// that then meets a connection closed without an answer is resent
 // only if it has no body and its method is idempotent (RFC 9110 §9.2.2: GET, HEAD,
 // OPTIONS, TRACE, as net/http's Transport resends, or it carries an Idempotency-Key).
 func (c *conn) roundTrip(head []byte) (measure.Outcome, bool) {
@@ -308,11 +309,15 @@ func (c *conn) roundTrip(head []byte) (measure.Outcome, bool) {
 			consumed = true
 		}
 	}
-	for attempt := 0; ; attempt++ {
+	sent := false // the request went out once already
+	for {
 		var up *upConn
 		var err error
-		if attempt == 0 {
-			up, err = s.pool.get()
+		if !sent {
+			// A request without a body is sent only by relay's first read, which
+			// checks a reused connection first (pool.take); one with a body is
+			// checked now, before any of its body is taken from the client.
+			up, err = s.pool.take(!hasBody)
 		} else {
 			// A reused connection died under the request: the retry dials.
 			up, err = s.pool.dial()
@@ -322,6 +327,9 @@ func (c *conn) roundTrip(head []byte) (measure.Outcome, bool) {
 			consume()
 			return c.failed(measure.UpstreamError, hasBody)
 		}
+		// A request without a body is sent by relay's first read (deferSend), which
+		// then waits for the reply without an empty read first.
+		up.deferSend = !hasBody
 		c.writeUpstreamHead(up.bw, head)
 		consume()
 		if hasBody {
@@ -350,26 +358,38 @@ func (c *conn) roundTrip(head []byte) (measure.Outcome, bool) {
 				return c.failed(measure.UpstreamError, true)
 			}
 		}
-		// A request without a body is sent by relay's first read (deferSend), which
-		// then waits for the reply without an empty read first.
-		up.deferSend = !hasBody
 		err = up.bw.Flush()
 		up.deferSend = false
-		retry := up.reused && resend && attempt == 0
+		retry := up.reused && resend && !sent
 		if err != nil {
 			up.nc.Close()
+			if errors.Is(err, errStale) {
+				continue // nothing was sent: another connection is taken
+			}
 			if retry {
+				sent = true
 				continue
 			}
 			return c.failed(measure.UpstreamError, hasBody)
 		}
 		outcome, keep, again := c.relay(up, isHead, retry)
-		if again {
+		switch again {
+		case againStale:
+			continue
+		case againResend:
+			sent = true
 			continue
 		}
 		return outcome, keep
 	}
 }
+
+// What relay asks roundTrip to do again.
+const (
+	againNone   = iota
+	againStale  // nothing was sent: the request goes out on another connection
+	againResend // sent on a connection that closed without an answer: resent on a new one
+)
 
 // idempotent reports whether the request line's method is one net/http's Transport
 // resends: GET, HEAD, OPTIONS or TRACE. PUT and DELETE are idempotent too, but an
@@ -392,7 +412,7 @@ func idempotent(head []byte) bool {
 // last buffered bytes, which forward flushes once the request is recorded. retryable
 // says the request may be sent again on a new connection if this one turns out to
 // have been closed by the application before answering.
-func (c *conn) relay(up *upConn, isHead, retryable bool) (_ measure.Outcome, keep, retry bool) {
+func (c *conn) relay(up *upConn, isHead, retryable bool) (_ measure.Outcome, keep bool, again int) {
 	s := c.s
 	c.up.Store(up)
 	c.arm(0)
@@ -418,16 +438,18 @@ func (c *conn) relay(up *upConn, isHead, retryable bool) (_ measure.Outcome, kee
 			switch {
 			case c.gone.Load():
 				c.code = 499
-				return measure.ClientCancel, false, false
+				return measure.ClientCancel, false, againNone
+			case errors.Is(err, errStale):
+				return 0, false, againStale
 			case c.upWait.Load() == upTimedOut:
 				o, k := c.failed(measure.UpstreamTimeout, false)
-				return o, k, false
+				return o, k, againNone
 			case retryable && n == 0:
-				return 0, false, true
+				return 0, false, againResend
 			}
 			s.log.Debug("upstream response", zap.Error(err))
 			o, k := c.failed(measure.UpstreamError, false)
-			return o, k, false
+			return o, k, againNone
 		}
 		h, headLen = rh, n
 		if h.code >= 200 {
@@ -435,7 +457,7 @@ func (c *conn) relay(up *upConn, isHead, retryable bool) (_ measure.Outcome, kee
 				// Timed out as the head came: answer as if it had not.
 				release(false)
 				o, k := c.failed(measure.UpstreamTimeout, false)
-				return o, k, false
+				return o, k, againNone
 			}
 			break
 		}
@@ -463,12 +485,12 @@ func (c *conn) relay(up *upConn, isHead, retryable bool) (_ measure.Outcome, kee
 	release(rerr == nil && werr == nil && !h.close && !toEOF)
 	switch {
 	case werr != nil || c.gone.Load():
-		return measure.ClientCancel, false, false
+		return measure.ClientCancel, false, againNone
 	case rerr != nil:
 		s.log.Debug("upstream body", zap.Error(rerr))
-		return measure.UpstreamError, false, false
+		return measure.UpstreamError, false, againNone
 	}
-	return measure.OK, !closeClient, false
+	return measure.OK, !closeClient, againNone
 }
 
 // readResponseHead reads a response head from the application. It returns the head's

@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -21,7 +22,16 @@ type upConn struct {
 	// which then waits for the reply without first trying to read (sock.WriteThenRead).
 	deferSend bool
 	pending   []byte
+
+	// check: the connection was reused and not yet checked for bytes the application
+	// sent, or an end of stream, while it idled (pool.take with deferCheck). Its first
+	// send checks first, and fails with errStale, sending nothing, if there were any.
+	check bool
 }
+
+// errStale: a reused connection turned out, just before the request was sent on it,
+// to have bytes waiting or to have been closed by the application; nothing was sent.
+var errStale = errors.New("fastpath: the application sent on or closed an idle connection")
 
 // upWriter is where an upConn's bw flushes to.
 type upWriter struct{ c *upConn }
@@ -31,6 +41,13 @@ func (w upWriter) Write(p []byte) (int, error) {
 	if c.deferSend {
 		c.pending = append(c.pending, p...)
 		return len(p), nil
+	}
+	if c.check {
+		// A send that is not WriteThenRead's checks on its own.
+		c.check = false
+		if !alive(c) {
+			return 0, errStale
+		}
 	}
 	if c.sock != nil {
 		return c.sock.Write(p)
@@ -46,9 +63,14 @@ func (r upReader) Read(p []byte) (int, error) {
 	if len(c.pending) > 0 {
 		req := c.pending
 		c.pending = c.pending[:0]
+		check := c.check
+		c.check = false
 		if c.sock != nil {
-			_, n, err := c.sock.WriteThenRead(req, p)
+			_, n, err := c.sock.WriteThenRead(req, p, check)
 			return n, err
+		}
+		if check && !alive(c) {
+			return 0, errStale
 		}
 		if _, err := c.nc.Write(req); err != nil {
 			return 0, err
@@ -98,7 +120,15 @@ func newPool(addr string, dialTimeout time.Duration, maxIdle int, gen *atomic.Ui
 // application sent unasked (a 408 before closing, the body of a response to HEAD): such
 // a connection is closed, so no request is sent on a connection already dead and no
 // byte read on it ever reaches another client.
-func (p *pool) get() (*upConn, error) {
+func (p *pool) get() (*upConn, error) { return p.take(false) }
+
+// take is get; with deferCheck, a reused connection's check is left to its first send
+// (upConn.check), which on Linux makes it inside the wait for the reply that the send
+// begins (sock.WriteThenRead): the same system call, without a wait of its own. A
+// connection that fails the check then sends nothing and reports errStale, and the
+// caller takes another. Callers that may consume input for the request before it is
+// sent (a request body) check at once.
+func (p *pool) take(deferCheck bool) (*upConn, error) {
 	for {
 		p.mu.Lock()
 		n := len(p.idle)
@@ -110,11 +140,11 @@ func (p *pool) get() (*upConn, error) {
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
-		if p.expired(c, p.gen.Load()) || !alive(c) {
+		if p.expired(c, p.gen.Load()) || !deferCheck && !alive(c) {
 			c.nc.Close()
 			continue
 		}
-		c.reused = true
+		c.reused, c.check = true, deferCheck
 		return c, nil
 	}
 	return p.dial()

@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"io"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -61,6 +62,70 @@ func TestPoolGetChecksIdleConnection(t *testing.T) {
 			require.Equal(t, tt.reusing, c.reused)
 			c.nc.Close()
 		})
+	}
+}
+
+// TestPoolTakeDefersCheck: a connection taken with its check deferred is checked by
+// its first send, whichever way that goes out (WriteThenRead for a request without a
+// body, a plain write otherwise): on a connection the application sent on or closed
+// while it idled, nothing is sent and the error is errStale.
+func TestPoolTakeDefersCheck(t *testing.T) {
+	apps := []struct {
+		name  string
+		app   func(t *testing.T, app net.Conn)
+		stale bool
+	}{
+		{name: "open", app: func(*testing.T, net.Conn) {}},
+		{name: "closed by the app", app: func(_ *testing.T, app net.Conn) { app.Close() }, stale: true},
+		{name: "sent on unasked", app: func(t *testing.T, app net.Conn) {
+			_, err := app.Write([]byte("HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n"))
+			require.NoError(t, err)
+		}, stale: true},
+	}
+	for _, deferSend := range []bool{true, false} {
+		for _, tt := range apps {
+			name := tt.name + "/plain write"
+			if deferSend {
+				name = tt.name + "/WriteThenRead"
+			}
+			t.Run(name, func(t *testing.T) {
+				p, idle, app := idlePool(t)
+				tt.app(t, app)
+				if tt.stale {
+					require.Eventually(t, func() bool { return Pending(idle.nc) }, 5*time.Second, time.Millisecond)
+				}
+				c, err := p.take(true)
+				require.NoError(t, err)
+				require.Same(t, idle, c, "the check is left to the first send")
+				require.True(t, c.check)
+				received := make(chan string, 1)
+				go func() {
+					_ = app.SetReadDeadline(time.Now().Add(5 * time.Second))
+					buf := make([]byte, 4)
+					n, _ := io.ReadFull(app, buf)
+					if n == 4 {
+						_, _ = app.Write([]byte("HTTP/1.1 204 No Content\r\n\r\n"))
+					}
+					received <- string(buf[:n])
+				}()
+				c.deferSend = deferSend
+				_, _ = c.bw.WriteString("GET ")
+				err = c.bw.Flush()
+				c.deferSend = false
+				if err == nil {
+					_, err = c.br.Peek(1)
+				}
+				require.False(t, c.check, "checked once")
+				if !tt.stale {
+					require.NoError(t, err)
+					require.Equal(t, "GET ", <-received)
+					return
+				}
+				require.ErrorIs(t, err, errStale)
+				c.nc.Close()
+				require.Empty(t, <-received, "nothing was sent")
+			})
+		}
 	}
 }
 

@@ -33,6 +33,11 @@ type sock struct {
 	peekFn      func(uintptr) bool
 	wroteAll    bool
 	open        bool // what the last peek found
+	// checkFirst: before WriteThenRead's send, look for bytes or an end of stream the
+	// application sent while the connection idled; stale: there were some, and nothing
+	// was sent.
+	checkFirst bool
+	stale      bool
 }
 
 // newSock returns nc's socket, or nil if nc is not a socket (tests may use pipes):
@@ -95,7 +100,20 @@ func (s *sock) doWrite(fd uintptr) bool { return s.send(fd) }
 // and then asks to wait for the reply without trying to read first. The poller's
 // readiness was reset before this call, so a reply arriving after the send is never
 // missed; skipping the read that would only find nothing saves a system call.
+//
+// Bytes that were already waiting before the reset would be missed, and then taken
+// for the reply: with checkFirst (a reused connection), the first call peeks before it
+// sends, and sends nothing if anything (bytes, or the end of the stream) is waiting.
+// The peek is the same system call pool.get's check makes, made here inside the wait
+// the send needs anyway, instead of in a wait of its own.
 func (s *sock) doWriteThenWait(fd uintptr) bool {
+	if s.checkFirst {
+		s.checkFirst = false
+		if !s.peekOpen(fd) {
+			s.stale = true
+			return true
+		}
+	}
 	if !s.wroteAll {
 		if !s.send(fd) || s.werr != 0 {
 			return true // full or failed: the caller finishes with a plain write
@@ -149,12 +167,20 @@ func (s *sock) writeResult(err error) (int, error) {
 
 // WriteThenRead sends req and then reads the reply into p, with no read attempt
 // between the two (see doWriteThenWait). If the socket cannot take all of req at
-// once it falls back to a plain write and read.
-func (s *sock) WriteThenRead(req, p []byte) (wrote bool, n int, err error) {
+// once it falls back to a plain write and read. With check, it first makes sure the
+// application has sent nothing and not closed the connection since its last reply:
+// if it has, nothing is sent and the error is errStale.
+func (s *sock) WriteThenRead(req, p []byte, check bool) (wrote bool, n int, err error) {
 	s.wbuf, s.wn, s.werr, s.wroteAll = req, 0, 0, false
 	s.rbuf, s.rn, s.rerr = p, 0, 0
+	s.checkFirst, s.stale = check, false
 	err = s.rc.Read(s.writeWaitFn)
 	s.rbuf = nil
+	s.checkFirst = false // if the wait failed before its function ran
+	if s.stale {
+		s.wbuf = nil
+		return false, 0, errStale
+	}
 	if !s.wroteAll {
 		// The write did not finish inside the wait (the socket was full, or failed):
 		// finish it plainly, then read plainly.
@@ -174,14 +200,20 @@ func (s *sock) WriteThenRead(req, p []byte) (wrote bool, n int, err error) {
 }
 
 func (s *sock) doPeek(fd uintptr) bool {
+	s.open = s.peekOpen(fd)
+	return true
+}
+
+// peekOpen reports whether the socket is open with nothing to read: a non-blocking
+// peek finds no byte to read (EAGAIN), neither data nor the end of the stream nor an
+// error.
+func (s *sock) peekOpen(fd uintptr) bool {
 	var b [1]byte
 	for {
 		_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1, syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-		if e == syscall.EINTR {
-			continue
+		if e != syscall.EINTR {
+			return e == syscall.EAGAIN
 		}
-		s.open = e == syscall.EAGAIN
-		return true
 	}
 }
 

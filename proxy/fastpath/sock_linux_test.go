@@ -97,7 +97,7 @@ func TestSockWriteThenRead(t *testing.T) {
 			}
 		}()
 		buf := make([]byte, 64)
-		wrote, n, err := cs.WriteThenRead([]byte("request"), buf)
+		wrote, n, err := cs.WriteThenRead([]byte("request"), buf, false)
 		require.NoError(t, err)
 		require.True(t, wrote)
 		require.Equal(t, "reply", string(buf[:n]))
@@ -110,7 +110,7 @@ func TestSockWriteThenRead(t *testing.T) {
 			_, _ = io.ReadFull(s, buf)
 			s.Close()
 		}()
-		wrote, _, err := cs.WriteThenRead([]byte("request"), make([]byte, 64))
+		wrote, _, err := cs.WriteThenRead([]byte("request"), make([]byte, 64), false)
 		require.True(t, wrote)
 		require.ErrorIs(t, err, io.EOF)
 	})
@@ -133,7 +133,7 @@ func TestSockWriteThenRead(t *testing.T) {
 			done <- got
 		}()
 		buf := make([]byte, 64)
-		wrote, n, err := cs.WriteThenRead(req, buf)
+		wrote, n, err := cs.WriteThenRead(req, buf, false)
 		require.NoError(t, err)
 		require.True(t, wrote)
 		require.Equal(t, "done", string(buf[:n]))
@@ -145,9 +145,74 @@ func TestSockWriteThenRead(t *testing.T) {
 		require.NoError(t, s.SetLinger(0))
 		require.NoError(t, s.Close())
 		time.Sleep(10 * time.Millisecond)
-		_, _, err := cs.WriteThenRead([]byte("request"), make([]byte, 64))
+		_, _, err := cs.WriteThenRead([]byte("request"), make([]byte, 64), false)
 		require.Error(t, err)
 	})
+}
+
+// TestSockWriteThenReadChecksFirst: with check, WriteThenRead sends nothing on a
+// connection the peer has sent on or closed since its last reply (errStale), and the
+// peer receives nothing; on a quiet connection it sends and reads the reply as
+// without check.
+func TestSockWriteThenReadChecksFirst(t *testing.T) {
+	tests := []struct {
+		name  string
+		peer  func(t *testing.T, s *net.TCPConn) // what the peer does before the request
+		stale bool
+	}{
+		{name: "quiet", peer: func(*testing.T, *net.TCPConn) {}},
+		{name: "bytes waiting", peer: func(t *testing.T, s *net.TCPConn) {
+			_, err := s.Write([]byte("HTTP/1.1 408 Request Timeout\r\n\r\n"))
+			require.NoError(t, err)
+		}, stale: true},
+		{name: "one byte waiting", peer: func(t *testing.T, s *net.TCPConn) {
+			_, err := s.Write([]byte("x"))
+			require.NoError(t, err)
+		}, stale: true},
+		{name: "end of stream", peer: func(t *testing.T, s *net.TCPConn) {
+			require.NoError(t, s.CloseWrite())
+		}, stale: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, s := tcpPair(t)
+			cs := newSock(c)
+			tt.peer(t, s)
+			// A write on loopback is in the receiver's queue when it returns; the
+			// peek must see it. Waiting until it shows leaves no doubt.
+			if tt.stale {
+				require.Eventually(t, func() bool { return Pending(c) }, 5*time.Second, time.Millisecond)
+			}
+			got := make(chan string, 1)
+			go func() {
+				_ = s.SetReadDeadline(time.Now().Add(5 * time.Second))
+				buf := make([]byte, 7)
+				if _, err := io.ReadFull(s, buf); err != nil {
+					got <- ""
+					return
+				}
+				_, _ = s.Write([]byte("reply"))
+				got <- string(buf)
+			}()
+			// A bound on the wait: sent on a closed stream, the request would get no
+			// reply.
+			require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+			buf := make([]byte, 64)
+			wrote, n, err := cs.WriteThenRead([]byte("request"), buf, true)
+			if !tt.stale {
+				require.NoError(t, err)
+				require.True(t, wrote)
+				require.Equal(t, "reply", string(buf[:n]))
+				require.Equal(t, "request", <-got)
+				return
+			}
+			require.ErrorIs(t, err, errStale)
+			require.False(t, wrote)
+			require.Zero(t, n)
+			c.Close()
+			require.Empty(t, <-got, "the peer received nothing")
+		})
+	}
 }
 
 func TestSockReadWriteAllocateNothing(t *testing.T) {
@@ -172,7 +237,7 @@ func TestSockReadWriteAllocateNothing(t *testing.T) {
 		if _, err := io.ReadFull(ss, buf); err != nil {
 			t.Fatal(err)
 		}
-		_, n, err := ss.WriteThenRead(msg, buf)
+		_, n, err := ss.WriteThenRead(msg, buf, true)
 		if err != nil {
 			t.Fatal(err)
 		}

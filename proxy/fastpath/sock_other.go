@@ -11,6 +11,6 @@ func newSock(net.Conn) *sock { return nil }
 
 func (*sock) Read([]byte) (int, error)  { panic("fastpath: no raw sockets on this platform") }
 func (*sock) Write([]byte) (int, error) { panic("fastpath: no raw sockets on this platform") }
-func (*sock) WriteThenRead(_, _ []byte) (bool, int, error) {
+func (*sock) WriteThenRead(_, _ []byte, _ bool) (bool, int, error) {
 	panic("fastpath: no raw sockets on this platform")
 }

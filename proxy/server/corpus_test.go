@@ -339,6 +339,13 @@ func TestCorpusPathsAgree(t *testing.T) {
 				}
 				clients[i] = strings.Join(codes, " ")
 				for _, r := range a.settled(t, p) {
+					// A body cut short is left out, as in corpusRun: whether the
+					// general path's transport sent the head before the body turned
+					// out malformed is a race.
+					if r.method == "ERROR" {
+						require.Contains(t, r.body, "unexpected EOF", "the app could not parse what it got: %q", r.raw)
+						continue
+					}
 					apps[i] = append(apps[i], r.method+" "+r.target+" host="+r.host+" body="+strconv.Quote(r.body))
 				}
 			}

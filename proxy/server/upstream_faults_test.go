@@ -3,6 +3,8 @@ package server
 import (
 	"net"
 	"net/http"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -79,34 +81,57 @@ func TestNonIdempotentRequestNeverReplayed(t *testing.T) {
 // TestIdleAppBytesNeverReachAnotherClient: bytes the app sends on an idle pooled
 // connection (a 408 on idle, a late body) are never read as the response to the next
 // request, whoever sends it (issue #17, defect 3: only requests with a body checked a
-// reused connection).
+// reused connection). Several pooled connections have such bytes, so a request meets
+// one after another; nothing is ever sent on them, and each request, idempotent or
+// not, reaches the app once, on a connection that was quiet.
 func TestIdleAppBytesNeverReachAnotherClient(t *testing.T) {
+	const stale = 3
 	bothPaths(t, func(t *testing.T, fast bool) {
 		a := newRecordingApp(t)
-		sendStale, staleSent := make(chan struct{}), make(chan struct{})
+		var arrived, staleSent sync.WaitGroup
+		arrived.Add(stale)
+		staleSent.Add(stale)
+		sendStale := make(chan struct{})
 		a.handle = func(nc net.Conn, req *http.Request, _ string) bool {
+			first := strings.HasPrefix(req.URL.Path, "/first")
+			if first {
+				// Every /first is answered once all have arrived: each has a
+				// connection of its own.
+				arrived.Done()
+				arrived.Wait()
+			}
 			msg := "seen " + req.URL.Path
 			if _, err := nc.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: " + itoa(len(msg)) + "\r\n\r\n" + msg)); err != nil {
 				return false
 			}
-			if req.URL.Path == "/first" {
+			if first {
 				// Once the proxy has pooled the connection: bytes nobody asked for.
 				<-sendStale
 				_, err := nc.Write([]byte("HTTP/1.1 408 Request Timeout\r\nContent-Length: 7\r\n\r\nstale!!"))
-				close(staleSent)
+				staleSent.Done()
 				return err == nil
 			}
 			return true
 		}
 		p := start(t, a.addr, Config{}, Options{FastPath: fast})
-		first := dialRaw(t, p.srv.Addr())
-		first.send("GET /first HTTP/1.1\r\nHost: x\r\n\r\n")
-		_, body, err := first.response("GET")
-		require.NoError(t, err)
-		require.Equal(t, "seen /first", body)
+		var wg sync.WaitGroup
+		for i := range stale {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				first := dialRaw(t, p.srv.Addr())
+				path := "/first" + itoa(i)
+				first.send("GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n")
+				_, body, err := first.response("GET")
+				if err != nil || body != "seen "+path {
+					t.Errorf("%s: %q, %v", path, body, err)
+				}
+			}()
+		}
+		wg.Wait()
 		close(sendStale)
-		<-staleSent
-		for _, method := range []string{"GET", "POST"} {
+		staleSent.Wait()
+		for _, method := range []string{"POST", "GET"} {
 			other := dialRaw(t, p.srv.Addr())
 			other.send(method + " /second HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
 			resp, body, err := other.response(method)
@@ -114,5 +139,20 @@ func TestIdleAppBytesNeverReachAnotherClient(t *testing.T) {
 			require.Equal(t, http.StatusOK, resp.StatusCode, method)
 			require.Equal(t, "seen /second", body, method)
 		}
+		staleConns := map[int]bool{}
+		var seconds []string
+		for _, r := range a.settled(t, p) {
+			if strings.HasPrefix(r.target, "/first") {
+				staleConns[r.conn] = true
+			}
+		}
+		require.Len(t, staleConns, stale, "each /first had a connection of its own")
+		for _, r := range a.requests() {
+			if r.target == "/second" {
+				require.False(t, staleConns[r.conn], "a request was sent on a connection with stray bytes")
+				seconds = append(seconds, r.method)
+			}
+		}
+		require.Equal(t, []string{"POST", "GET"}, seconds, "each request reached the app once")
 	})
 }

@@ -14,7 +14,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 # shellcheck source=../infra/lib.sh
 source "$root/test/infra/lib.sh"
-apt_install wrk nginx-light
+apt_install wrk nginx-light strace
 fortio=$(go_install_cached fortio 1.68.2 fortio.org/fortio@v1.68.2)
 ROUNDS=${ROUNDS:-3} SECS=${SECS:-8}
 # BASELINE_SRC: another checkout of the repository (an older commit); its qas-proxy
@@ -79,8 +79,9 @@ CONF
 nginx -c "$work/nginx.conf" -p "$work"
 wait_port "$nginx"
 
+hz=$(getconf CLK_TCK)
 declare -A port=([direct]=$app [qas-proxy]=$proxy [qas-before]=$before [qas-procs2]=$procs2 [qas-general]=$general [reverseproxy]=$rp [nginx]=$nginx)
-cpu_ticks() { # utime+stime of the configuration's server processes, in clock ticks
+cpu_ns() { # CPU time of the configuration's server processes so far, in ns
 	local pids_of
 	case $1 in
 	qas-proxy) pids_of=$proxy_pid ;;
@@ -91,11 +92,19 @@ cpu_ticks() { # utime+stime of the configuration's server processes, in clock ti
 	nginx) pids_of="$(cat "$work/nginx.pid") $(pgrep -P "$(cat "$work/nginx.pid")" | tr '\n' ' ')" ;;
 	*) echo 0; return ;;
 	esac
-	local sum=0
-	for p in $pids_of; do sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+	# Every thread's run time from schedstat (ns; Go's threads and nginx's workers live
+	# as long as the run), so that a round's few hundred ms of CPU is not rounded to
+	# clock ticks (10 ms, 2 % of a round); utime+stime in ticks where there is none.
+	local sum=0 p t
+	for p in $pids_of; do
+		if [ -r "/proc/$p/schedstat" ]; then
+			for t in /proc/"$p"/task/*/schedstat; do sum=$((sum + $(cut -d' ' -f1 "$t" 2>/dev/null || echo 0))); done
+		else
+			sum=$((sum + $(awk -v ns=$((1000000000 / hz)) '{print ($14 + $15) * ns}' "/proc/$p/stat")))
+		fi
+	done
 	echo "$sum"
 }
-hz=$(getconf CLK_TCK)
 url() { echo "http://127.0.0.1:${port[$1]}/bytes?n=100"; }
 
 declare -A rps p50 p90 p99 cpu
@@ -103,9 +112,9 @@ for round in $(seq "$ROUNDS"); do
 	for cfg in $configs; do
 		r=$(wrk -t2 -c64 -d"${SECS}s" "$(url "$cfg")" | awk '/Requests\/sec/ {print $2}')
 		rps[$cfg]="${rps[$cfg]:-} $r"
-		before=$(cpu_ticks "$cfg")
+		before=$(cpu_ns "$cfg")
 		out=$("$fortio" load -quiet -qps 2000 -c 32 -t "${SECS}s" -r 0.00001 "$(url "$cfg")" 2>&1)
-		after=$(cpu_ticks "$cfg")
+		after=$(cpu_ns "$cfg")
 		n=$(echo "$out" | awk '/^All done/ {print $3}')
 		for q in 50 90 99; do
 			# Only the response-time histogram: under load fortio first prints a sleep-time
@@ -113,7 +122,7 @@ for round in $(seq "$ROUNDS"); do
 			v=$(echo "$out" | awk -v q="$q" '/^Aggregated Function Time/ {f=1} f && !done && $1=="#" && $2=="target" && $3==q"%" {print $4; done=1}')
 			eval "p$q[\$cfg]=\"\${p$q[\$cfg]:-} $v\""
 		done
-		cpu[$cfg]="${cpu[$cfg]:-} $(awk -v t=$((after - before)) -v hz="$hz" -v n="$n" 'BEGIN { printf "%.9f", (n > 0 ? t / hz / n : 0) }')"
+		cpu[$cfg]="${cpu[$cfg]:-} $(awk -v t=$((after - before)) -v n="$n" 'BEGIN { printf "%.9f", (n > 0 ? t / 1e9 / n : 0) }')"
 		echo "round $round $cfg: wrk ${r} req/s; fortio ${n} requests" >&2
 	done
 done
@@ -153,4 +162,27 @@ if [ -n "$BASELINE_SRC" ]; then
 		"$(paired qas-proxy qas-before rps)" "$(paired qas-proxy qas-before cpu)"
 	printf 'qas-before vs nginx: throughput %.2fx, CPU per request %.2fx; vs bare ReverseProxy: throughput %.2fx, CPU per request %.2fx\n' \
 		"$(ratio qas-before nginx rps)" "$(ratio qas-before nginx cpu)" "$(ratio qas-before reverseproxy rps)" "$(ratio qas-before reverseproxy cpu)"
+fi
+
+# System calls per request, counted (strace -c -f) while fortio sends 1000 req/s for
+# 5 s: unlike CPU time they do not move with the machine's load. A change that adds a
+# system call to every request shows here even when CPU time cannot resolve it.
+syscalls() { # syscalls CFG: prints "total name=calls..." per request
+	local pid_of=$1 port_of=$2 out=$work/strace.$1 n
+	"$fortio" load -quiet -qps 1000 -c 32 -t 2s "http://127.0.0.1:$port_of/bytes?n=100" >/dev/null 2>&1 # warm the pool
+	strace -c -f -p "$pid_of" -o "$out" 2>/dev/null &
+	local tracer=$!
+	sleep 0.5
+	n=$("$fortio" load -quiet -qps 1000 -c 32 -t 5s "http://127.0.0.1:$port_of/bytes?n=100" 2>&1 | awk '/^All done/ {print $3}')
+	sleep 0.3
+	kill -INT "$tracer" 2>/dev/null || true
+	wait "$tracer" 2>/dev/null || true
+	awk -v n="$n" '$4 ~ /^[0-9]+$/ && $NF != "total" && $4 / n >= 0.05 {s = s sprintf(" %s=%.2f", $NF, $4 / n)} $NF == "total" {t = $4 / n} END {printf "%.2f (%s )", t, s}' "$out"
+}
+if command -v strace >/dev/null; then
+	printf '\nsystem calls per request at 1000 req/s (strace -c -f, 5 s; calls of at least 0.05 per request named):\n'
+	printf '  qas-proxy  %s\n' "$(syscalls "$proxy_pid" "$proxy")"
+	if [ -n "$BASELINE_SRC" ]; then
+		printf '  qas-before %s\n' "$(syscalls "$before_pid" "${port[qas-before]}")"
+	fi
 fi
