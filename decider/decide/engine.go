@@ -556,7 +556,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	rec := current
 	var reason string
 	var cpu int64
-	jumpPods, jumpBase, hasJump := e.jumpFloor(spec, snap, m, now, leadQ, conf, budget, spec.MaxReplicas, x)
+	jumpPods, jumpBase, hasJump := e.jumpFloor(spec, snap, m, now, leadQ, conf, budget, spec.MaxReplicas, recur, x)
 	switch {
 	case gUp > 1+spec.Tolerance || drain > current || (hasJump && jumpPods > current):
 		rec, cpu, reason = m.scaleUp(lambdaSize, current, x)

@@ -18,12 +18,20 @@ import (
 // engine sized for 1.1 × the floor: 5× the pods of p95). ok is false (no
 // floor) for a mean target or while the history cannot show the p-quantile of
 // its jumps (1/(1−p) leads); at most hi, and at most what the steady state of
-// the largest jump in the history needs.
-func (e *Engine) jumpFloor(spec Spec, snap Snapshot, m *sizer, now time.Time, lead time.Duration, conf, budget float64, hi int32, x *Explanation) (n int32, base float64, ok bool) {
+// the largest jump in the history needs. The onsets a confirmed recurrence
+// explains are left out, as from the scale-down's margin: the forecast starts
+// pods a lead before each, so the steady state need not hold them all along.
+func (e *Engine) jumpFloor(spec Spec, snap Snapshot, m *sizer, now time.Time, lead time.Duration, conf, budget float64, hi int32, recur *Recurrence, x *Explanation) (n int32, base float64, ok bool) {
 	if spec.Percentile <= 0 || lead <= 0 {
 		return 0, 0, false
 	}
 	ratios := jumpRatios(snap.ArrivalRates, lead)
+	if recur.confirmed() {
+		ratios = jumpRatiosExcept(snap.ArrivalRates, lead, func(t time.Time) bool { return recur.explains(t, lead) })
+		if len(ratios) == 0 {
+			return 0, 0, false
+		}
+	}
 	if _, _, shown := jumpQuantile(snap.ArrivalRates, ratios, lead, conf); !shown {
 		return 0, 0, false
 	}
