@@ -52,6 +52,9 @@ type Engine struct {
 	// reqs and lateTransient are exponentially weighted counts of the
 	// requests measured and of those over the target in transient cycles.
 	reqs, lateTransient float64
+	// shape is the averaged measured service-time quantiles, as multiples of
+	// E[S] (tail.go; nil: none measured yet).
+	shape []LatencyQuantile
 }
 
 type recommendation struct {
@@ -93,6 +96,9 @@ type State struct {
 	CountDispersion float64 `json:",omitempty"`
 	// ServiceSCV is the averaged service-time SCV (0: none yet).
 	ServiceSCV float64 `json:",omitempty"`
+	// ServiceShape is the averaged measured service-time quantiles, Seconds
+	// as multiples of E[S] (none: not measured yet).
+	ServiceShape []LatencyQuantile `json:",omitempty"`
 }
 
 // StateRecommendation is one past recommendation.
@@ -121,6 +127,7 @@ func (e *Engine) State() State {
 	}
 	s.MigrationFrom, s.MigrationMoved = e.lastFrom, e.lastMoved
 	s.LatencyBias, s.CountDispersion, s.ServiceSCV = e.bias, e.disp, e.scv
+	s.ServiceShape = append([]LatencyQuantile(nil), e.shape...)
 	for _, m := range e.movedOff {
 		s.MovedOff = append(s.MovedOff, StateMovedOff{Node: m.node, Last: time.Unix(0, m.last).UTC(), Moves: m.moves,
 			Pods: m.pods, Stalled: m.stalled})
@@ -149,6 +156,9 @@ func NewEngineFromState(s State) *Engine {
 	}
 	if s.ServiceSCV > 0 && !math.IsInf(s.ServiceSCV, 0) {
 		e.scv = s.ServiceSCV
+	}
+	if validQuantiles(s.ServiceShape, true) {
+		e.shape = append([]LatencyQuantile(nil), s.ServiceShape...)
 	}
 	for _, m := range s.MovedOff {
 		if m.Node != "" && m.Moves > 0 {
@@ -249,6 +259,12 @@ func validateSnapshot(s Snapshot) error {
 		if badFloat(q.Percentile) || q.Percentile <= 0 || q.Percentile >= 100 || badFloat(q.Seconds) || q.Seconds < 0 ||
 			(i > 0 && (q.Percentile <= s.MeasuredQuantiles[i-1].Percentile || q.Seconds < s.MeasuredQuantiles[i-1].Seconds)) {
 			add(fmt.Sprintf("snapshot.measuredQuantiles[%d]", i), "percentile must be in (0,100) and seconds finite and non-negative, both ascending")
+		}
+	}
+	for i := range s.ServiceQuantiles {
+		if !validQuantiles(s.ServiceQuantiles[:i+1], true) {
+			add(fmt.Sprintf("snapshot.serviceQuantiles[%d]", i), "percentile must be in (0,100) and seconds finite and positive, both ascending")
+			break
 		}
 	}
 	if badFloat(s.LatencySamples) || s.LatencySamples < 0 {
@@ -470,6 +486,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	}
 	m := newSizer(spec, snap, es)
 	m.waitBias = bias
+	m.shape = e.serviceShape(snap, es, spec.Target.Seconds(), conf, x)
 	x.ServiceTime = es
 	x.CPUBoundFraction = m.f
 	if spec.Model == ModelAuto {
@@ -593,6 +610,10 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	if bias != 1 {
 		reason += fmt.Sprintf(" (model corrected: waiting-time variability × %.3g from measured latency)", bias)
 	}
+	if x.TailModel == TailMeasured && spec.Percentile > 0 {
+		reason += fmt.Sprintf(" (service tail measured: %.3g%% of service times over the target, %.3g%% if exponential)",
+			100*x.ServiceLateShare, 100*math.Exp(-target/es))
+	}
 	x.Recommendation = rec
 
 	// Stabilise, rate-limit, bound.
@@ -681,8 +702,11 @@ type sizer struct {
 	// waitBias multiplies the Allen–Cunneen variability factor (ca² + cs²)/2:
 	// the closed loop's correction (1: none).
 	waitBias float64
-	cpu      int64   // current CPU request per pod, millicores (0 if unknown)
-	f        float64 // CPU-bound share of the service time
+	// shape is the measured service-time distribution relative to E[S] (nil:
+	// exponential).
+	shape *queueing.ServiceShape
+	cpu   int64   // current CPU request per pod, millicores (0 if unknown)
+	f     float64 // CPU-bound share of the service time
 }
 
 func newSizer(spec Spec, snap Snapshot, es float64) *sizer {
@@ -720,6 +744,7 @@ func (s *sizer) load(lambda, es float64) queueing.Load {
 		AllenCunneen: s.spec.ServiceModel == ServiceAllenCunneen,
 		ArrivalSCV:   1,
 		ServiceSCV:   orOne(s.snap.ServiceSCV),
+		Shape:        s.shape,
 	}
 	if s.waitBias > 0 && s.waitBias != 1 {
 		// The correction scales the wait's variability factor; for M/M/c
@@ -800,6 +825,9 @@ func (s *sizer) tail(lambda, es float64, n int32, t float64) float64 {
 		return 1
 	}
 	if lambda == 0 {
+		if s.shape != nil {
+			return s.shape.Survival(t / es)
+		}
 		return math.Exp(-t / es)
 	}
 	m, err := s.load(lambda, es).Pods(int(n), s.k, s.layout)
@@ -821,7 +849,7 @@ func (s *sizer) minPods(lambda, es float64) int32 {
 	if errors.Is(err, queueing.ErrInfeasible) {
 		floor := es
 		if s.pct > 0 {
-			floor = -math.Log1p(-s.pct/100) * es
+			floor = l.ServicePercentile(s.pct)
 		}
 		n, err = l.MinPods(s.k, s.layout, floor*infeasibleSlack, s.pct)
 	}

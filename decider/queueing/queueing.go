@@ -186,6 +186,11 @@ type Metrics struct {
 	waitRate  float64 // rate of the conditional wait, θ/κ with θ = cμ − λ
 	noWaiting bool    // κ = 0 or C = 0: nobody waits
 	shape     *ServiceShape
+	// With a shape whose conditional wait is more variable than an
+	// exponential's, W* is a two-phase hyperexponential of the same mean:
+	// rate waitRate1 with probability waitP1, waitRate2 otherwise (waitP1 0:
+	// exponential at waitRate).
+	waitP1, waitRate1, waitRate2 float64
 }
 
 // At returns the metrics of the pooled queue: one queue with c servers.
@@ -223,6 +228,9 @@ func (l Load) at(c int) (Metrics, error) {
 	} else {
 		m.MeanWait = kappa * cw / theta
 		m.waitRate = theta / kappa
+		if l.Shape != nil {
+			m.fitWait(l.Shape.waitSCV(rho))
+		}
 	}
 	m.MeanQueueLength = l.ArrivalRate * m.MeanWait
 	m.MeanLatency = m.MeanWait + l.ServiceTime

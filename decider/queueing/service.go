@@ -29,6 +29,8 @@ type ServiceShape struct {
 	x []float64 // t/E[S] at the points, ascending, x[0] = 0
 	s []float64 // survival at the points, descending, s[0] = 1
 	r []float64 // r[i]: survival's log-slope on (x[i], x[i+1]); the last is the tail's
+	// m1, m2, m3 are the shape's own first three moments (units of E[S]).
+	m1, m2, m3 float64
 }
 
 // NewServiceShape builds the shape of the distribution whose quantiles qs were
@@ -75,7 +77,39 @@ func NewServiceShape(qs []ServiceQuantile, mean float64) (*ServiceShape, error) 
 	for i := range d.r {
 		d.r[i] = math.Log(d.s[i]/d.s[i+1]) / (d.x[i+1] - d.x[i])
 	}
+	d.m1, d.m2, d.m3 = d.moment(1), d.moment(2), d.moment(3)
+	if !finite(d.m3) || d.m3 <= 0 {
+		return nil, inputErr("service quantiles", "the tail beyond the last point is too heavy for a finite third moment")
+	}
 	return d, nil
+}
+
+// moment returns E[X^n] = ∫_0^∞ n·x^{n−1}·S(x) dx for n in 1..3, exactly per
+// segment: the antiderivative of x^j·e^{−r(x−a)} is
+// −e^{−r(x−a)}·Σ_{i≤j} j!/(j−i)!·x^{j−i}/r^{i+1}.
+func (d *ServiceShape) moment(n int) float64 {
+	j := n - 1
+	anti := func(x, a, r float64) float64 {
+		var sum, fact float64 = 0, 1
+		for i := 0; i <= j; i++ {
+			if i > 0 {
+				fact *= float64(j - i + 1)
+			}
+			sum += fact * math.Pow(x, float64(j-i)) / math.Pow(r, float64(i+1))
+		}
+		return -math.Exp(-r*(x-a)) * sum
+	}
+	var m float64
+	last := len(d.r) - 1
+	for i := 0; i <= last; i++ {
+		a, r := d.x[i], d.r[i]
+		hi := 0.0 // the tail: the antiderivative vanishes at ∞
+		if i < last {
+			hi = anti(d.x[i+1], a, r)
+		}
+		m += d.s[i] * (hi - anti(a, a, r))
+	}
+	return float64(n) * m
 }
 
 // Survival returns P(S > x·E[S]).
@@ -110,14 +144,18 @@ func (d *ServiceShape) Quantile(p float64) float64 {
 
 // Mean is E[S/E[S]] of the shape itself: 1 when the quantiles and the mean
 // agree; how far it is from 1 says how well the shape describes the mean.
-func (d *ServiceShape) Mean() float64 {
-	// E = ∫ S(x) dx: per segment s_i·(1 − e^{−r_i L})/r_i, the tail s_m/r.
-	var m float64
-	last := len(d.r) - 1
-	for i := 0; i < last; i++ {
-		m += d.s[i] * -math.Expm1(-d.r[i]*(d.x[i+1]-d.x[i])) / d.r[i]
-	}
-	return m + d.s[last]/d.r[last]
+func (d *ServiceShape) Mean() float64 { return d.m1 }
+
+// waitSCV is the squared coefficient of variation of the conditional wait W*
+// (the wait of those who wait) of an M/G/1 queue at utilisation rho with this
+// service shape, from Takács' second moment of the wait:
+// E[W*] = m2/(2·m1·(1−ρ)), E[W*²] = 2ρ·E[W*]² + m3/(3·m1·(1−ρ)). It is 1
+// for exponential service (m2 = 2, m3 = 6) and above 1 for heavier tails: W*
+// then has more short waits and a longer tail than an exponential of the
+// same mean.
+func (d *ServiceShape) waitSCV(rho float64) float64 {
+	w := d.m2 / (2 * d.m1 * (1 - rho))
+	return 2*rho - 1 + d.m3/(3*d.m1*(1-rho)*w*w)
 }
 
 // String lists the shape's points, for explanations.
@@ -181,7 +219,25 @@ func (m Metrics) calibratedTail(t float64) float64 {
 		return m.shape.Survival(x)
 	}
 	c := m.WaitProbability
-	return min(max((1-c)*m.shape.Survival(x)+c*m.shape.convolvedTail(x, m.waitRate/m.mu), 0), 1)
+	conv := m.shape.convolvedTail(x, m.waitRate/m.mu)
+	if m.waitP1 > 0 {
+		conv = m.waitP1*m.shape.convolvedTail(x, m.waitRate1/m.mu) + (1-m.waitP1)*m.shape.convolvedTail(x, m.waitRate2/m.mu)
+	}
+	return min(max((1-c)*m.shape.Survival(x)+c*conv, 0), 1)
+}
+
+// fitWait gives the conditional wait, of mean 1/waitRate, the squared
+// coefficient of variation scv when it is above 1: a hyperexponential with
+// balanced means (p1/θ1 = p2/θ2), p1 = (1 + √((scv−1)/(scv+1)))/2,
+// θi = 2·pi·waitRate. At or below 1 (exponential or lighter service) the wait
+// stays exponential: for a light tail that overstates the wait's tail a
+// little, on the safe side.
+func (m *Metrics) fitWait(scv float64) {
+	if !finite(scv) || scv <= 1 {
+		return
+	}
+	p1 := (1 + math.Sqrt((scv-1)/(scv+1))) / 2
+	m.waitP1, m.waitRate1, m.waitRate2 = p1, 2*p1*m.waitRate, 2*(1-p1)*m.waitRate
 }
 
 // calibratedPercentile solves calibratedTail(t) = 1 − p/100 by bisection

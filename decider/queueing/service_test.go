@@ -236,3 +236,34 @@ func FuzzServiceShape(f *testing.F) {
 		require.LessOrEqual(t, b, a+1e-12)
 	})
 }
+
+// TestShapeMomentsAndWaitVariability: the shape's moments are exact for
+// exponential quantiles (1, 2, 6), so the conditional wait stays exponential
+// (SCV 1) at every utilisation; a lognormal cv 1.2's shape has a wait more
+// variable than exponential, increasingly so at low utilisation, and the
+// hyperexponential fit keeps the wait's mean.
+func TestShapeMomentsAndWaitVariability(t *testing.T) {
+	exp, err := NewServiceShape(expQuantiles(1, 50, 90, 95, 99), 1)
+	require.NoError(t, err)
+	require.InDelta(t, 1, exp.m1, 1e-12)
+	require.InDelta(t, 2, exp.m2, 1e-11)
+	require.InDelta(t, 6, exp.m3, 1e-10)
+	for _, rho := range []float64{0.01, 0.3, 0.9, 0.999} {
+		require.InDelta(t, 1, exp.waitSCV(rho), 1e-9, "ρ %v", rho)
+	}
+	ln := newLognormal(0.05, 1.2)
+	shape, err := NewServiceShape(ln.quantiles(50, 90, 95, 99), 0.05)
+	require.NoError(t, err)
+	// The extrapolated tail is lighter than the lognormal's: the second
+	// moment is below 1 + cv² = 2.44 but well above the exponential's 2.
+	require.Greater(t, shape.m2, 2.1)
+	require.Less(t, shape.m2, 2.44)
+	lo, hi := shape.waitSCV(0.1), shape.waitSCV(0.8)
+	require.Greater(t, hi, 1.0)
+	require.Greater(t, lo, hi)
+	l := Load{ArrivalRate: 6, ServiceTime: 0.05, AllenCunneen: true, ArrivalSCV: 1, ServiceSCV: 1.44, Shape: shape}
+	m, err := l.At(1)
+	require.NoError(t, err)
+	require.Positive(t, m.waitP1)
+	require.InDelta(t, 1/m.waitRate, m.waitP1/m.waitRate1+(1-m.waitP1)/m.waitRate2, 1e-12)
+}
