@@ -84,6 +84,11 @@ type Snapshot struct {
 	// Latency is the histogram of the latency a client feels at the proxy: queue wait
 	// plus service time.
 	Latency Histogram `json:"latency"`
+	// Service is the histogram of the service times of the completed requests that
+	// were served (ServiceSecondsSum's), in Latency's buckets: the decider models the
+	// latency tail from its quantiles. Empty (no bounds, no counts) from a proxy
+	// that does not measure it.
+	Service Histogram `json:"service"`
 }
 
 // Histogram is a non-cumulative bucketed histogram: Counts[i] counts observations in
@@ -201,6 +206,27 @@ func (s Snapshot) Validate() error {
 	for _, c := range s.Latency.Counts {
 		if c > s.Arrivals-total {
 			return fmt.Errorf("stats: latency histogram counts more observations than arrivals %d", s.Arrivals)
+		}
+		total += c
+	}
+	return s.validateService()
+}
+
+// validateService checks the service-time histogram: absent, or in the latency
+// histogram's buckets and counting at most the completions (a rejected request
+// completes without service).
+func (s Snapshot) validateService() error {
+	if len(s.Service.Bounds) == 0 && len(s.Service.Counts) == 0 {
+		return nil
+	}
+	if !sameBuckets(s.Service, Histogram{Bounds: s.Latency.Bounds, Counts: s.Latency.Counts}) {
+		return fmt.Errorf("stats: service histogram has %d bounds and %d counts, want the latency histogram's %d bounds and %d counts",
+			len(s.Service.Bounds), len(s.Service.Counts), len(s.Latency.Bounds), len(s.Latency.Counts))
+	}
+	var total uint64
+	for _, c := range s.Service.Counts {
+		if c > s.Completions-total {
+			return fmt.Errorf("stats: service histogram counts more observations than completions %d", s.Completions)
 		}
 		total += c
 	}
