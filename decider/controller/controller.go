@@ -354,7 +354,7 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 	return decide.Snapshot{
 		Now:          now,
 		ArrivalRates: m.ArrivalRates, ServiceTime: m.ServiceTime, ServiceSCV: m.ServiceSCV,
-		MeasuredLatency: m.MeasuredLatency, MeasuredQuantiles: m.MeasuredQuantiles,
+		MeasuredLatency: m.MeasuredLatency, MeasuredQuantiles: m.MeasuredQuantiles, ServiceQuantiles: m.ServiceQuantiles,
 		ShortArrivalRate: m.ShortArrivalRate, ShortWindow: m.ShortWindow,
 		CurrentReplicas: t.replicas, ReadyReplicas: ready,
 		Pods:      resources.DecidePods(pods, qa.Spec.ScaleTargetRef, m, storage),
