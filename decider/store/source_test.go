@@ -119,7 +119,8 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 		ArrivalRate: 40, ForecastArrivalRate: 50, ServiceTime: 0.05, Latency: 0.3, MeasuredLatency: 0.28, Target: 0.2,
 		Lead: 30 * time.Second, Normalized: 1.5, CurrentReplicas: 2, Reason: "L > T(1+θ)",
 		Backlog: 120, DrainReplicas: 6, LatencyBias: 1.3, MeasuredLateShare: 0.08, ModelledLateShare: 0.05,
-		ShortArrivalRate: 90, ShortArrivalRateLow: 80, JumpRatio: 1.4, CountDispersion: 2}}
+		ShortArrivalRate: 90, ShortArrivalRateLow: 80, JumpRatio: 1.4, CountDispersion: 2,
+		TailModel: decide.TailMeasured, ServiceLateShare: 0.026}}
 	require.NoError(t, sink.RecordDecision(context.Background(), web, d, false))
 	held := decide.Decision{Time: t0, Explanation: decide.Explanation{Latency: mathInf(), HeldBecause: "stale data"}}
 	require.NoError(t, sink.RecordDecision(context.Background(), web, held, true))
@@ -168,11 +169,15 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 	require.Equal(t, 1.3, f["latency_bias"])
 	require.Equal(t, 0.08, f["measured_late_share"])
 	require.Equal(t, 80.0, f["short_arrival_rate_low"])
+	// So does the calibration of the tail.
+	require.Equal(t, true, f["tail_calibrated"])
+	require.Equal(t, 0.026, f["service_late_share"])
 	require.Equal(t, "horizontal", c.pts[0].TagList()[0].Value)
 	f = fields(c.pts[1])
 	require.NotContains(t, f, "modelled_latency_seconds", "+Inf cannot be stored")
 	require.Equal(t, "held: stale data", f["reason"])
 	require.Equal(t, true, f["dry_run"])
+	require.NotContains(t, f, "tail_calibrated", "a held decision modelled no tail")
 
 	// No workload known: the point has no workload tag rather than an empty one.
 	require.NoError(t, sink.RecordDecision(context.Background(), measurement.DecisionOf{Namespace: "ns", Name: "other"}, d, false))

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
+	"github.com/qas-dev/qas/decider/decide"
 )
 
 // TestProxyClockCondition: a proxy clock more than 10 s from the collector's, either
@@ -51,5 +52,21 @@ func TestProxyClockCondition(t *testing.T) {
 		require.Equal(t, s.status, c.Status, s.name)
 		require.Equal(t, s.reason, c.Reason, s.name)
 		require.Contains(t, c.Message, s.message, s.name)
+	}
+}
+
+// TestModelSummaryNamesTheTail: the status says whether the latency tail was
+// calibrated from measured service times or taken as exponential (a held
+// decision, which modelled nothing, says neither).
+func TestModelSummaryNamesTheTail(t *testing.T) {
+	for _, tc := range []struct {
+		tail, want string
+	}{
+		{decide.TailMeasured, "per-pod allen-cunneen, measured service tail"},
+		{decide.TailExponential, "per-pod allen-cunneen, exponential service tail"},
+		{"", "per-pod allen-cunneen"},
+	} {
+		x := decide.Explanation{Model: decide.ModelPerPod, ServiceModel: decide.ServiceAllenCunneen, TailModel: tc.tail}
+		require.Equal(t, tc.want, modelSummary(x))
 	}
 }
