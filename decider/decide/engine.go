@@ -547,6 +547,17 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	rec := current
 	var reason string
 	var cpu int64
+	// The band in pods: near the latency floor (the service-time percentile)
+	// the percentile falls slowly with the pods, so a band of ±θ on G spans
+	// far more than ±θ of the pods (lognormal cv 1.2, p95 ≤ 4·E[S]: G = 0.9
+	// needs about a quarter more pods than G = 1). Pods beyond (1−θ)⁻¹ × what
+	// the target needs at λ's upper confidence bound are also a scale-down.
+	var need int32
+	if spec.Percentile > 0 && lambdaHigh > 0 && x.Normalized >= 1-spec.Tolerance && x.Normalized <= 1+spec.Tolerance {
+		need = m.minPods(math.Max(lambdaHigh, lambdaSize), m.es)
+	}
+	overProvisioned := need > 0 && float64(need) <= (1-spec.Tolerance)*float64(current)
+	below := x.Normalized < 1-spec.Tolerance || overProvisioned
 	switch {
 	case gUp > 1+spec.Tolerance || drain > current:
 		rec, cpu, reason = m.scaleUp(lambdaSize, current, x)
@@ -557,24 +568,24 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 				bl.total, bl.maxPod, left, leadQ, drain, leadQ, lambdaSize, spec.Routing)
 			x.Candidates = append(x.Candidates, m.candidate(CandidateHorizontal, drain, m.cpu, lambdaSize, "drains the backlog"))
 		}
-	case x.Normalized < 1-spec.Tolerance && d.Migration != nil:
+	case below && d.Migration != nil:
 		// Surge-first migration adds a pod for a while; removing pods at the
 		// same time could leave the workload short if the move is slow.
 		reason = fmt.Sprintf("G = %.3g below 1−θ, but a migration is planned: no scale-down this cycle", x.Normalized)
-	case x.Normalized < 1-spec.Tolerance && serving < current:
+	case below && serving < current:
 		// Pods still starting were ordered because the model needed them a
 		// lead ago; removing them before they serve wastes their start.
 		reason = fmt.Sprintf("G = %.3g below 1−θ, but %d of %d pods are still starting: no scale-down until they serve", x.Normalized, current-serving, current)
-	case x.Normalized < 1-spec.Tolerance && bl.total > 0:
+	case below && bl.total > 0:
 		reason = fmt.Sprintf("G = %.3g below 1−θ, but %.0f requests are queued beyond what the pods clear within the target: no scale-down while they drain",
 			x.Normalized, bl.total)
-	case x.Normalized < 1-spec.Tolerance && m.latency(lambdaHigh, m.es, serving)/target >= 1-spec.Tolerance:
+	case below && !overProvisioned && m.latency(lambdaHigh, m.es, serving)/target >= 1-spec.Tolerance:
 		// A scale-down needs evidence too: λ's upper confidence bound must
 		// also be below the band, or noise alone would remove a pod that the
 		// next cycle's noise adds back.
 		reason = fmt.Sprintf("G = %.3g below 1−θ, but not at λ's upper confidence bound %.4g/s (G = %.3g): no scale-down on noise",
 			x.Normalized, lambdaHigh, m.latency(lambdaHigh, m.es, serving)/target)
-	case x.Normalized < 1-spec.Tolerance:
+	case below:
 		// Down to what the likely λ over one lead needs (a pod removed now
 		// takes a lead to come back), never below what the forecast or the
 		// short window need.
@@ -606,6 +617,10 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		x.Candidates = append(x.Candidates, m.candidate(CandidateHorizontal, rec, m.cpu, x.DownArrivalRate, ""))
 	default:
 		reason = fmt.Sprintf("G = %.3g within [1−θ, 1+θ] = [%.3g, %.3g]: no horizontal change", gUp, 1-spec.Tolerance, 1+spec.Tolerance)
+	}
+	if overProvisioned {
+		reason = fmt.Sprintf("%d pods are more than (1−θ)⁻¹ × the %d the target needs at λ's upper confidence bound %.4g/s, though G = %.3g is within the band: ",
+			current, need, math.Max(lambdaHigh, lambdaSize), x.Normalized) + reason
 	}
 	if bias != 1 {
 		reason += fmt.Sprintf(" (model corrected: waiting-time variability × %.3g from measured latency)", bias)

@@ -182,3 +182,39 @@ func TestTailInJSON(t *testing.T) {
 	require.Positive(t, m.Explanation.ServiceLateShare)
 	require.True(t, strings.HasPrefix(m.Explanation.TailNote, "service tail measured"))
 }
+
+// TestPodsBand: near the service-time floor the p95 falls slowly with the
+// pods, so G can sit inside [1−θ, 1+θ] with far more pods than the target
+// needs. Such a count scales down (to no fewer than the target needs, so the
+// next cycle does not scale back up); a count within (1−θ)⁻¹ of the need
+// does not move.
+func TestPodsBand(t *testing.T) {
+	const es, lambda = 0.05, 200.0
+	spec := tailSpec()
+	decide := func(n int32) Decision {
+		s := snapshot(t0, lambda, es, n)
+		s.ServiceSCV, s.ServiceQuantiles = 1.44, lognormalQuantiles(es, 1.2, servicePs...)
+		d, err := NewEngine().Decide(spec, s)
+		require.NoError(t, err)
+		return d
+	}
+	var banded, kept int
+	for n := int32(40); n <= 150; n++ {
+		d := decide(n)
+		x := d.Explanation
+		if x.Normalized < 1-spec.Tolerance || x.Normalized > 1+spec.Tolerance {
+			continue
+		}
+		if strings.Contains(x.Reason, "more than (1−θ)⁻¹") {
+			banded++
+			require.Less(t, x.Recommendation, n, "n = %d: %s", n, x.Reason)
+			next := decide(x.Recommendation)
+			require.LessOrEqual(t, next.Explanation.Recommendation, x.Recommendation, "no scale-up right after the scale-down from %d", n)
+			continue
+		}
+		kept++
+		require.Equal(t, n, x.Recommendation, "n = %d: %s", n, x.Reason)
+	}
+	require.Positive(t, banded, "some counts inside the G band are over-provisioned in pods")
+	require.Positive(t, kept, "counts close to the need stay")
+}
