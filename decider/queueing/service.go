@@ -240,11 +240,14 @@ func (m *Metrics) fitWait(scv float64) {
 	m.waitP1, m.waitRate1, m.waitRate2 = p1, 2*p1*m.waitRate, 2*(1-p1)*m.waitRate
 }
 
-// calibratedPercentile solves calibratedTail(t) = 1 − p/100 by bisection
-// (the tail is monotone), bracketed below by the service-time percentile
-// (waiting only adds) and above by doubling.
+// calibratedPercentile solves calibratedTail(t) = 1 − p/100, bracketed below by
+// the service-time percentile (waiting only adds) and above by doubling, then
+// by Newton steps on ln P(T > t) (nearly linear in t) kept inside the bracket,
+// bisecting when a step would leave it. The tail's slope is exact:
+// d/dx P(W* + S > x) = −θ·(P(W* + S > x) − P(S > x)) per exponential phase.
 func (m Metrics) calibratedPercentile(p float64) (float64, error) {
 	q := 1 - p/100
+	lnq := math.Log(q)
 	lo := m.shape.Quantile(p) / m.mu
 	hi := 2 * lo
 	for m.calibratedTail(hi) > q {
@@ -254,16 +257,55 @@ func (m Metrics) calibratedPercentile(p float64) (float64, error) {
 			return 0, inputErr("percentile", "no finite solution")
 		}
 	}
+	t := hi
 	for range 200 {
+		pt, slope := m.calibratedTailSlope(t)
+		if pt > q {
+			lo = t
+		} else {
+			hi = t
+		}
 		if hi-lo <= 1e-13*hi {
 			break
 		}
-		mid := lo + (hi-lo)/2
-		if m.calibratedTail(mid) > q {
-			lo = mid
-		} else {
-			hi = mid
+		next := lo + (hi-lo)/2
+		if pt > 0 && slope < 0 {
+			n := t - (math.Log(pt)-lnq)*pt/slope
+			if math.Abs(n-t) <= 1e-13*t {
+				// Converged (quadratically): further steps chase rounding.
+				break
+			}
+			if n > lo && n < hi {
+				next = n
+			}
 		}
+		t = next
 	}
-	return hi, nil
+	return t, nil
+}
+
+// calibratedTailSlope returns calibratedTail(t) and its derivative in t.
+func (m Metrics) calibratedTailSlope(t float64) (float64, float64) {
+	x := t * m.mu
+	sv := m.shape.Survival(x)
+	dens := sv * m.shape.r[m.shape.segment(x)] // f_S(x) per unit of x
+	if m.noWaiting {
+		return sv, -dens * m.mu
+	}
+	c := m.WaitProbability
+	var conv, dconv float64
+	phase := func(w, rate float64) {
+		th := rate / m.mu
+		v := m.shape.convolvedTail(x, th)
+		conv += w * v
+		dconv += w * -th * (v - sv)
+	}
+	if m.waitP1 > 0 {
+		phase(m.waitP1, m.waitRate1)
+		phase(1-m.waitP1, m.waitRate2)
+	} else {
+		phase(1, m.waitRate)
+	}
+	p := min(max((1-c)*sv+c*conv, 0), 1)
+	return p, ((1-c)*-dens + c*dconv) * m.mu
 }
