@@ -234,6 +234,10 @@ func FuzzServiceShape(f *testing.F) {
 		a, b := m.TailProbability(math.Abs(x)*mean), m.TailProbability((math.Abs(x)+1)*mean)
 		require.False(t, math.IsNaN(a) || math.IsNaN(b))
 		require.LessOrEqual(t, b, a+1e-12)
+		// The percentile solves the tail: P(T > t95) = 5 %.
+		t95, err := m.LatencyPercentile(95)
+		require.NoError(t, err)
+		require.InDelta(t, 0.05, m.TailProbability(t95), 1e-9)
 	})
 }
 
