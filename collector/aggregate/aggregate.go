@@ -39,8 +39,13 @@ type Metrics struct {
 	InFlight, Waiting float64
 	// LatencyP50/P95/P99 in s from the histogram; NaN-free: 0 when empty.
 	LatencyP50, LatencyP95, LatencyP99 float64
-	Completions                        uint64
-	Pods                               int
+	// ServiceQuantiles are the service time's quantiles at
+	// stats.ServicePercentiles, in s, from the merged service histograms
+	// (stats.Histogram.TailQuantile); nil when no served request completed or
+	// no proxy measures them.
+	ServiceQuantiles []float64
+	Completions      uint64
+	Pods             int
 	// Pooled is true when a pod or front of the interval reported the pooled data
 	// plane (issue #20); the fields below are then meaningful.
 	Pooled bool
@@ -89,7 +94,7 @@ func combine(end time.Time, ivs []scrape.Interval) Metrics {
 	m := Metrics{Time: end}
 	var n, queued uint64
 	var sum, sumSq, wait float64
-	var merged stats.Histogram
+	var merged, service stats.Histogram
 	pods := 0
 	for _, iv := range ivs {
 		if !iv.Front {
@@ -122,6 +127,7 @@ func combine(end time.Time, ivs []scrape.Interval) Metrics {
 		sumSq += iv.ServiceSecondsSumSq
 		wait += iv.QueueWaitSecondsSum
 		merged = Merge(merged, iv.Latency)
+		service = Merge(service, iv.Service)
 	}
 	m.Completions = n
 	if n > 0 {
@@ -143,6 +149,12 @@ func combine(end time.Time, ivs []scrape.Interval) Metrics {
 	m.OverflowDecisionP50, m.OverflowDecisionP95 = Quantile(m.decisions, 0.50), Quantile(m.decisions, 0.95)
 	m.FrontQueueWaitP50, m.FrontQueueWaitP95 = Quantile(m.queueWaits, 0.50), Quantile(m.queueWaits, 0.95)
 	m.decisions, m.queueWaits = stats.Histogram{}, stats.Histogram{}
+	if service.Total() > 0 {
+		m.ServiceQuantiles = make([]float64, len(stats.ServicePercentiles))
+		for i, p := range stats.ServicePercentiles {
+			m.ServiceQuantiles[i] = service.TailQuantile(p / 100)
+		}
+	}
 	return m
 }
 
@@ -206,6 +218,14 @@ func (m Metrics) Check() error {
 	} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
 			return fmt.Errorf("aggregate: %s is %v, want a finite number ≥ 0", f.name, f.v)
+		}
+	}
+	if n := len(m.ServiceQuantiles); n != 0 && n != len(stats.ServicePercentiles) {
+		return fmt.Errorf("aggregate: %d service quantiles, want %d", n, len(stats.ServicePercentiles))
+	}
+	for i, v := range m.ServiceQuantiles {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || (i > 0 && v < m.ServiceQuantiles[i-1]) {
+			return fmt.Errorf("aggregate: service quantile p%v is %v, want a finite number ≥ 0 and ≥ the one below", stats.ServicePercentiles[i], v)
 		}
 	}
 	if math.IsNaN(m.ClockOffset) || math.IsInf(m.ClockOffset, 0) {

@@ -241,3 +241,48 @@ func TestPooledWorkload(t *testing.T) {
 	require.False(t, plain.Pooled, "a workload that does not pool")
 	require.Zero(t, plain.OverflowShare)
 }
+
+// TestServiceQuantiles: the workload's service quantiles come from the pods'
+// service histograms merged (not from either pod's alone), at
+// stats.ServicePercentiles by TailQuantile; no histogram, or one that counted
+// nothing, gives none; Check refuses a broken list.
+func TestServiceQuantiles(t *testing.T) {
+	bounds := []float64{0.01, 0.02, 0.05}
+	a := interval(5, 4, []float64{0.01})
+	a.Service = stats.Histogram{Bounds: bounds, Counts: []uint64{90, 10, 0, 0}}
+	b := interval(5, 4, []float64{0.01})
+	b.Service = stats.Histogram{Bounds: bounds, Counts: []uint64{0, 50, 45, 5}}
+	m, err := Workload([]scrape.Interval{a, b})
+	require.NoError(t, err)
+	merged := stats.Histogram{Bounds: bounds, Counts: []uint64{90, 60, 45, 5}}
+	require.Len(t, m.ServiceQuantiles, len(stats.ServicePercentiles))
+	for i, p := range stats.ServicePercentiles {
+		require.Equal(t, merged.TailQuantile(p/100), m.ServiceQuantiles[i], "p%v", p)
+	}
+	require.NotEqual(t, Pod(a).ServiceQuantiles, m.ServiceQuantiles)
+	require.NoError(t, m.Check())
+
+	none, err := Workload([]scrape.Interval{interval(5, 0, nil)})
+	require.NoError(t, err)
+	require.Nil(t, none.ServiceQuantiles, "no service histogram")
+	idle := interval(5, 0, nil)
+	idle.Service = stats.Histogram{Bounds: bounds, Counts: make([]uint64, 4)}
+	require.Nil(t, Pod(idle).ServiceQuantiles, "a histogram that counted nothing")
+
+	for _, tc := range []struct {
+		name string
+		mod  func(*Metrics)
+		want string
+	}{
+		{"too few", func(m *Metrics) { m.ServiceQuantiles = m.ServiceQuantiles[:3] }, "3 service quantiles"},
+		{"NaN", func(m *Metrics) { m.ServiceQuantiles[2] = math.NaN() }, "service quantile p90 is NaN"},
+		{"falling", func(m *Metrics) { m.ServiceQuantiles[7] = 0 }, "service quantile p99.9 is 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := m
+			bad.ServiceQuantiles = append([]float64(nil), m.ServiceQuantiles...)
+			tc.mod(&bad)
+			require.ErrorContains(t, bad.Check(), tc.want)
+		})
+	}
+}

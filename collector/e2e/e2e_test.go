@@ -9,6 +9,8 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"sort"
 	"testing"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 	"github.com/qas-dev/qas/internal/testenv/influxtest"
 	"github.com/qas-dev/qas/proxy/measure"
 	"github.com/qas-dev/qas/proxy/server"
+	"github.com/qas-dev/qas/proxy/stats"
 )
 
 // startPod runs the example app behind a real qas-proxy on loopback and returns the
@@ -184,6 +187,42 @@ loop:
 	scv := scvSum / total
 	scvSigma := math.Sqrt(8 / total)
 	require.InDelta(t, 1, scv, 4*scvSigma, "SCV of exponential service")
+
+	// The service-time quantiles of the newest point are what the collector
+	// computed from the proxies' service histograms in its last cycle (none
+	// if nothing completed in it), and every point with requests has them,
+	// ascending, at or below the histogram bound above the client's slowest
+	// response (quantiles are interpolated inside their bucket).
+	lastM := last.Workloads[pipeline.WorkloadKey{Namespace: "shop", Workload: "web"}]
+	if lastM.ServiceQuantiles == nil {
+		require.Nil(t, snap.ServiceQuantiles)
+	} else {
+		require.Len(t, snap.ServiceQuantiles, len(lastM.ServiceQuantiles))
+		for i, q := range snap.ServiceQuantiles {
+			require.InDelta(t, lastM.ServiceQuantiles[i], q.Seconds, 1e-12*q.Seconds, "p%v read back", q.Percentile)
+		}
+	}
+	slowest := slices.Max(res.r.Latencies)
+	if i := sort.SearchFloat64s(stats.DefaultLatencyBounds, slowest); i < len(stats.DefaultLatencyBounds) {
+		slowest = stats.DefaultLatencyBounds[i]
+	}
+	withQuantiles := 0
+	for _, s := range snap.ArrivalRates {
+		at := snapshotAt(t, client, s.Time)
+		if at.ServiceTime == 0 {
+			continue
+		}
+		require.NotNil(t, at.ServiceQuantiles, "a point with completions at %s has service quantiles", s.Time)
+		withQuantiles++
+		for i, q := range at.ServiceQuantiles {
+			require.Positive(t, q.Seconds)
+			require.LessOrEqual(t, q.Seconds, slowest)
+			if i > 0 {
+				require.GreaterOrEqual(t, q.Seconds, at.ServiceQuantiles[i-1].Seconds)
+			}
+		}
+	}
+	require.Positive(t, withQuantiles)
 
 	require.Len(t, snap.Pods, 2)
 	require.Equal(t, []string{"web-0", "web-1"}, []string{snap.Pods[0].Name, snap.Pods[1].Name})

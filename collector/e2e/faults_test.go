@@ -52,6 +52,7 @@ func (f *faultyPod) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.Arrivals, s.Completions, s.ServiceSecondsSum, s.ServiceSecondsSumSq, s.TTFBSecondsSum = 0, 0, 0, 0, 0
 		s.InFlightSeconds, s.BusySeconds, s.Codes = 0, 0, [5]uint64{}
 		s.Latency.Counts = make([]uint64, len(s.Latency.Counts))
+		s.Service.Counts = make([]uint64, len(s.Service.Counts))
 		_ = json.NewEncoder(w).Encode(s)
 	default:
 		server.NewAdmin(rec, "127.0.0.1:1", new(atomic.Bool)).ServeHTTP(w, r)

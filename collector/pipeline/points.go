@@ -55,18 +55,24 @@ func WorkloadPoint(namespace, workload string, m aggregate.Metrics) *write.Point
 }
 
 func workloadPoint(namespace, workload string, m aggregate.Metrics) *write.Point {
-	return write.NewPoint(influx.Workload,
-		map[string]string{"namespace": namespace, "workload": workload},
-		map[string]any{
-			"arrival_rate":         m.ArrivalRate,
-			"service_mean_seconds": m.ServiceMean,
-			"service_scv":          m.ServiceSCV,
-			"in_flight_mean":       m.InFlightMean,
-			"error_rate":           m.ErrorRate,
-			"latency_p50_seconds":  m.LatencyP50,
-			"latency_p95_seconds":  m.LatencyP95,
-			"latency_p99_seconds":  m.LatencyP99,
-			"pods":                 int64(m.Pods),
-			"clock_offset_seconds": m.ClockOffset,
-		}, m.Time)
+	fields := map[string]any{
+		"arrival_rate":         m.ArrivalRate,
+		"service_mean_seconds": m.ServiceMean,
+		"service_scv":          m.ServiceSCV,
+		"in_flight_mean":       m.InFlightMean,
+		"error_rate":           m.ErrorRate,
+		"latency_p50_seconds":  m.LatencyP50,
+		"latency_p95_seconds":  m.LatencyP95,
+		"latency_p99_seconds":  m.LatencyP99,
+		"pods":                 int64(m.Pods),
+		"clock_offset_seconds": m.ClockOffset,
+	}
+	// The service quantiles only when measured: an idle interval says nothing
+	// about the shape (and 0 is no service time).
+	if len(m.ServiceQuantiles) == len(influx.ServiceQuantileFields) {
+		for i, f := range influx.ServiceQuantileFields {
+			fields[f] = m.ServiceQuantiles[i]
+		}
+	}
+	return write.NewPoint(influx.Workload, map[string]string{"namespace": namespace, "workload": workload}, fields, m.Time)
 }

@@ -44,8 +44,9 @@ type Interval struct {
 	// and requests waiting for a concurrency slot. A backlog shows in them
 	// before it shows in the interval's rates.
 	InFlight, Waiting int64
-	// Latency is the histogram of the interval's completions.
-	Latency stats.Histogram
+	// Latency is the histogram of the interval's completions; Service that of
+	// their service times (empty when the proxy does not measure them).
+	Latency, Service stats.Histogram
 	// PoolStats and FrontStats are the pooled data plane's counters over the interval (and the
 	// front's gauges at End), present when the snapshots carry them (issue #20).
 	PoolStats  *PoolCounts
@@ -127,6 +128,11 @@ func Delta(t Target, prev, cur stats.Snapshot) (Interval, string) {
 			return Interval{}, ReasonBoundsChanged
 		}
 	}
+	// The service histogram has the latency's buckets when present (stats
+	// validates it); within one process it is present in both or neither.
+	if len(cur.Service.Counts) != len(prev.Service.Counts) {
+		return Interval{}, ReasonBoundsChanged
+	}
 	iv := Interval{Target: t, Start: prev.Time, End: cur.Time, InFlight: cur.InFlight, Waiting: cur.Waiting}
 	ok := true
 	sub := func(a, b uint64) uint64 {
@@ -197,6 +203,12 @@ func Delta(t Target, prev, cur stats.Snapshot) (Interval, string) {
 			return Interval{}, ReasonBoundsChanged
 		}
 		iv.FrontStats.QueueWait = h
+	}
+	if len(cur.Service.Counts) > 0 {
+		iv.Service = stats.Histogram{Bounds: cur.Service.Bounds, Counts: make([]uint64, len(cur.Service.Counts))}
+		for i := range cur.Service.Counts {
+			iv.Service.Counts[i] = sub(cur.Service.Counts[i], prev.Service.Counts[i])
+		}
 	}
 	if !ok {
 		return Interval{}, ReasonCounterDecrease

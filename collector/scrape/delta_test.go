@@ -25,6 +25,32 @@ func snap(at time.Duration, arrivals uint64, mod ...func(*stats.Snapshot)) stats
 	return s
 }
 
+// withService gives a snapshot a service histogram in its latency buckets,
+// every one of n requests served within the first.
+func withService(n uint64) func(*stats.Snapshot) {
+	return func(s *stats.Snapshot) {
+		s.Service = stats.Histogram{Bounds: s.Latency.Bounds, Counts: []uint64{n, 0, 0}}
+	}
+}
+
+// TestDeltaOfTheServiceHistogram: the interval's service histogram is the
+// difference of the two documents'; one that falls is a counter decrease, and
+// a proxy without one gives none.
+func TestDeltaOfTheServiceHistogram(t *testing.T) {
+	tg := Target{Namespace: "ns", Pod: "p"}
+	iv, reason := Delta(tg, snap(0, 100, withService(100)), snap(5*time.Second, 150, withService(150)))
+	require.Empty(t, reason)
+	require.Equal(t, []uint64{50, 0, 0}, iv.Service.Counts)
+	require.Equal(t, []float64{0.01, 0.1}, iv.Service.Bounds)
+	_, reason = Delta(tg, snap(0, 100, withService(100)), snap(5*time.Second, 150, withService(90)))
+	require.Equal(t, ReasonCounterDecrease, reason)
+	_, reason = Delta(tg, snap(0, 100, withService(100)), snap(5*time.Second, 150))
+	require.Equal(t, ReasonBoundsChanged, reason)
+	iv, reason = Delta(tg, snap(0, 100), snap(5*time.Second, 150))
+	require.Empty(t, reason)
+	require.Empty(t, iv.Service.Counts)
+}
+
 func TestDelta(t *testing.T) {
 	tg := Target{Namespace: "ns", Pod: "p"}
 	base := snap(0, 100)
@@ -48,6 +74,7 @@ func TestDelta(t *testing.T) {
 			s.Latency = stats.Histogram{Bounds: []float64{0.1}, Counts: []uint64{150, 0}}
 		}), ReasonBoundsChanged, 0, 0},
 		{"same time", snap(0, 150), ReasonTimeNotAdvanced, 0, 0},
+		{"service histogram appears", snap(5*time.Second, 150, withService(150)), ReasonBoundsChanged, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			iv, reason := Delta(tg, base, tc.cur)

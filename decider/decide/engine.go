@@ -56,6 +56,9 @@ type Engine struct {
 	// the long history is unchanged; not part of State: the history it is
 	// computed from is in the store.
 	recur *recurCache
+	// shape is the averaged measured service-time quantiles, as multiples of
+	// E[S] (tail.go; nil: none measured yet).
+	shape []LatencyQuantile
 }
 
 type recommendation struct {
@@ -97,6 +100,9 @@ type State struct {
 	CountDispersion float64 `json:",omitempty"`
 	// ServiceSCV is the averaged service-time SCV (0: none yet).
 	ServiceSCV float64 `json:",omitempty"`
+	// ServiceShape is the averaged measured service-time quantiles, Seconds
+	// as multiples of E[S] (none: not measured yet).
+	ServiceShape []LatencyQuantile `json:",omitempty"`
 }
 
 // StateRecommendation is one past recommendation.
@@ -125,6 +131,7 @@ func (e *Engine) State() State {
 	}
 	s.MigrationFrom, s.MigrationMoved = e.lastFrom, e.lastMoved
 	s.LatencyBias, s.CountDispersion, s.ServiceSCV = e.bias, e.disp, e.scv
+	s.ServiceShape = append([]LatencyQuantile(nil), e.shape...)
 	for _, m := range e.movedOff {
 		s.MovedOff = append(s.MovedOff, StateMovedOff{Node: m.node, Last: time.Unix(0, m.last).UTC(), Moves: m.moves,
 			Pods: m.pods, Stalled: m.stalled})
@@ -153,6 +160,9 @@ func NewEngineFromState(s State) *Engine {
 	}
 	if s.ServiceSCV > 0 && !math.IsInf(s.ServiceSCV, 0) {
 		e.scv = s.ServiceSCV
+	}
+	if validQuantiles(s.ServiceShape, true) {
+		e.shape = append([]LatencyQuantile(nil), s.ServiceShape...)
 	}
 	for _, m := range s.MovedOff {
 		if m.Node != "" && m.Moves > 0 {
@@ -261,6 +271,12 @@ func validateSnapshot(s Snapshot) error {
 		if badFloat(q.Percentile) || q.Percentile <= 0 || q.Percentile >= 100 || badFloat(q.Seconds) || q.Seconds < 0 ||
 			(i > 0 && (q.Percentile <= s.MeasuredQuantiles[i-1].Percentile || q.Seconds < s.MeasuredQuantiles[i-1].Seconds)) {
 			add(fmt.Sprintf("snapshot.measuredQuantiles[%d]", i), "percentile must be in (0,100) and seconds finite and non-negative, both ascending")
+		}
+	}
+	for i := range s.ServiceQuantiles {
+		if !validQuantiles(s.ServiceQuantiles[:i+1], true) {
+			add(fmt.Sprintf("snapshot.serviceQuantiles[%d]", i), "percentile must be in (0,100) and seconds finite and positive, both ascending")
+			break
 		}
 	}
 	if badFloat(s.LatencySamples) || s.LatencySamples < 0 {
@@ -496,6 +512,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	}
 	m := newSizer(spec, snap, es)
 	m.waitBias = bias
+	m.shape = e.serviceShape(snap, es, spec.Target.Seconds(), conf, x)
 	x.ServiceTime = es
 	x.CPUBoundFraction = m.f
 	if spec.Model == ModelAuto {
@@ -557,6 +574,17 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	var reason string
 	var cpu int64
 	jumpPods, jumpBase, hasJump := e.jumpFloor(spec, snap, m, now, leadQ, conf, budget, spec.MaxReplicas, recur, x)
+	// The band in pods: near the latency floor (the service-time percentile)
+	// the percentile falls slowly with the pods, so a band of ±θ on G spans
+	// far more than ±θ of the pods (lognormal cv 1.2, p95 ≤ 4·E[S]: G = 0.9
+	// needs about a quarter more pods than G = 1). Pods beyond (1−θ)⁻¹ × what
+	// the target needs at λ's upper confidence bound are also a scale-down.
+	var need int32
+	if spec.Percentile > 0 && lambdaHigh > 0 && x.Normalized >= 1-spec.Tolerance && x.Normalized <= 1+spec.Tolerance {
+		need = m.minPods(math.Max(lambdaHigh, lambdaSize), m.es)
+	}
+	overProvisioned := need > 0 && float64(need) <= (1-spec.Tolerance)*float64(current)
+	below := x.Normalized < 1-spec.Tolerance || overProvisioned
 	switch {
 	case gUp > 1+spec.Tolerance || drain > current || (hasJump && jumpPods > current):
 		rec, cpu, reason = m.scaleUp(lambdaSize, current, x)
@@ -573,24 +601,24 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 				bl.total, bl.maxPod, left, leadQ, drain, leadQ, lambdaSize, spec.Routing)
 			x.Candidates = append(x.Candidates, m.candidate(CandidateHorizontal, drain, m.cpu, lambdaSize, "drains the backlog"))
 		}
-	case x.Normalized < 1-spec.Tolerance && d.Migration != nil:
+	case below && d.Migration != nil:
 		// Surge-first migration adds a pod for a while; removing pods at the
 		// same time could leave the workload short if the move is slow.
 		reason = fmt.Sprintf("G = %.3g below 1−θ, but a migration is planned: no scale-down this cycle", x.Normalized)
-	case x.Normalized < 1-spec.Tolerance && serving < current:
+	case below && serving < current:
 		// Pods still starting were ordered because the model needed them a
 		// lead ago; removing them before they serve wastes their start.
 		reason = fmt.Sprintf("G = %.3g below 1−θ, but %d of %d pods are still starting: no scale-down until they serve", x.Normalized, current-serving, current)
-	case x.Normalized < 1-spec.Tolerance && bl.total > 0:
+	case below && bl.total > 0:
 		reason = fmt.Sprintf("G = %.3g below 1−θ, but %.0f requests are queued beyond what the pods clear within the target: no scale-down while they drain",
 			x.Normalized, bl.total)
-	case x.Normalized < 1-spec.Tolerance && m.latency(lambdaHigh, m.es, serving)/target >= 1-spec.Tolerance:
+	case below && !overProvisioned && m.latency(lambdaHigh, m.es, serving)/target >= 1-spec.Tolerance:
 		// A scale-down needs evidence too: λ's upper confidence bound must
 		// also be below the band, or noise alone would remove a pod that the
 		// next cycle's noise adds back.
 		reason = fmt.Sprintf("G = %.3g below 1−θ, but not at λ's upper confidence bound %.4g/s (G = %.3g): no scale-down on noise",
 			x.Normalized, lambdaHigh, m.latency(lambdaHigh, m.es, serving)/target)
-	case x.Normalized < 1-spec.Tolerance:
+	case below:
 		// Down to what the likely λ over one lead needs (a pod removed now
 		// takes a lead to come back), never below what the forecast or the
 		// short window need.
@@ -634,8 +662,16 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			recur.Next.UTC().Format(time.RFC3339), recur.Rate, time.Duration(recur.PeriodSeconds*float64(time.Second)).Round(time.Second),
 			len(recur.Occurrences), recur.Expected)
 	}
+	if overProvisioned {
+		reason = fmt.Sprintf("%d pods are more than (1−θ)⁻¹ × the %d the target needs at λ's upper confidence bound %.4g/s, though G = %.3g is within the band: ",
+			current, need, math.Max(lambdaHigh, lambdaSize), x.Normalized) + reason
+	}
 	if bias != 1 {
 		reason += fmt.Sprintf(" (model corrected: waiting-time variability × %.3g from measured latency)", bias)
+	}
+	if x.TailModel == TailMeasured && spec.Percentile > 0 {
+		reason += fmt.Sprintf(" (service tail measured: %.3g%% of service times over the target, %.3g%% if exponential)",
+			100*x.ServiceLateShare, 100*math.Exp(-target/es))
 	}
 	x.Recommendation = rec
 
@@ -731,8 +767,11 @@ type sizer struct {
 	// waitBias multiplies the Allen–Cunneen variability factor (ca² + cs²)/2:
 	// the closed loop's correction (1: none).
 	waitBias float64
-	cpu      int64   // current CPU request per pod, millicores (0 if unknown)
-	f        float64 // CPU-bound share of the service time
+	// shape is the measured service-time distribution relative to E[S] (nil:
+	// exponential).
+	shape *queueing.ServiceShape
+	cpu   int64   // current CPU request per pod, millicores (0 if unknown)
+	f     float64 // CPU-bound share of the service time
 }
 
 func newSizer(spec Spec, snap Snapshot, es float64) *sizer {
@@ -770,6 +809,7 @@ func (s *sizer) load(lambda, es float64) queueing.Load {
 		AllenCunneen: s.spec.ServiceModel == ServiceAllenCunneen,
 		ArrivalSCV:   1,
 		ServiceSCV:   orOne(s.snap.ServiceSCV),
+		Shape:        s.shape,
 	}
 	if s.waitBias > 0 && s.waitBias != 1 {
 		// The correction scales the wait's variability factor; for M/M/c
@@ -868,6 +908,9 @@ func (s *sizer) tail(lambda, es float64, n int32, t float64) float64 {
 		return 1
 	}
 	if lambda == 0 {
+		if s.shape != nil {
+			return s.shape.Survival(t / es)
+		}
 		return math.Exp(-t / es)
 	}
 	m, err := s.load(lambda, es).Pods(int(n), s.k, s.layout)
@@ -893,7 +936,7 @@ func (s *sizer) minPods(lambda, es float64) int32 {
 	if errors.Is(err, queueing.ErrInfeasible) {
 		floor := es
 		if s.pct > 0 {
-			floor = -math.Log1p(-s.pct/100) * es
+			floor = l.ServicePercentile(s.pct)
 		}
 		n, err = l.MinPods(s.k, s.layout, floor*infeasibleSlack, s.pct)
 	}

@@ -39,6 +39,9 @@ func FuzzDecide(f *testing.F) {
 			}
 			s.ShortArrivalRate, s.ShortWindow = short, 5*time.Second
 			s.MeasuredQuantiles = []LatencyQuantile{{50, p95 / 3}, {95, p95}, {99, 2 * p95}}
+			// The service-time quantiles (the calibrated tail), with a p99 as
+			// heavy as the fuzzed latency p95 makes it.
+			s.ServiceQuantiles = []LatencyQuantile{{50, 0.7 * es}, {95, 3 * es}, {99, max(3*es, p95)}}
 			d, err := e.Decide(spec, s)
 			if err != nil {
 				return

@@ -336,8 +336,8 @@ type Node struct {
 
 // LatencyQuantile is one measured latency percentile.
 type LatencyQuantile struct {
-	Percentile float64 // in (0,100)
-	Seconds    float64
+	Percentile float64 `json:"percentile"` // in (0,100)
+	Seconds    float64 `json:"seconds"`
 }
 
 // Snapshot is one cycle's measurements of one workload.
@@ -370,6 +370,12 @@ type Snapshot struct {
 	// last interval (the collector stores p50, p95 and p99), ascending. The
 	// closed loop reads from them the share of requests over the target.
 	MeasuredQuantiles []LatencyQuantile
+	// ServiceQuantiles are service-time percentiles (slot to end of
+	// response, no queue wait) the proxies measured over the same interval
+	// as ServiceTime, ascending, seconds > 0 (the collector stores p50, p90,
+	// p95 and p99). The model's latency tail uses them instead of taking
+	// service as exponential (docs/model.md section 1); none: exponential.
+	ServiceQuantiles []LatencyQuantile
 	// LatencySamples is how many requests MeasuredLatency was measured over; 0
 	// means unknown (the engine then takes λ now × the last sample interval).
 	// It weighs the measurement when the model is corrected against it.
@@ -589,6 +595,15 @@ type Explanation struct {
 	// λ, whether it applies now; Note says why not); nil when the snapshot
 	// has no long history or predictive scaling is off.
 	Recurrence *Recurrence `json:"recurrence,omitempty"`
+	// TailModel is how the service part of the latency tail was modelled:
+	// TailMeasured (from ServiceQuantiles, the averaged measured service-time
+	// quantiles, seconds at E[S]) or TailExponential; TailNote says why and
+	// compares. ServiceLateShare is the modelled share of service times alone
+	// over the target (the latency floor's share).
+	TailModel        string            `json:"tailModel,omitempty"`
+	ServiceQuantiles []LatencyQuantile `json:"serviceQuantiles,omitempty"`
+	ServiceLateShare float64           `json:"serviceLateShare,omitempty"`
+	TailNote         string            `json:"tailNote,omitempty"`
 }
 
 // Decision is the outcome of one cycle for one workload.

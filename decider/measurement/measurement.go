@@ -55,6 +55,10 @@ type Workload struct {
 	// (nil unless all three were measured: an idle interval has none), for the
 	// engine's closed loop.
 	MeasuredQuantiles []decide.LatencyQuantile
+	// ServiceQuantiles are the newest workload point's service-time quantiles
+	// (proxy/stats.ServicePercentiles; nil unless all were measured, positive
+	// and ascending), for the engine's latency tail.
+	ServiceQuantiles []decide.LatencyQuantile
 	// ShortArrivalRate is the newest point's rate, over ShortWindow (one scrape
 	// interval): the engine's fast path sees a burst in it seconds after it starts.
 	ShortArrivalRate float64

@@ -117,6 +117,11 @@ type Load struct {
 	ArrivalSCV, ServiceSCV float64
 	// AllenCunneen scales the M/M/c waiting time by (ca² + cs²)/2.
 	AllenCunneen bool
+	// Shape, when set, is the measured service-time distribution (relative to
+	// its mean, scaled here by ServiceTime): percentiles then use it for the
+	// service part of the sojourn time instead of the exponential (service.go).
+	// Nil: exponential service, the M/M/c closed form.
+	Shape *ServiceShape
 }
 
 // Validate reports the first invalid field of l.
@@ -139,6 +144,15 @@ func (l Load) Validate() error {
 		return inputErr("arrival rate", "offered load λ·E[S] overflows")
 	}
 	return nil
+}
+
+// ServicePercentile is the p-th percentile of the service time alone
+// (0 < p < 100): the latency floor that no number of servers goes below.
+func (l Load) ServicePercentile(p float64) float64 {
+	if l.Shape != nil {
+		return l.Shape.Quantile(p) * l.ServiceTime
+	}
+	return -math.Log1p(-p/100) * l.ServiceTime
 }
 
 // OfferedLoad is a = λ·E[S] in Erlangs.
@@ -171,6 +185,12 @@ type Metrics struct {
 	mu        float64 // 1/E[S]
 	waitRate  float64 // rate of the conditional wait, θ/κ with θ = cμ − λ
 	noWaiting bool    // κ = 0 or C = 0: nobody waits
+	shape     *ServiceShape
+	// With a shape whose conditional wait is more variable than an
+	// exponential's, W* is a two-phase hyperexponential of the same mean:
+	// rate waitRate1 with probability waitP1, waitRate2 otherwise (waitP1 0:
+	// exponential at waitRate).
+	waitP1, waitRate1, waitRate2 float64
 }
 
 // At returns the metrics of the pooled queue: one queue with c servers.
@@ -201,12 +221,16 @@ func (l Load) at(c int) (Metrics, error) {
 		Utilization:     rho,
 		WaitProbability: cw,
 		mu:              mu,
+		shape:           l.Shape,
 	}
 	if cw == 0 || kappa == 0 {
 		m.noWaiting = true
 	} else {
 		m.MeanWait = kappa * cw / theta
 		m.waitRate = theta / kappa
+		if l.Shape != nil {
+			m.fitWait(l.Shape.waitSCV(rho))
+		}
 	}
 	m.MeanQueueLength = l.ArrivalRate * m.MeanWait
 	m.MeanLatency = m.MeanWait + l.ServiceTime
@@ -255,6 +279,9 @@ func (m Metrics) TailProbability(t float64) float64 {
 		return 1
 	}
 	mu := m.mu
+	if m.shape != nil {
+		return m.calibratedTail(t)
+	}
 	em := math.Exp(-mu * t)
 	if m.noWaiting {
 		return em
@@ -298,6 +325,9 @@ func (m Metrics) LatencyPercentile(p float64) (float64, error) {
 	}
 	q := 1 - p/100
 	lnq := math.Log(q)
+	if m.shape != nil {
+		return m.calibratedPercentile(p)
+	}
 	// The service-time percentile is a lower bound (waiting only adds).
 	lo := -math.Log(q) / m.mu
 	hi := 2 * lo
@@ -405,7 +435,7 @@ func (l Load) MinPods(k int, lay Layout, target, percentile float64) (int, error
 	}
 	floor := l.ServiceTime
 	if percentile > 0 {
-		floor = -math.Log1p(-percentile/100) * l.ServiceTime
+		floor = l.ServicePercentile(percentile)
 	}
 	if target <= floor {
 		return 0, fmt.Errorf("%w: latency tends to %.6gs with unlimited servers, target is %.6gs", ErrInfeasible, floor, target)

@@ -44,8 +44,8 @@ func workloadFilter(q Query) string {
 // The fields each query reads. Only float fields: InfluxDB 1.8 cannot group series of
 // different types together ("expected float cursor type").
 var (
-	workloadFields = []string{influx.FieldArrivalRate, influx.FieldServiceMean, influx.FieldServiceSCV, influx.FieldLatencyP50, influx.FieldLatencyP95, influx.FieldLatencyP99, influx.FieldClockOffset,
-		influx.FieldOverflowShare, influx.FieldFrontQueueLength}
+	workloadFields = append([]string{influx.FieldArrivalRate, influx.FieldServiceMean, influx.FieldServiceSCV, influx.FieldLatencyP50,
+		influx.FieldLatencyP95, influx.FieldLatencyP99, influx.FieldClockOffset, influx.FieldOverflowShare, influx.FieldFrontQueueLength}, influx.ServiceQuantileFields...)
 	podFields       = append([]string{influx.FieldServiceMean, influx.FieldCPUUsage, influx.FieldCPURequest, influx.FieldCPULimit}, podQueueFields...)
 	neighbourFields = []string{influx.FieldCPUUsage, influx.FieldCPURequest, influx.FieldCPULimit}
 	nodeFields      = []string{influx.FieldCPUUsage, influx.FieldCPUAllocatable}

@@ -47,6 +47,9 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 		"dry_run":                dryRun,
 		"reason":                 reason,
 	}
+	if x.TailModel != "" {
+		fields["tail_calibrated"] = x.TailModel == decide.TailMeasured
+	}
 	for k, v := range map[string]float64{
 		"arrival_rate":             x.ArrivalRate,
 		"forecast_arrival_rate":    x.ForecastArrivalRate,
@@ -69,6 +72,7 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 		"transient_late_share":   x.TransientLateShare,
 		"effective_percentile":   x.EffectivePercentile,
 		"jump_replicas":          float64(x.JumpReplicas),
+		"service_late_share":     x.ServiceLateShare,
 	} {
 		if !math.IsInf(v, 0) && !math.IsNaN(v) {
 			fields[k] = v

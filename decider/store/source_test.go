@@ -121,7 +121,8 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 		Backlog: 120, DrainReplicas: 6, LatencyBias: 1.3, MeasuredLateShare: 0.08, ModelledLateShare: 0.05,
 		ShortArrivalRate: 90, ShortArrivalRateLow: 80, JumpRatio: 1.4, CountDispersion: 2,
 		Recurrence: &decide.Recurrence{PeriodSeconds: 1200, Occurrences: []time.Time{t0.Add(-40 * time.Minute), t0.Add(-20 * time.Minute), t0},
-			Levels: []float64{400, 410, 420}, Expected: 3, Confidence: 1, Chance: 1e-4, Next: t0.Add(20 * time.Minute), Rate: 400, Active: true}}}
+			Levels: []float64{400, 410, 420}, Expected: 3, Confidence: 1, Chance: 1e-4, Next: t0.Add(20 * time.Minute), Rate: 400, Active: true},
+		TailModel: decide.TailMeasured, ServiceLateShare: 0.026}}
 	require.NoError(t, sink.RecordDecision(context.Background(), web, d, false))
 	held := decide.Decision{Time: t0, Explanation: decide.Explanation{Latency: mathInf(), HeldBecause: "stale data"}}
 	require.NoError(t, sink.RecordDecision(context.Background(), web, held, true))
@@ -178,12 +179,16 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 	require.Equal(t, 400.0, f["recurrence_forecast_rate"])
 	require.Equal(t, true, f["recurrence_active"])
 	require.Equal(t, false, f["recurrence_contradicted"])
+	// So does the calibration of the tail.
+	require.Equal(t, true, f["tail_calibrated"])
+	require.Equal(t, 0.026, f["service_late_share"])
 	require.Equal(t, "horizontal", c.pts[0].TagList()[0].Value)
 	f = fields(c.pts[1])
 	require.NotContains(t, f, "modelled_latency_seconds", "+Inf cannot be stored")
 	require.NotContains(t, f, "recurrence_period_seconds", "no recurrence found: no recurrence fields")
 	require.Equal(t, "held: stale data", f["reason"])
 	require.Equal(t, true, f["dry_run"])
+	require.NotContains(t, f, "tail_calibrated", "a held decision modelled no tail")
 
 	// No workload known: the point has no workload tag rather than an empty one.
 	require.NoError(t, sink.RecordDecision(context.Background(), measurement.DecisionOf{Namespace: "ns", Name: "other"}, d, false))

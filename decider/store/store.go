@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/measurement"
 	"github.com/qas-dev/qas/internal/influx"
+	"github.com/qas-dev/qas/proxy/stats"
 )
 
 // Store returns one workload's measurements over a window ending at now.
@@ -166,6 +168,7 @@ func assemble(q Query, rates []decide.Sample, last map[string]float64, lastTime 
 	if p50, p95, p99 := last[influx.FieldLatencyP50], last[influx.FieldLatencyP95], last[influx.FieldLatencyP99]; p50 > 0 && p95 >= p50 && p99 >= p95 {
 		w.MeasuredQuantiles = []decide.LatencyQuantile{{Percentile: 50, Seconds: p50}, {Percentile: 95, Seconds: p95}, {Percentile: 99, Seconds: p99}}
 	}
+	w.ServiceQuantiles = serviceQuantiles(last)
 	// The newest point is one scrape interval: the fast path's short window.
 	if n := len(rates); n >= 2 && rates[n-1].Time.After(rates[n-2].Time) {
 		w.ShortArrivalRate, w.ShortWindow = rates[n-1].Rate, rates[n-1].Time.Sub(rates[n-2].Time)
@@ -183,6 +186,22 @@ func assemble(q Query, rates []decide.Sample, last map[string]float64, lastTime 
 		w.Nodes = append(w.Nodes, measurement.Node{Name: n.name, Time: n.time, UsedCPU: n.used, AllocatableCPU: int64(n.allocatable*1000 + 0.5)})
 	}
 	return w
+}
+
+// serviceQuantiles are the newest workload point's service-time quantiles, or
+// nil unless every one was written, positive and finite, and they ascend (an
+// idle interval writes none; anything else is not a distribution the model
+// can use, and it falls back to exponential service).
+func serviceQuantiles(last map[string]float64) []decide.LatencyQuantile {
+	out := make([]decide.LatencyQuantile, len(influx.ServiceQuantileFields))
+	for i, f := range influx.ServiceQuantileFields {
+		v := last[f]
+		if !(v > 0) || math.IsInf(v, 0) || (i > 0 && v < out[i-1].Seconds) {
+			return nil
+		}
+		out[i] = decide.LatencyQuantile{Percentile: stats.ServicePercentiles[i], Seconds: v}
+	}
+	return out
 }
 
 // newer keeps, per key, the row with the newest time.

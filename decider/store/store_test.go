@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/qas-dev/qas/decider/measurement"
 	"github.com/qas-dev/qas/internal/influx"
 	"github.com/qas-dev/qas/internal/testenv/influxtest"
+	"github.com/qas-dev/qas/proxy/stats"
 )
 
 var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -33,6 +36,10 @@ func fixture() []*write.Point {
 	// The newest point is of a pooled workload: 40 % of arrivals overflowed, 17 wait
 	// in the front.
 	pts[2].AddField("overflow_share", 0.4).AddField("front_queue_length", 17.0).AddField("overflow_rate", 12.0)
+	// The newest point carries the service-time quantiles.
+	for i, f := range influx.ServiceQuantileFields {
+		pts[2].AddField(f, fixtureService[i])
+	}
 	pts = append(pts, write.NewPoint(influx.Workload, map[string]string{"namespace": "ns", "workload": "other"},
 		map[string]any{"arrival_rate": 99.0, "service_mean_seconds": 9.0}, t0.Add(5*time.Second)))
 	pod := func(name, node string, at time.Duration, svc, cpu float64) *write.Point {
@@ -62,6 +69,9 @@ func fixture() []*write.Point {
 		other("x", "w", "w-a", "n2", 5*time.Second, 0.7), other("y", "far", "far", "n9", 5*time.Second, 3), other("z", "z", "z-0", "n3", 5*time.Second, 2))
 }
 
+// fixtureService are the newest workload point's service quantiles.
+var fixtureService = []float64{0.01, 0.02, 0.04, 0.06, 0.08, 0.12, 0.15, 0.3}
+
 // want is what fixture reads as for workload ns/w, with n3 asked for besides the
 // pods' nodes.
 func want() measurement.Workload {
@@ -73,6 +83,9 @@ func want() measurement.Workload {
 		MeasuredQuantiles: []decide.LatencyQuantile{{Percentile: 50, Seconds: 0.02}, {Percentile: 95, Seconds: 0.05}, {Percentile: 99, Seconds: 0.09}},
 		ShortArrivalRate:  30, ShortWindow: 5 * time.Second,
 		OverflowShare: 0.4, FrontQueue: 17,
+		ServiceQuantiles: []decide.LatencyQuantile{{Percentile: 50, Seconds: 0.01}, {Percentile: 75, Seconds: 0.02}, {Percentile: 90, Seconds: 0.04},
+			{Percentile: 95, Seconds: 0.06}, {Percentile: 97.5, Seconds: 0.08}, {Percentile: 99, Seconds: 0.12}, {Percentile: 99.5, Seconds: 0.15},
+			{Percentile: 99.9, Seconds: 0.3}},
 		Pods: []measurement.Pod{
 			{Name: "w-a", Node: "n1", Time: t0.Add(10 * time.Second), ServiceTime: 0.03, CPUUsage: 0.2, CPURequest: 250, CPULimit: 500,
 				InService: 3, Queued: 40, InFlightMean: 2.5, MeasuredLatency: 0.2},
@@ -122,6 +135,43 @@ func TestMemory(t *testing.T) {
 	q.Workload = "missing"
 	_, err = m.Snapshot(context.Background(), q)
 	require.ErrorIs(t, err, ErrNoData)
+}
+
+// TestServiceQuantilesAreAllOrNothing: the store passes the service
+// quantiles only when the newest point has every one, positive and
+// ascending; an idle interval (none written), a partial point or a broken one
+// reads as none, and the engine falls back to exponential service. The
+// fields line up with the percentiles the collector computes them at.
+func TestServiceQuantilesAreAllOrNothing(t *testing.T) {
+	require.Len(t, influx.ServiceQuantileFields, len(stats.ServicePercentiles))
+	full := map[string]float64{}
+	for i, f := range influx.ServiceQuantileFields {
+		full[f] = fixtureService[i]
+	}
+	got := serviceQuantiles(full)
+	require.Len(t, got, len(stats.ServicePercentiles))
+	for i, q := range got {
+		require.Equal(t, stats.ServicePercentiles[i], q.Percentile)
+		require.Equal(t, fixtureService[i], q.Seconds)
+	}
+	for _, tc := range []struct {
+		name string
+		mod  func(map[string]float64)
+	}{
+		{"none written", func(m map[string]float64) { clear(m) }},
+		{"one missing", func(m map[string]float64) { delete(m, influx.FieldServiceP999) }},
+		{"zero", func(m map[string]float64) { m[influx.FieldServiceP50] = 0 }},
+		{"negative", func(m map[string]float64) { m[influx.FieldServiceP50] = -0.01 }},
+		{"not ascending", func(m map[string]float64) { m[influx.FieldServiceP99] = 0.05 }},
+		{"infinite", func(m map[string]float64) { m[influx.FieldServiceP999] = math.Inf(1) }},
+		{"NaN", func(m map[string]float64) { m[influx.FieldServiceP95] = math.NaN() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := maps.Clone(full)
+			tc.mod(m)
+			require.Nil(t, serviceQuantiles(m))
+		})
+	}
 }
 
 func TestQueryValidate(t *testing.T) {

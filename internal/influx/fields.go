@@ -26,4 +26,19 @@ const (
 	// The pooled data plane's workload fields the decider reads.
 	FieldOverflowShare    = "overflow_share"
 	FieldFrontQueueLength = "front_queue_length"
+
+	// The service time's quantiles (qas_workload), at proxy/stats.ServicePercentiles.
+	FieldServiceP50  = "service_p50_seconds"
+	FieldServiceP75  = "service_p75_seconds"
+	FieldServiceP90  = "service_p90_seconds"
+	FieldServiceP95  = "service_p95_seconds"
+	FieldServiceP975 = "service_p97_5_seconds"
+	FieldServiceP99  = "service_p99_seconds"
+	FieldServiceP995 = "service_p99_5_seconds"
+	FieldServiceP999 = "service_p99_9_seconds"
 )
+
+// ServiceQuantileFields are the service-quantile fields in the order of
+// proxy/stats.ServicePercentiles (a collector test checks the two agree).
+var ServiceQuantileFields = []string{FieldServiceP50, FieldServiceP75, FieldServiceP90, FieldServiceP95,
+	FieldServiceP975, FieldServiceP99, FieldServiceP995, FieldServiceP999}

@@ -44,6 +44,8 @@ type Recorder struct {
 
 	bounds  []float64
 	buckets []atomic.Uint64
+	// service counts service times in the same buckets.
+	service []atomic.Uint64
 
 	// Set when the pooled data plane is configured (sidecar) or in front mode.
 	pool  atomic.Pointer[PoolCounters]
@@ -71,6 +73,7 @@ func New(now Clock, limit, queue int) *Recorder {
 		concurrencyLimit: limit, queueLimit: queue,
 		bounds:  stats.DefaultLatencyBounds,
 		buckets: make([]atomic.Uint64, len(stats.DefaultLatencyBounds)+1),
+		service: make([]atomic.Uint64, len(stats.DefaultLatencyBounds)+1),
 	}
 	return r
 }
@@ -166,6 +169,9 @@ func (r *Recorder) End(arrived, began time.Time, ttfb time.Duration, code int, o
 		r.clientCancels.Add(1)
 	}
 	r.completions.Add(1)
+	// After the completion: a snapshot that reads the service counts before
+	// the completions then never sees more service times than completions.
+	r.service[r.bucket(service)].Add(1)
 	r.observeLatency(t.Sub(arrived))
 }
 
@@ -189,11 +195,10 @@ func (r *Recorder) EndOverflowed(arrived time.Time, code int, outcome Outcome) {
 	r.observeLatency(r.now().Sub(arrived))
 }
 
-func (r *Recorder) observeLatency(d time.Duration) {
-	s := d.Seconds()
-	i := sort.SearchFloat64s(r.bounds, s) // first bound ≥ s: buckets are (lo, hi]
-	r.buckets[i].Add(1)
-}
+func (r *Recorder) observeLatency(d time.Duration) { r.buckets[r.bucket(d)].Add(1) }
+
+// bucket is the index of d's bucket: the first bound ≥ d, buckets being (lo, hi].
+func (r *Recorder) bucket(d time.Duration) int { return sort.SearchFloat64s(r.bounds, d.Seconds()) }
 
 // InFlight returns the requests being served now.
 func (r *Recorder) InFlight() int64 {
@@ -211,6 +216,12 @@ func (r *Recorder) Snapshot() stats.Snapshot {
 	inFlight, inFlightNanos, busyNanos := r.inFlight, r.inFlightNanos, r.busyNanos
 	r.mu.Unlock()
 
+	// Service counts before Completions (End adds them in the other order), so
+	// that they never exceed it.
+	service := stats.Histogram{Bounds: r.bounds, Counts: make([]uint64, len(r.service))}
+	for i := range r.service {
+		service.Counts[i] = r.service[i].Load()
+	}
 	s := stats.Snapshot{
 		Version: stats.SchemaVersion, InstanceID: r.instanceID, StartTime: r.start, Time: t,
 		Seq:              r.seq.Add(1),
@@ -230,6 +241,7 @@ func (r *Recorder) Snapshot() stats.Snapshot {
 		UpstreamTimeouts:    r.upstreamTimeouts.Load(),
 		ClientCancels:       r.clientCancels.Load(),
 		Latency:             stats.Histogram{Bounds: r.bounds, Counts: make([]uint64, len(r.buckets))},
+		Service:             service,
 	}
 	for i := range s.Codes {
 		s.Codes[i] = r.codes[i].Load()

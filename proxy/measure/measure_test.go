@@ -1,6 +1,8 @@
 package measure
 
 import (
+	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,6 +113,62 @@ func TestHistogramBucketsAreUpperInclusive(t *testing.T) {
 	require.Equal(t, uint64(1), s.Latency.Counts[1])
 	require.Equal(t, uint64(1), s.Latency.Counts[len(s.Latency.Counts)-1], "above the last bound")
 	require.Equal(t, uint64(4), s.Latency.Total())
+}
+
+// TestServiceHistogram: service times (slot to end, no queue wait) go into
+// the service histogram in the latency buckets; a rejected request, never
+// served, is in the latency histogram only.
+func TestServiceHistogram(t *testing.T) {
+	c, r := newFake()
+	a := r.Arrive()
+	r.StartWaiting()
+	c.add(300 * time.Millisecond)
+	r.StopWaiting(300 * time.Millisecond)
+	b := r.Begin()
+	c.add(50 * time.Millisecond)
+	r.End(a, b, 0, 200, OK) // latency 350 ms, service 50 ms
+	a = r.Arrive()
+	b = r.Begin()
+	c.add(2 * time.Minute)
+	r.End(a, b, 0, 200, OK) // beyond the last bound
+	r.Reject(r.Arrive())
+	s := r.Snapshot()
+	require.NoError(t, s.Validate())
+	require.Equal(t, s.Latency.Bounds, s.Service.Bounds)
+	require.Equal(t, uint64(2), s.Service.Total())
+	require.Equal(t, uint64(3), s.Latency.Total())
+	require.Equal(t, uint64(1), s.Service.Counts[sort.SearchFloat64s(s.Service.Bounds, 0.05)], "50 ms of service, not 350 ms of latency")
+	require.Equal(t, uint64(1), s.Service.Counts[len(s.Service.Counts)-1])
+}
+
+// TestSnapshotsValidUnderConcurrentRequests: snapshots taken while requests
+// end on other goroutines always validate (the service histogram never
+// counts more than the completions it read).
+func TestSnapshotsValidUnderConcurrentRequests(t *testing.T) {
+	r := New(nil, 0, 0)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 2000 {
+				a := r.Arrive()
+				r.End(a, r.Begin(), 0, 200, OK)
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for {
+		s := r.Snapshot()
+		require.NoError(t, s.Validate())
+		select {
+		case <-done:
+			require.Equal(t, uint64(8000), r.Snapshot().Service.Total())
+			return
+		default:
+		}
+	}
 }
 
 func TestSnapshotIdentity(t *testing.T) {

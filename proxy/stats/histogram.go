@@ -61,3 +61,45 @@ func sameBuckets(h, o Histogram) bool {
 	}
 	return true
 }
+
+// ServicePercentiles are the percentiles of service time the collector stores
+// and the decider's tail model reads (docs/model.md section 1): dense in the
+// tail, where a latency target's late share is decided.
+var ServicePercentiles = []float64{50, 75, 90, 95, 97.5, 99, 99.5, 99.9}
+
+// TailQuantile estimates the q-quantile (q in [0,1]) with the survival
+// P(X > t) interpolated log-linearly inside the bucket that holds it (linearly
+// in the first bucket when it holds every observation), the last bound when
+// the quantile lies beyond it, and NaN for an empty histogram. Log-linear is
+// exact for an exponential tail and close for the tails of service times,
+// whose survival falls by a factor per bucket rather than by a constant; a
+// linear interpolation overstates the quantiles of a falling tail.
+func (h Histogram) TailQuantile(q float64) float64 {
+	total := h.Total()
+	if total == 0 || math.IsNaN(q) || q < 0 || q > 1 {
+		return math.NaN()
+	}
+	target := 1 - q // the survival at the quantile
+	var cum uint64
+	for i, c := range h.Counts {
+		sLo := 1 - float64(cum)/float64(total)
+		cum += c
+		sHi := 1 - float64(cum)/float64(total)
+		if c == 0 || sHi > target {
+			continue
+		}
+		if i == len(h.Bounds) {
+			return h.Bounds[len(h.Bounds)-1]
+		}
+		lo := 0.0
+		if i > 0 {
+			lo = h.Bounds[i-1]
+		}
+		if sHi <= 0 || target <= 0 {
+			// The bucket holds the rest of the observations: no tail to follow.
+			return lo + (h.Bounds[i]-lo)*(sLo-target)/sLo
+		}
+		return lo + (h.Bounds[i]-lo)*math.Log(sLo/target)/math.Log(sLo/sHi)
+	}
+	return h.Bounds[len(h.Bounds)-1]
+}

@@ -84,6 +84,11 @@ type Snapshot struct {
 	// Latency is the histogram of the latency a client feels at the proxy: queue wait
 	// plus service time.
 	Latency Histogram `json:"latency"`
+	// Service is the histogram of the service times of the completed requests that
+	// were served (ServiceSecondsSum's), in Latency's buckets: the decider models the
+	// latency tail from its quantiles. Empty (no bounds, no counts) from a proxy
+	// that does not measure it.
+	Service Histogram `json:"service"`
 
 	// Pool is present when the sidecar overflows to, and pulls from, a shared front
 	// (issue #20); Front is present when the process runs in front mode.
@@ -253,7 +258,7 @@ func (s Snapshot) Validate() error {
 			return err
 		}
 	}
-	return nil
+	return s.validateService()
 }
 
 // validate checks a sidecar's pool counters: every overflow attempt and every pulled
@@ -311,6 +316,27 @@ func validHistogram(name string, h Histogram, limit uint64, limitName string) er
 	}
 	if _, ok := sumCapped(limit, h.Counts...); !ok {
 		return fmt.Errorf("stats: %s histogram counts more observations than %s %d", name, limitName, limit)
+	}
+	return nil
+}
+
+// validateService checks the service-time histogram: absent, or in the latency
+// histogram's buckets and counting at most the completions (a rejected request
+// completes without service).
+func (s Snapshot) validateService() error {
+	if len(s.Service.Bounds) == 0 && len(s.Service.Counts) == 0 {
+		return nil
+	}
+	if !sameBuckets(s.Service, Histogram{Bounds: s.Latency.Bounds, Counts: s.Latency.Counts}) {
+		return fmt.Errorf("stats: service histogram has %d bounds and %d counts, want the latency histogram's %d bounds and %d counts",
+			len(s.Service.Bounds), len(s.Service.Counts), len(s.Latency.Bounds), len(s.Latency.Counts))
+	}
+	var total uint64
+	for _, c := range s.Service.Counts {
+		if c > s.Completions-total {
+			return fmt.Errorf("stats: service histogram counts more observations than completions %d", s.Completions)
+		}
+		total += c
 	}
 	return nil
 }

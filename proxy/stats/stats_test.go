@@ -17,6 +17,7 @@ func valid() Snapshot {
 		Version: SchemaVersion, InstanceID: "abc", StartTime: start, Time: start.Add(time.Minute), Seq: 3,
 		Arrivals: 10, Completions: 9, ServiceSecondsSum: 0.9, ServiceSecondsSumSq: 0.1,
 		Latency: Histogram{Bounds: []float64{0.1, 1}, Counts: []uint64{8, 1, 0}},
+		Service: Histogram{Bounds: []float64{0.1, 1}, Counts: []uint64{8, 0, 0}},
 	}
 }
 
@@ -96,6 +97,14 @@ func TestDecodeRejects(t *testing.T) {
 		{name: "front queue beyond accepted", mutate: func(s *Snapshot) { s.Front = validFront(); s.Front.QueueLength = 4 }, wantErr: "front queue_length 4 exceeds"},
 		{name: "front wait beyond left", mutate: func(s *Snapshot) { s.Front = validFront(); s.Front.QueueWait.Counts[1] = 10 }, wantErr: "front queue_wait histogram counts more observations than dispatched + expired 17"},
 		{name: "unknown pool field", raw: `{"version":1,"pool":{"handed_off":1}}`, wantErr: "unknown field"},
+		{name: "service bounds differ from latency's", mutate: func(s *Snapshot) { s.Service.Bounds = []float64{0.2, 1} }, wantErr: "service histogram has 2 bounds and 3 counts, want the latency histogram's"},
+		{name: "service counts without bounds", mutate: func(s *Snapshot) { s.Service.Bounds = nil }, wantErr: "service histogram has 0 bounds"},
+		{name: "service bounds without counts", mutate: func(s *Snapshot) { s.Service.Counts = nil }, wantErr: "service histogram has 2 bounds and 0 counts"},
+		{name: "service count beyond completions", mutate: func(s *Snapshot) { s.Service.Counts = []uint64{8, 1, 1} }, wantErr: "more observations than completions 9"},
+		{name: "service histogram overflow", mutate: func(s *Snapshot) {
+			s.Arrivals, s.Completions = math.MaxUint64, math.MaxUint64
+			s.Service.Counts = []uint64{math.MaxUint64, 1, 0}
+		}, wantErr: "more observations than completions"},
 		{name: "unknown field", raw: `{"version":1,"surprise":true}`, wantErr: "unknown field"},
 		{name: "garbage", raw: `<html>`, wantErr: "decode"},
 		{name: "trailing", raw: "TRAIL", wantErr: "trailing data"},
@@ -120,6 +129,24 @@ func TestDecodeRejects(t *testing.T) {
 	}
 }
 
+// TestDecodeWithoutService: a proxy that does not measure service times (an
+// older one, during a rolling upgrade) sends no service histogram; that is
+// valid, and reads as empty.
+func TestDecodeWithoutService(t *testing.T) {
+	s := valid()
+	s.Service = Histogram{}
+	raw := encode(t, s)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(raw, &m))
+	delete(m, "service")
+	raw, err := json.Marshal(m)
+	require.NoError(t, err)
+	got, err := Decode(bytes.NewReader(raw))
+	require.NoError(t, err)
+	require.Zero(t, got.Service.Total())
+	require.Empty(t, got.Service.Bounds)
+}
+
 func FuzzDecode(f *testing.F) {
 	b, _ := json.Marshal(valid())
 	f.Add(b)
@@ -129,6 +156,8 @@ func FuzzDecode(f *testing.F) {
 	b, _ = json.Marshal(full)
 	f.Add(b)
 	f.Add([]byte(`{"latency":{"bounds":[1e309],"counts":[1,2]}}`))
+	f.Add([]byte(`{"version":1,"instance_id":"a","start_time":"2026-01-01T00:00:00Z","time":"2026-01-01T00:01:00Z","arrivals":3,"completions":2,` +
+		`"latency":{"bounds":[1],"counts":[1,1]},"service":{"bounds":[1],"counts":[2,0]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Decode(bytes.NewReader(data))
 		if err != nil {

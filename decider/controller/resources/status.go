@@ -45,7 +45,7 @@ func FillStatus(st *v1alpha1.QueueAutoscalerStatus, qa *v1alpha1.QueueAutoscaler
 		Time:   metav1.NewTime(now),
 		Action: d.Action.String(),
 		Reason: Summary(x),
-		Model:  fmt.Sprintf("%s %s", x.Model, x.ServiceModel),
+		Model:  modelSummary(x),
 		DryRun: dryRun,
 	}
 	SetCondition(st, "Ready", metav1.ConditionTrue, "Reconciled", "the spec is valid and the target was found", gen, now)
@@ -221,4 +221,14 @@ func Unreachable(x decide.Explanation) string {
 	}
 	return fmt.Sprintf("the target %s latency of %s is unreachable: the best allocation weighed (%d pods) models %s, and adding pods cannot bring it below the floor set by the service time E[S] = %s; the workload is sized near that floor. Raise the target or lower the percentile",
 		at, Seconds(x.Target), best.Replicas, Seconds(best.ModelledLatency), Seconds(x.ServiceTime))
+}
+
+// modelSummary names the queue model, and the latency tail's service model
+// when the engine said which it used.
+func modelSummary(x decide.Explanation) string {
+	s := fmt.Sprintf("%s %s", x.Model, x.ServiceModel)
+	if x.TailModel != "" {
+		s += ", " + x.TailModel + " service tail"
+	}
+	return s
 }

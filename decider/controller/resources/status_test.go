@@ -92,3 +92,19 @@ func TestRecurrenceCondition(t *testing.T) {
 		}
 	}
 }
+
+// TestModelSummaryNamesTheTail: the status says whether the latency tail was
+// calibrated from measured service times or taken as exponential (a held
+// decision, which modelled nothing, says neither).
+func TestModelSummaryNamesTheTail(t *testing.T) {
+	for _, tc := range []struct {
+		tail, want string
+	}{
+		{decide.TailMeasured, "per-pod allen-cunneen, measured service tail"},
+		{decide.TailExponential, "per-pod allen-cunneen, exponential service tail"},
+		{"", "per-pod allen-cunneen"},
+	} {
+		x := decide.Explanation{Model: decide.ModelPerPod, ServiceModel: decide.ServiceAllenCunneen, TailModel: tc.tail}
+		require.Equal(t, tc.want, modelSummary(x))
+	}
+}

@@ -34,6 +34,10 @@ type Second struct {
 	// (LatencyBounds; the last count is above the last bound), so a policy can
 	// read the latency percentile the collector would store.
 	Latency [len(LatencyBounds) + 1]uint32
+	// Service counts the same requests by service time alone (slot to
+	// completion, no queue wait) in the same buckets: the proxy's service-time
+	// histogram, from which the collector stores service quantiles.
+	Service [len(LatencyBounds) + 1]uint32
 }
 
 // LatencyBounds are the upper bounds, in seconds, of the proxy's latency

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/proxy/stats"
 )
 
 // QAS settings for the simulator.
@@ -154,11 +155,17 @@ func (q *QAS) Snapshot(o *Observation) decide.Snapshot {
 	}
 	var cnt int
 	var sum, sq float64
+	// The proxies' service-time histograms over the same window, merged as
+	// the collector merges them, for the service quantiles it stores.
+	var svcHist [len(LatencyBounds) + 1]uint64
 	for i := len(o.Seconds) - 1; i >= 0 && (i >= len(o.Seconds)-qasServiceWindow || cnt == 0); i-- {
 		s := o.Seconds[i]
 		cnt += s.Completions
 		sum += s.ServiceSum
 		sq += s.ServiceSq
+		for b, c := range s.Service {
+			svcHist[b] += uint64(c)
+		}
 	}
 	var es, scv float64
 	if cnt > 0 {
@@ -244,6 +251,7 @@ func (q *QAS) Snapshot(o *Observation) decide.Snapshot {
 		ShortArrivalRate: float64(shortN) / max(float64(short), 1), ShortWindow: time.Duration(short) * time.Second,
 		MeasuredLatency: histQuantile(hist[:], latN, pct/100), LatencySamples: float64(latN),
 		MeasuredQuantiles: measuredQuantiles(hist[:], latN),
+		ServiceQuantiles:  ServiceQuantiles(svcHist[:]),
 	}
 }
 
@@ -256,6 +264,26 @@ func measuredQuantiles(counts []uint64, n uint64) []decide.LatencyQuantile {
 	var out []decide.LatencyQuantile
 	for _, p := range []float64{50, 95, 99} {
 		out = append(out, decide.LatencyQuantile{Percentile: p, Seconds: histQuantile(counts, n, p/100)})
+	}
+	return out
+}
+
+// ServiceQuantiles are the service-time quantiles the collector stores from
+// the merged histogram counts (in LatencyBounds' buckets), as the store reads
+// them back: stats.ServicePercentiles by stats.Histogram.TailQuantile, none
+// unless every one is positive (nothing completed).
+func ServiceQuantiles(counts []uint64) []decide.LatencyQuantile {
+	h := stats.Histogram{Bounds: LatencyBounds[:], Counts: counts}
+	if h.Total() == 0 {
+		return nil
+	}
+	out := make([]decide.LatencyQuantile, 0, len(stats.ServicePercentiles))
+	for _, p := range stats.ServicePercentiles {
+		v := h.TailQuantile(p / 100)
+		if !(v > 0) {
+			return nil
+		}
+		out = append(out, decide.LatencyQuantile{Percentile: p, Seconds: v})
 	}
 	return out
 }

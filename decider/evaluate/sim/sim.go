@@ -658,6 +658,7 @@ func (s *sim) finish(id int, arr, svc float64) {
 	s.sec.LatencySum += s.now - arr
 	s.lat.add(s.res.record(s.now-arr, s.now))
 	s.sec.Latency[policy.LatencyBucket(s.now-arr)]++
+	s.sec.Service[policy.LatencyBucket(svc)]++
 	p := &s.pods[id]
 	p.svcN++
 	p.svcSum += svc

@@ -1,0 +1,220 @@
+package decide
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// lognormalQuantiles are the exact quantiles of a lognormal service time of
+// mean es and coefficient of variation cv at the percentiles ps.
+func lognormalQuantiles(es, cv float64, ps ...float64) []LatencyQuantile {
+	s2 := math.Log1p(cv * cv)
+	mu, sigma := math.Log(es)-s2/2, math.Sqrt(s2)
+	out := make([]LatencyQuantile, len(ps))
+	for i, p := range ps {
+		out[i] = LatencyQuantile{Percentile: p, Seconds: math.Exp(mu + sigma*math.Sqrt2*math.Erfinv(2*p/100-1))}
+	}
+	return out
+}
+
+func exponentialQuantiles(es float64, ps ...float64) []LatencyQuantile {
+	out := make([]LatencyQuantile, len(ps))
+	for i, p := range ps {
+		out[i] = LatencyQuantile{Percentile: p, Seconds: -math.Log1p(-p/100) * es}
+	}
+	return out
+}
+
+var servicePs = []float64{50, 75, 90, 95, 97.5, 99, 99.5, 99.9}
+
+func tailSpec() Spec {
+	s := baseSpec()
+	s.Model, s.ServiceModel = ModelPerPod, ServiceAllenCunneen
+	s.Percentile, s.Target = 95, 200*time.Millisecond
+	s.MaxReplicas = 10_000
+	return s
+}
+
+// TestCalibratedTailDecisions: one decision from a steady state, per load.
+// Exponential service quantiles give the decision the exponential model gives
+// without quantiles (the fallback); lognormal cv 1.2 quantiles (a heavier tail
+// at the target) need more pods, and the explanation says why.
+func TestCalibratedTailDecisions(t *testing.T) {
+	const es = 0.05
+	for _, tc := range []struct {
+		name   string
+		lambda float64
+	}{{"light", 20}, {"medium", 200}, {"heavy", 2000}} {
+		t.Run(tc.name, func(t *testing.T) {
+			decide := func(qs []LatencyQuantile, scv float64) Decision {
+				s := snapshot(t0, tc.lambda, es, 1)
+				s.ServiceSCV, s.ServiceQuantiles = scv, qs
+				d, err := NewEngine().Decide(tailSpec(), s)
+				require.NoError(t, err)
+				return d
+			}
+			none := decide(nil, 1)
+			require.Equal(t, TailExponential, none.Explanation.TailModel)
+			require.Contains(t, none.Explanation.TailNote, "no service-time quantiles measured")
+			require.InDelta(t, math.Exp(-4), none.Explanation.ServiceLateShare, 1e-15)
+			exp := decide(exponentialQuantiles(es, servicePs...), 1)
+			require.Equal(t, TailMeasured, exp.Explanation.TailModel)
+			require.Equal(t, none.Explanation.Recommendation, exp.Explanation.Recommendation, "exponential quantiles are the exponential model")
+			require.InDelta(t, none.Explanation.Latency, exp.Explanation.Latency, 1e-9*none.Explanation.Latency)
+
+			expSCV := decide(nil, 1.44)
+			ln := decide(lognormalQuantiles(es, 1.2, servicePs...), 1.44)
+			require.Greater(t, ln.Explanation.Recommendation, expSCV.Explanation.Recommendation, "lognormal cv 1.2 needs more pods than the exponential tail credits")
+			x := ln.Explanation
+			require.Equal(t, TailMeasured, x.TailModel)
+			require.Len(t, x.ServiceQuantiles, len(servicePs))
+			for i, q := range lognormalQuantiles(es, 1.2, servicePs...) {
+				require.InDelta(t, q.Seconds, x.ServiceQuantiles[i].Seconds, 1e-12)
+			}
+			require.Greater(t, x.ServiceLateShare, math.Exp(-4), "more service times over the target than exponential")
+			require.Contains(t, x.Reason, "service tail measured")
+			require.Contains(t, x.TailNote, "if exponential")
+		})
+	}
+}
+
+// TestServiceShapeIsAveraged: the engine averages the quantiles relative to
+// E[S] over the last 1/(1−p) decisions (weight 1 − p of a new one), keeps
+// them through a cycle without any, starts over when the percentiles change,
+// and remembers them in its State.
+func TestServiceShapeIsAveraged(t *testing.T) {
+	spec := tailSpec()
+	e := NewEngine()
+	at := func(i int, es float64, qs []LatencyQuantile) Decision {
+		s := snapshot(t0.Add(time.Duration(i)*5*time.Second), 100, es, 30)
+		s.ServiceQuantiles = qs
+		d, err := e.Decide(spec, s)
+		require.NoError(t, err)
+		return d
+	}
+	first := []LatencyQuantile{{50, 0.05}, {95, 0.2}}
+	at(0, 0.05, first)
+	require.Equal(t, []LatencyQuantile{{50, 1}, {95, 4}}, e.State().ServiceShape)
+	// E[S] doubles with the quantiles: the shape relative to E[S] is the same.
+	at(1, 0.1, []LatencyQuantile{{50, 0.1}, {95, 0.4}})
+	require.InDeltaSlice(t, []float64{1, 4}, seconds(e.State().ServiceShape), 1e-12)
+	// A heavier p95: the average moves by 1 − p = 5 % of the difference.
+	d := at(2, 0.05, []LatencyQuantile{{50, 0.05}, {95, 0.3}})
+	require.InDeltaSlice(t, []float64{1, 4 + 0.05*(6-4)}, seconds(e.State().ServiceShape), 1e-12)
+	require.InDelta(t, 0.05*4.1, d.Explanation.ServiceQuantiles[1].Seconds, 1e-12, "shown in seconds at this E[S]")
+	// No quantiles this cycle (idle interval): the shape is kept.
+	d = at(3, 0.05, nil)
+	require.Equal(t, TailMeasured, d.Explanation.TailModel)
+	require.InDeltaSlice(t, []float64{1, 4.1}, seconds(e.State().ServiceShape), 1e-12)
+	// Restored from the state.
+	restored := NewEngineFromState(e.State())
+	require.Equal(t, e.State().ServiceShape, restored.State().ServiceShape)
+	// Other percentiles: start over.
+	at(4, 0.05, []LatencyQuantile{{90, 0.1}, {99, 0.4}})
+	require.Equal(t, []LatencyQuantile{{90, 2}, {99, 8}}, e.State().ServiceShape)
+	// A state with a broken shape is not restored.
+	for _, bad := range [][]LatencyQuantile{{{50, 0}}, {{50, 2}, {95, 1}}, {{100, 1}}, {{50, math.NaN()}}} {
+		require.Empty(t, NewEngineFromState(State{ServiceShape: bad}).State().ServiceShape)
+	}
+}
+
+func seconds(qs []LatencyQuantile) []float64 {
+	out := make([]float64, len(qs))
+	for i, q := range qs {
+		out[i] = q.Seconds
+	}
+	return out
+}
+
+// TestServiceQuantilesValidated: a snapshot's service quantiles must be
+// percentiles in (0,100) with positive finite seconds, both ascending; the
+// error names the first bad one.
+func TestServiceQuantilesValidated(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		qs   []LatencyQuantile
+		bad  string
+	}{
+		{"zero seconds", []LatencyQuantile{{50, 0}}, "snapshot.serviceQuantiles[0]"},
+		{"negative seconds", []LatencyQuantile{{50, -1}}, "snapshot.serviceQuantiles[0]"},
+		{"NaN seconds", []LatencyQuantile{{50, 0.1}, {90, math.NaN()}}, "snapshot.serviceQuantiles[1]"},
+		{"infinite seconds", []LatencyQuantile{{50, 0.1}, {90, math.Inf(1)}}, "snapshot.serviceQuantiles[1]"},
+		{"percentile 100", []LatencyQuantile{{100, 0.1}}, "snapshot.serviceQuantiles[0]"},
+		{"percentile 0", []LatencyQuantile{{0, 0.1}}, "snapshot.serviceQuantiles[0]"},
+		{"seconds falling", []LatencyQuantile{{50, 0.1}, {90, 0.2}, {95, 0.15}}, "snapshot.serviceQuantiles[2]"},
+		{"percentiles falling", []LatencyQuantile{{90, 0.1}, {50, 0.2}}, "snapshot.serviceQuantiles[1]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := snapshot(t0, 100, 0.05, 10)
+			s.ServiceQuantiles = tc.qs
+			_, err := NewEngine().Decide(tailSpec(), s)
+			require.ErrorContains(t, err, tc.bad)
+		})
+	}
+}
+
+// TestTailInJSON: the decision's JSON carries the tail model, the quantiles
+// used and the service-alone late share.
+func TestTailInJSON(t *testing.T) {
+	s := snapshot(t0, 100, 0.05, 10)
+	s.ServiceQuantiles = lognormalQuantiles(0.05, 1.2, 50, 95, 99)
+	d, err := NewEngine().Decide(tailSpec(), s)
+	require.NoError(t, err)
+	b, err := json.Marshal(d)
+	require.NoError(t, err)
+	var m struct {
+		Explanation struct {
+			TailModel        string            `json:"tailModel"`
+			ServiceQuantiles []LatencyQuantile `json:"serviceQuantiles"`
+			ServiceLateShare float64           `json:"serviceLateShare"`
+			TailNote         string            `json:"tailNote"`
+		} `json:"explanation"`
+	}
+	require.NoError(t, json.Unmarshal(b, &m))
+	require.Equal(t, "measured", m.Explanation.TailModel)
+	require.Len(t, m.Explanation.ServiceQuantiles, 3)
+	require.Equal(t, 99.0, m.Explanation.ServiceQuantiles[2].Percentile)
+	require.Positive(t, m.Explanation.ServiceLateShare)
+	require.True(t, strings.HasPrefix(m.Explanation.TailNote, "service tail measured"))
+}
+
+// TestPodsBand: near the service-time floor the p95 falls slowly with the
+// pods, so G can sit inside [1−θ, 1+θ] with far more pods than the target
+// needs. Such a count scales down (to no fewer than the target needs, so the
+// next cycle does not scale back up); a count within (1−θ)⁻¹ of the need
+// does not move.
+func TestPodsBand(t *testing.T) {
+	const es, lambda = 0.05, 200.0
+	spec := tailSpec()
+	decide := func(n int32) Decision {
+		s := snapshot(t0, lambda, es, n)
+		s.ServiceSCV, s.ServiceQuantiles = 1.44, lognormalQuantiles(es, 1.2, servicePs...)
+		d, err := NewEngine().Decide(spec, s)
+		require.NoError(t, err)
+		return d
+	}
+	var banded, kept int
+	for n := int32(40); n <= 150; n++ {
+		d := decide(n)
+		x := d.Explanation
+		if x.Normalized < 1-spec.Tolerance || x.Normalized > 1+spec.Tolerance {
+			continue
+		}
+		if strings.Contains(x.Reason, "more than (1−θ)⁻¹") {
+			banded++
+			require.Less(t, x.Recommendation, n, "n = %d: %s", n, x.Reason)
+			next := decide(x.Recommendation)
+			require.LessOrEqual(t, next.Explanation.Recommendation, x.Recommendation, "no scale-up right after the scale-down from %d", n)
+			continue
+		}
+		kept++
+		require.Equal(t, n, x.Recommendation, "n = %d: %s", n, x.Reason)
+	}
+	require.Positive(t, banded, "some counts inside the G band are over-provisioned in pods")
+	require.Positive(t, kept, "counts close to the need stay")
+}
