@@ -267,25 +267,18 @@ type neverSynced struct{ cache.SharedIndexInformer }
 func (neverSynced) HasSynced() bool { return false }
 
 // TestPooledProxyArgsKnownToTheProxy: the pooled sidecar's flags are qas-proxy's and
-// pass its validation, with --pool-front-service (the EndpointSlice watcher's flag,
-// wired in qas-proxy's main with proxy/pool/endpoints) stood in for by a static front.
+// pass its validation unchanged: --pool-front-service names the front's Service, whose
+// EndpointSlices qas-proxy's main watches for the replicas.
 func TestPooledProxyArgsKnownToTheProxy(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Pooling = &fixedLookup{workload: "web", concurrency: 2}
 	got, _ := apply(t, cfg, appPod(withAPIAccess))
-	var args []string
-	service := ""
-	for _, a := range container(got, sidecar.ContainerName).Args {
-		if v, ok := strings.CutPrefix(a, "--pool-front-service="); ok {
-			service = v
-			continue
-		}
-		args = append(args, a)
-	}
-	require.Equal(t, "qas-front-web", service)
-	f, err := proxyapp.Parse(append(args, "--pool-fronts=10.0.0.1:9902"), func(string) string { return "" })
+	f, err := proxyapp.Parse(container(got, sidecar.ContainerName).Args, func(string) string { return "" })
 	require.NoError(t, err)
 	require.Equal(t, "web", f.Workload)
 	require.Equal(t, 2, f.Concurrency)
 	require.Equal(t, "/var/run/qas/pool/key", f.PoolSecretFile)
+	require.Equal(t, "qas-front-web", f.PoolFrontService)
+	require.Equal(t, sidecar.PoolPortName, f.PoolFrontPortName)
+	require.Empty(t, f.PoolFronts, "no static list beside the Service")
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/qas-dev/qas/proxy/measure"
 	"github.com/qas-dev/qas/proxy/pool"
 	"github.com/qas-dev/qas/proxy/pool/auth"
+	"github.com/qas-dev/qas/proxy/pool/endpoints"
 	"github.com/qas-dev/qas/proxy/server"
 	"github.com/qas-dev/qas/proxy/sidecar"
 )
@@ -54,6 +55,13 @@ type Flags struct {
 	FrontMaxQueue       int
 	FrontMaxWait        time.Duration
 	FrontPollTimeout    time.Duration
+	// PoolFrontService names the front's Service in the pod's namespace
+	// (POD_NAMESPACE): Main watches its EndpointSlices (port PoolFrontPortName) for
+	// the ready replicas, keeping the last list for PoolFrontsMaxStale after the API
+	// server is lost. The webhook sets it for workloads with routing: pooled.
+	PoolFrontService   string
+	PoolFrontPortName  string
+	PoolFrontsMaxStale time.Duration
 	// Fronts, when set by a caller (an EndpointSlice watcher), replaces the static
 	// --pool-fronts list; it is not a flag.
 	Fronts pool.FrontSource
@@ -91,6 +99,9 @@ func Parse(args []string, getenv func(string) string) (Flags, error) {
 	fs.StringVar(&f.Mode, "mode", ModeSidecar, "sidecar (a reverse proxy in front of the app) or front (the shared queue of the pooled data plane: overflow requests wait there until a sidecar with a free slot pulls them)")
 	fs.StringVar(&f.Workload, "workload", "", "the workload this sidecar serves (a lowercase DNS name); names its queue at the fronts and its secret")
 	fs.StringVar(&f.PoolFronts, "pool-fronts", "", "comma-separated host:port of the front replicas; when set, requests that find every slot busy overflow to a front, and a free slot pulls from them (needs --concurrency, --workload, --pool-secret-file)")
+	fs.StringVar(&f.PoolFrontService, "pool-front-service", "", "name of the front's Service in the pod's namespace ($POD_NAMESPACE): the ready front replicas come from its EndpointSlices (needs list/watch on endpointslices there, which the decider grants for routing: pooled); instead of --pool-fronts")
+	fs.StringVar(&f.PoolFrontPortName, "pool-front-port-name", sidecar.PoolPortName, "the front Service's port name to overflow to and pull from")
+	fs.DurationVar(&f.PoolFrontsMaxStale, "pool-fronts-max-stale", endpoints.DefaultMaxStale, "how long the last list of fronts is used after the API server is lost; past it the sidecar queues locally")
 	fs.StringVar(&f.PoolSecretFile, "pool-secret-file", "", "file holding the workload's 32-byte pooling secret (raw, or 64 hex digits); re-read when it changes, the previous key accepted for a minute")
 	fs.StringVar(&f.PoolSecretDir, "pool-secret-dir", "", "front mode: directory with one secret file per workload, named by the workload (a Secret volume); alternative to --workload with --pool-secret-file")
 	fs.DurationVar(&f.PoolDecisionTimeout, "pool-decision-timeout", pool.DefaultDecisionTimeout, "how long a sidecar waits for a front to accept an overflow request before queueing it locally")
@@ -164,6 +175,9 @@ func (f Flags) validatePool() error {
 		if f.PoolFronts != "" {
 			return cli.Usagef("pool-fronts", "is for sidecars, not --mode front")
 		}
+		if f.PoolFrontService != "" {
+			return cli.Usagef("pool-front-service", "is for sidecars, not --mode front")
+		}
 		if (f.PoolSecretDir == "") == (f.PoolSecretFile == "") {
 			return cli.Usagef("pool-secret-dir", "front mode needs --pool-secret-dir, or --workload with --pool-secret-file")
 		}
@@ -183,7 +197,13 @@ func (f Flags) validatePool() error {
 		if f.PoolSecretDir != "" {
 			return cli.Usagef("pool-secret-dir", "is for --mode front; a sidecar reads --pool-secret-file")
 		}
-		if f.PoolFronts == "" && f.Fronts == nil {
+		if f.PoolFronts != "" && f.PoolFrontService != "" {
+			return cli.Usagef("pool-front-service", "give the fronts either statically (--pool-fronts) or by their Service, not both")
+		}
+		if f.PoolFrontsMaxStale <= 0 {
+			return cli.Usagef("pool-fronts-max-stale", "%s is not positive", f.PoolFrontsMaxStale)
+		}
+		if f.PoolFronts == "" && f.PoolFrontService == "" && f.Fronts == nil {
 			return nil
 		}
 		if f.Workload == "" || f.PoolSecretFile == "" {
@@ -302,6 +322,17 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		runtime.GOMAXPROCS(f.Procs)
 	}
 	log.Info("go runtime", zap.Int("gomaxprocs", runtime.GOMAXPROCS(0)))
+	if f.Mode == ModeSidecar && f.PoolFrontService != "" && f.Fronts == nil {
+		w, err := endpoints.NewInCluster(ctx, getenv("POD_NAMESPACE"), f.PoolFrontService, f.PoolFrontPortName,
+			endpoints.Options{MaxStale: f.PoolFrontsMaxStale, Log: log.Named("fronts")})
+		if err != nil {
+			// Queue locally rather than crash-loop the pod: the app is served as
+			// through a plain Service, and the log says why pooling is off.
+			log.Warn("pooling off: cannot watch the front's EndpointSlices", zap.Error(err))
+		} else {
+			f.Fronts = w
+		}
+	}
 	if err := Run(ctx, f, log, nil); err != nil {
 		fmt.Fprintf(stderr, "qas-proxy: %v\n", err)
 		return 1

@@ -85,6 +85,18 @@ func TestParse(t *testing.T) {
 			check: func(t *testing.T, f Flags) {
 				require.Equal(t, []string{"10.0.0.1:8080", "10.0.0.2:8080"}, f.frontList())
 			}},
+		{name: "pooling by the front's Service", args: []string{"--pool-front-service=qas-front-shop", "--workload=shop", "--pool-secret-file=/s", "--concurrency=1"},
+			check: func(t *testing.T, f Flags) {
+				require.Equal(t, "qas-front-shop", f.PoolFrontService)
+				require.Equal(t, "qas-pool", f.PoolFrontPortName)
+				require.Equal(t, 5*time.Minute, f.PoolFrontsMaxStale)
+				require.Empty(t, f.frontList())
+			}},
+		{name: "front Service without concurrency", args: []string{"--pool-front-service=qas-front-shop", "--workload=shop", "--pool-secret-file=/s"}, wantErr: "pooling needs --concurrency"},
+		{name: "front Service without secret", args: []string{"--pool-front-service=qas-front-shop", "--workload=shop", "--concurrency=1"}, wantErr: "pooling needs --workload and --pool-secret-file"},
+		{name: "front Service and static fronts", args: []string{"--pool-front-service=qas-front-shop", "--pool-fronts=f:1", "--workload=shop", "--pool-secret-file=/s", "--concurrency=1"}, wantErr: "invalid --pool-front-service: give the fronts either"},
+		{name: "fronts never stale", args: []string{"--pool-fronts-max-stale=0"}, wantErr: "invalid --pool-fronts-max-stale"},
+		{name: "front with front Service", args: []string{"--mode=front", "--pool-secret-dir=/d", "--pool-front-service=x"}, wantErr: "invalid --pool-front-service: is for sidecars"},
 		{name: "pooling without workload", args: []string{"--pool-fronts=f:1", "--pool-secret-file=/s", "--concurrency=1"}, wantErr: "invalid --pool-fronts: pooling needs --workload"},
 		{name: "pooling without concurrency", args: []string{"--pool-fronts=f:1", "--workload=shop", "--pool-secret-file=/s"}, wantErr: "pooling needs --concurrency"},
 		{name: "bad front", args: []string{"--pool-fronts=nohost", "--workload=shop", "--pool-secret-file=/s", "--concurrency=1"}, wantErr: `invalid --pool-fronts: "nohost" is not host:port`},
@@ -262,4 +274,53 @@ func TestRunPooled(t *testing.T) {
 	require.Equal(t, "B", string(b))
 	require.Equal(t, uint64(1), frontDoc().Dispatched)
 	once.Do(func() { close(release) })
+}
+
+// TestMainPoolsOffOutsideACluster: a sidecar told to find its fronts by their Service
+// but with no Kubernetes credentials (no in-cluster config) does not crash-loop the
+// pod: it serves its app as a plain sidecar, with no pooling counters.
+func TestMainPoolsOffOutsideACluster(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "from app") }))
+	defer upstream.Close()
+	listen := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	admin := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"--listen=" + listen, "--admin-listen=" + admin, "--upstream=" + upstream.Listener.Addr().String(),
+			"--drain=10ms", "--log-level=error", "--concurrency=1", "--workload=shop", "--pool-secret-file=/nonexistent",
+			"--pool-front-service=qas-front-shop"}, func(k string) string {
+			if k == "POD_NAMESPACE" {
+				return "shop"
+			}
+			return ""
+		}, io.Discard, io.Discard)
+	}()
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + admin + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}, 30*time.Second, 20*time.Millisecond)
+	resp, err := http.Get("http://" + listen + "/")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, "from app", string(body))
+	resp, err = http.Get("http://" + admin + "/stats")
+	require.NoError(t, err)
+	s, err := stats.Decode(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Nil(t, s.Pool, "pooling is off without the front's endpoints")
+	cancel()
+	select {
+	case code := <-done:
+		require.Equal(t, 0, code)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Main did not return after its context ended")
+	}
 }
