@@ -60,7 +60,7 @@ launch() {
 	echo "could not start $*" >&2
 	return 1
 }
-apps=() random=() pooled=() padmins=()
+apps=() random=() pooled=() padmins=() radmins=()
 launch "$work/qas-proxy" --mode front --listen 127.0.0.1:@L@ --admin-listen 127.0.0.1:@A@ --workload bench \
 	--pool-secret-file "$work/secret" --log-level error
 front=$L fadmin=$A
@@ -69,7 +69,7 @@ for i in $(seq "$PODS"); do
 	a=$L
 	apps+=("$a")
 	launch "$work/qas-proxy" --listen 127.0.0.1:@L@ --admin-listen 127.0.0.1:@A@ --upstream "127.0.0.1:$a" --concurrency 1 --log-level error
-	random+=("127.0.0.1:$L")
+	random+=("127.0.0.1:$L") radmins+=("$A")
 	launch "$work/qas-proxy" --listen 127.0.0.1:@L@ --admin-listen 127.0.0.1:@A@ --upstream "127.0.0.1:$a" --concurrency 1 \
 		--workload bench --pool-secret-file "$work/secret" --pool-fronts "127.0.0.1:$front" --log-level error
 	pooled+=("127.0.0.1:$L") padmins+=("$A")
