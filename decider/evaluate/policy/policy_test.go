@@ -328,6 +328,35 @@ func TestQASSizesForItsRouting(t *testing.T) {
 	require.LessOrEqual(t, pods[decide.RoutingLeastRequest], pods[decide.RoutingRandom])
 }
 
+// TestQASSeesThePooledFrontsQueue: on a pooled data plane the requests waiting in
+// the shared front are the backlog qas sizes for, as the collector stores the
+// fronts' queue_length and the controller passes it for routing: pooled; behind a
+// Service nothing waits in front of the pods, and the same observation gives none.
+func TestQASSeesThePooledFrontsQueue(t *testing.T) {
+	replicas := map[decide.Routing]int{}
+	for _, routing := range []decide.Routing{decide.RoutingRandom, decide.RoutingPooled} {
+		p := params
+		p.Routing = routing
+		q := NewQAS("qas", p, false)
+		o := &Observation{Now: 30, Concurrency: 1, InitTimes: []float64{20}, FrontQueued: 2000}
+		for range 30 {
+			o.Seconds = append(o.Seconds, Second{Arrivals: 40, Completions: 40, ServiceSum: 2, ServiceSq: 2 * 0.05 * 2})
+		}
+		for i := range 4 {
+			o.Pods = append(o.Pods, Pod{ID: i, Ready: true, CPU: 1, InService: 1})
+		}
+		s := q.Snapshot(o)
+		if routing == decide.RoutingPooled {
+			require.Equal(t, 2000.0, s.FrontQueue)
+		} else {
+			require.Zero(t, s.FrontQueue, "a Service has no front queue")
+		}
+		replicas[routing] = q.Decide(o).Replicas
+		require.Equal(t, routing, q.Last.Explanation.Routing)
+	}
+	require.Greater(t, replicas[decide.RoutingPooled], 4, "2,000 requests in the front take the 4 pods 50 s to drain at 40 req/s, past the 20 s lead")
+}
+
 // TestCapacitySharing: with processor sharing a request of size S takes
 // S/(1−ρ) on one place (M/G/1-PS's conditional mean), S(1 + C/(K−a)) on K.
 func TestCapacitySharing(t *testing.T) {

@@ -252,7 +252,18 @@ func (q *QAS) Snapshot(o *Observation) decide.Snapshot {
 		MeasuredLatency: histQuantile(hist[:], latN, pct/100), LatencySamples: float64(latN),
 		MeasuredQuantiles: measuredQuantiles(hist[:], latN),
 		ServiceQuantiles:  ServiceQuantiles(svcHist[:]),
+		FrontQueue:        q.frontQueue(o),
 	}
+}
+
+// frontQueue is the pooled data plane's shared queue, as the collector stores it
+// from the fronts' queue_length gauge and the controller passes it for a pooled
+// workload only (0 otherwise: a Service queues nothing in front of the pods).
+func (q *QAS) frontQueue(o *Observation) float64 {
+	if q.spec.Routing != decide.RoutingPooled {
+		return 0
+	}
+	return float64(o.FrontQueued)
 }
 
 // measuredQuantiles are the p50, p95 and p99 the collector stores (nil when
