@@ -116,11 +116,13 @@ func (o *Options) Validate() error {
 		return cli.Usagef("measure-timeout", "%s must be shorter than --interval (%s), so that a cycle ends in time, and not negative (0: a third of --interval)", o.MeasureTimeout, o.Interval)
 	case o.Workers < 1:
 		return cli.Usagef("workers", "%d: at least 1 is needed", o.Workers)
-	case o.HistoryStep <= 0 || o.HistoryStep%time.Second != 0:
+	case o.HistoryStep < 0 || o.HistoryStep%time.Second != 0 || (o.HistorySpan != 0 && o.HistoryStep == 0):
+		// A zero step is only the zero Options' (a caller that reads no long
+		// history); with a span it must be a positive whole number of seconds.
 		return cli.Usagef("history-step", "%s is not a positive whole number of seconds", o.HistoryStep)
 	case o.HistorySpan < 0 || (o.HistorySpan > 0 && o.HistorySpan < 3*o.HistoryStep):
 		return cli.Usagef("history-span", "%s must be 0 (off) or at least three --history-step (%s)", o.HistorySpan, o.HistoryStep)
-	case o.HistorySpan/o.HistoryStep > store.MaxHistorySamples:
+	case o.HistorySpan > 0 && o.HistorySpan/o.HistoryStep > store.MaxHistorySamples:
 		return cli.Usagef("history-span", "%s over --history-step %s is more than %d samples per workload", o.HistorySpan, o.HistoryStep, store.MaxHistorySamples)
 	case o.MaxPodAge <= 0:
 		return cli.Usagef("max-pod-data-age", "%s is not positive", o.MaxPodAge)

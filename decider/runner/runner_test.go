@@ -36,6 +36,12 @@ func TestOptions(t *testing.T) {
 	require.Equal(t, time.Second, o.ReadDeadline(), "a short interval gets a short deadline")
 	o.MeasureTimeout = 2 * time.Second
 	require.Equal(t, 2*time.Second, o.ReadDeadline())
+	// A caller that builds Options without the long history (span and step
+	// zero) reads none; a span needs a step.
+	o.HistorySpan, o.HistoryStep = 0, 0
+	require.NoError(t, o.Validate())
+	o.HistorySpan = time.Hour
+	require.ErrorContains(t, o.Validate(), "history-step")
 
 	o, err = parse(t, nil, map[string]string{"POD_NAMESPACE": "ops", "POD_NAME": "qas-decider-7", "QAS_DECIDER_DRY_RUN": "true"})
 	require.NoError(t, err)
