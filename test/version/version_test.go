@@ -190,8 +190,9 @@ func TestDeciderReportsItsVersion(t *testing.T) {
 }
 
 // TestWebhookReportsItsVersion runs `qas-decider webhook` with a mounted certificate
-// (the cert-manager mode, which needs no API server): it has no /metrics, so its
-// start-up log line is where the version shows.
+// (the cert-manager mode) and without pooling (which watches QueueAutoscalers), so it
+// needs no API server: it has no /metrics, so its start-up log line is where the
+// version shows.
 func TestWebhookReportsItsVersion(t *testing.T) {
 	dir := t.TempDir()
 	b, err := certs.Generate(time.Now(), []string{"127.0.0.1"}, time.Hour, time.Hour)
@@ -199,7 +200,7 @@ func TestWebhookReportsItsVersion(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.crt"), b.Cert, 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.key"), b.Key, 0o600))
 	listen := addr(t)
-	s := start(t, "qas-decider", "webhook", "--listen="+listen, "--cert-dir="+dir)
+	s := start(t, "qas-decider", "webhook", "--listen="+listen, "--cert-dir="+dir, "--pooling=false")
 	line := s.logLine("serving")
 	require.Equal(t, stamp, line["version"])
 	require.Equal(t, listen, line["listen"])
