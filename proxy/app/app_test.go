@@ -180,24 +180,7 @@ func TestBinary(t *testing.T) {
 		close(logs)
 	}()
 
-	require.Eventually(t, func() bool {
-		resp, err := http.Get("http://" + admin + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	}, 30*time.Second, 50*time.Millisecond)
-	resp, err := http.Get("http://" + listen + "/")
-	require.NoError(t, err)
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Equal(t, "from app", string(body))
-	resp, err = http.Get("http://" + admin + "/stats")
-	require.NoError(t, err)
-	s, err := stats.Decode(resp.Body)
-	resp.Body.Close()
-	require.NoError(t, err)
+	s := serveOnceThroughProxy(t, listen, admin)
 	require.Equal(t, uint64(1), s.Completions)
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
@@ -297,6 +280,21 @@ func TestMainPoolsOffOutsideACluster(t *testing.T) {
 			return ""
 		}, io.Discard, io.Discard)
 	}()
+	s := serveOnceThroughProxy(t, listen, admin)
+	require.Nil(t, s.Pool, "pooling is off without the front's endpoints")
+	cancel()
+	select {
+	case code := <-done:
+		require.Equal(t, 0, code)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Main did not return after its context ended")
+	}
+}
+
+// serveOnceThroughProxy waits for the proxy's admin port to say ready, sends one GET
+// through listen, requires the app's answer, and returns the proxy's /stats.
+func serveOnceThroughProxy(t *testing.T, listen, admin string) stats.Snapshot {
+	t.Helper()
 	require.Eventually(t, func() bool {
 		resp, err := http.Get("http://" + admin + "/readyz")
 		if err != nil {
@@ -315,12 +313,5 @@ func TestMainPoolsOffOutsideACluster(t *testing.T) {
 	s, err := stats.Decode(resp.Body)
 	resp.Body.Close()
 	require.NoError(t, err)
-	require.Nil(t, s.Pool, "pooling is off without the front's endpoints")
-	cancel()
-	select {
-	case code := <-done:
-		require.Equal(t, 0, code)
-	case <-time.After(30 * time.Second):
-		t.Fatal("Main did not return after its context ended")
-	}
+	return s
 }

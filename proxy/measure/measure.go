@@ -157,18 +157,7 @@ func (r *Recorder) End(arrived, began time.Time, ttfb time.Duration, code int, o
 	us := float64(service) / float64(time.Microsecond)
 	r.serviceSqMicros.Add(uint64(us * us))
 	r.ttfbNanos.Add(uint64(max(ttfb, 0)))
-	if c := code/100 - 1; c >= 0 && c < 5 {
-		r.codes[c].Add(1)
-	}
-	switch outcome {
-	case UpstreamError:
-		r.upstreamErrors.Add(1)
-	case UpstreamTimeout:
-		r.upstreamTimeouts.Add(1)
-	case ClientCancel:
-		r.clientCancels.Add(1)
-	}
-	r.completions.Add(1)
+	r.complete(code, outcome)
 	// After the completion: a snapshot that reads the service counts before
 	// the completions then never sees more service times than completions.
 	r.service[r.bucket(service)].Add(1)
@@ -180,6 +169,13 @@ func (r *Recorder) End(arrived, began time.Time, ttfb time.Duration, code int, o
 // client felt), but adds no service time and was never in flight here, since the pod
 // that pulled it served it and counts its service (as a pulled arrival).
 func (r *Recorder) EndOverflowed(arrived time.Time, code int, outcome Outcome) {
+	r.complete(code, outcome)
+	r.observeLatency(r.now().Sub(arrived))
+}
+
+// complete counts a finished request by its status class and outcome, and as a
+// completion.
+func (r *Recorder) complete(code int, outcome Outcome) {
 	if c := code/100 - 1; c >= 0 && c < 5 {
 		r.codes[c].Add(1)
 	}
@@ -192,7 +188,6 @@ func (r *Recorder) EndOverflowed(arrived time.Time, code int, outcome Outcome) {
 		r.clientCancels.Add(1)
 	}
 	r.completions.Add(1)
-	r.observeLatency(r.now().Sub(arrived))
 }
 
 func (r *Recorder) observeLatency(d time.Duration) { r.buckets[r.bucket(d)].Add(1) }
