@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -48,13 +47,10 @@ type HistoryQuery struct {
 
 // Validate checks a history query.
 func (q HistoryQuery) Validate() error {
+	if err := validWorkloadAt(q.Namespace, q.Workload, q.Now); err != nil {
+		return err
+	}
 	switch {
-	case q.Namespace == "":
-		return errors.New("store: namespace is empty")
-	case q.Workload == "":
-		return errors.New("store: workload is empty")
-	case q.Now.IsZero():
-		return errors.New("store: now is zero")
 	case q.Step <= 0 || q.Step%time.Second != 0:
 		return fmt.Errorf("store: history step %s is not a positive whole number of seconds", q.Step)
 	case q.Span < q.Step:

@@ -72,15 +72,26 @@ func (q Query) latencyField() string {
 // ErrNoData means the window holds no measurement of the workload.
 var ErrNoData = errors.New("store: no measurements in the window")
 
+// validWorkloadAt checks what every read names: the workload and the time it is
+// read at.
+func validWorkloadAt(namespace, workload string, now time.Time) error {
+	switch {
+	case namespace == "":
+		return errors.New("store: namespace is empty")
+	case workload == "":
+		return errors.New("store: workload is empty")
+	case now.IsZero():
+		return errors.New("store: now is zero")
+	}
+	return nil
+}
+
 // Validate checks a query.
 func (q Query) Validate() error {
+	if err := validWorkloadAt(q.Namespace, q.Workload, q.Now); err != nil {
+		return err
+	}
 	switch {
-	case q.Namespace == "":
-		return errors.New("store: namespace is empty")
-	case q.Workload == "":
-		return errors.New("store: workload is empty")
-	case q.Now.IsZero():
-		return errors.New("store: now is zero")
 	case q.Window <= 0:
 		return fmt.Errorf("store: window %s is not positive", q.Window)
 	case q.Ahead < 0:
