@@ -64,6 +64,8 @@ type Sidecar struct {
 
 	mu      sync.Mutex
 	suspect map[string]*suspicion
+	// decisions are the fronts' recent decision times: the deadline follows them.
+	decisions decisionTimes
 
 	draining  atomic.Bool
 	wakeMu    sync.Mutex
@@ -227,7 +229,7 @@ func (s *Sidecar) Overflow(ctx context.Context, method string, head []byte, body
 		HeaderWorkload: {s.cfg.Workload}, HeaderHop: {HopOverflow}, auth.Header: {a},
 	}
 	var timedOut atomic.Bool
-	decision := time.AfterFunc(s.cfg.DecisionTimeout, func() {
+	decision := time.AfterFunc(s.decisions.deadline(s.cfg.DecisionTimeout), func() {
 		if g.abandon() {
 			timedOut.Store(true)
 			cancel()
@@ -256,6 +258,7 @@ func (s *Sidecar) Overflow(ctx context.Context, method string, head []byte, body
 		}
 		switch {
 		case res.err == nil:
+			s.decisions.add(d)
 			s.cfg.Counters.Overflow(measure.OverflowRefused, d)
 		case timedOut.Load():
 			s.cfg.Counters.Overflow(measure.OverflowTimeout, d)
@@ -272,7 +275,9 @@ func (s *Sidecar) Overflow(ctx context.Context, method string, head []byte, body
 		return nil, false, nil
 	}
 	decision.Stop()
-	s.cfg.Counters.Overflow(measure.OverflowAccepted, s.cfg.Now().Sub(start))
+	d := s.cfg.Now().Sub(start)
+	s.decisions.add(d)
+	s.cfg.Counters.Overflow(measure.OverflowAccepted, d)
 	s.succeed(front)
 	// Accepted: from here on the sidecar only relays. The response head must come
 	// within ResponseTimeout.
