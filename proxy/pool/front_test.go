@@ -124,7 +124,9 @@ func TestFrontOfferedAgainFirst(t *testing.T) {
 	tf := newTestFront(t, 5, 10*time.Second)
 	_, br1 := exchange(t, tf.addr, overflowRaw("GET /first HTTP/1.1\r\nHost: app\r\n\r\n"))
 	require.Equal(t, 100, read(t, br1, "POST").StatusCode)
-	require.Eventually(t, func() bool { return tf.rec.Snapshot().Front.QueueLength == 1 }, 5*time.Second, time.Millisecond)
+	// In the queue, not only accepted: a request joins the queue once its bytes are
+	// in (the gauge counts it from the acceptance), so /second must wait for that.
+	require.Eventually(t, func() bool { return tf.f.queued("shop") == 1 }, 5*time.Second, time.Millisecond)
 	_, br2 := exchange(t, tf.addr, overflowRaw("GET /second HTTP/1.1\r\nHost: app\r\n\r\n"))
 	require.Equal(t, 100, read(t, br2, "POST").StatusCode)
 	require.Eventually(t, func() bool { return tf.f.queued("shop") == 2 }, 5*time.Second, time.Millisecond)
