@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
 	"github.com/qas-dev/qas/decider/controller/resources"
@@ -516,6 +517,20 @@ func FrontDeployment(ns, workload string, cfg FrontConfig) *appsv1.Deployment {
 func ptrTo[T any](v T) *T { return &v }
 
 func (c *Controller) ensureFront(ctx context.Context, qa *v1alpha1.QueueAutoscaler, workload string, owner metav1.OwnerReference, cfg FrontConfig) (*appsv1.Deployment, error) {
+	// The Deployment controller writes the object too (its revision annotation, its
+	// status): an update that meets its write is tried again on a fresh read, as
+	// client-go's controllers do, rather than failing the cycle.
+	var dep *appsv1.Deployment
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		dep, err = c.ensureFrontOnce(ctx, qa, workload, owner, cfg)
+		return err
+	})
+	return dep, err
+}
+
+// ensureFrontOnce reads the front Deployment and creates or updates it once.
+func (c *Controller) ensureFrontOnce(ctx context.Context, qa *v1alpha1.QueueAutoscaler, workload string, owner metav1.OwnerReference, cfg FrontConfig) (*appsv1.Deployment, error) {
 	want := FrontDeployment(qa.Namespace, workload, cfg)
 	hash := hashOf(want)
 	want.OwnerReferences = []metav1.OwnerReference{owner}

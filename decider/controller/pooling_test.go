@@ -1,10 +1,20 @@
 package controller
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/qas-dev/qas/decider/api/v1alpha1"
 
 	proxyapp "github.com/qas-dev/qas/proxy/app"
 )
@@ -67,4 +77,48 @@ func TestFrontArgsPassTheProxysValidation(t *testing.T) {
 	require.Equal(t, "web", f.Workload)
 	require.Equal(t, "/var/run/qas/pool/key", f.PoolSecretFile)
 	require.Equal(t, ":9902", f.Listen)
+}
+
+// TestFrontUpdateRetriesAConflict: an update of the front Deployment that meets
+// another writer's (the Deployment controller's revision or status) is tried again
+// on a fresh read instead of failing the cycle; a conflict that persists is returned.
+func TestFrontUpdateRetriesAConflict(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		conflicts int
+		wantErr   bool
+	}{
+		{"one conflict", 1, false},
+		{"conflicts that persist", 100, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			qa := &v1alpha1.QueueAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "qa-uid"}}
+			old := FrontDeployment("shop", "web", DefaultFrontConfig())
+			old.OwnerReferences = []metav1.OwnerReference{ownerOf(qa)}
+			old.Annotations = map[string]string{PoolingHashAnnotation: "stale"}
+			kube := kubefake.NewClientset(old)
+			updates, left := 0, tc.conflicts
+			kube.PrependReactor("update", "deployments", func(clienttesting.Action) (bool, runtime.Object, error) {
+				updates++
+				if left > 0 {
+					left--
+					return true, nil, apierrors.NewConflict(appsv1.Resource("deployments"), old.Name, errors.New("the object has been modified"))
+				}
+				return false, nil, nil
+			})
+			c := &Controller{Kube: kube, Recorder: record.NewFakeRecorder(10)}
+			dep, err := c.ensureFront(t.Context(), qa, "web", ownerOf(qa), DefaultFrontConfig())
+			if tc.wantErr {
+				require.Error(t, err)
+				require.True(t, apierrors.IsConflict(err), "the conflict is what is returned: %v", err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, 2, updates, "one conflict, then the update on a fresh read")
+			require.NotEqual(t, "stale", dep.Annotations[PoolingHashAnnotation])
+			stored, err := kube.AppsV1().Deployments("shop").Get(t.Context(), old.Name, metav1.GetOptions{})
+			require.NoError(t, err)
+			require.Equal(t, dep.Annotations[PoolingHashAnnotation], stored.Annotations[PoolingHashAnnotation])
+		})
+	}
 }
