@@ -108,6 +108,7 @@ type conn struct {
 
 func (s *Server) newConn(nc net.Conn) *conn {
 	c := &conn{s: s, rwc: nc, sock: newSock(nc), accepted: s.rec.Now(), watchDone: make(chan struct{}, 1), goneCh: make(chan struct{}, 1)}
+	c.req.dropQas = s.cfg.HandOver != nil
 	c.br = bufio.NewReaderSize(connReader{c}, s.readSize)
 	if c.sock != nil {
 		c.bw = bufio.NewWriterSize(c.sock, 4<<10)
@@ -176,7 +177,7 @@ func (c *conn) serve() {
 		v := handOver
 		if head != nil {
 			v = parseRequest(head, &c.req)
-			if v == forward && c.s.cfg.HandOver != nil && c.s.cfg.HandOver(head) {
+			if v == forward && c.s.cfg.HandOver != nil && c.s.cfg.HandOver() {
 				v = handOver
 			}
 		}

@@ -32,6 +32,9 @@ type requestHead struct {
 	// idempotencyKey: the request has an Idempotency-Key or X-Idempotency-Key field,
 	// which makes it one net/http's Transport resends.
 	idempotencyKey bool
+	// dropQas (set per connection, not per request) drops the fields whose names
+	// start with "Qas-": the pooled data plane's, which no client may send the app.
+	dropQas bool
 }
 
 // responseHead is a parsed response head from the application.
@@ -425,6 +428,10 @@ func parseRequest(head []byte, h *requestHead) verdict {
 			// these fields' values and the client's address. X-Forwarded-Host,
 			// X-Forwarded-Proto and Forwarded pass through.
 			h.xff++
+		case hdrOther:
+			if h.dropQas && len(name) >= 4 && asciiEqualFold(name[:4], "qas-") {
+				f.drop = true
+			}
 		}
 	}
 	if te && lengths > 0 {

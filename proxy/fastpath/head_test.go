@@ -498,3 +498,26 @@ func TestLookupHdr(t *testing.T) {
 	require.Equal(t, hdrOther, lookupHdr([]byte(strings.Repeat("x", 100))))
 	require.Equal(t, hdrOther, lookupHdr([]byte("x-forwarded-prot")))
 }
+
+// TestQasFieldsDroppedWhenPooling: with the pooled data plane configured (dropQas) the
+// fast path forwards a request without the client's Qas- fields, whatever their case,
+// and keeps the rest; without it they pass like any other field. The request stays on
+// the fast path either way.
+func TestQasFieldsDroppedWhenPooling(t *testing.T) {
+	head := []byte("GET /x HTTP/1.1\r\nHost: x\r\nQas-Hop: 1\r\nqas-auth: t=1\r\nQAS-Workload: shop\r\nQasX: keep\r\nX-Keep: 1\r\n\r\n")
+	for _, drop := range []bool{false, true} {
+		h := requestHead{dropQas: drop}
+		require.Equal(t, forward, parseRequest(head, &h))
+		out := string(forwarded(head, &h, "10.0.0.1"))
+		require.Contains(t, out, "X-Keep: 1\r\n")
+		require.Contains(t, out, "QasX: keep\r\n", "only names starting with Qas- are the data plane's")
+		for _, f := range []string{"Qas-Hop: 1\r\n", "qas-auth: t=1\r\n", "QAS-Workload: shop\r\n"} {
+			if drop {
+				require.NotContains(t, out, f)
+			} else {
+				require.Contains(t, out, f)
+			}
+		}
+		require.Equal(t, drop, h.dropQas, "a parse keeps the connection's setting")
+	}
+}

@@ -44,10 +44,12 @@ type Config struct {
 	// accepts a head the general path would refuse.
 	MaxHeaderBytes int
 	// HandOver, when set (the pooled data plane is configured), is asked about every
-	// request the fast path would forward, before it is admitted; true hands the
-	// connection, from this request on, to the general path, which overflows the
-	// request to a shared front or strips its Qas- fields (proxy/pool).
-	HandOver func(head []byte) bool
+	// request the fast path would forward, before it is admitted; true (every slot is
+	// busy) hands the connection, from this request on, to the general path, which
+	// may overflow the request to a shared front (proxy/pool). With it set, the fast
+	// path also drops a client's Qas- fields, as it drops hop-by-hop ones: on the app
+	// port no client speaks the pooled data plane's protocol.
+	HandOver func() bool
 }
 
 // Server serves client connections on the fast path.

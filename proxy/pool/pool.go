@@ -102,22 +102,6 @@ func validID(id string) bool {
 	return true
 }
 
-// HasQasField reports whether a raw request head (request line and fields) has a
-// field whose name starts with "Qas-" (any case). The fast path hands such requests
-// to the general path, which strips them.
-func HasQasField(head []byte) bool {
-	for i := 0; i+5 <= len(head); i++ {
-		if head[i] != '\n' {
-			continue
-		}
-		b := head[i+1:]
-		if len(b) >= 4 && (b[0]|0x20) == 'q' && (b[1]|0x20) == 'a' && (b[2]|0x20) == 's' && b[3] == '-' {
-			return true
-		}
-	}
-	return false
-}
-
 // StripQasFields deletes every field whose name starts with "Qas-" (net/http
 // canonicalises names, so "qas-hop" is "Qas-Hop"): on the app port no client chooses
 // the data plane.

@@ -16,7 +16,6 @@ import (
 	"github.com/qas-dev/qas/proxy/fastpath"
 	"github.com/qas-dev/qas/proxy/limit"
 	"github.com/qas-dev/qas/proxy/measure"
-	"github.com/qas-dev/qas/proxy/pool"
 )
 
 // Options are the listener settings around the proxy.
@@ -73,12 +72,12 @@ func Listen(cfg Config, opts Options, rec *measure.Recorder, log *zap.Logger) (*
 		return nil, err
 	}
 	s := &Server{Recorder: rec, log: log, opts: opts, proxy: p, lim: lim}
-	var handOver func([]byte) bool
+	var handOver func() bool
 	if p.pool != nil {
 		s.freed = lim.EnableFreed()
-		// The general path overflows and strips Qas- fields; the fast path hands it
-		// the requests that may overflow (every slot busy) or carry such fields.
-		handOver = func(head []byte) bool { return lim.Saturated() || pool.HasQasField(head) }
+		// The general path overflows; the fast path hands it the requests that may
+		// (every slot busy). Both drop a client's Qas- fields.
+		handOver = lim.Saturated
 	}
 	if opts.FastPath && cfg.UpstreamProtocol != UpstreamH2C {
 		s.fast, err = fastpath.New(fastpath.Config{
