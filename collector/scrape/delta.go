@@ -120,14 +120,6 @@ func Delta(t Target, prev, cur stats.Snapshot) (Interval, string) {
 	if !cur.Time.After(prev.Time) {
 		return Interval{}, ReasonTimeNotAdvanced
 	}
-	if len(cur.Latency.Bounds) != len(prev.Latency.Bounds) {
-		return Interval{}, ReasonBoundsChanged
-	}
-	for i := range cur.Latency.Bounds {
-		if cur.Latency.Bounds[i] != prev.Latency.Bounds[i] {
-			return Interval{}, ReasonBoundsChanged
-		}
-	}
 	// The service histogram has the latency's buckets when present (stats
 	// validates it); within one process it is present in both or neither.
 	if len(cur.Service.Counts) != len(prev.Service.Counts) {
@@ -162,9 +154,9 @@ func Delta(t Target, prev, cur stats.Snapshot) (Interval, string) {
 	iv.QueueWaitSecondsSum = subf(cur.QueueWaitSecondsSum, prev.QueueWaitSecondsSum)
 	iv.InFlightSeconds = subf(cur.InFlightSeconds, prev.InFlightSeconds)
 	iv.BusySeconds = subf(cur.BusySeconds, prev.BusySeconds)
-	iv.Latency = stats.Histogram{Bounds: cur.Latency.Bounds, Counts: make([]uint64, len(cur.Latency.Counts))}
-	for i := range cur.Latency.Counts {
-		iv.Latency.Counts[i] = sub(cur.Latency.Counts[i], prev.Latency.Counts[i])
+	var same bool
+	if iv.Latency, same = histogramDelta(prev.Latency, cur.Latency, sub); !same {
+		return Interval{}, ReasonBoundsChanged
 	}
 	if cur.Pool != nil {
 		var before stats.Pool // a baseline without the section counts from zero
@@ -205,9 +197,8 @@ func Delta(t Target, prev, cur stats.Snapshot) (Interval, string) {
 		iv.FrontStats.QueueWait = h
 	}
 	if len(cur.Service.Counts) > 0 {
-		iv.Service = stats.Histogram{Bounds: cur.Service.Bounds, Counts: make([]uint64, len(cur.Service.Counts))}
-		for i := range cur.Service.Counts {
-			iv.Service.Counts[i] = sub(cur.Service.Counts[i], prev.Service.Counts[i])
+		if iv.Service, same = histogramDelta(prev.Service, cur.Service, sub); !same {
+			return Interval{}, ReasonBoundsChanged
 		}
 	}
 	if !ok {
