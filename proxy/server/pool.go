@@ -205,9 +205,6 @@ func (p *Proxy) overflow(w http.ResponseWriter, r *http.Request, arrived time.Ti
 		release()
 		return false, nil
 	}
-	if drained {
-		p.poolCounters.DrainPushed()
-	}
 	if answer == pool.Expired {
 		// No app saw it. Served here if it can be sent again byte for byte: a
 		// request without a body, or one whose body was kept whole.
@@ -226,6 +223,9 @@ func (p *Proxy) overflow(w http.ResponseWriter, r *http.Request, arrived time.Ti
 		p.poolCounters.Expired(false)
 	}
 	release()
+	if drained {
+		p.poolCounters.DrainPushed()
+	}
 	mw := &measuringWriter{ResponseWriter: w, began: arrived, rec: p.rec, body: cb}
 	if p.writeTimeout > 0 {
 		mw.rc, mw.writeTimeout = http.NewResponseController(w), p.writeTimeout

@@ -265,6 +265,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		// Refused, no decision in time, no front, or given back unseen: it waits
 		// in its place and is served here.
+		p.poolCounters.DrainKept()
 		readmitted = true
 		res = p.lim.Readmit(p.rec, arrived, r.Context().Done())
 	}

@@ -121,14 +121,17 @@ type Pool struct {
 	FrontFailures uint64 `json:"front_failures"`
 	// OverflowDecision is the histogram of the decision time of every overflow attempt.
 	OverflowDecision Histogram `json:"overflow_decision"`
-	// DrainPushed counts the accepted overflows (a subset of OverflowAccepted) that
-	// were requests waiting in the local queue when the pod began to drain.
-	// ExpiredRequeued and ExpiredRelayed split the accepted overflows that the front
+	// DrainPushed and DrainKept count the requests that waited in the local queue
+	// while the pod drained (or would have), each offered to a front once: taken
+	// by it (a subset of OverflowAccepted; the response, or the front's 503, was
+	// relayed), or served here after all (refused, no decision in time, no front,
+	// or given back unseen). ExpiredRequeued and ExpiredRelayed split the accepted overflows that the front
 	// gave up without any pod's app seeing them (its max wait, or it shut down):
 	// served here after all (the sender could resend them whole), or the front's
 	// 503 relayed to the client. Omitted when zero, so a collector built before
 	// them still reads a sidecar that never drained or saw an expiry.
 	DrainPushed     uint64 `json:"drain_pushed,omitempty"`
+	DrainKept       uint64 `json:"drain_kept,omitempty"`
 	ExpiredRequeued uint64 `json:"expired_requeued,omitempty"`
 	ExpiredRelayed  uint64 `json:"expired_relayed,omitempty"`
 }
@@ -283,6 +286,9 @@ func (p *Pool) validate(arrivals uint64) error {
 	}
 	if p.Pulled > arrivals {
 		return fmt.Errorf("stats: pool pulled %d exceeds arrivals %d", p.Pulled, arrivals)
+	}
+	if p.DrainKept > arrivals {
+		return fmt.Errorf("stats: pool drain_kept %d exceeds arrivals %d", p.DrainKept, arrivals)
 	}
 	if p.DrainPushed > p.OverflowAccepted {
 		return fmt.Errorf("stats: pool drain_pushed %d exceeds overflow_accepted %d", p.DrainPushed, p.OverflowAccepted)
