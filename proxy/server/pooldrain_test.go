@@ -192,3 +192,18 @@ func TestExpiredAtTheFrontIsServedHere(t *testing.T) {
 		require.Zero(t, s.srv.proxy.keptBytes.Load(), "the kept bodies' budget is given back")
 	})
 }
+
+// TestKeptBodiesBounded: a body is kept only within the per-request bound and while
+// the budget has room; released bytes make room again; a negative bound keeps none.
+func TestKeptBodiesBounded(t *testing.T) {
+	p := &Proxy{keepMax: 10, keepBudget: 15}
+	require.True(t, p.reserveKept(10))
+	require.False(t, p.reserveKept(10), "the budget has 5 bytes left")
+	require.True(t, p.reserveKept(5))
+	require.False(t, p.reserveKept(11), "over the per-request bound")
+	p.keptBytes.Add(-10)
+	require.True(t, p.reserveKept(10), "room again")
+	require.Equal(t, int64(15), p.keptBytes.Load())
+	none := &Proxy{keepMax: -1, keepBudget: 15}
+	require.False(t, none.reserveKept(1))
+}
