@@ -207,3 +207,37 @@ func TestKeptBodiesBounded(t *testing.T) {
 	none := &Proxy{keepMax: -1, keepBudget: 15}
 	require.False(t, none.reserveKept(1))
 }
+
+// TestDrainPushedAndGivenBack: a request a draining pod pushed to the front that no
+// pod takes in time (the other pod is busy) comes back unseen and is served by the
+// draining pod itself, exactly once.
+func TestDrainPushedAndGivenBack(t *testing.T) {
+	bothPaths(t, func(t *testing.T, fast bool) {
+		p := newPair(t, fast, 300*time.Millisecond)
+		t.Cleanup(p.apps.unblock)
+		busyA := sendAsync(p.a.url, "GET", "/block-a", "held-a", "")
+		waitFor(t, "A busy", func() bool { return p.apps.inApp.Load() == 1 })
+		blocked, chunked, queued := queueBehindChunked(t, p.b, p.apps, "b", "q1", "q2")
+		p.b.cancel()
+		waitFor(t, "pushed, expired and back", func() bool { return p.b.srv.Recorder.Snapshot().Pool.DrainKept == 2 })
+		p.apps.unblock()
+		for i, ch := range queued {
+			r := <-ch
+			require.NoError(t, r.err)
+			require.Equal(t, 200, r.code)
+			require.Equal(t, fmt.Sprintf("B:/q%d:body of q%d", i+1, i+1), r.body)
+		}
+		require.Equal(t, "A", (<-busyA).by)
+		require.Equal(t, "B", (<-blocked).by)
+		resp, _, err := (<-chunked).response("POST")
+		require.NoError(t, err)
+		require.Equal(t, 200, resp.StatusCode)
+		require.Equal(t, map[string][]string{"held-a": {"A"}, "held-b": {"B"}, "chunked-b": {"B"}, "q1": {"B"}, "q2": {"B"}}, p.apps.byID())
+		sb := p.b.srv.Recorder.Snapshot()
+		require.Equal(t, uint64(2), sb.Pool.OverflowAccepted)
+		require.Equal(t, uint64(2), sb.Pool.ExpiredRequeued)
+		require.Zero(t, sb.Pool.DrainPushed)
+		require.NoError(t, sb.Validate())
+		require.Equal(t, uint64(2), frontStats(t, p.front).Expired)
+	})
+}
