@@ -56,8 +56,8 @@ type Flags struct {
 	// while their requests are at a front (server.PoolConfig.KeepMaxBody).
 	PoolKeepMaxBody, PoolKeepBudget int64
 	FrontMaxQueue                   int
-	FrontMaxWait        time.Duration
-	FrontPollTimeout    time.Duration
+	FrontMaxWait                    time.Duration
+	FrontPollTimeout                time.Duration
 	// PoolFrontService names the front's Service in the pod's namespace
 	// (POD_NAMESPACE): Main watches its EndpointSlices (port PoolFrontPortName) for
 	// the ready replicas, keeping the last list for PoolFrontsMaxStale after the API
