@@ -46,7 +46,7 @@ func TestEvaluateStoppedWritesNothing(t *testing.T) {
 	code := MainEnv([]string{"evaluate", "--demo", "--nasa", sharedNASA(t), "--out", dir, "--only", "10h-30min"}, stoppedEnv(&out, &errb))
 	require.Equal(t, 1, code, errb.String())
 	require.Equal(t, "qas-decider evaluate: stopped after 0 of 1 cells: interrupt signal received; nothing written to "+dir+
-		" (its results.json are an earlier run's)\n", errb.String())
+		" (results.json there: from an earlier run)\n", errb.String())
 	require.NotContains(t, out.String(), "## Headline")
 	require.Equal(t, []string{"results.json"}, dirFiles(t, dir))
 	b, err := os.ReadFile(earlier)
