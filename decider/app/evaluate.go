@@ -2,8 +2,10 @@ package app
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -121,9 +123,14 @@ func runEvaluate(args []string, env Env) error {
 		}
 		fmt.Fprintf(env.Stderr, "evaluate: %d/%d cells (%s), %s elapsed, ~%s left\n", done, total, name, el.Round(time.Second), left)
 	}
-	rs, err := matrix.Run(cells, o, *workers, progress)
+	rs, err := matrix.RunContext(env.context(), cells, o, *workers, progress)
 	if tty != nil {
 		fmt.Fprintln(tty)
+	}
+	if stopped := (*matrix.Stopped)(nil); errors.As(err, &stopped) {
+		// A signal: the results are written only whole, so nothing is, and
+		// files already there are not this run's.
+		return fmt.Errorf("%w; nothing written to %s%s", err, *out, earlierResults(*out))
 	}
 	if err != nil {
 		return err
@@ -137,7 +144,11 @@ func runEvaluate(args []string, env Env) error {
 	if *pooling {
 		md += "\n" + matrix.PoolingMarkdown(rs, o.Handoff.Hop)
 	}
-	if err := os.WriteFile(filepath.Join(*out, "results.md"), []byte(md), 0o644); err != nil {
+	// Each file is written under a temporary name and renamed into place once
+	// complete, all three only after the run: never a half-written results file.
+	files := newAtomicFiles()
+	defer files.discard()
+	if err := files.write(filepath.Join(*out, "results.md"), func(w io.Writer) error { _, err := io.WriteString(w, md); return err }); err != nil {
 		return err
 	}
 	eo := evaluateOutput{Conditions: conditions, Cells: len(rs), Workers: w, WallSeconds: wall.Seconds(),
@@ -149,7 +160,7 @@ func runEvaluate(args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(*out, "results.json"), append(b, '\n'), 0o644); err != nil {
+	if err := files.write(filepath.Join(*out, "results.json"), func(w io.Writer) error { _, err := w.Write(append(b, '\n')); return err }); err != nil {
 		return err
 	}
 	var rc []report.Cell
@@ -157,15 +168,12 @@ func runEvaluate(args []string, env Env) error {
 		rc = append(rc, report.Cell{Name: r.Name, Conditions: r.Conditions, Rates: r.Rates, Target: o.Target, Percentile: o.Percentile,
 			Comparison: r.Comparison})
 	}
-	f, err := os.Create(filepath.Join(*out, "report.html"))
-	if err != nil {
+	if err := files.write(filepath.Join(*out, "report.html"), func(w io.Writer) error {
+		return report.WriteMatrix(w, report.MatrixInput{Title: "QAS evaluation", Description: conditions, Cells: rc, Detail: *detail})
+	}); err != nil {
 		return err
 	}
-	if err := report.WriteMatrix(f, report.MatrixInput{Title: "QAS evaluation", Description: conditions, Cells: rc, Detail: *detail}); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := files.commit(); err != nil {
 		return err
 	}
 	// The headline table on stdout, as in results.md.
@@ -176,3 +184,21 @@ func runEvaluate(args []string, env Env) error {
 }
 
 func defaultWorkers() int { return runtime.GOMAXPROCS(0) }
+
+// evaluateFiles are what evaluate writes into its output directory.
+var evaluateFiles = []string{"results.md", "results.json", "report.html"}
+
+// earlierResults names, for a message, the result files already in dir: an
+// earlier run's, which a stopped run leaves as they were.
+func earlierResults(dir string) string {
+	var found []string
+	for _, name := range evaluateFiles {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			found = append(found, name)
+		}
+	}
+	if len(found) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%s there: from an earlier run)", strings.Join(found, ", "))
+}

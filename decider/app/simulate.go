@@ -233,7 +233,8 @@ func runSimulate(args []string, env Env) error {
 	}
 	cfg := sim.Config{Rates: prof.Rates, Service: service, Init: initDist, Concurrency: *conc, CPU: *cpu,
 		Target: target, Percentile: *pct, InitialReplicas: *initial, Seed: *seed, Routing: routing, Handoff: sim.DefaultHandoff,
-		Nodes: *nodes, NodeCPU: *nodeCPU, Backgrounds: backgrounds, Sharing: *sharing, BusyCPU: *busyCPU, CPUBound: *cpuBound}
+		Nodes: *nodes, NodeCPU: *nodeCPU, Backgrounds: backgrounds, Sharing: *sharing, BusyCPU: *busyCPU, CPUBound: *cpuBound,
+		Context: env.context()}
 	pctName := "p" + strconv.FormatFloat(*pct, 'g', -1, 64)
 	if *pct == 0 {
 		pctName = "mean"
@@ -250,11 +251,15 @@ func runSimulate(args []string, env Env) error {
 	}
 	start := time.Now()
 	cmp, err := sim.Compare(cfg, names, params, progress)
-	if err != nil {
-		return cli.Usagef("policies", "%v", err)
-	}
 	if progress != nil {
 		fmt.Fprintf(env.Stderr, "\r%s\r", strings.Repeat(" ", 70))
+	}
+	if err != nil && env.context().Err() != nil {
+		// A signal: no table, and no --json or --html file (they are written only whole).
+		return fmt.Errorf("%w; nothing written", err)
+	}
+	if err != nil {
+		return cli.Usagef("policies", "%v", err)
 	}
 	fmt.Fprint(env.Stdout, sim.Table(cmp.Summaries))
 	printOracles(env.Stdout, cmp.Oracles)
@@ -272,30 +277,26 @@ func runSimulate(args []string, env Env) error {
 		Description: prof.Description, SLOSeconds: target, Percentile: *pct, Service: service.String(),
 		Init: initDist.String(), Discipline: discipline(*sharing), Seconds: len(prof.Rates), Policies: cmp.Summaries,
 		Oracles: cmp.Oracles, Seed000: cmp.Seed000}
+	files := newAtomicFiles() // written whole or not at all
+	defer files.discard()
 	if *jsonOut != "" {
 		b, err := json.MarshalIndent(out, "", "  ")
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
+		if err := files.write(*jsonOut, func(w io.Writer) error { _, err := w.Write(append(b, '\n')); return err }); err != nil {
 			return err
 		}
 	}
 	if *htmlOut != "" {
-		f, err := os.Create(*htmlOut)
-		if err != nil {
-			return err
-		}
-		if err := report.Write(f, report.Input{Title: "QAS simulation", Description: conditions,
-			Rates: prof.Rates, Target: target, Percentile: *pct, Comparison: cmp}); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
+		if err := files.write(*htmlOut, func(w io.Writer) error {
+			return report.Write(w, report.Input{Title: "QAS simulation", Description: conditions,
+				Rates: prof.Rates, Target: target, Percentile: *pct, Comparison: cmp})
+		}); err != nil {
 			return err
 		}
 	}
-	return nil
+	return files.commit()
 }
 
 // printOracles says, under the table, how each yardstick's schedule was

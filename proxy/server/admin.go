@@ -104,6 +104,7 @@ var (
 	descBusy        = prometheus.NewDesc("qas_proxy_busy_seconds_total", "Time with at least one request in flight.", nil, nil)
 	descErrors      = prometheus.NewDesc("qas_proxy_upstream_failures_total", "Requests the upstream failed.", []string{"kind"}, nil)
 	descLatency     = prometheus.NewDesc("qas_proxy_latency_seconds", "Latency at the proxy: queue wait plus service.", nil, nil)
+	descServiceTime = prometheus.NewDesc("qas_proxy_service_time_seconds", "Service time of served requests: slot to response end, no queue wait.", nil, nil)
 	descStart       = prometheus.NewDesc("qas_proxy_start_time_seconds", "Process start, Unix time.", nil, nil)
 
 	descPoolOverflow = prometheus.NewDesc("qas_proxy_pool_overflow_total", "Overflow attempts to a shared front, by outcome.", []string{"outcome"}, nil)
@@ -123,7 +124,7 @@ var (
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descArrivals, descCompletions, descResponses, descService, descServiceSq, descTTFB,
-		descQueued, descQueueWait, descRejected, descInFlight, descWaiting, descInFlightInt, descBusy, descErrors, descLatency, descStart,
+		descQueued, descQueueWait, descRejected, descInFlight, descWaiting, descInFlightInt, descBusy, descErrors, descLatency, descServiceTime, descStart,
 		descPoolOverflow, descPoolPulled, descPoolFailures, descPoolDecision, descPoolDrain, descPoolExpired,
 		descFrontQueue, descFrontPulls, descFrontAccepted, descFrontRefused, descFrontLeft, descFrontWait} {
 		ch <- d
@@ -155,6 +156,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descErrors, float64(s.UpstreamTimeouts), "timeout")
 	counter(descErrors, float64(s.ClientCancels), "client_cancel")
 	ch <- prometheus.MustNewConstHistogram(descLatency, s.Latency.Total(), s.ServiceSecondsSum+s.QueueWaitSecondsSum, cumulative(s.Latency))
+	// ServiceSecondsSum sums the histogram's observations (read just after its counts).
+	ch <- prometheus.MustNewConstHistogram(descServiceTime, s.Service.Total(), s.ServiceSecondsSum, cumulative(s.Service))
 	gauge(descStart, float64(s.StartTime.UnixNano())/1e9)
 	if p := s.Pool; p != nil {
 		counter(descPoolOverflow, float64(p.OverflowAccepted), "accepted")

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -92,4 +93,71 @@ func TestMetricsPoolAndFront(t *testing.T) {
 	require.Equal(t, 1.0, got["qas_front_accepted_total"].Metric[0].GetCounter().GetValue())
 	require.Equal(t, uint64(1), got["qas_front_queue_wait_seconds"].Metric[0].GetHistogram().GetSampleCount())
 	require.Equal(t, 0.0, got["qas_front_queue_length"].Metric[0].GetGauge().GetValue())
+}
+
+// TestMetricsServiceTimeHistogram: /metrics on the admin port exports /stats' service
+// histogram as the Prometheus histogram qas_proxy_service_time_seconds, in the latency
+// histogram's buckets, with ServiceSecondsSum as its sum. A rejected request (503, no
+// service) and a queued one's wait are in the latency histogram only.
+func TestMetricsServiceTimeHistogram(t *testing.T) {
+	up, inApp, release := gatedApp(t, app)
+	p := start(t, up, Config{ConcurrencyLimit: 1, QueueLimit: 1}, Options{})
+	codes := make(chan int, 2)
+	get := func() {
+		resp, err := http.Get(p.url + "/")
+		if err != nil {
+			codes <- -1
+			return
+		}
+		resp.Body.Close()
+		codes <- resp.StatusCode
+	}
+	go get()
+	require.Eventually(t, func() bool { return inApp.Load() == 1 }, 10*time.Second, 5*time.Millisecond)
+	go get()
+	require.Eventually(t, func() bool { return snapshot(t, p).Waiting == 1 }, 10*time.Second, 5*time.Millisecond)
+	resp, err := http.Get(p.url + "/") // the slot and the queue are full
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	close(release)
+	require.Equal(t, 200, <-codes)
+	require.Equal(t, 200, <-codes)
+	require.Eventually(t, func() bool { return snapshot(t, p).Completions == 3 }, 10*time.Second, 5*time.Millisecond)
+
+	resp, err = http.Get(p.admin + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err)
+	s := snapshot(t, p) // no request since the scrape: the same counts
+
+	fam := families["qas_proxy_service_time_seconds"]
+	require.NotNil(t, fam, "no qas_proxy_service_time_seconds family")
+	require.Equal(t, dto.MetricType_HISTOGRAM, fam.GetType())
+	require.Len(t, fam.Metric, 1)
+	h := fam.Metric[0].GetHistogram()
+	require.Equal(t, uint64(2), h.GetSampleCount(), "the two served requests, not the rejected one")
+	require.Equal(t, s.Service.Total(), h.GetSampleCount())
+	require.Equal(t, s.ServiceSecondsSum, h.GetSampleSum())
+	// The text format's buckets: each bound of /stats, then +Inf counting everything.
+	require.Len(t, h.Bucket, len(s.Service.Bounds)+1)
+	var cum uint64
+	for i, b := range h.Bucket[:len(s.Service.Bounds)] {
+		cum += s.Service.Counts[i]
+		require.Equal(t, s.Service.Bounds[i], b.GetUpperBound(), "bucket %d", i)
+		require.Equal(t, cum, b.GetCumulativeCount(), "bucket %d (≤ %g s)", i, b.GetUpperBound())
+	}
+	require.True(t, math.IsInf(h.Bucket[len(s.Service.Bounds)].GetUpperBound(), 1))
+	require.Equal(t, h.GetSampleCount(), h.Bucket[len(s.Service.Bounds)].GetCumulativeCount())
+
+	latency := families["qas_proxy_latency_seconds"].Metric[0].GetHistogram()
+	require.Equal(t, uint64(3), latency.GetSampleCount(), "the latency histogram counts the rejected request")
+	require.Equal(t, len(h.Bucket), len(latency.Bucket), "the service histogram has the latency histogram's buckets")
+	for i := range h.Bucket {
+		require.Equal(t, latency.Bucket[i].GetUpperBound(), h.Bucket[i].GetUpperBound())
+	}
+	require.Positive(t, s.QueueWaitSecondsSum)
+	require.InDelta(t, latency.GetSampleSum()-s.QueueWaitSecondsSum, h.GetSampleSum(), 1e-9, "latency is service plus queue wait")
 }

@@ -417,7 +417,8 @@ func csvColumn(t *testing.T, out, name string) []string {
 
 // writeCollectorPoints writes one cycle of the collector's measurements for the test's
 // workload with the collector's own point builders and writer, so that every panel has
-// data of the types the collector writes.
+// data of the types the collector writes (the workload's with the pooled data plane's
+// fields, for the pooled panels).
 func writeCollectorPoints(ctx context.Context, t *testing.T, influxURL, ns string) {
 	t.Helper()
 	w, err := influx.NewWriter(influx.WriterConfig{URL: influxURL, Bucket: influxtest.Bucket}, nil, zaptest.NewLogger(t))
@@ -431,7 +432,7 @@ func writeCollectorPoints(ctx context.Context, t *testing.T, influxURL, ns strin
 	pod.AddField("cpu_usage_cores", 0.2)
 	pod.AddField("cpu_request_cores", 0.25)
 	pod.AddField("cpu_limit_cores", 0.0)
-	w.Write(pod, pipeline.WorkloadPoint(ns, "demo", m),
+	w.Write(pod, pipeline.WorkloadPoint(ns, "demo", withPooling(m, 0.5)),
 		cpu.NodePoint(cpu.NodeCPU{Name: "kwok-node-1", Time: now, Usage: 3.5, Allocatable: 16}),
 		cpu.NodePoint(cpu.NodeCPU{Name: "kwok-node-2", Time: now, Usage: 9, Allocatable: 16})) // runs none of the workload's pods
 	if err := w.Close(ctx); err != nil {

@@ -39,8 +39,8 @@ const (
 // writeWeek writes 7 days up to now of what QAS writes, through the project's own point
 // builders and writer: for the workloads web and api in namespace shop, a decision every
 // 15 s (mostly none; scaling every 15 min, resizing every 2 h, some migrations), and every minute the
-// workload, its two pods and the two nodes. It returns the decisions that acted, per
-// workload.
+// workload (web with the pooled data plane's fields), its two pods and the two nodes. It
+// returns the decisions that acted, per workload.
 func writeWeek(t *testing.T, db *influxtest.Server, now time.Time) map[string]int {
 	t.Helper()
 	w, err := influx.NewWriter(influx.WriterConfig{URL: db.URL, Bucket: influxtest.Bucket, BufferPoints: 400_000, FlushInterval: 100 * time.Millisecond},
@@ -80,6 +80,9 @@ func writeWeek(t *testing.T, db *influxtest.Server, now time.Time) map[string]in
 			if i%4 == 0 {
 				m := aggregate.Metrics{Time: at, ArrivalRate: 40 * daily, ServiceMean: 0.05, ServiceSCV: 1, InFlightMean: 2 * daily,
 					BusyRatio: 0.5, LatencyP50: 0.04, LatencyP95: 0.13, LatencyP99: 0.25, Pods: 2}
+				if wl == "web" {
+					m = withPooling(m, daily) // web pools (routing: pooled), api does not
+				}
 				pts = append(pts, pipeline.WorkloadPoint("shop", wl, m))
 				for j, node := range []string{"n1", "n2"} {
 					pod := pipeline.PodPoint(scrape.Target{Namespace: "shop", Workload: wl, Pod: fmt.Sprintf("%s-%d", wl, j), Node: node}, m)

@@ -5,6 +5,7 @@
 package matrix
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"runtime"
@@ -183,6 +184,12 @@ func (o Options) handoff() sim.Handoff {
 
 // RunCell runs one cell.
 func RunCell(c Cell, o Options) (*Result, error) {
+	return RunCellContext(context.Background(), c, o)
+}
+
+// RunCellContext runs one cell until ctx ends: then it stops at the next simulated
+// second and returns an error wrapping the context's cause.
+func RunCellContext(ctx context.Context, c Cell, o Options) (*Result, error) {
 	start := time.Now()
 	svc, err := sim.ParseDist(c.Setting.Service)
 	if err != nil {
@@ -199,7 +206,7 @@ func RunCell(c Cell, o Options) (*Result, error) {
 	}
 	cfg := sim.Config{Rates: prof.Rates, Service: svc, Init: init, Concurrency: o.Concurrency, CPU: o.CPU, Target: o.Target,
 		Percentile: o.Percentile, Seed: c.Seed, Routing: c.Routing, OracleWindows: o.OracleWindows, OracleSteps: o.OracleSteps,
-		Handoff: o.handoff()}
+		Handoff: o.handoff(), Context: ctx}
 	params := policy.Params{Target: o.Target, Percentile: o.Percentile, Concurrency: o.Concurrency, CPU: o.CPU, MinReplicas: 1,
 		MaxReplicas: o.MaxReplicas, History: prof.History}
 	names := append(append([]string(nil), o.Policies...), policy.YardsticksName)
@@ -264,6 +271,30 @@ func burstiness(arrivals []int, rates []float64) (cv, poisson float64) {
 // Run runs the cells on workers goroutines (0: every core), calling progress
 // after each cell; results keep the cells' order.
 func Run(cells []Cell, o Options, workers int, progress func(done, total int, last *Result)) ([]*Result, error) {
+	return RunContext(context.Background(), cells, o, workers, progress)
+}
+
+// Stopped is the error of RunContext when its context ended before every cell
+// finished.
+type Stopped struct {
+	// Done cells finished (their results are in RunContext's slice, the others
+	// nil) of Total.
+	Done, Total int
+	// Cause is the context's cause (e.g. "interrupt signal received").
+	Cause error
+}
+
+func (e *Stopped) Error() string {
+	return fmt.Sprintf("stopped after %d of %d cells: %v", e.Done, e.Total, e.Cause)
+}
+
+func (e *Stopped) Unwrap() error { return e.Cause }
+
+// RunContext is Run until ctx ends. Then no cell starts, the cells running stop at
+// their next simulated second, and it returns the results of the cells that
+// finished (nil for the others) and a *Stopped error. Cells that all finished
+// before ctx ended are a full result, whatever ctx does afterwards.
+func RunContext(ctx context.Context, cells []Cell, o Options, workers int, progress func(done, total int, last *Result)) ([]*Result, error) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
@@ -278,8 +309,12 @@ func Run(cells []Cell, o Options, workers int, progress func(done, total int, la
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				out[i], errs[i] = RunCell(cells[i], o)
+				r, err := RunCellContext(ctx, cells[i], o)
+				if err != nil && ctx.Err() != nil {
+					continue // cut short: neither a result nor the cell's fault
+				}
 				mu.Lock()
+				out[i], errs[i] = r, err
 				done++
 				if progress != nil {
 					progress(done, len(cells), out[i])
@@ -288,8 +323,13 @@ func Run(cells []Cell, o Options, workers int, progress func(done, total int, la
 			}
 		}()
 	}
+feed:
 	for i := range cells {
-		next <- i
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
 	}
 	close(next)
 	wg.Wait()
@@ -297,6 +337,9 @@ func Run(cells []Cell, o Options, workers int, progress func(done, total int, la
 		if err != nil {
 			return out, err
 		}
+	}
+	if done < len(cells) {
+		return out, &Stopped{Done: done, Total: len(cells), Cause: context.Cause(ctx)}
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -96,7 +97,8 @@ func SharingPlaces(cfg Config) int {
 // Compare runs each named policy on cfg with the same seed. The yardsticks
 // (policy.Yardsticks; "yardsticks" stands for all) are found by one search
 // (searchOracles) over the data planes they may use, or computed (the lower
-// bounds, LowerBound).
+// bounds, LowerBound). When cfg.Context ends, the run under way stops at its next
+// simulated second and Compare returns an error wrapping the context's cause.
 func Compare(cfg Config, names []string, p policy.Params, progress func(policy string, second, total int)) (*Comparison, error) {
 	capa := NewCapacity(cfg, max(p.MaxReplicas, 1))
 	names = ExpandYardsticks(names)
@@ -163,6 +165,9 @@ func Compare(cfg Config, names []string, p policy.Params, progress func(policy s
 				routing = "pooled while the activator is in the path, else " + cfg.Routing.String()
 			}
 		}
+		if err := stoppedAfter(cfg, i, names); err != nil {
+			return nil, err
+		}
 		c.Results = append(c.Results, r)
 		sum := Summarize(r, c.Demand)
 		sum.Routing = routing
@@ -182,6 +187,17 @@ func Compare(cfg Config, names []string, p policy.Params, progress func(policy s
 		c.Seed000 = &st
 	}
 	return c, nil
+}
+
+// stoppedAfter returns, when cfg's context has ended, an error that says how far
+// the comparison got (the runs of names before i finished; the one of names[i]
+// was cut short) and wraps the context's cause.
+func stoppedAfter(cfg Config, i int, names []string) error {
+	if cfg.Context == nil || cfg.Context.Err() == nil {
+		return nil
+	}
+	return fmt.Errorf("simulation stopped during %s (%d of %d policies and yardsticks done): %w",
+		names[i], i, len(names), context.Cause(cfg.Context))
 }
 
 // ExpandYardsticks replaces policy.YardsticksName in names by every

@@ -13,6 +13,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -80,6 +81,19 @@ type Config struct {
 	Seed            uint64
 	// Progress, when set, is called with the simulated second now and then.
 	Progress func(second, total int)
+	// Context, when set, stops the simulation when it ends (a signal to the
+	// command): Run then returns at the next simulated second with a partial
+	// Result, and Compare returns an error wrapping context.Cause.
+	Context context.Context
+}
+
+// stopped returns a non-nil channel closed when cfg's context ends, or nil
+// (a channel that is never ready) without one.
+func (cfg Config) stopped() <-chan struct{} {
+	if cfg.Context == nil {
+		return nil
+	}
+	return cfg.Context.Done()
 }
 
 const (
@@ -364,7 +378,14 @@ func Run(cfg Config, p policy.Policy) *Result {
 	nextDecision := p.Period()
 	obs := &policy.Observation{Concurrency: cfg.Concurrency, Latency: &s.lat}
 	lastDesired := cfg.InitialReplicas
+	stop := cfg.stopped()
+seconds:
 	for second := 0; second < total; second++ {
+		select {
+		case <-stop:
+			break seconds // the rest of the Result stays zero: its caller discards it
+		default:
+		}
 		end := float64(second + 1)
 		for {
 			t := end
@@ -444,7 +465,7 @@ func Run(cfg Config, p policy.Policy) *Result {
 			cfg.Progress(second, total)
 		}
 	}
-	if cfg.Progress != nil {
+	if cfg.Progress != nil && (cfg.Context == nil || cfg.Context.Err() == nil) {
 		cfg.Progress(total, total)
 	}
 	s.podTick()
