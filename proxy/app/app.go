@@ -52,9 +52,12 @@ type Flags struct {
 	PoolSecretDir       string
 	PoolDecisionTimeout time.Duration
 	PoolMaxBody         int64
-	FrontMaxQueue       int
-	FrontMaxWait        time.Duration
-	FrontPollTimeout    time.Duration
+	// PoolKeepMaxBody and PoolKeepBudget bound the request bodies a sender keeps
+	// while their requests are at a front (server.PoolConfig.KeepMaxBody).
+	PoolKeepMaxBody, PoolKeepBudget int64
+	FrontMaxQueue                   int
+	FrontMaxWait                    time.Duration
+	FrontPollTimeout                time.Duration
 	// PoolFrontService names the front's Service in the pod's namespace
 	// (POD_NAMESPACE): Main watches its EndpointSlices (port PoolFrontPortName) for
 	// the ready replicas, keeping the last list for PoolFrontsMaxStale after the API
@@ -106,6 +109,8 @@ func Parse(args []string, getenv func(string) string) (Flags, error) {
 	fs.StringVar(&f.PoolSecretDir, "pool-secret-dir", "", "front mode: directory with one secret file per workload, named by the workload (a Secret volume); alternative to --workload with --pool-secret-file")
 	fs.DurationVar(&f.PoolDecisionTimeout, "pool-decision-timeout", pool.DefaultDecisionTimeout, "how long a sidecar waits for a front to accept an overflow request before queueing it locally")
 	fs.Int64Var(&f.PoolMaxBody, "pool-max-body", pool.DefaultMaxBody, "largest request body (bytes, known length) that may overflow; larger ones are served locally")
+	fs.Int64Var(&f.PoolKeepMaxBody, "pool-keep-max-body", server.DefaultKeepMaxBody, "largest request body (bytes) a sidecar keeps while its request is at a front, so that a request the front gives back unseen (no pod took it in time) is served locally; a larger one gets the front's 503 then (0: keep none, only bodiless requests come back)")
+	fs.Int64Var(&f.PoolKeepBudget, "pool-keep-budget", server.DefaultKeepBudget, "bytes of request bodies a sidecar keeps at once for requests at a front (at least --pool-keep-max-body); a body that does not fit is not kept")
 	fs.IntVar(&f.FrontMaxQueue, "front-max-queue", 1000, "front mode: requests each workload's queue holds; more are refused (503, the sender queues locally)")
 	fs.DurationVar(&f.FrontMaxWait, "front-max-wait", 5*time.Second, "front mode: longest wait of a request in the queue; past it the sender's client gets 503 with Retry-After (at most 1m)")
 	fs.DurationVar(&f.FrontPollTimeout, "front-poll-timeout", 5*time.Second, "front mode: how long a pull waits for a request before 204 (at most 20s)")
@@ -164,6 +169,12 @@ func (f Flags) validatePool() error {
 	}
 	if f.PoolMaxBody < 0 || f.PoolMaxBody > 64<<20 {
 		return cli.Usagef("pool-max-body", "%d is not in [0, 64 MiB]", f.PoolMaxBody)
+	}
+	if f.PoolKeepMaxBody < 0 || f.PoolKeepMaxBody > 64<<20 {
+		return cli.Usagef("pool-keep-max-body", "%d is not in [0, 64 MiB]", f.PoolKeepMaxBody)
+	}
+	if f.PoolKeepBudget < f.PoolKeepMaxBody || f.PoolKeepBudget > 1<<30 {
+		return cli.Usagef("pool-keep-budget", "%d is not in [--pool-keep-max-body %d, 1 GiB]", f.PoolKeepBudget, f.PoolKeepMaxBody)
 	}
 	for _, a := range f.frontList() {
 		if _, _, err := net.SplitHostPort(a); err != nil {
@@ -246,8 +257,12 @@ func Run(ctx context.Context, f Flags, log *zap.Logger, ready func(addr, admin s
 		if fronts == nil {
 			fronts = pool.Static(f.frontList())
 		}
+		keepMax := f.PoolKeepMaxBody
+		if keepMax == 0 {
+			keepMax = -1 // PoolConfig's "keep none"
+		}
 		poolCfg = &server.PoolConfig{Workload: f.Workload, Keys: keys, Fronts: fronts,
-			DecisionTimeout: f.PoolDecisionTimeout, MaxBody: f.PoolMaxBody}
+			DecisionTimeout: f.PoolDecisionTimeout, MaxBody: f.PoolMaxBody, KeepMaxBody: keepMax, KeepBudget: f.PoolKeepBudget}
 	}
 	queue := f.Queue
 	if f.Concurrency == 0 {

@@ -80,7 +80,15 @@ func TestParse(t *testing.T) {
 			require.Empty(t, f.PoolFronts)
 			require.Equal(t, 25*time.Millisecond, f.PoolDecisionTimeout)
 			require.Equal(t, int64(1<<20), f.PoolMaxBody)
+			require.Equal(t, int64(64<<10), f.PoolKeepMaxBody)
+			require.Equal(t, int64(4<<20), f.PoolKeepBudget)
 		}},
+		{name: "keep no bodies", args: []string{"--pool-keep-max-body=0", "--pool-keep-budget=0"}, check: func(t *testing.T, f Flags) {
+			require.Zero(t, f.PoolKeepMaxBody)
+		}},
+		{name: "negative keep bound", args: []string{"--pool-keep-max-body=-1"}, wantErr: "invalid --pool-keep-max-body: -1 is not in [0, 64 MiB]"},
+		{name: "keep budget below the bound", args: []string{"--pool-keep-max-body=1000", "--pool-keep-budget=999"}, wantErr: "invalid --pool-keep-budget: 999 is not in [--pool-keep-max-body 1000, 1 GiB]"},
+		{name: "huge keep budget", args: []string{"--pool-keep-budget=2000000000"}, wantErr: "invalid --pool-keep-budget"},
 		{name: "pooling", args: []string{"--pool-fronts=10.0.0.1:8080, 10.0.0.2:8080", "--workload=shop", "--pool-secret-file=/s", "--concurrency=1"},
 			check: func(t *testing.T, f Flags) {
 				require.Equal(t, []string{"10.0.0.1:8080", "10.0.0.2:8080"}, f.frontList())

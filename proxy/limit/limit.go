@@ -20,6 +20,10 @@ const (
 	Full
 	// Gone: the client left while the request waited; nothing is to be answered.
 	Gone
+	// Drained: the pod is draining and the request would wait, or waited: it
+	// holds its place in the queue but no slot, untouched, so that it can be
+	// offered to a shared front; then Readmit (served here after all) or Leave.
+	Drained
 )
 
 // RetryAfter is the Retry-After value, in seconds, sent with a 503 from a full queue.
@@ -51,6 +55,39 @@ func New(k, q int) *Limiter {
 // from service time, and a rejected or abandoned request counted as completed with a
 // 503.
 func (l *Limiter) Admit(rec *measure.Recorder, arrived time.Time, gone <-chan struct{}) Result {
+	return l.admit(rec, arrived, gone, nil)
+}
+
+// AdmitOrDrain is Admit, except that a request that has to wait when drain is
+// closed, or waits when it closes, returns Drained: nothing of it was read, and it
+// keeps its place in the queue (the queue bound counts it) while the caller offers
+// it elsewhere; the caller then calls Readmit (it is served here after all) or
+// Leave (it went elsewhere). Its wait is not recorded as queued until Readmit
+// records the whole of it. A nil drain never closes.
+func (l *Limiter) AdmitOrDrain(rec *measure.Recorder, arrived time.Time, gone, drain <-chan struct{}) Result {
+	return l.admit(rec, arrived, gone, drain)
+}
+
+// Readmit waits for a slot for a request that AdmitOrDrain returned Drained for, in
+// the place it kept; its wait is recorded from arrived. It never returns Full or
+// Drained.
+func (l *Limiter) Readmit(rec *measure.Recorder, arrived time.Time, gone <-chan struct{}) Result {
+	if l == nil {
+		return Admitted
+	}
+	rec.StartWaiting()
+	return l.wait(rec, arrived, gone, nil)
+}
+
+// Leave gives up the place of a request that AdmitOrDrain returned Drained for
+// and that went elsewhere.
+func (l *Limiter) Leave() {
+	if l != nil {
+		l.waiting.Add(-1)
+	}
+}
+
+func (l *Limiter) admit(rec *measure.Recorder, arrived time.Time, gone, drain <-chan struct{}) Result {
 	if l == nil {
 		return Admitted
 	}
@@ -64,7 +101,19 @@ func (l *Limiter) Admit(rec *measure.Recorder, arrived time.Time, gone <-chan st
 		rec.Reject(arrived)
 		return Full
 	}
+	select {
+	case <-drain:
+		// Draining already: it would wait, so it is offered elsewhere first.
+		return Drained
+	default:
+	}
 	rec.StartWaiting()
+	return l.wait(rec, arrived, gone, drain)
+}
+
+// wait waits in the queue for a slot; the caller counted the request in l.waiting
+// and rec's waiting gauge.
+func (l *Limiter) wait(rec *measure.Recorder, arrived time.Time, gone, drain <-chan struct{}) Result {
 	select {
 	case l.slots <- struct{}{}:
 		l.waiting.Add(-1)
@@ -75,6 +124,10 @@ func (l *Limiter) Admit(rec *measure.Recorder, arrived time.Time, gone <-chan st
 		rec.StopWaiting(rec.Now().Sub(arrived))
 		rec.Reject(arrived)
 		return Gone
+	case <-drain:
+		// Its place stays counted in l.waiting until Readmit or Leave.
+		rec.LeaveWaiting()
+		return Drained
 	}
 }
 
@@ -103,6 +156,11 @@ func (l *Limiter) EnableFreed() <-chan struct{} {
 // request would be served first, so a newer one joins it).
 func (l *Limiter) Saturated() bool {
 	return l != nil && len(l.slots) == cap(l.slots) && l.waiting.Load() == 0
+}
+
+// Busy reports whether every slot is busy (requests may wait as well).
+func (l *Limiter) Busy() bool {
+	return l != nil && len(l.slots) == cap(l.slots)
 }
 
 // Idle reports whether a slot is free and no request waits: the moment to pull work

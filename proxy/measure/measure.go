@@ -97,6 +97,11 @@ func (r *Recorder) StopWaiting(d time.Duration) {
 	r.queueWaitNanos.Add(uint64(max(d, 0)))
 }
 
+// LeaveWaiting ends a wait without counting it: the request left the queue
+// untouched to be offered elsewhere (a draining pod's queue pushed to a shared
+// front); if it comes back, its whole wait is counted then.
+func (r *Recorder) LeaveWaiting() { r.waiting.Add(-1) }
+
 // Reject counts a request turned away because the queue was full. It also completes
 // the request, with a 503.
 func (r *Recorder) Reject(arrived time.Time) {

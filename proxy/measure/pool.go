@@ -13,6 +13,8 @@ import (
 type PoolCounters struct {
 	accepted, refused, timeouts, errors atomic.Uint64
 	pulled, frontFailures               atomic.Uint64
+	drainPushed, drainKept              atomic.Uint64
+	requeued, relayed                   atomic.Uint64
 	decision                            histogram
 }
 
@@ -48,6 +50,25 @@ func (p *PoolCounters) Overflow(o OverflowOutcome, d time.Duration) {
 // Pulled counts a request pulled from a front to be served here.
 func (p *PoolCounters) Pulled() { p.pulled.Add(1) }
 
+// DrainPushed counts a request of a draining pod's local queue that a front
+// accepted and kept (it is counted in OverflowAccepted too); DrainKept one that
+// was offered and is served here after all.
+func (p *PoolCounters) DrainPushed() { p.drainPushed.Add(1) }
+
+// DrainKept: see DrainPushed.
+func (p *PoolCounters) DrainKept() { p.drainKept.Add(1) }
+
+// Expired counts an accepted overflow that the front gave up unseen (no pod's app
+// saw it): requeued if the sender served it locally, else the front's 503 was
+// relayed to the client.
+func (p *PoolCounters) Expired(requeued bool) {
+	if requeued {
+		p.requeued.Add(1)
+	} else {
+		p.relayed.Add(1)
+	}
+}
+
 // FrontFailure counts a front replica marked suspect.
 func (p *PoolCounters) FrontFailure() { p.frontFailures.Add(1) }
 
@@ -55,7 +76,10 @@ func (p *PoolCounters) snapshot() *stats.Pool {
 	// The histogram is read before the counters it is bounded by (Overflow writes it
 	// after them), so a snapshot never holds more decisions than attempts.
 	decision := p.decision.snapshot()
+	// Read before the accepted count they are subsets of (written after it).
+	drainPushed, requeued, relayed := p.drainPushed.Load(), p.requeued.Load(), p.relayed.Load()
 	return &stats.Pool{
+		DrainPushed: drainPushed, DrainKept: p.drainKept.Load(), ExpiredRequeued: requeued, ExpiredRelayed: relayed,
 		OverflowAccepted: p.accepted.Load(), OverflowRefused: p.refused.Load(),
 		OverflowTimeout: p.timeouts.Load(), OverflowError: p.errors.Load(),
 		Pulled: p.pulled.Load(), FrontFailures: p.frontFailures.Load(),

@@ -244,6 +244,10 @@ func (f *Front) overflow(w http.ResponseWriter, r *http.Request) {
 				f.remove(q, it)
 				f.mu.Unlock()
 				f.cfg.Counters.Expire(f.cfg.Now().Sub(accepted))
+				// Queued (never taken by a result's 100 Continue, the only
+				// moment a pod's app may see it): the sender may serve it
+				// itself.
+				w.Header().Set(HeaderExpired, ExpiredUnseen)
 				refuse(w, http.StatusServiceUnavailable, "qas-front: no pod took the request in time")
 				return
 			}

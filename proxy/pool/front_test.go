@@ -3,6 +3,7 @@ package pool
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -197,4 +198,91 @@ func TestFrontDrainRefusesNewOverflow(t *testing.T) {
 	resp := read(t, br, "POST")
 	require.Equal(t, 503, resp.StatusCode)
 	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+}
+
+// TestFrontMarksOnlyUnseenExpiry: the front's 503 carries HeaderExpired only for a
+// request no pull ever took (queued past the max wait, offered and returned, or the
+// front closing); its refusals before acceptance never carry it.
+func TestFrontMarksOnlyUnseenExpiry(t *testing.T) {
+	tf := newTestFront(t, 1, 300*time.Millisecond)
+	_, br := exchange(t, tf.addr, overflowRaw(innerReq))
+	require.Equal(t, 100, read(t, br, "POST").StatusCode)
+	require.Eventually(t, func() bool { return tf.f.queued("shop") == 1 }, 5*time.Second, time.Millisecond)
+	// Offered to a pull and given back: still unseen.
+	id, _ := pullRaw(t, tf.addr)
+	require.NotEmpty(t, id)
+	_, rb := exchange(t, tf.addr, signed("POST", PathReturn+id, HopControl)+"Content-Length: 0\r\n\r\n")
+	require.Equal(t, 204, read(t, rb, "POST").StatusCode)
+	// The queue (1) is full: a refusal, before acceptance, is not marked.
+	_, fb := exchange(t, tf.addr, overflowRaw(innerReq))
+	full := read(t, fb, "POST")
+	require.Equal(t, 503, full.StatusCode)
+	require.Empty(t, full.Header.Values(HeaderExpired))
+
+	expired := read(t, br, "POST")
+	require.Equal(t, 503, expired.StatusCode)
+	require.Equal(t, "1", expired.Header.Get("Retry-After"))
+	require.Equal(t, []string{ExpiredUnseen}, expired.Header.Values(HeaderExpired))
+
+	// The front closing expires what is queued, marked the same way.
+	_, cb := exchange(t, tf.addr, overflowRaw(innerReq))
+	require.Equal(t, 100, read(t, cb, "POST").StatusCode)
+	require.Eventually(t, func() bool { return tf.f.queued("shop") == 1 }, 5*time.Second, time.Millisecond)
+	tf.f.Close()
+	closed := read(t, cb, "POST")
+	require.Equal(t, 503, closed.StatusCode)
+	require.Equal(t, ExpiredUnseen, closed.Header.Get(HeaderExpired))
+
+	tf.f.StartDrain()
+	_, db := exchange(t, tf.addr, overflowRaw(innerReq))
+	draining := read(t, db, "POST")
+	require.Equal(t, 503, draining.StatusCode)
+	require.Empty(t, draining.Header.Values(HeaderExpired), "a draining front's refusal is not an expiry")
+}
+
+// TestOverflowExpiredOnlyFromTheFront: Overflow answers Expired only for the front's
+// own marked 503. An app's response that carries the same field (inside the front's
+// 200) is the app's answer: Accepted, so it is relayed and never served again.
+func TestOverflowExpiredOnlyFromTheFront(t *testing.T) {
+	tf := newTestFront(t, 5, 300*time.Millisecond)
+	rec := measure.New(nil, 1, 1)
+	s := testSidecar(t, tf.addr, rec)
+	head := []byte("GET /x HTTP/1.1\r\nHost: app\r\n\r\n")
+
+	resp, answer, err := s.Overflow(context.Background(), "GET", head, http.NoBody, 0)
+	require.NoError(t, err)
+	require.Equal(t, Expired, answer, "nobody pulled it")
+	require.Equal(t, 503, resp.StatusCode)
+	resp.Body.Close()
+
+	// A front whose max wait no test run reaches, so the request is surely pulled.
+	tf = newTestFront(t, 5, time.Minute)
+	s = testSidecar(t, tf.addr, rec)
+	type result struct {
+		resp   *http.Response
+		answer Answer
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, a, err := s.Overflow(context.Background(), "GET", head, http.NoBody, 0)
+		done <- result{r, a, err}
+	}()
+	var id, data string
+	require.Eventually(t, func() bool { return tf.f.queued("shop") == 1 }, 5*time.Second, time.Millisecond)
+	id, data = pullRaw(t, tf.addr)
+	require.Equal(t, string(head), data)
+	nc, br := exchange(t, tf.addr, signed("POST", PathResult+id, HopControl)+"Content-Type: message/http\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n")
+	require.Equal(t, 100, read(t, br, "POST").StatusCode, "taken: from here the app may see it")
+	inner := "HTTP/1.1 503 Service Unavailable\r\n" + HeaderExpired + ": " + ExpiredUnseen + "\r\nContent-Length: 2\r\n\r\nno"
+	_, err = fmt.Fprintf(nc, "%x\r\n%s\r\n0\r\n\r\n", len(inner), inner)
+	require.NoError(t, err)
+	got := <-done
+	require.NoError(t, got.err)
+	require.Equal(t, Accepted, got.answer, "the app's field does not make it unseen")
+	require.Equal(t, 503, got.resp.StatusCode)
+	b, _ := io.ReadAll(got.resp.Body)
+	got.resp.Body.Close()
+	require.Equal(t, "no", string(b))
+	require.Equal(t, 204, read(t, br, "POST").StatusCode)
 }

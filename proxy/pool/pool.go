@@ -43,6 +43,12 @@ const (
 	// HeaderHop is "1" on an overflow request (it has made one hop from the sidecar
 	// that received it) and "0" on pulls, results and returns.
 	HeaderHop = "Qas-Hop"
+	// HeaderExpired, with the value ExpiredUnseen, marks the front's own 503 to an
+	// overflow it had accepted and then gave up before any pull took it (max wait,
+	// or the front shutting down): no pod's app saw a byte of the request, so its
+	// sender may serve it locally. The front sends it on no other answer.
+	HeaderExpired = "Qas-Expired"
+	ExpiredUnseen = "unseen"
 	// HeaderID names a pulled request in the pull's answer, results and returns.
 	HeaderID = "Qas-Id"
 	// PathOverflow, PathPull, PathResult and PathReturn are the front's endpoints.

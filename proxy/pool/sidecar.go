@@ -68,6 +68,8 @@ type Sidecar struct {
 	decisions decisionTimes
 
 	draining  atomic.Bool
+	drained   chan struct{} // closed by StartDrain
+	drainOnce sync.Once
 	wakeMu    sync.Mutex
 	wakeCh    chan struct{}
 	stopPolls context.CancelFunc // set by RunPull, guarded by wakeMu
@@ -129,6 +131,7 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 		},
 		suspect: map[string]*suspicion{},
 		wakeCh:  make(chan struct{}),
+		drained: make(chan struct{}),
 	}
 	return s, nil
 }
@@ -195,19 +198,36 @@ func (s *Sidecar) suspectFor(front string) time.Duration {
 	return 0
 }
 
+// Answer is how an overflow ended, as far as the request's safety goes.
+type Answer uint8
+
+const (
+	// NotAccepted: refused, no decision in time, or no front to ask. Nothing of
+	// the body was read and no app saw anything: the caller serves it locally.
+	NotAccepted Answer = iota
+	// Accepted: the front has the request; the caller relays resp, or answers 502
+	// or 504 on err, and never sends the request anywhere again.
+	Accepted
+	// Expired: the front accepted the request and then gave it up without offering
+	// it to any pod's app (its 503 with HeaderExpired: no pull took it within the
+	// front's max wait, or the front shut down). No app saw a byte of it, so the
+	// caller may serve it locally if it can send it again whole; else it relays
+	// resp, the front's 503.
+	Expired
+)
+
 // Overflow offers one request to a front replica: head is the request as the sidecar
 // would send it to its own app (request line and fields, Content-Length included),
 // body its body of exactly bodyLen bytes, method its method.
 //
-// If accepted is false, nothing of body was read and no app saw anything: the
-// caller serves the request locally. If accepted is true the front has the request;
-// resp is the response to relay (the app's, or the front's own 503 when it expired
-// in the queue), or err says the relay failed (the caller answers 502 or 504, and
-// never sends the request anywhere again). Closing resp.Body ends the exchange.
-func (s *Sidecar) Overflow(ctx context.Context, method string, head []byte, body io.Reader, bodyLen int64) (resp *http.Response, accepted bool, err error) {
+// NotAccepted: nothing of body was read and no app saw anything. Accepted: resp is
+// the response to relay (the app's, or the front's own 502 or 503), or err says the
+// relay failed. Expired: resp is the front's 503, which says no app saw the request.
+// Closing resp.Body ends the exchange.
+func (s *Sidecar) Overflow(ctx context.Context, method string, head []byte, body io.Reader, bodyLen int64) (resp *http.Response, answer Answer, err error) {
 	front := s.pick()
 	if front == "" {
-		return nil, false, nil
+		return nil, NotAccepted, nil
 	}
 	start := s.cfg.Now()
 	ctx, cancel := context.WithCancel(ctx)
@@ -216,12 +236,12 @@ func (s *Sidecar) Overflow(ctx context.Context, method string, head []byte, body
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, "http://"+front+PathOverflow, g)
 	if err != nil {
 		cancel()
-		return nil, false, err
+		return nil, NotAccepted, err
 	}
 	a, err := s.signer.Sign(http.MethodPost, PathOverflow, HopOverflow)
 	if err != nil {
 		cancel()
-		return nil, false, err
+		return nil, NotAccepted, err
 	}
 	req.ContentLength = int64(len(head)) + bodyLen
 	req.Header = http.Header{
@@ -272,7 +292,7 @@ func (s *Sidecar) Overflow(ctx context.Context, method string, head []byte, body
 		} else {
 			s.cfg.Log.Debug("overflow failed", zap.String("front", front), zap.Error(res.err))
 		}
-		return nil, false, nil
+		return nil, NotAccepted, nil
 	}
 	decision.Stop()
 	d := s.cfg.Now().Sub(start)
@@ -290,24 +310,29 @@ func (s *Sidecar) Overflow(ctx context.Context, method string, head []byte, body
 	if res.err != nil {
 		cancel()
 		if headTimedOut.Load() {
-			return nil, true, fmt.Errorf("%w: %w", ErrResponseTimeout, res.err)
+			return nil, Accepted, fmt.Errorf("%w: %w", ErrResponseTimeout, res.err)
 		}
-		return nil, true, res.err
+		return nil, Accepted, res.err
 	}
 	outer := res.resp
 	if outer.StatusCode != http.StatusOK || outer.Header.Get("Content-Type") != ContentType {
-		// The front's own answer (503 expired, 502 the pulling pod failed).
+		// The front's own answer (503 expired, 502 the pulling pod failed). Only the
+		// outer answer is read for HeaderExpired: an app's response, inside a 200,
+		// can never say that it did not see the request.
 		outer.Body = newCancelBody(outer.Body, nil, cancel)
-		return outer, true, nil
+		if outer.StatusCode == http.StatusServiceUnavailable && outer.Header.Get(HeaderExpired) == ExpiredUnseen {
+			return outer, Expired, nil
+		}
+		return outer, Accepted, nil
 	}
 	inner, err := http.ReadResponse(bufio.NewReader(outer.Body), &http.Request{Method: method})
 	if err != nil {
 		outer.Body.Close()
 		cancel()
-		return nil, true, fmt.Errorf("pool: the front's response: %w", err)
+		return nil, Accepted, fmt.Errorf("pool: the front's response: %w", err)
 	}
 	inner.Body = newCancelBody(inner.Body, outer.Body, cancel)
-	return inner, true, nil
+	return inner, Accepted, nil
 }
 
 // ErrResponseTimeout: the front accepted the request but no response came in time.
@@ -345,8 +370,11 @@ func (b *cancelBody) Close() error {
 }
 
 // StartDrain stops the pull loops: a draining pod takes no more work from the
-// fronts (the requests it holds are served; overflow continues).
+// fronts (the requests it holds are served; overflow continues). It closes
+// Drained, so that the requests waiting in the local queue, which no app has seen,
+// are offered to a front to be served by pods that stay.
 func (s *Sidecar) StartDrain() {
+	s.drainOnce.Do(func() { close(s.drained) })
 	s.wakeMu.Lock()
 	s.draining.Store(true)
 	stop := s.stopPolls
@@ -356,6 +384,12 @@ func (s *Sidecar) StartDrain() {
 	}
 	s.wake()
 }
+
+// Drained is closed when the drain starts.
+func (s *Sidecar) Drained() <-chan struct{} { return s.drained }
+
+// Draining reports whether the drain started.
+func (s *Sidecar) Draining() bool { return s.draining.Load() }
 
 // wake wakes every pull loop waiting for a free slot.
 func (s *Sidecar) wake() {

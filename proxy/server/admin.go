@@ -111,6 +111,8 @@ var (
 	descPoolPulled   = prometheus.NewDesc("qas_proxy_pool_pulled_total", "Requests pulled from a shared front and served here.", nil, nil)
 	descPoolFailures = prometheus.NewDesc("qas_proxy_pool_front_failures_total", "Times a front replica was marked suspect.", nil, nil)
 	descPoolDecision = prometheus.NewDesc("qas_proxy_pool_overflow_decision_seconds", "Time from sending an overflow request to the front's decision.", nil, nil)
+	descPoolDrain    = prometheus.NewDesc("qas_proxy_pool_drain_total", "Requests of the local queue offered to a front as the pod drained, by outcome.", []string{"outcome"}, nil)
+	descPoolExpired  = prometheus.NewDesc("qas_proxy_pool_expired_total", "Accepted overflows the front gave back unseen, by what the sender did.", []string{"action"}, nil)
 
 	descFrontQueue    = prometheus.NewDesc("qas_front_queue_length", "Overflow requests waiting for a pull now.", nil, nil)
 	descFrontPulls    = prometheus.NewDesc("qas_front_waiting_pulls", "Pulls waiting for a request now.", nil, nil)
@@ -123,7 +125,7 @@ var (
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descArrivals, descCompletions, descResponses, descService, descServiceSq, descTTFB,
 		descQueued, descQueueWait, descRejected, descInFlight, descWaiting, descInFlightInt, descBusy, descErrors, descLatency, descServiceTime, descStart,
-		descPoolOverflow, descPoolPulled, descPoolFailures, descPoolDecision,
+		descPoolOverflow, descPoolPulled, descPoolFailures, descPoolDecision, descPoolDrain, descPoolExpired,
 		descFrontQueue, descFrontPulls, descFrontAccepted, descFrontRefused, descFrontLeft, descFrontWait} {
 		ch <- d
 	}
@@ -164,6 +166,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descPoolOverflow, float64(p.OverflowError), "error")
 		counter(descPoolPulled, float64(p.Pulled))
 		counter(descPoolFailures, float64(p.FrontFailures))
+		counter(descPoolDrain, float64(p.DrainPushed), "pushed")
+		counter(descPoolDrain, float64(p.DrainKept), "kept")
+		counter(descPoolExpired, float64(p.ExpiredRequeued), "requeued")
+		counter(descPoolExpired, float64(p.ExpiredRelayed), "relayed")
 		// The JSON document has no sum of decision times; the bucket midpoints estimate it.
 		ch <- prometheus.MustNewConstHistogram(descPoolDecision, p.OverflowDecision.Total(), estimatedSum(p.OverflowDecision), cumulative(p.OverflowDecision))
 	}

@@ -68,6 +68,8 @@ func TestMetricsPoolAndFront(t *testing.T) {
 	rec.Arrive()
 	p.Overflow(measure.OverflowRefused, time.Millisecond)
 	p.FrontFailure()
+	p.DrainKept()
+	p.Expired(true)
 	f.Accept()
 	f.Dispatch(time.Millisecond)
 	got := families()
@@ -77,6 +79,16 @@ func TestMetricsPoolAndFront(t *testing.T) {
 	}
 	require.Equal(t, map[string]float64{"accepted": 0, "refused": 1, "timeout": 0, "error": 0}, outcomes)
 	require.Equal(t, 1.0, got["qas_proxy_pool_front_failures_total"].Metric[0].GetCounter().GetValue())
+	for name, want := range map[string]map[string]float64{
+		"qas_proxy_pool_drain_total":   {"pushed": 0, "kept": 1},
+		"qas_proxy_pool_expired_total": {"requeued": 1, "relayed": 0},
+	} {
+		values := map[string]float64{}
+		for _, m := range got[name].Metric {
+			values[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+		}
+		require.Equal(t, want, values, name)
+	}
 	require.Equal(t, uint64(1), got["qas_proxy_pool_overflow_decision_seconds"].Metric[0].GetHistogram().GetSampleCount())
 	require.Equal(t, 1.0, got["qas_front_accepted_total"].Metric[0].GetCounter().GetValue())
 	require.Equal(t, uint64(1), got["qas_front_queue_wait_seconds"].Metric[0].GetHistogram().GetSampleCount())

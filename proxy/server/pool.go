@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -30,7 +31,21 @@ type PoolConfig struct {
 	Fronts          pool.FrontSource
 	DecisionTimeout time.Duration
 	MaxBody         int64
+	// KeepMaxBody is the largest request body the sender keeps while the request is
+	// at a front, so that it can serve the request itself if the front gives it back
+	// unseen (0: DefaultKeepMaxBody; negative: keep none, so only bodiless requests
+	// come back). KeepBudget bounds the bytes all such requests keep at once (0:
+	// DefaultKeepBudget); a body that does not fit is not kept.
+	KeepMaxBody, KeepBudget int64
 }
+
+// The bounds on the bodies a sender keeps (PoolConfig.KeepMaxBody, KeepBudget): 64
+// KiB covers the usual JSON or form request, and 4 MiB of a sidecar's memory holds
+// 64 such bodies at a front at once; bodiless requests (most GETs) cost nothing.
+const (
+	DefaultKeepMaxBody = 64 << 10
+	DefaultKeepBudget  = 4 << 20
+)
 
 // hopByHop are the fields a proxy never forwards (RFC 9110 section 7.6.1), as
 // httputil.ReverseProxy drops them.
@@ -115,22 +130,101 @@ func newRelay(log *zap.Logger) *httputil.ReverseProxy {
 	}
 }
 
-// overflow offers r to a front. It returns false, with nothing of r read, when the
-// front did not accept it in time; the request is then served here. Once accepted,
-// the proxy relays the response, and the request is recorded as overflowed.
-func (p *Proxy) overflow(w http.ResponseWriter, r *http.Request, arrived time.Time) bool {
+// keptBody keeps the bytes of a request body as the overflow reads them, so that a
+// request the front gives back unseen can be served here whole (Answer Expired).
+// The mutex orders the transport's reads with the handler's look at the bytes.
+type keptBody struct {
+	r   io.Reader
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (k *keptBody) Read(b []byte) (int, error) {
+	n, err := k.r.Read(b)
+	k.mu.Lock()
+	k.buf = append(k.buf, b[:n]...)
+	k.mu.Unlock()
+	return n, err
+}
+
+// whole returns the body if all of its want bytes were read, else nil.
+func (k *keptBody) whole(want int64) []byte {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if int64(len(k.buf)) != want {
+		return nil
+	}
+	return k.buf
+}
+
+// reserveKept reserves n bytes of the budget for keeping a body: false if n is over
+// the per-request bound or the budget has no room (the body is then not kept).
+func (p *Proxy) reserveKept(n int64) bool {
+	if n > p.keepMax {
+		return false
+	}
+	for {
+		used := p.keptBytes.Load()
+		if used+n > p.keepBudget {
+			return false
+		}
+		if p.keptBytes.CompareAndSwap(used, used+n) {
+			return true
+		}
+	}
+}
+
+// overflow offers r to a front (drained: r left this draining pod's local queue to
+// be offered). It returns answered when the response was relayed (the request is
+// recorded as overflowed). Otherwise r is to be served here, and it is untouched:
+// the front did not accept it in time and nothing of it was read, or the front gave
+// it back unseen and its bytes were kept (r.Body gives them again); release, when
+// not nil, frees the kept bytes once the request ends.
+func (p *Proxy) overflow(w http.ResponseWriter, r *http.Request, arrived time.Time, drained bool) (answered bool, release func()) {
 	var body io.Reader = http.NoBody
 	var cb *clientBody
+	var kept *keptBody
 	if r.ContentLength > 0 {
 		cb = &clientBody{ReadCloser: r.Body, timeout: p.bodyTimeout}
 		if p.bodyTimeout > 0 {
 			cb.rc = http.NewResponseController(w)
 		}
 		body = cb
+		if p.reserveKept(r.ContentLength) {
+			kept = &keptBody{r: cb, buf: make([]byte, 0, r.ContentLength)}
+			body = kept
+			n := r.ContentLength
+			release = sync.OnceFunc(func() { p.keptBytes.Add(-n) })
+		}
 	}
-	resp, accepted, err := p.pool.Overflow(r.Context(), r.Method, overflowHead(r), body, r.ContentLength)
-	if !accepted {
-		return false
+	if release == nil {
+		release = func() {}
+	}
+	resp, answer, err := p.pool.Overflow(r.Context(), r.Method, overflowHead(r), body, r.ContentLength)
+	if answer == pool.NotAccepted {
+		release()
+		return false, nil
+	}
+	if answer == pool.Expired {
+		// No app saw it. Served here if it can be sent again byte for byte: a
+		// request without a body, or one whose body was kept whole.
+		var again []byte
+		if r.ContentLength > 0 && kept != nil {
+			again = kept.whole(r.ContentLength)
+		}
+		if r.ContentLength == 0 || again != nil {
+			resp.Body.Close()
+			p.poolCounters.Expired(true)
+			if again != nil {
+				r.Body = io.NopCloser(bytes.NewReader(again))
+			}
+			return false, release
+		}
+		p.poolCounters.Expired(false)
+	}
+	release()
+	if drained {
+		p.poolCounters.DrainPushed()
 	}
 	mw := &measuringWriter{ResponseWriter: w, began: arrived, rec: p.rec, body: cb}
 	if p.writeTimeout > 0 {
@@ -160,7 +254,7 @@ func (p *Proxy) overflow(w http.ResponseWriter, r *http.Request, arrived time.Ti
 			http.Error(mw, "qas-proxy: pooled upstream failed", http.StatusBadGateway)
 			p.rec.EndOverflowed(arrived, http.StatusBadGateway, measure.UpstreamError)
 		}
-		return true
+		return true, nil
 	}
 	recorded := false
 	defer func() {
@@ -175,11 +269,15 @@ func (p *Proxy) overflow(w http.ResponseWriter, r *http.Request, arrived time.Ti
 			panic(v)
 		}
 	}()
+	if answer == pool.Expired {
+		// HeaderExpired is between the front and this sidecar.
+		delete(resp.Header, pool.HeaderExpired)
+	}
 	ctx := context.WithValue(r.Context(), cannedKey{}, resp)
 	p.relay.ServeHTTP(mw, r.WithContext(ctx))
 	recorded = true
 	p.rec.EndOverflowed(arrived, mw.status(), measure.OK)
-	return true
+	return true, nil
 }
 
 // servePulled serves a request pulled from a front in the slot the caller holds:

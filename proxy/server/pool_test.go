@@ -508,14 +508,16 @@ func TestFrontKilledMidBurst(t *testing.T) {
 }
 
 // TestDrainStopsPulling: a draining sidecar takes no more work from the front; a
-// request nobody pulls expires at the front's max wait with 503 and Retry-After.
+// request nobody pulls expires at the front's max wait, and when its sender cannot
+// send it again (a body beyond the kept bound) the client gets the front's 503 with
+// Retry-After.
 func TestDrainStopsPulling(t *testing.T) {
 	p := newPair(t, true, 300*time.Millisecond)
 	p.b.cancel() // B drains
 	waitFor(t, "B stopped pulling", func() bool { return frontStats(t, p.front).WaitingPulls == 1 })
 	blocked := sendAsync(p.a.url, "GET", "/block-a", "held", "")
 	waitFor(t, "A busy", func() bool { return p.apps.inApp.Load() == 1 })
-	r := send(p.a.url, "GET", "/expires", "expires", "")
+	r := send(p.a.url, "POST", "/expires", "expires", strings.Repeat("e", DefaultKeepMaxBody+1))
 	require.NoError(t, r.err)
 	require.Equal(t, 503, r.code)
 	require.Equal(t, "1", r.retry)
@@ -525,6 +527,7 @@ func TestDrainStopsPulling(t *testing.T) {
 	f := frontStats(t, p.front)
 	require.Equal(t, uint64(1), f.Expired)
 	require.Equal(t, uint64(1), f.QueueWait.Total())
+	require.Equal(t, uint64(1), snapshot(t, p.a).Pool.ExpiredRelayed)
 }
 
 // TestOnlyMovableRequestsOverflow: chunked bodies, bodies above the limit and

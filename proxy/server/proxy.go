@@ -88,9 +88,14 @@ type Proxy struct {
 	log                       *zap.Logger
 	// The pooled data plane, when configured: the client of the fronts, the relay
 	// of overflowed requests' responses, and the app's address for pulled ones.
-	pool     *pool.Sidecar
-	relay    *httputil.ReverseProxy
-	upstream string
+	pool         *pool.Sidecar
+	poolCounters *measure.PoolCounters
+	relay        *httputil.ReverseProxy
+	upstream     string
+	// Bodies kept while their requests are at a front (PoolConfig.KeepMaxBody):
+	// the bytes kept now, and the bounds.
+	keptBytes           atomic.Int64
+	keepMax, keepBudget int64
 }
 
 type ctxKey struct{}
@@ -155,11 +160,19 @@ func NewProxy(cfg Config, rec *measure.Recorder, lim *limit.Limiter, log *zap.Lo
 		if cfg.UpstreamTimeout == 0 {
 			respTimeout = 0 // the default: the longest front wait plus a minute
 		}
+		p.keepMax, p.keepBudget = cfg.Pool.KeepMaxBody, cfg.Pool.KeepBudget
+		if p.keepMax == 0 {
+			p.keepMax = DefaultKeepMaxBody
+		}
+		if p.keepBudget <= 0 {
+			p.keepBudget = DefaultKeepBudget
+		}
 		var err error
+		p.poolCounters = rec.EnablePool()
 		p.pool, err = pool.NewSidecar(pool.SidecarConfig{
 			Workload: cfg.Pool.Workload, Keys: cfg.Pool.Keys, Fronts: cfg.Pool.Fronts,
 			DecisionTimeout: cfg.Pool.DecisionTimeout, MaxBody: cfg.Pool.MaxBody, ResponseTimeout: respTimeout,
-			Now: rec.Now, Counters: rec.EnablePool(), Log: log.Named("pool"),
+			Now: rec.Now, Counters: p.poolCounters, Log: log.Named("pool"),
 		})
 		if err != nil {
 			return nil, err
@@ -212,14 +225,51 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Connection", "close")
 		}
 	}
+	// drain, when set, makes a request waiting in the local queue leave it when the
+	// pod begins to drain, to be offered to a front (served by pods that stay).
+	var drain <-chan struct{}
 	if p.pool != nil {
 		// A client never chooses the data plane.
 		pool.StripQasFields(r.Header)
-		if p.lim.Saturated() && p.movable(r) && p.overflow(w, r, arrived) {
-			return
+		if p.movable(r) {
+			// A request is offered to a front at most twice: at admission if
+			// every slot is busy and none waits, and if it waits here when the
+			// drain begins (or would wait during the drain).
+			drain = p.pool.Drained()
+			if p.lim.Saturated() {
+				answered, release := p.overflow(w, r, arrived, false)
+				if answered {
+					return
+				}
+				if release != nil {
+					defer release()
+				}
+			}
 		}
 	}
-	switch p.lim.Admit(p.rec, arrived, r.Context().Done()) {
+	res := p.lim.AdmitOrDrain(p.rec, arrived, r.Context().Done(), drain)
+	if res == limit.Drained {
+		// It keeps its place in the local queue while it is offered.
+		readmitted := false
+		defer func() {
+			if !readmitted {
+				p.lim.Leave()
+			}
+		}()
+		answered, release := p.overflow(w, r, arrived, true)
+		if answered {
+			return
+		}
+		if release != nil {
+			defer release()
+		}
+		// Refused, no decision in time, no front, or given back unseen: it waits
+		// in its place and is served here.
+		p.poolCounters.DrainKept()
+		readmitted = true
+		res = p.lim.Readmit(p.rec, arrived, r.Context().Done())
+	}
+	switch res {
 	case limit.Full:
 		w.Header().Set("Retry-After", limit.RetryAfter)
 		http.Error(w, "qas-proxy: concurrency limit reached and queue full", http.StatusServiceUnavailable)

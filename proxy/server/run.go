@@ -75,9 +75,10 @@ func Listen(cfg Config, opts Options, rec *measure.Recorder, log *zap.Logger) (*
 	var handOver func() bool
 	if p.pool != nil {
 		s.freed = lim.EnableFreed()
-		// The general path overflows; the fast path hands it the requests that may
-		// (every slot busy). Both drop a client's Qas- fields.
-		handOver = lim.Saturated
+		// The general path overflows, and queues every request that has to wait
+		// (so that the drain can offer the queue to a front); the fast path hands it
+		// every request that finds each slot busy. Both drop a client's Qas- fields.
+		handOver = lim.Busy
 	}
 	if opts.FastPath && cfg.UpstreamProtocol != UpstreamH2C {
 		s.fast, err = fastpath.New(fastpath.Config{

@@ -121,6 +121,19 @@ type Pool struct {
 	FrontFailures uint64 `json:"front_failures"`
 	// OverflowDecision is the histogram of the decision time of every overflow attempt.
 	OverflowDecision Histogram `json:"overflow_decision"`
+	// DrainPushed and DrainKept count the requests that waited in the local queue
+	// while the pod drained (or would have), each offered to a front once: taken
+	// by it (a subset of OverflowAccepted; the response, or the front's 503, was
+	// relayed), or served here after all (refused, no decision in time, no front,
+	// or given back unseen). ExpiredRequeued and ExpiredRelayed split the accepted overflows that the front
+	// gave up without any pod's app seeing them (its max wait, or it shut down):
+	// served here after all (the sender could resend them whole), or the front's
+	// 503 relayed to the client. Omitted when zero, so a collector built before
+	// them still reads a sidecar that never drained or saw an expiry.
+	DrainPushed     uint64 `json:"drain_pushed,omitempty"`
+	DrainKept       uint64 `json:"drain_kept,omitempty"`
+	ExpiredRequeued uint64 `json:"expired_requeued,omitempty"`
+	ExpiredRelayed  uint64 `json:"expired_relayed,omitempty"`
 }
 
 // Front counts a front replica's shared queues (summed over workloads).
@@ -262,14 +275,26 @@ func (s Snapshot) Validate() error {
 }
 
 // validate checks a sidecar's pool counters: every overflow attempt and every pulled
-// request is a request that arrived at this proxy, at most once each.
+// request is a request that arrived at this proxy (an overflow at most twice, a
+// pull at most once).
 func (p *Pool) validate(arrivals uint64) error {
-	attempts, ok := sumCapped(arrivals, p.OverflowAccepted, p.OverflowRefused, p.OverflowTimeout, p.OverflowError)
+	// A request is offered at most twice: at admission, and from the local queue
+	// when the pod drains.
+	attempts, ok := sumCapped(min(arrivals, math.MaxUint64/2)*2, p.OverflowAccepted, p.OverflowRefused, p.OverflowTimeout, p.OverflowError)
 	if !ok {
-		return fmt.Errorf("stats: pool overflow attempts exceed arrivals %d", arrivals)
+		return fmt.Errorf("stats: pool overflow attempts exceed twice the arrivals %d", arrivals)
 	}
 	if p.Pulled > arrivals {
 		return fmt.Errorf("stats: pool pulled %d exceeds arrivals %d", p.Pulled, arrivals)
+	}
+	if p.DrainKept > arrivals {
+		return fmt.Errorf("stats: pool drain_kept %d exceeds arrivals %d", p.DrainKept, arrivals)
+	}
+	if p.DrainPushed > p.OverflowAccepted {
+		return fmt.Errorf("stats: pool drain_pushed %d exceeds overflow_accepted %d", p.DrainPushed, p.OverflowAccepted)
+	}
+	if _, ok := sumCapped(p.OverflowAccepted, p.ExpiredRequeued, p.ExpiredRelayed); !ok {
+		return fmt.Errorf("stats: pool expired_requeued %d + expired_relayed %d exceed overflow_accepted %d", p.ExpiredRequeued, p.ExpiredRelayed, p.OverflowAccepted)
 	}
 	return validHistogram("pool overflow_decision", p.OverflowDecision, attempts, "overflow attempts")
 }

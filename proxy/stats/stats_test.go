@@ -23,6 +23,7 @@ func valid() Snapshot {
 
 func validPool() *Pool {
 	return &Pool{OverflowAccepted: 4, OverflowRefused: 1, OverflowTimeout: 1, OverflowError: 1, Pulled: 2, FrontFailures: 30,
+		DrainPushed: 1, DrainKept: 3, ExpiredRequeued: 2, ExpiredRelayed: 1,
 		OverflowDecision: Histogram{Bounds: []float64{0.001, 0.025}, Counts: []uint64{5, 1, 1}}}
 }
 
@@ -86,7 +87,10 @@ func TestDecodeRejects(t *testing.T) {
 		{name: "in flight beyond arrivals", mutate: func(s *Snapshot) { s.InFlight = 11 }, wantErr: "in_flight 11 exceeds arrivals 10"},
 		{name: "histogram beyond arrivals", mutate: func(s *Snapshot) { s.Latency.Counts = []uint64{8, 1, 2} }, wantErr: "more observations than arrivals 10"},
 		{name: "histogram overflow", mutate: func(s *Snapshot) { s.Arrivals = math.MaxUint64; s.Latency.Counts = []uint64{math.MaxUint64, 1, 0} }, wantErr: "more observations than arrivals"},
-		{name: "pool attempts beyond arrivals", mutate: func(s *Snapshot) { s.Pool = validPool(); s.Pool.OverflowError = 8 }, wantErr: "pool overflow attempts exceed arrivals 10"},
+		{name: "pool attempts beyond twice the arrivals", mutate: func(s *Snapshot) { s.Pool = validPool(); s.Pool.OverflowError = 15 }, wantErr: "pool overflow attempts exceed twice the arrivals 10"},
+		{name: "pool drain kept beyond arrivals", mutate: func(s *Snapshot) { s.Pool = validPool(); s.Pool.DrainKept = 11 }, wantErr: "pool drain_kept 11 exceeds arrivals 10"},
+		{name: "pool drain pushes beyond accepted", mutate: func(s *Snapshot) { s.Pool = validPool(); s.Pool.DrainPushed = 5 }, wantErr: "pool drain_pushed 5 exceeds overflow_accepted 4"},
+		{name: "pool expiries beyond accepted", mutate: func(s *Snapshot) { s.Pool = validPool(); s.Pool.ExpiredRequeued, s.Pool.ExpiredRelayed = 3, 2 }, wantErr: "pool expired_requeued 3 + expired_relayed 2 exceed overflow_accepted 4"},
 		{name: "pool attempts overflow", mutate: func(s *Snapshot) { s.Pool = validPool(); s.Pool.OverflowRefused = math.MaxUint64 }, wantErr: "pool overflow attempts exceed"},
 		{name: "pool pulled beyond arrivals", mutate: func(s *Snapshot) { s.Pool = validPool(); s.Pool.Pulled = 11 }, wantErr: "pool pulled 11 exceeds arrivals 10"},
 		{name: "pool decision beyond attempts", mutate: func(s *Snapshot) { s.Pool = validPool(); s.Pool.OverflowDecision.Counts[0] = 9 }, wantErr: "pool overflow_decision histogram counts more observations than overflow attempts 7"},
