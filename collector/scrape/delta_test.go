@@ -216,6 +216,18 @@ func TestDeltaPooledCounters(t *testing.T) {
 	require.Nil(t, iv.FrontStats)
 }
 
+// TestDeltaLatencySum: the latency sum (absent from older proxies: 0 in both
+// documents) is a counter like the others: one that falls starts a new baseline.
+func TestDeltaLatencySum(t *testing.T) {
+	withSum := func(v float64) func(*stats.Snapshot) { return func(s *stats.Snapshot) { s.LatencySecondsSum = v } }
+	_, reason := Delta(Target{}, snap(0, 100, withSum(2)), snap(5*time.Second, 150, withSum(2.5)))
+	require.Empty(t, reason)
+	_, reason = Delta(Target{}, snap(0, 100), snap(5*time.Second, 150))
+	require.Empty(t, reason, "a proxy that sends none")
+	_, reason = Delta(Target{}, snap(0, 100, withSum(2)), snap(5*time.Second, 150, withSum(1)))
+	require.Equal(t, ReasonCounterDecrease, reason)
+}
+
 // TestDeltaDrainAndExpiryCounters: the drain and expiry counters, omitted from
 // /stats while zero (and by proxies that predate them), count from 0 when absent,
 // give their deltas when present, and any of them going backwards starts a new

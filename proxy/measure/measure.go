@@ -36,11 +36,16 @@ type Recorder struct {
 	codes                 [5]atomic.Uint64
 	waiting               atomic.Int64
 
-	// Float sums are kept in nanoseconds (service, TTFB, queue wait) so they can be
-	// atomic integers; the sum of squares is kept in µs² to stay within uint64 for
-	// about 5.8e15 s² of squared service time.
+	// Float sums are kept in nanoseconds (service, TTFB, queue wait, latency) so
+	// they can be atomic integers; the sum of squares is kept in µs² to stay within
+	// uint64 for about 5.8e15 s² of squared service time.
 	serviceNanos, ttfbNanos, queueWaitNanos atomic.Uint64
 	serviceSqMicros                         atomic.Uint64
+	// latencyNanos sums every latency the histogram observes: service plus queue
+	// wait does not, for a request relayed from a front (no service here), the
+	// time an overflow attempt took before the request queued here, or a request
+	// the front gave back and this proxy served.
+	latencyNanos atomic.Uint64
 
 	bounds  []float64
 	buckets []atomic.Uint64
@@ -195,7 +200,12 @@ func (r *Recorder) complete(code int, outcome Outcome) {
 	r.completions.Add(1)
 }
 
-func (r *Recorder) observeLatency(d time.Duration) { r.buckets[r.bucket(d)].Add(1) }
+// observeLatency adds d to the latency histogram and its sum (the sum first: a
+// snapshot reads the buckets first, so its sum covers every observation it counts).
+func (r *Recorder) observeLatency(d time.Duration) {
+	r.latencyNanos.Add(uint64(max(d, 0)))
+	r.buckets[r.bucket(d)].Add(1)
+}
 
 // bucket is the index of d's bucket: the first bound ≥ d, buckets being (lo, hi].
 func (r *Recorder) bucket(d time.Duration) int { return sort.SearchFloat64s(r.bounds, d.Seconds()) }
@@ -249,6 +259,7 @@ func (r *Recorder) Snapshot() stats.Snapshot {
 	for i := range r.buckets {
 		s.Latency.Counts[i] = r.buckets[i].Load()
 	}
+	s.LatencySecondsSum = float64(r.latencyNanos.Load()) / 1e9
 	if p := r.pool.Load(); p != nil {
 		s.Pool = p.snapshot()
 	}

@@ -100,6 +100,44 @@ func TestQueueAndRejection(t *testing.T) {
 	require.Equal(t, int64(0), s.Waiting)
 }
 
+// TestLatencySum: the latency sum is the sum of every latency the histogram counts,
+// exactly: a served request's (its wait, the moment before its slot, and its
+// service), a request relayed from a front (no service here), a rejected one, and
+// one that came back from the front and was served here (from its first arrival).
+func TestLatencySum(t *testing.T) {
+	c, r := newFake()
+	r.EnablePool().Overflow(OverflowAccepted, time.Millisecond)
+	served := r.Arrive()
+	r.StartWaiting()
+	c.add(200 * time.Millisecond)
+	r.StopWaiting(200 * time.Millisecond)
+	c.add(5 * time.Millisecond) // admitted, not yet in service
+	began := r.Begin()
+	c.add(time.Second)
+	r.End(served, began, 0, 200, OK) // 1.205 s
+
+	relayed := r.Arrive()
+	c.add(300 * time.Millisecond)
+	r.EndOverflowed(relayed, 200, OK) // 0.3 s, no service here
+
+	rejected := r.Arrive()
+	c.add(7 * time.Millisecond)
+	r.Reject(rejected) // 7 ms
+
+	back := r.Arrive()
+	c.add(40 * time.Millisecond) // at the front, given back unseen
+	began = r.Begin()
+	c.add(60 * time.Millisecond)
+	r.End(back, began, 0, 200, OK) // 0.1 s
+
+	s := r.Snapshot()
+	require.NoError(t, s.Validate())
+	require.Equal(t, uint64(4), s.Latency.Total())
+	near(t, 1.205+0.3+0.007+0.1, s.LatencySecondsSum)
+	near(t, 1.06, s.ServiceSecondsSum)
+	near(t, 0.2, s.QueueWaitSecondsSum)
+}
+
 func TestHistogramBucketsAreUpperInclusive(t *testing.T) {
 	c, r := newFake()
 	for _, d := range []time.Duration{50 * time.Microsecond, 100 * time.Microsecond, 101 * time.Microsecond, 2 * time.Minute} {
