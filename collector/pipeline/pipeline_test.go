@@ -183,7 +183,10 @@ func TestPooledWorkloadPoint(t *testing.T) {
 	overflowed := func(sender *measure.Recorder, senderPool *measure.PoolCounters, puller *measure.Recorder, pullerPool *measure.PoolCounters, drained bool) {
 		arrived := sender.Arrive()
 		senderPool.Overflow(measure.OverflowAccepted, time.Millisecond)
-		serve(puller, puller.Arrive())
+		puller.Arrive()
+		began := puller.Begin()
+		clock.step(10 * time.Millisecond)
+		puller.EndPulled(began, time.Millisecond, measure.OK)
 		pullerPool.Pulled()
 		if drained {
 			senderPool.DrainPushed()
@@ -230,6 +233,7 @@ func TestPooledWorkloadPoint(t *testing.T) {
 	require.EqualValues(t, 13, w.Completions)
 	require.EqualValues(t, 11, w.Served, "all but the rejected and the relayed 503")
 	require.InDelta(t, 0.010, w.ServiceMean, 1e-9, "every served request held its slot 10 ms")
+	require.InDelta(t, 2.0/2, w.ErrorRate, 1e-9, "the rejected 503 and the relayed 503, once each")
 	require.InDelta(t, 4.0/13, w.OverflowShare, 1e-9, "2 of a's and 1 of b's answered through the front, and the relayed 503")
 	require.InDelta(t, 5.0/2, w.OverflowRate, 1e-9)
 	require.InDelta(t, 3.0/2, w.PulledRate, 1e-9)

@@ -156,6 +156,22 @@ const (
 // End records a request that began service at began and arrived at arrived, with
 // time to first byte ttfb (0 if none was sent), status code and outcome.
 func (r *Recorder) End(arrived, began time.Time, ttfb time.Duration, code int, outcome Outcome) {
+	r.end(arrived, began, ttfb, code, outcome, true)
+}
+
+// EndPulled records a request pulled from a shared front and served here (issue
+// #20) as End does, except for what its client saw: its client waited at the
+// sender, which observes its latency and status code (EndOverflowed), so a
+// workload's merged latency histogram and status codes count each request once,
+// as its client saw it. Its service time, time in flight, completion and
+// upstream failure (outcome) count here, where it was served.
+func (r *Recorder) EndPulled(began time.Time, ttfb time.Duration, outcome Outcome) {
+	r.end(time.Time{}, began, ttfb, 0, outcome, false)
+}
+
+// end records a request's end; client says whether its latency and code are this
+// proxy's to observe (not for a pulled request: code is then 0, counted nowhere).
+func (r *Recorder) end(arrived, began time.Time, ttfb time.Duration, code int, outcome Outcome, client bool) {
 	r.mu.Lock()
 	t := r.now()
 	r.advance(t)
@@ -171,7 +187,9 @@ func (r *Recorder) End(arrived, began time.Time, ttfb time.Duration, code int, o
 	// After the completion: a snapshot that reads the service counts before
 	// the completions then never sees more service times than completions.
 	r.service[r.bucket(service)].Add(1)
-	r.observeLatency(t.Sub(arrived))
+	if client {
+		r.observeLatency(t.Sub(arrived))
+	}
 }
 
 // EndOverflowed records a request this proxy sent to a shared front and relayed
@@ -183,8 +201,8 @@ func (r *Recorder) EndOverflowed(arrived time.Time, code int, outcome Outcome) {
 	r.observeLatency(r.now().Sub(arrived))
 }
 
-// complete counts a finished request by its status class and outcome, and as a
-// completion.
+// complete counts a finished request by its status class (none for code 0) and
+// outcome, and as a completion.
 func (r *Recorder) complete(code int, outcome Outcome) {
 	if c := code/100 - 1; c >= 0 && c < 5 {
 		r.codes[c].Add(1)

@@ -22,7 +22,9 @@ import (
 // lasted at least 30 ms at A. The sum lies within the histogram's own bucket bounds
 // (the exact sum of what it counts), within what the clients measured (each request's
 // latency at the proxy is inside its client's round trip), and exceeds A's service
-// plus queue wait by at least the five relayed requests' 30 ms.
+// plus queue wait by at least the five relayed requests' 30 ms. B, which served them,
+// counts their service and not their latency or status, so the two pods'
+// histograms and codes merged count each request once.
 func TestLatencySumCountsOverflowedRequests(t *testing.T) {
 	bothPaths(t, func(t *testing.T, fast bool) {
 		const moved, sleep = 5, 30 * time.Millisecond
@@ -54,6 +56,17 @@ func TestLatencySumCountsOverflowedRequests(t *testing.T) {
 		require.LessOrEqual(t, s.LatencySecondsSum, clients.Seconds(), "within what the clients measured")
 		require.GreaterOrEqual(t, s.LatencySecondsSum-s.ServiceSecondsSum-s.QueueWaitSecondsSum, moved*sleep.Seconds(),
 			"the relayed requests' latency, which service plus queue wait leaves out")
+
+		// B served the five, and observed none of their latencies: their clients
+		// were A's, and A observed them.
+		sb := snapshot(t, p.b)
+		require.EqualValues(t, moved, sb.Pool.Pulled)
+		require.EqualValues(t, moved, sb.Service.Total())
+		require.GreaterOrEqual(t, sb.ServiceSecondsSum, moved*sleep.Seconds())
+		require.Zero(t, sb.Latency.Total(), "a pulled request's latency is its sender's")
+		require.Zero(t, sb.LatencySecondsSum)
+		require.Zero(t, sb.Codes[1], "and its status")
+		require.EqualValues(t, moved+1, s.Codes[1], "A counts its clients' six answers")
 
 		resp, err := http.Get(p.a.admin + "/metrics")
 		require.NoError(t, err)
