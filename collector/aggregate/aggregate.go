@@ -23,10 +23,17 @@ type Metrics struct {
 	// ClockOffset is the proxy's clock minus the collector's, in s; for a workload, the
 	// offset of largest magnitude among its pods.
 	ClockOffset float64
-	// ArrivalRate λ in requests per second; ErrorRate in 5xx per second.
+	// ArrivalRate λ in requests per second; ErrorRate in 5xx per second. On the
+	// pooled data plane a request pulled from a front is counted as an arrival by
+	// its sender and again by the pod that pulled it: λ is the proxies' arrivals
+	// less their pulls, so each request counts once, where it first arrived
+	// (docs/pooling.md, "Accounting").
 	ArrivalRate, ErrorRate float64
 	// ServiceMean E[S] and ServiceVariance in s and s²; ServiceSCV = Var/E[S]².
-	// All zero when nothing completed.
+	// They are over the served requests (Served): those that held a slot here,
+	// local or pulled, not the ones rejected with a full queue nor the ones a
+	// sender relayed from a front (the puller counts their service). All zero
+	// when none was served.
 	ServiceMean, ServiceVariance, ServiceSCV float64
 	// QueueWaitMean is the mean wait for a proxy slot per queued request, in s.
 	QueueWaitMean float64
@@ -44,16 +51,25 @@ type Metrics struct {
 	// (stats.Histogram.TailQuantile); nil when no served request completed or
 	// no proxy measures them.
 	ServiceQuantiles []float64
-	Completions      uint64
-	Pods             int
+	// Completions counts the requests that completed, each once: a pulled
+	// request completes at its puller and at its sender, and counts at the
+	// sender. Served counts the completions that have a service time here.
+	Completions, Served uint64
+	Pods                int
 	// Pooled is true when a pod or front of the interval reported the pooled data
 	// plane (issue #20); the fields below are then meaningful.
 	Pooled bool
 	// The sidecars' overflow per second: accepted by the front (OverflowRate),
 	// refused, failed (timeout or error); requests pulled; front replicas marked
-	// suspect. OverflowShare is OverflowRate / ArrivalRate (0 without arrivals).
+	// suspect. OverflowShare is the share of arrivals answered through the front:
+	// (OverflowRate − ExpiredRequeuedRate) / ArrivalRate (0 without arrivals).
 	OverflowRate, OverflowRefusedRate, OverflowFailedRate, PulledRate, FrontFailureRate float64
 	OverflowShare                                                                       float64
+	// Per second: requests of a draining pod's local queue offered to a front and
+	// taken by it (a subset of OverflowRate) or served by the pod after all;
+	// accepted overflows a front gave back unseen and the sender served itself
+	// (served locally after all) or answered with the front's 503.
+	DrainPushedRate, DrainKeptRate, ExpiredRequeuedRate, ExpiredRelayedRate float64
 	// The fronts' queue and waiting pulls at the interval's end, summed over
 	// replicas, and their counts per second; Fronts is the replicas in the interval.
 	FrontQueueLength, FrontWaitingPulls                                                 float64
@@ -92,8 +108,8 @@ func Workload(ivs []scrape.Interval) (Metrics, error) {
 
 func combine(end time.Time, ivs []scrape.Interval) Metrics {
 	m := Metrics{Time: end}
-	var n, queued uint64
-	var sum, sumSq, wait float64
+	var n, served, queued, pulled uint64
+	var sum, sumSq, wait, pulledRate float64
 	var merged, service stats.Histogram
 	pods := 0
 	for _, iv := range ivs {
@@ -113,8 +129,14 @@ func combine(end time.Time, ivs []scrape.Interval) Metrics {
 			m.ClockOffset = off
 		}
 		dt := iv.Seconds()
+		if iv.PoolStats != nil {
+			pulled += iv.PoolStats.Pulled
+		}
 		if dt > 0 {
 			m.ArrivalRate += float64(iv.Arrivals) / dt
+			if iv.PoolStats != nil {
+				pulledRate += float64(iv.PoolStats.Pulled) / dt
+			}
 			m.ErrorRate += float64(iv.Errors5xx) / dt
 			m.InFlightMean += iv.InFlightSeconds / dt
 			m.BusyRatio += iv.BusySeconds / dt / float64(pods)
@@ -122,6 +144,7 @@ func combine(end time.Time, ivs []scrape.Interval) Metrics {
 		m.InFlight += float64(iv.InFlight)
 		m.Waiting += float64(iv.Waiting)
 		n += iv.Completions
+		served += servedIn(iv)
 		queued += iv.Queued
 		sum += iv.ServiceSecondsSum
 		sumSq += iv.ServiceSecondsSumSq
@@ -129,10 +152,15 @@ func combine(end time.Time, ivs []scrape.Interval) Metrics {
 		merged = Merge(merged, iv.Latency)
 		service = Merge(service, iv.Service)
 	}
-	m.Completions = n
-	if n > 0 {
-		m.ServiceMean = sum / float64(n)
-		m.ServiceVariance = math.Max(0, sumSq/float64(n)-m.ServiceMean*m.ServiceMean)
+	// A pull is counted when the puller has served it, after its arrival there:
+	// over one interval the difference is off by at most the pulls in service at
+	// its two ends, and over consecutive intervals it counts each request once.
+	m.ArrivalRate = math.Max(0, m.ArrivalRate-pulledRate)
+	m.Completions = n - min(pulled, n)
+	m.Served = served
+	if served > 0 {
+		m.ServiceMean = sum / float64(served)
+		m.ServiceVariance = math.Max(0, sumSq/float64(served)-m.ServiceMean*m.ServiceMean)
 		if m.ServiceMean > 0 {
 			m.ServiceSCV = m.ServiceVariance / (m.ServiceMean * m.ServiceMean)
 		}
@@ -144,7 +172,7 @@ func combine(end time.Time, ivs []scrape.Interval) Metrics {
 	m.LatencyP95 = Quantile(merged, 0.95)
 	m.LatencyP99 = Quantile(merged, 0.99)
 	if m.ArrivalRate > 0 {
-		m.OverflowShare = math.Min(1, m.OverflowRate/m.ArrivalRate)
+		m.OverflowShare = math.Min(1, math.Max(0, m.OverflowRate-m.ExpiredRequeuedRate)/m.ArrivalRate)
 	}
 	m.OverflowDecisionP50, m.OverflowDecisionP95 = Quantile(m.decisions, 0.50), Quantile(m.decisions, 0.95)
 	m.FrontQueueWaitP50, m.FrontQueueWaitP95 = Quantile(m.queueWaits, 0.50), Quantile(m.queueWaits, 0.95)
@@ -156,6 +184,25 @@ func combine(end time.Time, ivs []scrape.Interval) Metrics {
 		}
 	}
 	return m
+}
+
+// servedIn is the number of iv's completions that were served here (held a slot):
+// the service histogram's count, which counts exactly the service times summed,
+// when the proxy measures it. Without it (a proxy from before it), the
+// completions less those that had no service time here: the 503s of a full queue
+// and the accepted overflows relayed from a front, that is the accepted ones
+// less those the front gave back unseen and the sender served itself
+// (docs/pooling.md, "Accounting"); an overflow completes after its acceptance, so
+// that count can fall short in one interval, never below 0.
+func servedIn(iv scrape.Interval) uint64 {
+	if len(iv.Service.Counts) > 0 {
+		return iv.Service.Total()
+	}
+	n := float64(iv.Completions) - float64(iv.Rejected)
+	if p := iv.PoolStats; p != nil {
+		n -= float64(p.OverflowAccepted) - float64(p.ExpiredRequeued)
+	}
+	return uint64(math.Max(0, n))
 }
 
 // addPool adds a sidecar's overflow counts.
@@ -171,6 +218,10 @@ func (m *Metrics) addPool(iv scrape.Interval) {
 	m.OverflowFailedRate += float64(p.OverflowTimeout+p.OverflowError) / dt
 	m.PulledRate += float64(p.Pulled) / dt
 	m.FrontFailureRate += float64(p.FrontFailures) / dt
+	m.DrainPushedRate += float64(p.DrainPushed) / dt
+	m.DrainKeptRate += float64(p.DrainKept) / dt
+	m.ExpiredRequeuedRate += float64(p.ExpiredRequeued) / dt
+	m.ExpiredRelayedRate += float64(p.ExpiredRelayed) / dt
 	m.decisions = Merge(m.decisions, p.OverflowDecision)
 }
 
@@ -210,6 +261,8 @@ func (m Metrics) Check() error {
 		{"latency_p95_seconds", m.LatencyP95}, {"latency_p99_seconds", m.LatencyP99},
 		{"overflow_rate", m.OverflowRate}, {"overflow_share", m.OverflowShare}, {"overflow_refused_rate", m.OverflowRefusedRate},
 		{"overflow_failed_rate", m.OverflowFailedRate}, {"pulled_rate", m.PulledRate}, {"front_failure_rate", m.FrontFailureRate},
+		{"drain_pushed_rate", m.DrainPushedRate}, {"drain_kept_rate", m.DrainKeptRate},
+		{"expired_requeued_rate", m.ExpiredRequeuedRate}, {"expired_relayed_rate", m.ExpiredRelayedRate},
 		{"front_queue_length", m.FrontQueueLength}, {"front_waiting_pulls", m.FrontWaitingPulls},
 		{"front_accepted_rate", m.FrontAcceptedRate}, {"front_refused_full_rate", m.FrontRefusedFullRate},
 		{"front_unauthenticated_rate", m.FrontUnauthenticatedRate}, {"front_expired_rate", m.FrontExpiredRate},

@@ -194,10 +194,16 @@ func TestQueueGauges(t *testing.T) {
 // TestPooledWorkload: the sidecars' overflow and pull counts add up as rates; a
 // front replica adds only its queue and counts, and is no pod of the workload.
 func TestPooledWorkload(t *testing.T) {
+	// a served 2 requests and relayed 4 from the front (one of them pushed at its
+	// drain, one the front's 503 after an expiry); 1 more came back unseen and
+	// waits in its queue. b served 1 and relayed 2.
 	a := interval(5, 10, []float64{0.01, 0.01})
-	a.PoolStats = &scrape.PoolCounts{OverflowAccepted: 4, OverflowRefused: 1, OverflowTimeout: 1, OverflowError: 1, Pulled: 2, FrontFailures: 1}
+	a.Completions += 4
+	a.PoolStats = &scrape.PoolCounts{OverflowAccepted: 5, OverflowRefused: 1, OverflowTimeout: 1, OverflowError: 1, Pulled: 2, FrontFailures: 1,
+		DrainPushed: 1, DrainKept: 2, ExpiredRequeued: 1, ExpiredRelayed: 1}
 	b := interval(10, 10, []float64{0.02})
-	b.PoolStats = &scrape.PoolCounts{OverflowAccepted: 2, Pulled: 6}
+	b.Completions += 2
+	b.PoolStats = &scrape.PoolCounts{OverflowAccepted: 2, Pulled: 6, ExpiredRelayed: 3}
 	// Decision times: a's 4 within 1 ms, 3 more within 2 ms; b's 2 within 2 ms and 1
 	// above: merged, the median is in (1 ms, 2 ms], p95 in the overflow bucket.
 	a.PoolStats.OverflowDecision = stats.Histogram{Bounds: []float64{0.001, 0.002}, Counts: []uint64{4, 3, 0}}
@@ -214,10 +220,16 @@ func TestPooledWorkload(t *testing.T) {
 	require.True(t, m.Pooled)
 	require.Equal(t, 2, m.Pods, "fronts are not pods")
 	require.Equal(t, 2, m.Fronts)
-	require.InDelta(t, 10.0/5+10.0/10, m.ArrivalRate, 1e-12, "the fronts' counts stay out of λ")
-	require.InDelta(t, (0.01+0.01+0.02)/3, m.ServiceMean, 1e-12, "the fronts' service times stay out")
-	require.InDelta(t, 4.0/5+2.0/10, m.OverflowRate, 1e-12)
-	require.InDelta(t, (4.0/5+2.0/10)/3, m.OverflowShare, 1e-12)
+	require.InDelta(t, (10.0-2)/5+(10.0-6)/10, m.ArrivalRate, 1e-12, "the fronts' counts stay out of λ, and pulls count where they arrived")
+	require.InDelta(t, (0.01+0.01+0.02)/3, m.ServiceMean, 1e-12, "the fronts' service times and the relayed completions stay out")
+	require.EqualValues(t, 3, m.Served)
+	require.EqualValues(t, 2+4+1+2-2-6, m.Completions, "a pulled request completes once")
+	require.InDelta(t, 5.0/5+2.0/10, m.OverflowRate, 1e-12)
+	require.InDelta(t, (4.0/5+2.0/10)/2, m.OverflowShare, 1e-12, "the request given back and served here is not answered through the front")
+	require.InDelta(t, 1.0/5, m.DrainPushedRate, 1e-12)
+	require.InDelta(t, 2.0/5, m.DrainKeptRate, 1e-12)
+	require.InDelta(t, 1.0/5, m.ExpiredRequeuedRate, 1e-12)
+	require.InDelta(t, 1.0/5+3.0/10, m.ExpiredRelayedRate, 1e-12)
 	require.InDelta(t, 1.0/5, m.OverflowRefusedRate, 1e-12)
 	require.InDelta(t, 2.0/5, m.OverflowFailedRate, 1e-12)
 	require.InDelta(t, 2.0/5+6.0/10, m.PulledRate, 1e-12)
@@ -283,6 +295,45 @@ func TestServiceQuantiles(t *testing.T) {
 			bad.ServiceQuantiles = append([]float64(nil), m.ServiceQuantiles...)
 			tc.mod(&bad)
 			require.ErrorContains(t, bad.Check(), tc.want)
+		})
+	}
+}
+
+// TestServedAndArrivals: E[S] divides by the requests served here: the service
+// histogram's count when the proxy measures it, else the completions less the
+// rejected and the overflows relayed from a front (accepted less given back and
+// served here), never below 0; λ counts a pulled request once, never below 0.
+func TestServedAndArrivals(t *testing.T) {
+	for _, tc := range []struct {
+		name                       string
+		arrivals, completions, rej uint64
+		service                    []uint64 // the service histogram's counts; nil: not measured
+		pool                       *scrape.PoolCounts
+		served                     uint64
+		lambda                     float64
+	}{
+		{"service histogram", 10, 10, 2, []uint64{3, 2, 0, 0}, &scrape.PoolCounts{OverflowAccepted: 4}, 5, 10},
+		{"no histogram, not pooled", 10, 10, 2, nil, nil, 8, 10},
+		{"no histogram, pooled", 10, 10, 1, nil, &scrape.PoolCounts{OverflowAccepted: 4, ExpiredRequeued: 1, Pulled: 3}, 6, 7},
+		{"drain push and expiry", 10, 10, 0, nil, &scrape.PoolCounts{OverflowAccepted: 3, DrainPushed: 2, DrainKept: 1, ExpiredRequeued: 1, ExpiredRelayed: 1}, 8, 10},
+		{"overflows accepted, not yet completed", 3, 1, 0, nil, &scrape.PoolCounts{OverflowAccepted: 3}, 0, 3},
+		{"pull of a request that arrived before", 0, 1, 0, nil, &scrape.PoolCounts{Pulled: 2}, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			iv := scrape.Interval{Start: t0, End: t0.Add(time.Second), Arrivals: tc.arrivals, Completions: tc.completions, Rejected: tc.rej,
+				ServiceSecondsSum: 0.5, ServiceSecondsSumSq: 0.5, PoolStats: tc.pool}
+			if tc.service != nil {
+				iv.Service = stats.Histogram{Bounds: []float64{0.01, 0.02, 0.05}, Counts: tc.service}
+			}
+			m := Pod(iv)
+			require.NoError(t, m.Check())
+			require.Equal(t, tc.served, m.Served)
+			require.InDelta(t, tc.lambda, m.ArrivalRate, 1e-12)
+			if tc.served > 0 {
+				require.InDelta(t, 0.5/float64(tc.served), m.ServiceMean, 1e-12)
+			} else {
+				require.Zero(t, m.ServiceMean)
+			}
 		})
 	}
 }

@@ -50,7 +50,7 @@ func (f *faultyPod) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "reset":
 		s := rec.Snapshot()
 		s.Arrivals, s.Completions, s.ServiceSecondsSum, s.ServiceSecondsSumSq, s.TTFBSecondsSum = 0, 0, 0, 0, 0
-		s.InFlightSeconds, s.BusySeconds, s.Codes = 0, 0, [5]uint64{}
+		s.InFlightSeconds, s.BusySeconds, s.LatencySecondsSum, s.Codes = 0, 0, 0, [5]uint64{}
 		s.Latency.Counts = make([]uint64, len(s.Latency.Counts))
 		s.Service.Counts = make([]uint64, len(s.Service.Counts))
 		_ = json.NewEncoder(w).Encode(s)

@@ -41,6 +41,8 @@ func WorkloadPoint(namespace, workload string, m aggregate.Metrics) *write.Point
 			"overflow_rate": m.OverflowRate, influx.FieldOverflowShare: m.OverflowShare,
 			"overflow_refused_rate": m.OverflowRefusedRate, "overflow_failed_rate": m.OverflowFailedRate,
 			"pulled_rate": m.PulledRate, "front_failure_rate": m.FrontFailureRate,
+			"drain_pushed_rate": m.DrainPushedRate, "drain_kept_rate": m.DrainKeptRate,
+			"expired_requeued_rate": m.ExpiredRequeuedRate, "expired_relayed_rate": m.ExpiredRelayedRate,
 			influx.FieldFrontQueueLength: m.FrontQueueLength, "front_waiting_pulls": m.FrontWaitingPulls,
 			"front_accepted_rate": m.FrontAcceptedRate, "front_refused_full_rate": m.FrontRefusedFullRate,
 			"front_unauthenticated_rate": m.FrontUnauthenticatedRate, "front_expired_rate": m.FrontExpiredRate,

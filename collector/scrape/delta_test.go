@@ -1,6 +1,8 @@
 package scrape
 
 import (
+	"bytes"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -212,6 +214,70 @@ func TestDeltaPooledCounters(t *testing.T) {
 	require.Empty(t, reason)
 	require.Nil(t, iv.PoolStats)
 	require.Nil(t, iv.FrontStats)
+}
+
+// TestDeltaLatencySum: the latency sum (absent from older proxies: 0 in both
+// documents) is a counter like the others: one that falls starts a new baseline.
+func TestDeltaLatencySum(t *testing.T) {
+	withSum := func(v float64) func(*stats.Snapshot) { return func(s *stats.Snapshot) { s.LatencySecondsSum = v } }
+	_, reason := Delta(Target{}, snap(0, 100, withSum(2)), snap(5*time.Second, 150, withSum(2.5)))
+	require.Empty(t, reason)
+	_, reason = Delta(Target{}, snap(0, 100), snap(5*time.Second, 150))
+	require.Empty(t, reason, "a proxy that sends none")
+	_, reason = Delta(Target{}, snap(0, 100, withSum(2)), snap(5*time.Second, 150, withSum(1)))
+	require.Equal(t, ReasonCounterDecrease, reason)
+}
+
+// TestDeltaDrainAndExpiryCounters: the drain and expiry counters, omitted from
+// /stats while zero (and by proxies that predate them), count from 0 when absent,
+// give their deltas when present, and any of them going backwards starts a new
+// baseline, as the other pooled counters do.
+func TestDeltaDrainAndExpiryCounters(t *testing.T) {
+	roundTrip := func(s stats.Snapshot) stats.Snapshot {
+		var b bytes.Buffer
+		require.NoError(t, json.NewEncoder(&b).Encode(s))
+		out, err := stats.Decode(&b)
+		require.NoError(t, err)
+		return out
+	}
+	prev, cur := pooledSnapshots()
+	prev.Front, cur.Front = nil, nil
+	old := roundTrip(prev)
+	raw, err := json.Marshal(prev.Pool)
+	require.NoError(t, err)
+	require.NotContains(t, string(raw), "drain_", "omitted while zero")
+	require.NotContains(t, string(raw), "expired_")
+
+	cur.Pool.DrainPushed, cur.Pool.DrainKept, cur.Pool.ExpiredRequeued, cur.Pool.ExpiredRelayed = 2, 1, 1, 3
+	iv, reason := Delta(Target{}, old, roundTrip(cur))
+	require.Empty(t, reason)
+	require.Equal(t, [4]uint64{2, 1, 1, 3}, [4]uint64{iv.PoolStats.DrainPushed, iv.PoolStats.DrainKept, iv.PoolStats.ExpiredRequeued, iv.PoolStats.ExpiredRelayed},
+		"absent in the baseline: counted from 0")
+
+	next := snap(10*time.Second, 30, func(s *stats.Snapshot) {
+		p := *cur.Pool
+		p.DrainPushed, p.DrainKept, p.ExpiredRequeued, p.ExpiredRelayed = 3, 4, 2, 3
+		s.Pool = &p
+	})
+	iv, reason = Delta(Target{}, cur, next)
+	require.Empty(t, reason)
+	require.Equal(t, [4]uint64{1, 3, 1, 0}, [4]uint64{iv.PoolStats.DrainPushed, iv.PoolStats.DrainKept, iv.PoolStats.ExpiredRequeued, iv.PoolStats.ExpiredRelayed})
+
+	for name, lower := range map[string]func(*stats.Pool){
+		"drain_pushed":     func(p *stats.Pool) { p.DrainPushed = 1 },
+		"drain_kept":       func(p *stats.Pool) { p.DrainKept = 0 },
+		"expired_requeued": func(p *stats.Pool) { p.ExpiredRequeued = 0 },
+		"expired_relayed":  func(p *stats.Pool) { p.ExpiredRelayed = 2 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			back := next
+			p := *next.Pool
+			lower(&p)
+			back.Pool = &p
+			_, reason := Delta(Target{}, cur, back)
+			require.Equal(t, ReasonCounterDecrease, reason)
+		})
+	}
 }
 
 func pooledSnapshots() (prev, cur stats.Snapshot) {

@@ -33,8 +33,8 @@ var Schema = []Measurement{
 		Name: Pod, Help: "One pod's proxy measurements and CPU over one scrape interval, timed by the collector's clock when it scraped the proxy.",
 		Tags: []string{"namespace", "workload", "pod", "node"},
 		Fields: []Field{
-			{"arrival_rate", "1/s", "requests arriving per second (λ of this pod)"},
-			{"service_mean_seconds", "s", "mean service time E[S]: slot to end of response"},
+			{"arrival_rate", "1/s", "requests arriving per second (λ of this pod); on the pooled data plane, those that reached it through the Service (a request pulled from the front counts at the pod it arrived at)"},
+			{"service_mean_seconds", "s", "mean service time E[S]: slot to end of response, over the requests served here (not the 503s of a full queue, nor overflows relayed from the front)"},
 			{"service_scv", "1", "squared coefficient of variation of service time"},
 			{"queue_wait_mean_seconds", "s", "mean wait for a concurrency slot in the proxy"},
 			{"in_flight_mean", "1", "time-average requests in service (Little's law: ≈ λ·E[S])"},
@@ -56,8 +56,8 @@ var Schema = []Measurement{
 		Name: Workload, Help: "A workload's aggregate over its pods for one interval: what the decider models. Timed by the collector's clock (its newest pod's scrape).",
 		Tags: []string{"namespace", "workload"},
 		Fields: []Field{
-			{"arrival_rate", "1/s", "λ: requests per second over all pods"},
-			{"service_mean_seconds", "s", "E[S] weighted by completions"},
+			{"arrival_rate", "1/s", "λ: requests per second over all pods, each counted once (a request pulled from the pooled front is counted where it arrived, not again where it was served)"},
+			{"service_mean_seconds", "s", "E[S] over all pods' served requests (each counted once, by the pod that served it)"},
 			{"service_scv", "1", "squared coefficient of variation of service time"},
 			{"in_flight_mean", "1", "time-average requests in service over all pods"},
 			{"error_rate", "1/s", "5xx responses per second"},
@@ -78,11 +78,15 @@ var Schema = []Measurement{
 			// to the workload's front, summed over pods, and the front's queue, summed
 			// over its replicas. Absent (0) for a workload that does not pool.
 			{"overflow_rate", "1/s", "requests per second the sidecars sent to the front and it accepted"},
-			{"overflow_share", "1", "overflow_rate / arrival_rate: the share of arrivals that found their pod full and went through the front"},
+			{"overflow_share", "1", "(overflow_rate − expired_requeued_rate) / arrival_rate: the share of arrivals that found their pod full and were answered through the front"},
 			{"overflow_refused_rate", "1/s", "overflow attempts per second the front refused (queue full, not authenticated): served locally"},
 			{"overflow_failed_rate", "1/s", "overflow attempts per second with no decision in time or a connection error: served locally"},
 			{"pulled_rate", "1/s", "requests per second the sidecars pulled from the front and served"},
 			{"front_failure_rate", "1/s", "times per second a sidecar marked a front replica suspect"},
+			{"drain_pushed_rate", "1/s", "requests per second that waited in a draining pod's local queue and a front took (a part of overflow_rate): served by the pods that stay"},
+			{"drain_kept_rate", "1/s", "requests per second that waited in a draining pod's local queue, were offered to a front and served by the draining pod after all (refused, no decision in time, no front, or given back unseen)"},
+			{"expired_requeued_rate", "1/s", "accepted overflows per second that the front gave back unseen (its max wait, or it shut down) and the sender served itself"},
+			{"expired_relayed_rate", "1/s", "accepted overflows per second that the front gave back unseen and the sender answered with the front's 503 (the body was not kept)"},
 			{"front_queue_length", "1", "requests waiting in the front for a pull at the end of the interval (gauge, summed over replicas): the pooled backlog"},
 			{"front_waiting_pulls", "1", "pulls waiting at the front for a request (gauge, summed over replicas): free slots"},
 			{"front_accepted_rate", "1/s", "overflow requests per second the front took into its queue"},

@@ -36,11 +36,16 @@ type Recorder struct {
 	codes                 [5]atomic.Uint64
 	waiting               atomic.Int64
 
-	// Float sums are kept in nanoseconds (service, TTFB, queue wait) so they can be
-	// atomic integers; the sum of squares is kept in µs² to stay within uint64 for
-	// about 5.8e15 s² of squared service time.
+	// Float sums are kept in nanoseconds (service, TTFB, queue wait, latency) so
+	// they can be atomic integers; the sum of squares is kept in µs² to stay within
+	// uint64 for about 5.8e15 s² of squared service time.
 	serviceNanos, ttfbNanos, queueWaitNanos atomic.Uint64
 	serviceSqMicros                         atomic.Uint64
+	// latencyNanos sums every latency the histogram observes: service plus queue
+	// wait does not, for a request relayed from a front (no service here), the
+	// time an overflow attempt took before the request queued here, or a request
+	// the front gave back and this proxy served.
+	latencyNanos atomic.Uint64
 
 	bounds  []float64
 	buckets []atomic.Uint64
@@ -151,6 +156,22 @@ const (
 // End records a request that began service at began and arrived at arrived, with
 // time to first byte ttfb (0 if none was sent), status code and outcome.
 func (r *Recorder) End(arrived, began time.Time, ttfb time.Duration, code int, outcome Outcome) {
+	r.end(arrived, began, ttfb, code, outcome, true)
+}
+
+// EndPulled records a request pulled from a shared front and served here (issue
+// #20) as End does, except for what its client saw: its client waited at the
+// sender, which observes its latency and status code (EndOverflowed), so a
+// workload's merged latency histogram and status codes count each request once,
+// as its client saw it. Its service time, time in flight, completion and
+// upstream failure (outcome) count here, where it was served.
+func (r *Recorder) EndPulled(began time.Time, ttfb time.Duration, outcome Outcome) {
+	r.end(time.Time{}, began, ttfb, 0, outcome, false)
+}
+
+// end records a request's end; client says whether its latency and code are this
+// proxy's to observe (not for a pulled request: code is then 0, counted nowhere).
+func (r *Recorder) end(arrived, began time.Time, ttfb time.Duration, code int, outcome Outcome, client bool) {
 	r.mu.Lock()
 	t := r.now()
 	r.advance(t)
@@ -166,7 +187,9 @@ func (r *Recorder) End(arrived, began time.Time, ttfb time.Duration, code int, o
 	// After the completion: a snapshot that reads the service counts before
 	// the completions then never sees more service times than completions.
 	r.service[r.bucket(service)].Add(1)
-	r.observeLatency(t.Sub(arrived))
+	if client {
+		r.observeLatency(t.Sub(arrived))
+	}
 }
 
 // EndOverflowed records a request this proxy sent to a shared front and relayed
@@ -178,8 +201,8 @@ func (r *Recorder) EndOverflowed(arrived time.Time, code int, outcome Outcome) {
 	r.observeLatency(r.now().Sub(arrived))
 }
 
-// complete counts a finished request by its status class and outcome, and as a
-// completion.
+// complete counts a finished request by its status class (none for code 0) and
+// outcome, and as a completion.
 func (r *Recorder) complete(code int, outcome Outcome) {
 	if c := code/100 - 1; c >= 0 && c < 5 {
 		r.codes[c].Add(1)
@@ -195,7 +218,12 @@ func (r *Recorder) complete(code int, outcome Outcome) {
 	r.completions.Add(1)
 }
 
-func (r *Recorder) observeLatency(d time.Duration) { r.buckets[r.bucket(d)].Add(1) }
+// observeLatency adds d to the latency histogram and its sum (the sum first: a
+// snapshot reads the buckets first, so its sum covers every observation it counts).
+func (r *Recorder) observeLatency(d time.Duration) {
+	r.latencyNanos.Add(uint64(max(d, 0)))
+	r.buckets[r.bucket(d)].Add(1)
+}
 
 // bucket is the index of d's bucket: the first bound ≥ d, buckets being (lo, hi].
 func (r *Recorder) bucket(d time.Duration) int { return sort.SearchFloat64s(r.bounds, d.Seconds()) }
@@ -249,6 +277,7 @@ func (r *Recorder) Snapshot() stats.Snapshot {
 	for i := range r.buckets {
 		s.Latency.Counts[i] = r.buckets[i].Load()
 	}
+	s.LatencySecondsSum = float64(r.latencyNanos.Load()) / 1e9
 	if p := r.pool.Load(); p != nil {
 		s.Pool = p.snapshot()
 	}

@@ -100,6 +100,56 @@ func TestQueueAndRejection(t *testing.T) {
 	require.Equal(t, int64(0), s.Waiting)
 }
 
+// TestLatencySum: the latency sum is the sum of every latency the histogram counts,
+// exactly: a served request's (its wait, the moment before its slot, and its
+// service), a request relayed from a front (no service here), a rejected one, and
+// one that came back from the front and was served here (from its first arrival).
+// A request pulled from a front is served and completes here, but its latency and
+// status code are its sender's to observe.
+func TestLatencySum(t *testing.T) {
+	c, r := newFake()
+	r.EnablePool().Overflow(OverflowAccepted, time.Millisecond)
+	served := r.Arrive()
+	r.StartWaiting()
+	c.add(200 * time.Millisecond)
+	r.StopWaiting(200 * time.Millisecond)
+	c.add(5 * time.Millisecond) // admitted, not yet in service
+	began := r.Begin()
+	c.add(time.Second)
+	r.End(served, began, 0, 200, OK) // 1.205 s
+
+	relayed := r.Arrive()
+	c.add(300 * time.Millisecond)
+	r.EndOverflowed(relayed, 200, OK) // 0.3 s, no service here
+
+	rejected := r.Arrive()
+	c.add(7 * time.Millisecond)
+	r.Reject(rejected) // 7 ms
+
+	back := r.Arrive()
+	c.add(40 * time.Millisecond) // at the front, given back unseen
+	began = r.Begin()
+	c.add(60 * time.Millisecond)
+	r.End(back, began, 0, 200, OK) // 0.1 s
+
+	r.Arrive() // pulled from a front: served here, its latency observed at its sender
+	began = r.Begin()
+	c.add(2 * time.Second)
+	r.EndPulled(began, time.Millisecond, UpstreamError)
+
+	s := r.Snapshot()
+	require.NoError(t, s.Validate())
+	require.Equal(t, uint64(4), s.Latency.Total(), "the pulled request is not observed here")
+	near(t, 1.205+0.3+0.007+0.1, s.LatencySecondsSum)
+	near(t, 1.06+2, s.ServiceSecondsSum)
+	require.Equal(t, uint64(3), s.Service.Total())
+	near(t, 0.2, s.QueueWaitSecondsSum)
+	require.Equal(t, uint64(5), s.Completions)
+	require.Equal(t, uint64(1), s.Codes[4], "the rejected 503; the pulled request's code is its sender's")
+	require.Equal(t, uint64(1), s.UpstreamErrors, "the pulled request's upstream failure is here")
+	require.Zero(t, s.InFlight)
+}
+
 func TestHistogramBucketsAreUpperInclusive(t *testing.T) {
 	c, r := newFake()
 	for _, d := range []time.Duration{50 * time.Microsecond, 100 * time.Microsecond, 101 * time.Microsecond, 2 * time.Minute} {

@@ -155,7 +155,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descErrors, float64(s.UpstreamErrors), "error")
 	counter(descErrors, float64(s.UpstreamTimeouts), "timeout")
 	counter(descErrors, float64(s.ClientCancels), "client_cancel")
-	ch <- prometheus.MustNewConstHistogram(descLatency, s.Latency.Total(), s.ServiceSecondsSum+s.QueueWaitSecondsSum, cumulative(s.Latency))
+	// The sum of every observation (service plus queue wait would miss the
+	// requests relayed from a front, and the time of an overflow attempt).
+	ch <- prometheus.MustNewConstHistogram(descLatency, s.Latency.Total(), s.LatencySecondsSum, cumulative(s.Latency))
 	// ServiceSecondsSum sums the histogram's observations (read just after its counts).
 	ch <- prometheus.MustNewConstHistogram(descServiceTime, s.Service.Total(), s.ServiceSecondsSum, cumulative(s.Service))
 	gauge(descStart, float64(s.StartTime.UnixNano())/1e9)

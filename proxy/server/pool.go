@@ -282,9 +282,11 @@ func (p *Proxy) overflow(w http.ResponseWriter, r *http.Request, arrived time.Ti
 
 // servePulled serves a request pulled from a front in the slot the caller holds:
 // straight to the app (it is never overflowed again: hop limit 1), its response
-// written to out as an HTTP/1.1 message, measured as this proxy's own request.
+// written to out as an HTTP/1.1 message, measured as this proxy's own request
+// except for its latency and status code, which the sender observes
+// (Recorder.EndPulled).
 func (p *Proxy) servePulled(req *http.Request, out io.Writer) {
-	arrived := p.rec.Arrive()
+	p.rec.Arrive()
 	began := p.rec.Begin()
 	req.RequestURI = ""
 	req.URL.Scheme, req.URL.Host = "http", p.upstream
@@ -304,7 +306,7 @@ func (p *Proxy) servePulled(req *http.Request, out io.Writer) {
 		msg := "qas-proxy: upstream " + strings.ToLower(text) + "\n"
 		_, _ = io.WriteString(out, "HTTP/1.1 "+strconv.Itoa(code)+" "+text+"\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: "+
 			strconv.Itoa(len(msg))+"\r\n\r\n"+msg)
-		p.rec.End(arrived, began, 0, code, outcome)
+		p.rec.EndPulled(began, 0, outcome)
 		return
 	}
 	ttfb := max(p.rec.Now().Sub(began), 1)
@@ -314,5 +316,5 @@ func (p *Proxy) servePulled(req *http.Request, out io.Writer) {
 		p.log.Debug("pulled request relay", zap.Error(werr))
 	}
 	resp.Body.Close()
-	p.rec.End(arrived, began, ttfb, resp.StatusCode, outcome)
+	p.rec.EndPulled(began, ttfb, outcome)
 }

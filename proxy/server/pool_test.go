@@ -102,7 +102,7 @@ type seen struct {
 }
 
 // apps records what every app received; a request whose path starts with /block
-// waits until release is closed.
+// waits until release is closed, one with ?sleep=DURATION sleeps that long.
 type apps struct {
 	mu      sync.Mutex
 	got     []seen
@@ -128,6 +128,9 @@ func (a *apps) start(t *testing.T, name string) string {
 		a.inApp.Add(1)
 		if strings.HasPrefix(r.URL.Path, "/block") {
 			<-a.release
+		}
+		if d, err := time.ParseDuration(r.URL.Query().Get("sleep")); err == nil {
+			time.Sleep(d)
 		}
 		w.Header().Set("X-Served-By", name)
 		_, _ = fmt.Fprintf(w, "%s:%s:%s", name, r.URL.Path, b)

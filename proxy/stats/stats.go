@@ -84,6 +84,11 @@ type Snapshot struct {
 	// Latency is the histogram of the latency a client feels at the proxy: queue wait
 	// plus service time.
 	Latency Histogram `json:"latency"`
+	// LatencySecondsSum is the sum of the latencies Latency counts, every one of
+	// them: unlike service plus queue wait, it includes requests relayed from a
+	// shared front (no service time here) and the time an overflow attempt took.
+	// A proxy from before it sends none (0).
+	LatencySecondsSum float64 `json:"latency_seconds_sum"`
 	// Service is the histogram of the service times of the completed requests that
 	// were served (ServiceSecondsSum's), in Latency's buckets: the decider models the
 	// latency tail from its quantiles. Empty (no bounds, no counts) from a proxy
@@ -241,6 +246,7 @@ func (s Snapshot) Validate() error {
 		{"service_seconds_sum_sq", s.ServiceSecondsSumSq, s.ServiceSecondsSum * limit, "service_seconds_sum × uptime"},
 		{"ttfb_seconds_sum", s.TTFBSecondsSum, perRequest, "arrivals × uptime"},
 		{"queue_wait_seconds_sum", s.QueueWaitSecondsSum, perRequest, "arrivals × uptime"},
+		{"latency_seconds_sum", s.LatencySecondsSum, perRequest, "arrivals × uptime"},
 		{"in_flight_seconds", s.InFlightSeconds, perRequest, "arrivals × uptime"},
 		{"busy_seconds", s.BusySeconds, limit, "uptime"},
 	} {

@@ -16,7 +16,7 @@ func valid() Snapshot {
 	return Snapshot{
 		Version: SchemaVersion, InstanceID: "abc", StartTime: start, Time: start.Add(time.Minute), Seq: 3,
 		Arrivals: 10, Completions: 9, ServiceSecondsSum: 0.9, ServiceSecondsSumSq: 0.1,
-		Latency: Histogram{Bounds: []float64{0.1, 1}, Counts: []uint64{8, 1, 0}},
+		Latency: Histogram{Bounds: []float64{0.1, 1}, Counts: []uint64{8, 1, 0}}, LatencySecondsSum: 1.2,
 		Service: Histogram{Bounds: []float64{0.1, 1}, Counts: []uint64{8, 0, 0}},
 	}
 }
@@ -83,6 +83,9 @@ func TestDecodeRejects(t *testing.T) {
 		{name: "sum of squares beyond uptime", mutate: func(s *Snapshot) { s.ServiceSecondsSumSq = 0.9*121 + 1 }, wantErr: "service_seconds_sum_sq"},
 		{name: "ttfb beyond uptime", mutate: func(s *Snapshot) { s.TTFBSecondsSum = 1e300 }, wantErr: "ttfb_seconds_sum"},
 		{name: "queue wait beyond uptime", mutate: func(s *Snapshot) { s.QueueWaitSecondsSum = 1e20 }, wantErr: "queue_wait_seconds_sum"},
+		{name: "latency sum beyond uptime", mutate: func(s *Snapshot) { s.LatencySecondsSum = 10*121 + 1 }, wantErr: "latency_seconds_sum is 1211, more than arrivals × uptime"},
+		{name: "latency sum negative", mutate: func(s *Snapshot) { s.LatencySecondsSum = -0.5 }, wantErr: "latency_seconds_sum is -0.5, want a finite value ≥ 0"},
+		{name: "latency sum NaN", raw: "NAN", wantErr: "latency_seconds_sum is NaN"},
 		{name: "busy beyond uptime", mutate: func(s *Snapshot) { s.BusySeconds = 121 }, wantErr: "busy_seconds is 121, more than uptime"},
 		{name: "in flight beyond arrivals", mutate: func(s *Snapshot) { s.InFlight = 11 }, wantErr: "in_flight 11 exceeds arrivals 10"},
 		{name: "histogram beyond arrivals", mutate: func(s *Snapshot) { s.Latency.Counts = []uint64{8, 1, 2} }, wantErr: "more observations than arrivals 10"},
@@ -120,6 +123,13 @@ func TestDecodeRejects(t *testing.T) {
 			switch {
 			case tt.raw == "TRAIL":
 				doc = append(encode(t, valid()), []byte(" {}")...)
+			case tt.raw == "NAN":
+				// JSON has no NaN; Validate is what a consumer calls on a document it
+				// built otherwise.
+				s := valid()
+				s.LatencySecondsSum = math.NaN()
+				require.ErrorContains(t, s.Validate(), tt.wantErr)
+				return
 			case tt.raw != "":
 				doc = []byte(tt.raw)
 			default:
@@ -149,6 +159,22 @@ func TestDecodeWithoutService(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, got.Service.Total())
 	require.Empty(t, got.Service.Bounds)
+}
+
+// TestDecodeWithoutLatencySum: a proxy from before latency_seconds_sum (during a
+// rolling upgrade) sends none; that is valid, and reads as 0.
+func TestDecodeWithoutLatencySum(t *testing.T) {
+	raw := encode(t, valid())
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(raw, &m))
+	require.Contains(t, m, "latency_seconds_sum")
+	delete(m, "latency_seconds_sum")
+	raw, err := json.Marshal(m)
+	require.NoError(t, err)
+	got, err := Decode(bytes.NewReader(raw))
+	require.NoError(t, err)
+	require.Zero(t, got.LatencySecondsSum)
+	require.Equal(t, uint64(9), got.Latency.Total())
 }
 
 func FuzzDecode(f *testing.F) {

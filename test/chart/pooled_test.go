@@ -84,7 +84,8 @@ func pooledPanelTargets(t *testing.T) (queries map[string]string, reads map[stri
 
 // TestDashboardsShowThePooledFields checks that the workload dashboard shows every field
 // the collector writes for a pooled workload (the overflow share and outcomes, pulls,
-// the front's queue, wait, refusals and failures, the overflow decision time), each
+// the drain's pushes, the front's queue, wait, refusals, expiries and what the senders
+// did with them, failures, the overflow decision time), each
 // field once, in a query of qas_workload that filters on the chosen workload.
 func TestDashboardsShowThePooledFields(t *testing.T) {
 	queries, reads := pooledPanelTargets(t)
@@ -121,7 +122,8 @@ func pooledMetrics(at time.Time, base float64, i int, idle bool) aggregate.Metri
 		FrontQueueLength: v(6), FrontWaitingPulls: v(7), FrontAcceptedRate: v(8), FrontRefusedFullRate: v(9),
 		FrontUnauthenticatedRate: v(10), FrontExpiredRate: v(11), Fronts: int(base/1000) + i + 1,
 		OverflowDecisionP50: v(12) / 1e6, OverflowDecisionP95: v(13) / 1e6,
-		FrontQueueWaitP50: v(14) / 1e3, FrontQueueWaitP95: v(15) / 1e3}
+		FrontQueueWaitP50: v(14) / 1e3, FrontQueueWaitP95: v(15) / 1e3,
+		DrainPushedRate: v(16), DrainKeptRate: v(17), ExpiredRequeuedRate: v(18), ExpiredRelayedRate: v(19)}
 	if idle {
 		m.OverflowDecisionP50, m.OverflowDecisionP95, m.FrontQueueWaitP50, m.FrontQueueWaitP95 = 0, 0, 0, 0
 	}
@@ -251,5 +253,9 @@ func withPooling(m aggregate.Metrics, load float64) aggregate.Metrics {
 	m.FrontQueueLength, m.FrontWaitingPulls = math.Round(5*load), math.Round(3*(2-min(load, 2)))
 	m.OverflowDecisionP50, m.OverflowDecisionP95 = 0.0004, 0.0009
 	m.FrontQueueWaitP50, m.FrontQueueWaitP95 = 0.01*load, 0.03*load
+	// Pods drain now and then (a rollout, a scale-down), and the front gives back
+	// the odd request it held too long.
+	m.DrainPushedRate, m.DrainKeptRate = m.OverflowRate/40, m.OverflowRate/200
+	m.ExpiredRequeuedRate, m.ExpiredRelayedRate = m.FrontExpiredRate*0.8, m.FrontExpiredRate*0.2
 	return m
 }
