@@ -267,3 +267,48 @@ func (e *env) eventsNow(t *testing.T, reason string) []corev1.Event {
 	}
 	return out
 }
+
+// TestNoRollForAStatefulSet: the controller rolls only Deployments; for another
+// target it says which pods keep the old routing and how to restart them.
+func TestNoRollForAStatefulSet(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	cs := e.c.Clientset()
+	e.ctrl.Front = frontConfig("example/qas-proxy:1")
+	labels := map[string]string{"app": "db", sidecar.InjectLabel: sidecar.InjectValue}
+	replicas := int32(2)
+	_, err := cs.AppsV1().StatefulSets(e.ns).Create(ctx, &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "db"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: &replicas, ServiceName: "db", PodManagementPolicy: appsv1.ParallelPodManagement,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				Tolerations: []corev1.Toleration{kubetest.Toleration()},
+				Containers:  []corev1.Container{appContainer("app", "100m", ""), {Name: sidecar.ContainerName, Image: "example/qas-proxy:1"}},
+			}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	e.eventually(t, "the StatefulSet's pods are Ready", func() bool { return len(e.readyPods(t, "db")) == 2 })
+	e.queueAutoscalerWith(t, "db", "db", false, map[string]any{
+		"routing":        "pooled",
+		"scaleTargetRef": map[string]any{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db"},
+	})
+	e.metrics.set(10, 0.05, e.clock.Now())
+	_, err = e.reconcile(t, e.ctrl, "db")
+	require.NoError(t, err)
+	e.frontReady(t, "db")
+	_, err = e.reconcile(t, e.ctrl, "db")
+	require.NoError(t, err)
+
+	sts, err := cs.AppsV1().StatefulSets(e.ns).Get(ctx, "db", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), sts.Generation, "not rolled")
+	c := condition(e.get(t, "db"), controller.PodsFollowRoutingCondition)
+	require.Equal(t, metav1.ConditionFalse, c.Status)
+	require.Equal(t, controller.ReasonNotADeployment, c.Reason, c.Message)
+	require.Contains(t, c.Message, "2 of 2 pods with the qas-proxy sidecar do not pool")
+	require.Contains(t, c.Message, "kubectl rollout restart statefulset/db -n "+e.ns)
+	events := e.events(t, controller.ReasonNotADeployment)
+	require.Len(t, events, 1)
+}
