@@ -246,7 +246,9 @@ func TestRollRetriesOnConflict(t *testing.T) {
 	})
 	_, err = e.reconcile(t, e.ctrl, "web")
 	require.NoError(t, err)
-	require.Equal(t, int32(2), writes.Load(), "the conflicting write was tried again")
+	// At least twice: the Deployment controller, writing its status, may meet the
+	// retry too.
+	require.GreaterOrEqual(t, writes.Load(), int32(2), "the conflicting write was tried again")
 	d := e.getDeployment(t, "web")
 	require.Equal(t, "payments", d.Labels["team"], "the other writer's change is kept")
 	require.Equal(t, e.switchID(t, "web"), d.Spec.Template.Annotations[controller.RoutingRolloutAnnotation])
