@@ -278,8 +278,9 @@ func (c *Controller) reconcileRollout(ctx context.Context, qa *v1alpha1.QueueAut
 		if census.proxied == 0 {
 			out.message = fmt.Sprintf("none of the %d pods has the qas-proxy sidecar: routing does not concern them", census.all)
 		}
-		if prev != nil && prev.Reason == ReasonRolled {
-			// Keep the line saying the controller rolled, now that the rollout is done.
+		if prev != nil && prev.Reason == ReasonRolled && strings.Contains(prev.Message, "routing switch "+switchID+",") {
+			// Keep the line saying the controller rolled for this switch, now that the
+			// rollout is done.
 			line, _, _ := strings.Cut(prev.Message, nowSeparator)
 			out.reason, out.message = ReasonRolled, line+nowSeparator+out.message
 		}

@@ -10,7 +10,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/qas-dev/qas/decider/controller"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
@@ -142,6 +144,27 @@ func TestPooledSwitchRollsTheDeploymentOnce(t *testing.T) {
 	require.Contains(t, c.Message, "2 of them were created since the roll, so the webhook did not give them the routing")
 	require.Len(t, e.events(t, "RolledForRouting"), 1)
 	require.Equal(t, int32(1), e.events(t, "RolledForRouting")[0].Count)
+
+	// Once every pod pools (here annotated as the webhook would have), the condition
+	// is True and still says the controller rolled, for which switch.
+	pods, err := cs.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=shop"})
+	require.NoError(t, err)
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		patch := []byte(`{"metadata":{"annotations":{"` + controller.PodPoolingAnnotation + `":"shop"}}}`)
+		_, err := cs.CoreV1().Pods(e.ns).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		require.NoError(t, err)
+	}
+	_, err = e.reconcile(t, e.ctrl, "shop")
+	require.NoError(t, err)
+	c = condition(e.get(t, "shop"), controller.PodsFollowRoutingCondition)
+	require.Equal(t, metav1.ConditionTrue, c.Status, c.Message)
+	require.Equal(t, controller.ReasonRolled, c.Reason)
+	require.Contains(t, c.Message, "for routing switch pooled/1")
+	require.Contains(t, c.Message, "now: all 2 pods with the qas-proxy sidecar pool")
+	require.Equal(t, rolled.Generation, e.getDeployment(t, "shop").Generation)
 }
 
 // TestRandomSwitchRollsPodsThatStillPool: pods that all pool already (created after
@@ -238,11 +261,16 @@ func TestRollRetriesOnConflict(t *testing.T) {
 		if writes.Add(1) > 1 {
 			return
 		}
-		d, err := cs.AppsV1().Deployments(e.ns).Get(ctx, "web", metav1.GetOptions{})
-		require.NoError(t, err)
-		d.Labels = map[string]string{"team": "payments"}
-		_, err = cs.AppsV1().Deployments(e.ns).Update(ctx, d, metav1.UpdateOptions{})
-		require.NoError(t, err)
+		// The Deployment controller writes the object too: this writer retries as well.
+		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			d, err := cs.AppsV1().Deployments(e.ns).Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			d.Labels = map[string]string{"team": "payments"}
+			_, err = cs.AppsV1().Deployments(e.ns).Update(ctx, d, metav1.UpdateOptions{})
+			return err
+		}))
 	})
 	_, err = e.reconcile(t, e.ctrl, "web")
 	require.NoError(t, err)
