@@ -1,13 +1,23 @@
 package controller
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
+	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/qas-dev/qas/decider/api/v1alpha1"
 	"github.com/qas-dev/qas/decider/inject"
 	"github.com/qas-dev/qas/proxy/sidecar"
 )
@@ -84,4 +94,67 @@ func TestCountPods(t *testing.T) {
 // webhook writes.
 func TestPodPoolingAnnotationIsTheWebhooks(t *testing.T) {
 	require.Equal(t, inject.AnnotationPooling, PodPoolingAnnotation)
+}
+
+// rollFixture is a pooled QueueAutoscaler whose switch is recorded, its Deployment
+// (one pod with the sidecar that does not pool), on a fake clientset.
+func rollFixture(t *testing.T) (*Controller, *kubefake.Clientset, *record.FakeRecorder, *v1alpha1.QueueAutoscaler, []*corev1.Pod) {
+	t.Helper()
+	qa := &v1alpha1.QueueAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "qa-uid", Generation: 3,
+			Annotations: map[string]string{RoutingSwitchAnnotation: "pooled/3"}},
+		Spec: v1alpha1.QueueAutoscalerSpec{Routing: "pooled",
+			ScaleTargetRef: v1alpha1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}},
+	}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"}}
+	kube := kubefake.NewClientset(dep)
+	rec := record.NewFakeRecorder(10)
+	c := &Controller{Kube: kube, Recorder: rec, Clock: clocktesting.NewFakePassiveClock(time.Date(2026, 11, 26, 4, 0, 0, 0, time.UTC))}
+	pods := []*corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "shop"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}, {Name: sidecar.ContainerName}}}}}
+	return c, kube, rec, qa, pods
+}
+
+var deploymentTarget = target{resource: appsv1.SchemeGroupVersion.WithResource("deployments")}
+
+// TestRollReportsAConflictThatPersists: a roll whose every write meets another
+// writer's fails after client-go's retries, as a FailedRollout condition and a
+// Warning Event, and the next cycle tries again.
+func TestRollReportsAConflictThatPersists(t *testing.T) {
+	c, kube, rec, qa, pods := rollFixture(t)
+	updates := 0
+	kube.PrependReactor("update", "deployments", func(clienttesting.Action) (bool, runtime.Object, error) {
+		updates++
+		return true, nil, apierrors.NewConflict(appsv1.Resource("deployments"), "web", errors.New("the object has been modified"))
+	})
+	out := c.reconcileRollout(t.Context(), qa, deploymentTarget, pods, poolingOutcome{active: true, ready: 1, replicas: 2}, false)
+	require.Equal(t, retry.DefaultRetry.Steps, updates, "client-go's retries, then the error")
+	require.Equal(t, ReasonFailedRollout, out.reason)
+	require.Equal(t, metav1.ConditionFalse, out.status)
+	require.Contains(t, out.message, "rolling Deployment shop/web failed (retried next cycle)")
+	require.Contains(t, out.message, "the object has been modified")
+	require.Contains(t, <-rec.Events, "Warning FailedRollout")
+}
+
+// TestRollWrittenByAnotherDecider: when the fresh read of a retry finds the template
+// already rolled for the switch (another decider did it), nothing more is written and
+// no second RolledForRouting Event is made.
+func TestRollWrittenByAnotherDecider(t *testing.T) {
+	c, kube, rec, qa, pods := rollFixture(t)
+	updates := 0
+	kube.PrependReactor("update", "deployments", func(clienttesting.Action) (bool, runtime.Object, error) {
+		updates++
+		stamped := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"}}
+		stamped.Spec.Template.Annotations = map[string]string{RoutingRolloutAnnotation: "pooled/3", RoutingRestartedAtAnnotation: "2026-11-26T03:59:59Z"}
+		require.NoError(t, kube.Tracker().Update(appsv1.SchemeGroupVersion.WithResource("deployments"), stamped, "shop"))
+		return true, nil, apierrors.NewConflict(appsv1.Resource("deployments"), "web", errors.New("the object has been modified"))
+	})
+	out := c.reconcileRollout(t.Context(), qa, deploymentTarget, pods, poolingOutcome{active: true, ready: 1, replicas: 2}, false)
+	require.Equal(t, 1, updates)
+	require.Equal(t, ReasonRolled, out.reason, out.message)
+	select {
+	case ev := <-rec.Events:
+		t.Fatalf("unexpected Event %q", ev)
+	default:
+	}
 }
