@@ -289,7 +289,7 @@ func (c *Controller) reconcileRollout(ctx context.Context, qa *v1alpha1.QueueAut
 		census = countPods(pods, isPooled, workload, rolledAt)
 		out.reason = ReasonRolled
 		out.message = rolledLine(workload, dep.Spec.Template.Annotations[RoutingRestartedAtAnnotation], switchID) + nowSeparator +
-			fmt.Sprintf("%d of %d pods with the qas-proxy sidecar still %s", census.mismatched, census.proxied, notRouted(isPooled))
+			fmt.Sprintf("%d of %d pods with the qas-proxy sidecar %s", census.mismatched, census.proxied, stillNotRouted(isPooled))
 		if census.sinceRoll > 0 {
 			out.message += fmt.Sprintf("; %d of them were created since the roll, so the webhook did not give them the routing (see its admission warnings and the pods' Events)", census.sinceRoll)
 		} else {
@@ -356,6 +356,13 @@ func notRouted(pooled bool) string {
 		return "do not pool (created before routing became pooled)"
 	}
 	return "still pool (created before routing became random)"
+}
+
+func stillNotRouted(pooled bool) string {
+	if pooled {
+		return "still do not pool"
+	}
+	return "still pool"
 }
 
 func waitingFor(pooled, busy bool) string {

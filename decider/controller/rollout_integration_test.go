@@ -200,7 +200,8 @@ func TestRandomSwitchRollsPodsThatStillPool(t *testing.T) {
 	require.Equal(t, randomID, rolled.Spec.Template.Annotations[controller.RoutingRolloutAnnotation])
 	c = condition(e.get(t, "cart"), controller.PodsFollowRoutingCondition)
 	require.Equal(t, controller.ReasonRolled, c.Reason, c.Message)
-	require.Contains(t, c.Message, "still pool (created before routing became random)")
+	require.Contains(t, c.Message, "for routing switch "+randomID)
+	require.Contains(t, c.Message, "pods with the qas-proxy sidecar still pool")
 	require.Len(t, e.events(t, "RolledForRouting"), 1)
 
 	// The replacement pods still carry the annotation (the test's template has it):
