@@ -90,6 +90,8 @@ type Controller struct {
 	// beforeAct and afterAct, when set (by tests), run just before and after a
 	// cycle's action: where a crash would hurt most.
 	beforeAct, afterAct func()
+	// beforeRoll, when set (by tests), runs before each write of a routing roll.
+	beforeRoll func()
 }
 
 // dryRun reports whether qa's decisions must only be recorded.
@@ -138,13 +140,18 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 		return d, err
 	}
 	c.watch.track(ctx, c, &qa, target)
-	pool := c.reconcilePooling(ctx, &qa, c.targetPods(&qa, target))
+	targetPods := c.targetPods(&qa, target)
+	pool := c.reconcilePooling(ctx, &qa, targetPods)
 	busy, why, migErr := c.continueMigration(ctx, &qa, &target)
+	// After a routing switch, the pods created before it are replaced once the new
+	// routing can work (rollout.go); not while a migration moves one of them.
+	roll := c.reconcileRollout(ctx, &qa, target, targetPods, pool, busy)
 	if busy {
 		d := c.hold(ctx, &qa, target.replicas, now, why)
 		if err := c.writeStatus(ctx, &qa, now, func(st *v1alpha1.QueueAutoscalerStatus) {
 			resources.HoldStatus(st, d, c.dryRun(&qa), now)
 			pool.condition(st, qa.Spec.ScaleTargetRef.Name, qa.Generation, now)
+			roll.condition(st, qa.Generation, now)
 			st.CurrentReplicas = target.replicas
 			resources.SetCondition(st, "ScalingActive", metav1.ConditionFalse, "Migrating", why, qa.Generation, now)
 		}); err != nil {
@@ -192,6 +199,7 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 		resources.FillStatus(st, &qa, d, snap, target.replicas, actErr, c.dryRun(&qa), initTime, now)
 		resources.ProxyClockCondition(st, proxyOffset, qa.Generation, now)
 		pool.condition(st, qa.Spec.ScaleTargetRef.Name, qa.Generation, now)
+		roll.condition(st, qa.Generation, now)
 	}); err != nil {
 		return d, errors.Join(saveErr, err)
 	}

@@ -24,6 +24,10 @@ func SetActHooks(c *Controller, before, after func()) {
 	c.beforeAct, c.afterAct = before, after
 }
 
+// SetRollHook sets a function run before each write of a routing roll, for tests
+// that make another writer change the Deployment in between.
+func SetRollHook(c *Controller, before func()) { c.beforeRoll = before }
+
 // AwaitingEvictionState is the migration state a decider saves just before it evicts
 // our pod p off its node (which it tainted) to move it, with before the workload's
 // pods then: what a decider that stopped between the eviction and saving its outcome

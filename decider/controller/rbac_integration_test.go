@@ -60,13 +60,22 @@ func TestRBACIsEnoughAndNoMore(t *testing.T) {
 	// remove a workload's pooling objects (the Role among them: Kubernetes refuses a
 	// Role that grants what its creator may not do).
 	ctrl.Front = frontConfig("example/qas-proxy:1")
-	e.deployment(t, "pooled", 1)
+	e.proxiedDeployment(t, "pooled", 1, "")
 	e.queueAutoscalerWith(t, "pooled", "pooled", false, map[string]any{"routing": "pooled"})
 	_, err = e.reconcile(t, ctrl, "pooled")
 	require.NoError(t, err)
 	c := condition(e.get(t, "pooled"), controller.PoolingReadyCondition)
 	require.NotEqual(t, "FailedPooling", c.Reason, c.Message)
 	require.Len(t, e.poolingVersions(t, "pooled"), 5)
+	// Once the front is ready, the workload's Deployment is rolled (its pod predates
+	// the switch): the role lets the decider read the QueueAutoscaler's annotations
+	// and update the Deployment.
+	e.frontReady(t, "pooled")
+	_, err = e.reconcile(t, ctrl, "pooled")
+	require.NoError(t, err)
+	c = condition(e.get(t, "pooled"), controller.PodsFollowRoutingCondition)
+	require.Equal(t, controller.ReasonRolled, c.Reason, c.Message)
+	require.Equal(t, e.switchID(t, "pooled"), e.getDeployment(t, "pooled").Spec.Template.Annotations[controller.RoutingRolloutAnnotation])
 	e.annotate(t, "pooled", controller.RotatePoolingKeyAnnotation, "1")
 	ctrl.Front = frontConfig("example/qas-proxy:2")
 	_, err = e.reconcile(t, ctrl, "pooled")

@@ -70,7 +70,7 @@ var unexercised = map[string]string{
 }
 
 const (
-	poolingUpdate     = "decider/controller ensureFront, ensureFrontService and ensurePoolingRBAC rewriting a pooling object whose desired content changed"
+	poolingUpdate     = "decider/controller ensureFront, ensureFrontService and ensurePoolingRBAC rewriting a pooling object whose desired content changed, or rollDeployment rolling a workload whose pods predate a routing switch"
 	poolingEscalation = "the RBAC escalation check on creating the pooling Role (decider/controller ensurePoolingRBAC), which grants get, list and watch on endpointslices"
 	watchListFallback = "client-go's reflector listing before it watches, on an apiserver without streaming watch-list"
 	targetInformer    = "the target informer (decider/controller watchTargets) for StatefulSet and ReplicaSet targets"
