@@ -102,20 +102,7 @@ func TestMetricsPoolAndFront(t *testing.T) {
 func TestMetricsServiceTimeHistogram(t *testing.T) {
 	up, inApp, release := gatedApp(t, app)
 	p := start(t, up, Config{ConcurrencyLimit: 1, QueueLimit: 1}, Options{})
-	codes := make(chan int, 2)
-	get := func() {
-		resp, err := http.Get(p.url + "/")
-		if err != nil {
-			codes <- -1
-			return
-		}
-		resp.Body.Close()
-		codes <- resp.StatusCode
-	}
-	go get()
-	require.Eventually(t, func() bool { return inApp.Load() == 1 }, 10*time.Second, 5*time.Millisecond)
-	go get()
-	require.Eventually(t, func() bool { return snapshot(t, p).Waiting == 1 }, 10*time.Second, 5*time.Millisecond)
+	codes := fillSlotAndQueue(t, p, inApp)
 	resp, err := http.Get(p.url + "/") // the slot and the queue are full
 	require.NoError(t, err)
 	resp.Body.Close()

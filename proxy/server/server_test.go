@@ -92,6 +92,29 @@ func gatedApp(t *testing.T, newApp func(*testing.T, http.HandlerFunc) string) (a
 	return addr, inApp, release
 }
 
+// fillSlotAndQueue sends two requests to a proxy with one slot and one queue
+// place in front of a gated app: the first holds the slot (in the app), the
+// second waits in the queue. Their status codes (−1: no response) arrive on
+// the channel once the gate opens.
+func fillSlotAndQueue(t *testing.T, p *running, inApp *atomic.Int32) <-chan int {
+	t.Helper()
+	codes := make(chan int, 2)
+	get := func() {
+		resp, err := http.Get(p.url + "/")
+		if err != nil {
+			codes <- -1
+			return
+		}
+		resp.Body.Close()
+		codes <- resp.StatusCode
+	}
+	go get()
+	require.Eventually(t, func() bool { return inApp.Load() == 1 }, 10*time.Second, 5*time.Millisecond)
+	go get()
+	require.Eventually(t, func() bool { return snapshot(t, p).Waiting == 1 }, 10*time.Second, 5*time.Millisecond)
+	return codes
+}
+
 func snapshot(t *testing.T, r *running) stats.Snapshot {
 	resp, err := http.Get(r.admin + "/stats")
 	require.NoError(t, err)
@@ -376,20 +399,7 @@ func TestConcurrencyLimitQueuesThenRejects(t *testing.T) {
 		up, inApp, release := gatedApp(t, newApp)
 		cfg.ConcurrencyLimit, cfg.QueueLimit = 1, 1
 		p := start(t, up, cfg, opts)
-		codes := make(chan int, 3)
-		get := func() {
-			resp, err := http.Get(p.url + "/")
-			if err != nil {
-				codes <- -1
-				return
-			}
-			resp.Body.Close()
-			codes <- resp.StatusCode
-		}
-		go get()
-		require.Eventually(t, func() bool { return inApp.Load() == 1 }, 10*time.Second, 5*time.Millisecond)
-		go get()
-		require.Eventually(t, func() bool { return snapshot(t, p).Waiting == 1 }, 10*time.Second, 5*time.Millisecond)
+		codes := fillSlotAndQueue(t, p, inApp)
 		resp, err := http.Get(p.url + "/") // slot and queue are full
 		require.NoError(t, err)
 		resp.Body.Close()
