@@ -168,10 +168,7 @@ func Delta(t Target, prev, cur stats.Snapshot) (Interval, string) {
 		return Interval{}, ReasonBoundsChanged
 	}
 	if cur.Pool != nil {
-		var before stats.Pool // a baseline without the section counts from zero
-		if prev.Pool != nil {
-			before = *prev.Pool
-		}
+		before := orZero(prev.Pool)
 		iv.PoolStats = &PoolCounts{
 			OverflowAccepted: sub(cur.Pool.OverflowAccepted, before.OverflowAccepted),
 			OverflowRefused:  sub(cur.Pool.OverflowRefused, before.OverflowRefused),
@@ -191,10 +188,7 @@ func Delta(t Target, prev, cur stats.Snapshot) (Interval, string) {
 		iv.PoolStats.OverflowDecision = h
 	}
 	if cur.Front != nil {
-		var before stats.Front
-		if prev.Front != nil {
-			before = *prev.Front
-		}
+		before := orZero(prev.Front)
 		iv.FrontStats = &FrontCounts{
 			QueueLength: cur.Front.QueueLength, WaitingPulls: cur.Front.WaitingPulls,
 			Accepted:        sub(cur.Front.Accepted, before.Accepted),
@@ -218,6 +212,16 @@ func Delta(t Target, prev, cur stats.Snapshot) (Interval, string) {
 		return Interval{}, ReasonCounterDecrease
 	}
 	return iv, ""
+}
+
+// orZero is *p, or the zero value when p is nil: a baseline without an optional
+// section (pool, front) counts that section from zero.
+func orZero[T any](p *T) T {
+	var v T
+	if p != nil {
+		v = *p
+	}
+	return v
 }
 
 // Tracker keeps each target's last snapshot and turns new ones into intervals.
