@@ -532,38 +532,79 @@ func (c *Controller) ensureFront(ctx context.Context, qa *v1alpha1.QueueAutoscal
 // ensureFrontOnce reads the front Deployment and creates or updates it once.
 func (c *Controller) ensureFrontOnce(ctx context.Context, qa *v1alpha1.QueueAutoscaler, workload string, owner metav1.OwnerReference, cfg FrontConfig) (*appsv1.Deployment, error) {
 	want := FrontDeployment(qa.Namespace, workload, cfg)
+	dep, change, err := ensureOwned(ctx, c.Kube.AppsV1().Deployments(qa.Namespace), qa, owner, "Deployment", want,
+		func(up *appsv1.Deployment) { up.Labels, up.Spec = want.Labels, want.Spec })
+	switch change {
+	case ownedCreated:
+		c.Recorder.Eventf(qa, corev1.EventTypeNormal, "FrontCreated", "created the front Deployment %s (%d replicas of %s)", want.Name, cfg.Replicas, cfg.Image)
+	case ownedUpdated:
+		c.Recorder.Eventf(qa, corev1.EventTypeNormal, "FrontUpdated", "updated the front Deployment %s", want.Name)
+	}
+	return dep, err
+}
+
+// ownedAPI is what ensureOwned needs of a typed client (Deployments, Services).
+type ownedAPI[T any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// ownedObject is a typed API object (*appsv1.Deployment, *corev1.Service).
+type ownedObject[T any] interface {
+	metav1.Object
+	DeepCopy() T
+}
+
+// ownedChange says what ensureOwned did.
+type ownedChange int
+
+const (
+	ownedUnchanged ownedChange = iota
+	ownedCreated
+	ownedUpdated
+)
+
+// ensureOwned creates want (owned by qa), or, when the object of its name that qa
+// owns was made from another version of want (PoolingHashAnnotation), updates a
+// copy of it into which merge has copied what the controller owns (the rest, such
+// as what the API server filled in, stays). An object of that name that qa does not
+// own is an error. On a failed update it returns the object as it was.
+func ensureOwned[T ownedObject[T]](ctx context.Context, api ownedAPI[T], qa *v1alpha1.QueueAutoscaler, owner metav1.OwnerReference,
+	kind string, want T, merge func(up T)) (T, ownedChange, error) {
+	var none T
 	hash := hashOf(want)
-	want.OwnerReferences = []metav1.OwnerReference{owner}
-	want.Annotations = map[string]string{PoolingHashAnnotation: hash}
-	api := c.Kube.AppsV1().Deployments(qa.Namespace)
-	old, err := api.Get(ctx, want.Name, metav1.GetOptions{})
+	want.SetOwnerReferences([]metav1.OwnerReference{owner})
+	want.SetAnnotations(map[string]string{PoolingHashAnnotation: hash})
+	name := want.GetName()
+	old, err := api.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		created, err := api.Create(ctx, want, metav1.CreateOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("create front Deployment %s/%s: %w", qa.Namespace, want.Name, err)
+			return none, ownedUnchanged, fmt.Errorf("create front %s %s/%s: %w", kind, qa.Namespace, name, err)
 		}
-		c.Recorder.Eventf(qa, corev1.EventTypeNormal, "FrontCreated", "created the front Deployment %s (%d replicas of %s)", want.Name, cfg.Replicas, cfg.Image)
-		return created, nil
+		return created, ownedCreated, nil
 	case err != nil:
-		return nil, fmt.Errorf("get front Deployment %s/%s: %w", qa.Namespace, want.Name, err)
+		return none, ownedUnchanged, fmt.Errorf("get front %s %s/%s: %w", kind, qa.Namespace, name, err)
 	case !ownedBy(old, qa.UID):
-		return nil, notOwned("Deployment", qa.Namespace, want.Name, qa)
-	case old.Annotations[PoolingHashAnnotation] == hash:
-		return old, nil
+		return none, ownedUnchanged, notOwned(kind, qa.Namespace, name, qa)
+	case old.GetAnnotations()[PoolingHashAnnotation] == hash:
+		return old, ownedUnchanged, nil
 	}
 	up := old.DeepCopy()
-	up.Labels, up.Spec = want.Labels, want.Spec
-	if up.Annotations == nil {
-		up.Annotations = map[string]string{}
+	merge(up)
+	ann := up.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
 	}
-	up.Annotations[PoolingHashAnnotation] = hash
+	ann[PoolingHashAnnotation] = hash
+	up.SetAnnotations(ann)
 	updated, err := api.Update(ctx, up, metav1.UpdateOptions{})
 	if err != nil {
-		return old, fmt.Errorf("update front Deployment %s/%s: %w", qa.Namespace, want.Name, err)
+		return old, ownedUnchanged, fmt.Errorf("update front %s %s/%s: %w", kind, qa.Namespace, name, err)
 	}
-	c.Recorder.Eventf(qa, corev1.EventTypeNormal, "FrontUpdated", "updated the front Deployment %s", want.Name)
-	return updated, nil
+	return updated, ownedUpdated, nil
 }
 
 // FrontService is the front's ClusterIP Service for workload in ns: its EndpointSlices
@@ -583,37 +624,13 @@ func FrontService(ns, workload string, cfg FrontConfig) *corev1.Service {
 
 func (c *Controller) ensureFrontService(ctx context.Context, qa *v1alpha1.QueueAutoscaler, workload string, owner metav1.OwnerReference, cfg FrontConfig) error {
 	want := FrontService(qa.Namespace, workload, cfg)
-	hash := hashOf(want)
-	want.OwnerReferences = []metav1.OwnerReference{owner}
-	want.Annotations = map[string]string{PoolingHashAnnotation: hash}
-	api := c.Kube.CoreV1().Services(qa.Namespace)
-	old, err := api.Get(ctx, want.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		if _, err := api.Create(ctx, want, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create front Service %s/%s: %w", qa.Namespace, want.Name, err)
-		}
-		return nil
-	case err != nil:
-		return fmt.Errorf("get front Service %s/%s: %w", qa.Namespace, want.Name, err)
-	case !ownedBy(old, qa.UID):
-		return notOwned("Service", qa.Namespace, want.Name, qa)
-	case old.Annotations[PoolingHashAnnotation] == hash:
-		return nil
-	}
 	// Only what the controller owns changes; the cluster IP and the rest the API
 	// server filled in stay.
-	up := old.DeepCopy()
-	up.Labels = want.Labels
-	up.Spec.Selector, up.Spec.Ports = want.Spec.Selector, want.Spec.Ports
-	if up.Annotations == nil {
-		up.Annotations = map[string]string{}
-	}
-	up.Annotations[PoolingHashAnnotation] = hash
-	if _, err := api.Update(ctx, up, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("update front Service %s/%s: %w", qa.Namespace, want.Name, err)
-	}
-	return nil
+	_, _, err := ensureOwned(ctx, c.Kube.CoreV1().Services(qa.Namespace), qa, owner, "Service", want, func(up *corev1.Service) {
+		up.Labels = want.Labels
+		up.Spec.Selector, up.Spec.Ports = want.Spec.Selector, want.Spec.Ports
+	})
+	return err
 }
 
 // removePooling deletes the pooling objects qa owns (routing is not pooled). Objects
