@@ -231,10 +231,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.pool != nil {
 		// A client never chooses the data plane.
 		pool.StripQasFields(r.Header)
-		if p.movable(r) {
-			// A request is offered to a front at most twice: at admission if
-			// every slot is busy and none waits, and if it waits here when the
-			// drain begins (or would wait during the drain).
+		// Only a request that finds every slot busy can leave this pod, so only it
+		// is checked (one that finds a slot is served here, as without pooling; a
+		// slot taken just after the check only means it waits here). It is offered
+		// to a front at most twice: at admission if every slot is busy and none
+		// waits, and if it waits here when the drain begins (or would wait during
+		// the drain).
+		if p.lim.Busy() && p.movable(r) {
 			drain = p.pool.Drained()
 			if p.lim.Saturated() {
 				answered, release := p.overflow(w, r, arrived, false)
