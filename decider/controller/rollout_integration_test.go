@@ -23,6 +23,17 @@ import (
 // sidecar, as the webhook leaves them; pooledFor, when set, is the webhook's pooling
 // annotation on them (pods created while their workload pools). It waits for the
 // replicas to be Ready.
+// pooledProxied is a Deployment of replicas pods with the sidecar (pooling for
+// pooledFor, "" for none), under a QueueAutoscaler with routing pooled, a front
+// configured and metrics measured: a routing switch to pooled, not yet reconciled.
+func (e *env) pooledProxied(t *testing.T, name string, replicas int32, pooledFor string) {
+	t.Helper()
+	e.ctrl.Front = frontConfig("example/qas-proxy:1")
+	e.proxiedDeployment(t, name, replicas, pooledFor)
+	e.queueAutoscalerWith(t, name, name, false, map[string]any{"routing": "pooled"})
+	e.metrics.set(10, 0.05, e.clock.Now())
+}
+
 func (e *env) proxiedDeployment(t *testing.T, name string, replicas int32, pooledFor string) {
 	t.Helper()
 	labels := map[string]string{"app": name, sidecar.InjectLabel: sidecar.InjectValue}
@@ -87,10 +98,7 @@ func TestPooledSwitchRollsTheDeploymentOnce(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	cs := e.c.Clientset()
-	e.ctrl.Front = frontConfig("example/qas-proxy:1")
-	e.proxiedDeployment(t, "shop", 2, "")
-	e.queueAutoscalerWith(t, "shop", "shop", false, map[string]any{"routing": "pooled"})
-	e.metrics.set(10, 0.05, e.clock.Now())
+	e.pooledProxied(t, "shop", 2, "")
 	before := e.getDeployment(t, "shop")
 
 	// The front was just created, not ready: no roll yet.
@@ -172,10 +180,7 @@ func TestPooledSwitchRollsTheDeploymentOnce(t *testing.T) {
 // rolls the Deployment once, so that no pod keeps flags naming the deleted Secret.
 func TestRandomSwitchRollsPodsThatStillPool(t *testing.T) {
 	e := setup(t)
-	e.ctrl.Front = frontConfig("example/qas-proxy:1")
-	e.proxiedDeployment(t, "cart", 2, "cart")
-	e.queueAutoscalerWith(t, "cart", "cart", false, map[string]any{"routing": "pooled"})
-	e.metrics.set(10, 0.05, e.clock.Now())
+	e.pooledProxied(t, "cart", 2, "cart")
 	gen := e.getDeployment(t, "cart").Generation
 
 	_, err := e.reconcile(t, e.ctrl, "cart")
@@ -215,11 +220,8 @@ func TestRandomSwitchRollsPodsThatStillPool(t *testing.T) {
 // nothing and tells the user, once, to restart the pods themselves.
 func TestManualRolloutOptOut(t *testing.T) {
 	e := setup(t)
-	e.ctrl.Front = frontConfig("example/qas-proxy:1")
-	e.proxiedDeployment(t, "api", 2, "")
-	e.queueAutoscalerWith(t, "api", "api", false, map[string]any{"routing": "pooled"})
+	e.pooledProxied(t, "api", 2, "")
 	e.annotate(t, "api", controller.PoolingRolloutAnnotation, controller.PoolingRolloutManual)
-	e.metrics.set(10, 0.05, e.clock.Now())
 	gen := e.getDeployment(t, "api").Generation
 
 	_, err := e.reconcile(t, e.ctrl, "api")
@@ -249,10 +251,7 @@ func TestRollRetriesOnConflict(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	cs := e.c.Clientset()
-	e.ctrl.Front = frontConfig("example/qas-proxy:1")
-	e.proxiedDeployment(t, "web", 1, "")
-	e.queueAutoscalerWith(t, "web", "web", false, map[string]any{"routing": "pooled"})
-	e.metrics.set(10, 0.05, e.clock.Now())
+	e.pooledProxied(t, "web", 1, "")
 	_, err := e.reconcile(t, e.ctrl, "web")
 	require.NoError(t, err)
 	e.frontReady(t, "web")

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net/http"
@@ -38,18 +39,27 @@ func testSidecar(t *testing.T, front string, rec *measure.Recorder) *Sidecar {
 	return s
 }
 
+// pulledOne is a front holding one accepted overflow (br reads the rest of its
+// sender's exchange) and a sidecar (recording into rec) that pulled it: its id and
+// bytes.
+func pulledOne(t *testing.T) (tf *testFront, br *bufio.Reader, rec *measure.Recorder, s *Sidecar, id string, data []byte) {
+	t.Helper()
+	tf = newTestFront(t, 5, 10*time.Second)
+	_, br = exchange(t, tf.addr, overflowRaw(innerReq))
+	require.Equal(t, 100, read(t, br, "POST").StatusCode)
+	rec = measure.New(nil, 1, 1)
+	s = testSidecar(t, tf.addr, rec)
+	id, data, err := s.pullOnce(context.Background(), tf.addr)
+	require.NoError(t, err)
+	return tf, br, rec, s, id, data
+}
+
 // TestPulledCountedAfterArrival: while a pulled request is being served, the
 // sidecar's /stats document is valid: the request is counted pulled only once its
 // arrival is (a document with more pulled requests than arrivals fails validation,
 // and the collector would drop it).
 func TestPulledCountedAfterArrival(t *testing.T) {
-	tf := newTestFront(t, 5, 10*time.Second)
-	_, br := exchange(t, tf.addr, overflowRaw(innerReq))
-	require.Equal(t, 100, read(t, br, "POST").StatusCode)
-	rec := measure.New(nil, 1, 1)
-	s := testSidecar(t, tf.addr, rec)
-	id, data, err := s.pullOnce(context.Background(), tf.addr)
-	require.NoError(t, err)
+	tf, br, rec, s, id, data := pulledOne(t)
 	require.NotEmpty(t, id)
 	served := false
 	s.servePulled(tf.addr, id, data, &oneSlot{}, func(req *http.Request, out io.Writer) {
@@ -68,13 +78,7 @@ func TestPulledCountedAfterArrival(t *testing.T) {
 // TestPulledGivenBackWhenSlotTaken: a pulled request whose slot was taken meanwhile
 // is returned to the front, not served, and offered again.
 func TestPulledGivenBackWhenSlotTaken(t *testing.T) {
-	tf := newTestFront(t, 5, 10*time.Second)
-	_, br := exchange(t, tf.addr, overflowRaw(innerReq))
-	require.Equal(t, 100, read(t, br, "POST").StatusCode)
-	rec := measure.New(nil, 1, 1)
-	s := testSidecar(t, tf.addr, rec)
-	id, data, err := s.pullOnce(context.Background(), tf.addr)
-	require.NoError(t, err)
+	tf, _, rec, s, id, data := pulledOne(t)
 	s.servePulled(tf.addr, id, data, &oneSlot{busy: true}, func(*http.Request, io.Writer) { t.Fatal("served without a slot") })
 	require.Equal(t, 1, tf.f.queued("shop"), "back in the queue")
 	id2, _, err := s.pullOnce(context.Background(), tf.addr)

@@ -205,16 +205,24 @@ func (f *flakyAPI) cut() {
 	}
 }
 
-func TestWatcherKeepsTheLastListForMaxStaleThenNone(t *testing.T) {
+// flakyWatcher is a synced watcher (MaxStale one minute, on a fake clock) of one
+// slice of eps, behind a flakyAPI.
+func flakyWatcher(t *testing.T, eps ...endpoint) (*endpoints.Watcher, *flakyAPI, *clocktesting.FakeClock) {
+	t.Helper()
 	ctx := t.Context()
 	pool := []discoveryv1.EndpointPort{tcpPort(port, 8080)}
-	cs := fake.NewClientset(slice("front-1", service, discoveryv1.AddressTypeIPv4, pool, endpoint{"10.0.0.1", yes, no}, endpoint{"10.0.0.2", yes, no}))
+	cs := fake.NewClientset(slice("front-1", service, discoveryv1.AddressTypeIPv4, pool, eps...))
 	api := &flakyAPI{}
 	api.install(cs)
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC))
 	w, err := endpoints.New(ctx, cs, ns, service, port, endpoints.Options{MaxStale: time.Minute, Clock: clk})
 	require.NoError(t, err)
 	require.True(t, w.WaitForSync(ctx))
+	return w, api, clk
+}
+
+func TestWatcherKeepsTheLastListForMaxStaleThenNone(t *testing.T) {
+	w, api, clk := flakyWatcher(t, endpoint{"10.0.0.1", yes, no}, endpoint{"10.0.0.2", yes, no})
 	want := []string{"10.0.0.1:8080", "10.0.0.2:8080"}
 	eventually(t, func() bool { return len(w.Fronts()) == 2 }, "the first list")
 	require.Equal(t, want, w.Fronts())
@@ -239,15 +247,7 @@ func TestWatcherKeepsTheLastListForMaxStaleThenNone(t *testing.T) {
 }
 
 func TestWatcherEndsAWatchTheAPIServerForgot(t *testing.T) {
-	ctx := t.Context()
-	pool := []discoveryv1.EndpointPort{tcpPort(port, 8080)}
-	cs := fake.NewClientset(slice("front-1", service, discoveryv1.AddressTypeIPv4, pool, endpoint{"10.0.0.1", yes, no}))
-	api := &flakyAPI{}
-	api.install(cs)
-	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC))
-	w, err := endpoints.New(ctx, cs, ns, service, port, endpoints.Options{MaxStale: time.Minute, Clock: clk})
-	require.NoError(t, err)
-	require.True(t, w.WaitForSync(ctx))
+	w, api, clk := flakyWatcher(t, endpoint{"10.0.0.1", yes, no})
 	eventually(t, func() bool { return api.watches.Load() == 1 && clk.HasWaiters() }, "one watch, guarded")
 
 	// The API server went silent on a dead connection: nothing ends the watch but its
