@@ -234,6 +234,11 @@ func rules(r *ScalingRules, def func() ScalingRules) ScalingRules {
 	return out
 }
 
+// maxRateCV2 bounds Snapshot.RateCV2: a per-second rate whose relative variance
+// is 10⁴ arrives in one second of every 10⁴ on average; beyond that the figure is
+// no measurement of a workload.
+const maxRateCV2 = 1e4
+
 // validateSnapshot rejects values no collector should produce (NaN, negative).
 // Missing or stale data is not an error: the engine holds on it.
 func validateSnapshot(s Snapshot) error {
@@ -284,6 +289,9 @@ func validateSnapshot(s Snapshot) error {
 	}
 	if badFloat(s.ShortArrivalRate) || s.ShortArrivalRate < 0 || s.ShortWindow < 0 {
 		add("snapshot.shortArrivalRate", "rate and window must be finite and non-negative, got %v over %s", s.ShortArrivalRate, s.ShortWindow)
+	}
+	if badFloat(s.RateCV2) || badFloat(s.RateCV2Pairs) || s.RateCV2Pairs < 0 || (s.RateCV2Pairs > 0 && s.RateCV2 < -maxRateCV2) || s.RateCV2 > maxRateCV2 {
+		add("snapshot.rateCV2", "must be finite and within ±%g over a finite, non-negative number of pairs, got %v over %v", maxRateCV2, s.RateCV2, s.RateCV2Pairs)
 	}
 	for i, p := range s.Pods {
 		if badFloat(p.CPUUsage) || p.CPUUsage < 0 || badFloat(p.ThrottledFraction) || p.ThrottledFraction < 0 ||

@@ -385,7 +385,15 @@ type Snapshot struct {
 	// does. Zero window: no short-window data.
 	ShortArrivalRate float64
 	ShortWindow      time.Duration
-	CurrentReplicas  int32
+	// RateCV2 is the relative variance of the per-second arrival rate beyond
+	// Poisson noise (internal/ratevar.CV2 of the workload's per-second counts,
+	// the pods' counts of each second added up), measured over RateCV2Pairs
+	// pairs of successive whole seconds. It is an unbiased, noisy estimate, so
+	// it may be slightly negative on Poisson traffic; the engine averages it
+	// over cycles. Zero pairs: not measured (arrivals are taken as Poisson).
+	RateCV2         float64
+	RateCV2Pairs    float64
+	CurrentReplicas int32
 	ReadyReplicas    int32
 	// Pods are the workload's own pods.
 	Pods  []Pod
