@@ -394,7 +394,7 @@ type Snapshot struct {
 	RateCV2         float64
 	RateCV2Pairs    float64
 	CurrentReplicas int32
-	ReadyReplicas    int32
+	ReadyReplicas   int32
 	// Pods are the workload's own pods.
 	Pods  []Pod
 	Nodes []Node
