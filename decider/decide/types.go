@@ -334,6 +334,12 @@ type Node struct {
 	Pods []Pod
 }
 
+// LatencyBucket is one bucket of a latency histogram.
+type LatencyBucket struct {
+	UpperBound float64 `json:"upperBound"` // seconds; +Inf for the last bucket
+	Count      float64 `json:"count"`
+}
+
 // LatencyQuantile is one measured latency percentile.
 type LatencyQuantile struct {
 	Percentile float64 `json:"percentile"` // in (0,100)
@@ -370,6 +376,13 @@ type Snapshot struct {
 	// last interval (the collector stores p50, p95 and p99), ascending. The
 	// closed loop reads from them the share of requests over the target.
 	MeasuredQuantiles []LatencyQuantile
+	// LatencyBuckets are the proxies' merged latency histogram over the same
+	// interval as MeasuredQuantiles (the collector stores its bucket counts):
+	// counts of requests whose latency is at most UpperBound and above the
+	// previous bucket's, ascending, the last one's UpperBound +Inf. The closed
+	// loop reads the share of requests over the target from it, exactly when
+	// the target is a bucket bound; without it, from MeasuredQuantiles.
+	LatencyBuckets []LatencyBucket
 	// ServiceQuantiles are service-time percentiles (slot to end of
 	// response, no queue wait) the proxies measured over the same interval
 	// as ServiceTime, ascending, seconds > 0 (the collector stores p50, p90,
