@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"math"
 	"sort"
 	"time"
 
@@ -34,6 +35,9 @@ type Pipeline struct {
 	Skewed         prometheus.Gauge
 
 	skewed map[string]bool // pods beyond MaxClockOffset at their last interval
+	// lastSecond is, per workload, the newest second its per-second arrival
+	// series counted (aggregate.WorkloadAfter): no later cycle counts it again.
+	lastSecond map[WorkloadKey]int64
 }
 
 // WorkloadKey names a workload.
@@ -126,9 +130,14 @@ func (p *Pipeline) RunWith(ctx context.Context, targets []scrape.Target, resourc
 		return keys[i].Namespace+"/"+keys[i].Workload < keys[j].Namespace+"/"+keys[j].Workload
 	})
 	for _, k := range keys {
-		m, err := aggregate.Workload(byWorkload[k])
+		after, seen := p.lastSecond[k]
+		if !seen {
+			after = math.MinInt64
+		}
+		m, err := aggregate.WorkloadAfter(byWorkload[k], after)
 		if err != nil {
-			continue // cannot happen: every key has at least one interval
+			p.invalid(k.Namespace+"/"+k.Workload, err)
+			continue
 		}
 		if err := m.Check(); err != nil {
 			p.invalid(k.Namespace+"/"+k.Workload, err)
@@ -140,6 +149,24 @@ func (p *Pipeline) RunWith(ctx context.Context, targets []scrape.Target, resourc
 		}
 		c.Workloads[k] = m
 		points = append(points, WorkloadPoint(k.Namespace, k.Workload, m))
+		if m.ArrivalRateLastSecond != 0 {
+			if p.lastSecond == nil {
+				p.lastSecond = map[WorkloadKey]int64{}
+			}
+			p.lastSecond[k] = max(after, m.ArrivalRateLastSecond)
+		}
+	}
+	if len(p.lastSecond) > 0 {
+		// A workload none of whose targets is left is forgotten.
+		current := make(map[WorkloadKey]bool, len(targets))
+		for _, t := range targets {
+			current[WorkloadKey{t.Namespace, t.Workload}] = true
+		}
+		for k := range p.lastSecond {
+			if !current[k] {
+				delete(p.lastSecond, k)
+			}
+		}
 	}
 	if len(p.skewed) > 0 {
 		current := make(map[string]bool, len(targets))
