@@ -74,7 +74,9 @@ func workloadPoint(namespace, workload string, m aggregate.Metrics) *write.Point
 	// read as Poisson).
 	if m.ArrivalRateCV2Valid() {
 		fields[influx.FieldArrivalRateCV2] = m.ArrivalRateCV2
-		fields[influx.FieldArrivalRatePairs] = int64(m.ArrivalRateSums.Pairs)
+		// A float, as every field the decider reads in one query (InfluxDB 1.8
+		// cannot group fields of different types).
+		fields[influx.FieldArrivalRatePairs] = float64(m.ArrivalRateSums.Pairs)
 	}
 	// The service quantiles only when measured: an idle interval says nothing
 	// about the shape (and 0 is no service time).

@@ -116,7 +116,7 @@ func TestWorkloadPointCarriesTheArrivalRateCV2(t *testing.T) {
 	require.Equal(t, 2, m.Pods, "the front is no pod")
 	f := workloadFields(t, sink.points)
 	require.Equal(t, wantCV2, f[influx.FieldArrivalRateCV2])
-	require.Equal(t, int64(4), f[influx.FieldArrivalRatePairs])
+	require.Equal(t, 4.0, f[influx.FieldArrivalRatePairs])
 
 	// The next cycle: three more seconds, none of the previous ones again.
 	for _, n := range []int{4, 4, 5} {
@@ -129,7 +129,7 @@ func TestWorkloadPointCarriesTheArrivalRateCV2(t *testing.T) {
 	require.Equal(t, want, c.Workloads[WorkloadKey{"ns", "w"}].ArrivalRateSums,
 		"the seconds inside the new interval: the first began before it, the last ended after the scrape")
 	f = workloadFields(t, sink.points)
-	require.Equal(t, int64(1), f[influx.FieldArrivalRatePairs])
+	require.Equal(t, 1.0, f[influx.FieldArrivalRatePairs])
 }
 
 // TestBadArrivalsPerSecondCostsOnlyItself: a proxy serving an invalid series
