@@ -158,9 +158,11 @@ const staleAfter = 60
 // replica is no pod: it counts nothing here), oldest first from the Unix second
 // first, Missing where a pod's count is. The seconds are those that
 //
-//   - lie inside every pod's interval on that pod's clock (Start ≤ s and
-//     s+1 ≤ End). A pod's consecutive intervals do not overlap, so two cycles
-//     that share a pod never both count a second. A pod whose interval began
+//   - end inside every pod's interval on that pod's clock (Start < s+1 ≤ End):
+//     each second belongs to the interval it ends in, so a pod's consecutive
+//     intervals share none and lose none (the one in progress at a scrape is
+//     the next cycle's, whose series holds it whole), and two cycles that
+//     share a pod never both count a second. A pod whose interval began
 //     later than the others' (its series starts later, or it was rebased)
 //     narrows the cycle to its own interval: the sum never leaves out the
 //     arrivals of a pod of the cycle. (A pod still without an interval, in
@@ -174,8 +176,8 @@ const staleAfter = 60
 //   - are known (not Missing) at every pod: a second some pod did not count
 //     is a hole in the sum, so it is Missing.
 //
-// Without a series from every pod there is none. The pairs of seconds that
-// span two cycles are lost: a few per cycle.
+// Without a series from every pod there is none. The pair of seconds that
+// spans two cycles is lost: one per cycle.
 func arrivalSeries(ivs []scrape.Interval, after int64) (first int64, counts []int64) {
 	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
 	pods := 0
@@ -187,11 +189,9 @@ func arrivalSeries(ivs []scrape.Interval, after int64) (first int64, counts []in
 			return 0, nil
 		}
 		pods++
-		start := iv.Start.Unix()
-		if iv.Start.Nanosecond() > 0 {
-			start++ // the first whole second inside the interval
-		}
-		lo = max(lo, start, iv.ArrivalsPerSecond.StartUnix())
+		// The second in progress at Start ends inside the interval: it is this
+		// interval's (the previous one stopped at the second before it).
+		lo = max(lo, iv.Start.Unix(), iv.ArrivalsPerSecond.StartUnix())
 		hi = min(hi, iv.End.Unix()-1, iv.ArrivalsPerSecond.EndUnix)
 	}
 	if pods == 0 {

@@ -47,10 +47,10 @@ func TestWorkloadArrivalsPerSecond(t *testing.T) {
 		want  []int64
 	}{
 		{
-			name: "one pod, only the seconds inside its interval",
-			// Interval 0.4..6.4: whole seconds 1..5; the series also holds -2..0.
-			ivs:   []scrape.Interval{podWith("a", 0.4, 6.4, 5, 9, 9, 9, 4, 6, 5, 7, 3)},
-			first: 1, want: []int64{4, 6, 5, 7, 3},
+			name: "one pod, only the seconds that end inside its interval",
+			// Interval 0.4..6.4: the seconds 0..5 end in it; the series also holds -2 and -1.
+			ivs:   []scrape.Interval{podWith("a", 0.4, 6.4, 5, 8, 8, 9, 4, 6, 5, 7, 3)},
+			first: 0, want: []int64{9, 4, 6, 5, 7, 3},
 		},
 		{
 			name: "a second that ends with the interval is inside it",
@@ -82,7 +82,7 @@ func TestWorkloadArrivalsPerSecond(t *testing.T) {
 				// Its process started at 2.6: 2 is Missing, and its interval starts then.
 				podWith("c", 2.6, 6.5, 5, miss, miss, 2, 2, 2),
 			},
-			first: 3, want: []int64{5 + 2, 7 + 2, 3 + 2},
+			first: 2, want: []int64{miss, 5 + 2, 7 + 2, 3 + 2},
 		},
 		{
 			name:  "a front replica is no pod",
@@ -95,8 +95,8 @@ func TestWorkloadArrivalsPerSecond(t *testing.T) {
 				podWith("a", 0.4, 6.4, 5, 4, 6, 5, 7, 3),
 				podWith("b", 1.7, 5.2, 5, 1, 1, 1, 1, 1),
 			},
-			// b's interval holds 2..4 whole.
-			first: 2, want: []int64{7, 6, 8},
+			// The seconds 1..4 end inside b's interval.
+			first: 1, want: []int64{5, 7, 6, 8},
 		},
 		{
 			name:  "seconds already counted by the previous cycle are not counted again",
@@ -186,8 +186,8 @@ func TestArrivalsPerSecondNoSecondCountedTwice(t *testing.T) {
 		first2, series2 := arrivalSeries(cycle2, math.MinInt64)
 		require.Greater(t, first2, m1.ArrivalRateLastSecond)
 		require.Equal(t, sec0+5, m1.ArrivalRateLastSecond)
-		require.Equal(t, sec0+7, first2, "6 straddles b's scrape at 6.9: in neither cycle")
-		require.Len(t, series2, 5)
+		require.Equal(t, m1.ArrivalRateLastSecond+1, first2, "none lost: 6, in progress at the scrapes, ends in the second cycle")
+		require.Len(t, series2, 6)
 	})
 	t.Run("cycles that share no pod", func(t *testing.T) {
 		// Every pod replaced; the new pod's clock is 1.5 s behind the old one's,

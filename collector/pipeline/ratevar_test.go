@@ -91,7 +91,7 @@ func TestWorkloadPointCarriesTheArrivalRateCV2(t *testing.T) {
 	ctx := context.Background()
 	ps.second(0, 0) // the counters' first wake: the second they started in is Missing
 	p.Run(ctx, ps.targets)
-	ps.clock.step(200 * time.Millisecond) // scraped at .005: the first of the seconds below began before it
+	ps.clock.step(200 * time.Millisecond) // scraped at .005: the first of the seconds below ends after it
 
 	a := []int{3, 9, 1, 4, 8, 2}
 	b := []int{5, 0, 6, 2, 2, 7}
@@ -102,9 +102,9 @@ func TestWorkloadPointCarriesTheArrivalRateCV2(t *testing.T) {
 	sink.points = nil
 	c := p.Run(ctx, ps.targets)
 	// The interval runs from .005 of the first second to .305 of the seventh:
-	// the whole seconds 2 to 6 of the six.
-	sum := make([]int64, 0, len(a)-1)
-	for i := 1; i < len(a); i++ {
+	// the six seconds end inside it.
+	sum := make([]int64, 0, len(a))
+	for i := range a {
 		sum = append(sum, int64(a[i]+b[i]))
 	}
 	want, err := ratevar.Of(sum)
@@ -116,7 +116,7 @@ func TestWorkloadPointCarriesTheArrivalRateCV2(t *testing.T) {
 	require.Equal(t, 2, m.Pods, "the front is no pod")
 	f := workloadFields(t, sink.points)
 	require.Equal(t, wantCV2, f[influx.FieldArrivalRateCV2])
-	require.Equal(t, 4.0, f[influx.FieldArrivalRatePairs])
+	require.Equal(t, 5.0, f[influx.FieldArrivalRatePairs])
 
 	// The next cycle: three more seconds, none of the previous ones again.
 	for _, n := range []int{4, 4, 5} {
@@ -124,12 +124,12 @@ func TestWorkloadPointCarriesTheArrivalRateCV2(t *testing.T) {
 	}
 	sink.points = nil
 	c = p.Run(ctx, ps.targets)
-	want, err = ratevar.Of([]int64{5, 6})
+	want, err = ratevar.Of([]int64{5, 5, 6})
 	require.NoError(t, err)
 	require.Equal(t, want, c.Workloads[WorkloadKey{"ns", "w"}].ArrivalRateSums,
-		"the seconds inside the new interval: the first began before it, the last ended after the scrape")
+		"the seconds that end inside the new interval: the one in progress at the last scrape, and the next two")
 	f = workloadFields(t, sink.points)
-	require.Equal(t, 1.0, f[influx.FieldArrivalRatePairs])
+	require.Equal(t, 2.0, f[influx.FieldArrivalRatePairs])
 }
 
 // TestBadArrivalsPerSecondCostsOnlyItself: a proxy serving an invalid series

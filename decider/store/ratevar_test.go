@@ -85,7 +85,7 @@ func TestRateCV2FromTheCollectorThroughInfluxDB(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // the points' times (the collector's clock) must differ
 	}
-	require.Equal(t, 7.0, pairs, "4 pairs in the first cycle, none in the idle one, 3 in the last")
+	require.Equal(t, 9.0, pairs, "5 pairs in the first cycle, none in the idle one, 4 in the last")
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	require.NoError(t, w.Close(cctx))
