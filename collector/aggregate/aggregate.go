@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/qas-dev/qas/collector/scrape"
@@ -86,12 +88,11 @@ type Metrics struct {
 	// (see arrivalSeries for which seconds). ArrivalRateCV2 is their
 	// ratevar.CV2, the relative variance of the per-second rate beyond Poisson
 	// noise (unbiased, so it may be slightly negative); it is meaningful only
-	// when ArrivalRateCV2Valid, and 0 otherwise. ArrivalRateLastSecond is the
-	// Unix second of the newest second counted (0: none), so that the next
-	// cycle counts none again (WorkloadAfter). A workload's only.
-	ArrivalRateSums       ratevar.Sums
-	ArrivalRateCV2        float64
-	ArrivalRateLastSecond int64
+	// when ArrivalRateCV2Valid, and 0 otherwise. ArrivalRateCarry is what the
+	// next cycle needs of this one (WorkloadAfter). A workload's only.
+	ArrivalRateSums  ratevar.Sums
+	ArrivalRateCV2   float64
+	ArrivalRateCarry RateCarry
 
 	decisions, queueWaits stats.Histogram
 }
@@ -113,14 +114,26 @@ func Pod(iv scrape.Interval) Metrics {
 // add up (each pod's count over its own interval length); E[S] and its variance are
 // pooled over all completions; the histograms are merged before taking percentiles.
 func Workload(ivs []scrape.Interval) (Metrics, error) {
-	return WorkloadAfter(ivs, math.MinInt64)
+	return WorkloadAfter(ivs, NoCarry)
 }
 
-// WorkloadAfter is Workload, counting in the per-second arrival series only
-// the seconds that began after the Unix second after: the collector passes
-// the previous cycle's ArrivalRateLastSecond, so that no second is counted in
-// two cycles whatever pods each had.
-func WorkloadAfter(ivs []scrape.Interval, after int64) (Metrics, error) {
+// RateCarry is what a workload's cycle leaves to the next one for its
+// per-second arrival series: the newest second it counted, that second's
+// summed count (ratevar.Missing: not known) and the pods it summed.
+type RateCarry struct {
+	Second, Count int64
+	Pods          string
+}
+
+// NoCarry is the carry of a workload's first cycle: no second counted yet.
+var NoCarry = RateCarry{Second: math.MinInt64, Count: ratevar.Missing}
+
+// WorkloadAfter is Workload after a previous cycle that left prev (its
+// ArrivalRateCarry): the per-second arrival series counts only the seconds
+// after prev.Second, so that no second is counted in two cycles whatever pods
+// each had, and when its first second is the next one, summed over the same
+// pods, the pair they make counts too (no pair is lost between cycles).
+func WorkloadAfter(ivs []scrape.Interval, prev RateCarry) (Metrics, error) {
 	if len(ivs) == 0 {
 		return Metrics{}, errors.New("aggregate: no intervals")
 	}
@@ -131,8 +144,17 @@ func WorkloadAfter(ivs []scrape.Interval, after int64) (Metrics, error) {
 		}
 	}
 	m := combine(end, ivs)
-	first, counts := arrivalSeries(ivs, after)
-	sums, err := ratevar.Of(counts)
+	first, counts := arrivalSeries(ivs, prev.Second)
+	m.ArrivalRateCarry = prev
+	if len(counts) == 0 {
+		return m, nil
+	}
+	pods := podKeys(ivs)
+	series := counts
+	if prev.Second != math.MinInt64 && first == prev.Second+1 && prev.Count != ratevar.Missing && prev.Pods == pods {
+		series = append([]int64{prev.Count}, counts...)
+	}
+	sums, err := ratevar.Of(series)
 	if err != nil {
 		return Metrics{}, fmt.Errorf("aggregate: arrivals per second: %w", err)
 	}
@@ -142,10 +164,21 @@ func WorkloadAfter(ivs []scrape.Interval, after int64) (Metrics, error) {
 			return Metrics{}, fmt.Errorf("aggregate: arrivals per second: %w", err)
 		}
 	}
-	if len(counts) > 0 {
-		m.ArrivalRateLastSecond = first + int64(len(counts)) - 1
-	}
+	m.ArrivalRateCarry = RateCarry{Second: first + int64(len(counts)) - 1, Count: counts[len(counts)-1], Pods: pods}
 	return m, nil
+}
+
+// podKeys names the pods (not the fronts) of a cycle, sorted: a pair of
+// seconds from two cycles is a pair of the same series only over the same pods.
+func podKeys(ivs []scrape.Interval) string {
+	var keys []string
+	for _, iv := range ivs {
+		if !iv.Front {
+			keys = append(keys, iv.Key())
+		}
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, "\x00")
 }
 
 // staleAfter is how far, in seconds, the previous cycle's last second may lie
@@ -176,8 +209,8 @@ const staleAfter = 60
 //   - are known (not Missing) at every pod: a second some pod did not count
 //     is a hole in the sum, so it is Missing.
 //
-// Without a series from every pod there is none. The pair of seconds that
-// spans two cycles is lost: one per cycle.
+// Without a series from every pod there is none. WorkloadAfter joins the pair
+// of seconds that spans two cycles.
 func arrivalSeries(ivs []scrape.Interval, after int64) (first int64, counts []int64) {
 	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
 	pods := 0

@@ -145,7 +145,7 @@ func TestWorkloadArrivalsPerSecond(t *testing.T) {
 				require.Equal(t, sec0+tt.first, first)
 			}
 
-			m, err := WorkloadAfter(tt.ivs, after)
+			m, err := WorkloadAfter(tt.ivs, RateCarry{Second: after, Count: miss})
 			require.NoError(t, err)
 			require.NoError(t, m.Check())
 			wantSums, err := ratevar.Of(tt.want)
@@ -154,10 +154,11 @@ func TestWorkloadArrivalsPerSecond(t *testing.T) {
 			if tt.want == nil {
 				require.False(t, m.ArrivalRateCV2Valid())
 				require.Zero(t, m.ArrivalRateCV2)
-				require.Zero(t, m.ArrivalRateLastSecond)
+				require.Equal(t, after, m.ArrivalRateCarry.Second, "the carry stays")
 				return
 			}
-			require.Equal(t, sec0+tt.first+int64(len(tt.want))-1, m.ArrivalRateLastSecond)
+			require.Equal(t, RateCarry{Second: sec0 + tt.first + int64(len(tt.want)) - 1, Count: tt.want[len(tt.want)-1], Pods: podKeys(tt.ivs)},
+				m.ArrivalRateCarry)
 			require.True(t, m.ArrivalRateCV2Valid())
 			cv2, err := ratevar.CV2(wantSums)
 			require.NoError(t, err)
@@ -184,9 +185,8 @@ func TestArrivalsPerSecondNoSecondCountedTwice(t *testing.T) {
 		require.NoError(t, err)
 		// Without the previous cycle's last second: the intervals alone.
 		first2, series2 := arrivalSeries(cycle2, math.MinInt64)
-		require.Greater(t, first2, m1.ArrivalRateLastSecond)
-		require.Equal(t, sec0+5, m1.ArrivalRateLastSecond)
-		require.Equal(t, m1.ArrivalRateLastSecond+1, first2, "none lost: 6, in progress at the scrapes, ends in the second cycle")
+		require.Equal(t, sec0+5, m1.ArrivalRateCarry.Second)
+		require.Equal(t, m1.ArrivalRateCarry.Second+1, first2, "none lost: 6, in progress at the scrapes, ends in the second cycle")
 		require.Len(t, series2, 6)
 	})
 	t.Run("cycles that share no pod", func(t *testing.T) {
@@ -197,13 +197,13 @@ func TestArrivalsPerSecondNoSecondCountedTwice(t *testing.T) {
 		m1, err := Workload(cycle1)
 		require.NoError(t, err)
 		first2, _ := arrivalSeries(cycle2, math.MinInt64)
-		require.LessOrEqual(t, first2, m1.ArrivalRateLastSecond, "the intervals alone would count 4 and 5 twice")
-		m2, err := WorkloadAfter(cycle2, m1.ArrivalRateLastSecond)
+		require.LessOrEqual(t, first2, m1.ArrivalRateCarry.Second, "the intervals alone would count 4 and 5 twice")
+		m2, err := WorkloadAfter(cycle2, m1.ArrivalRateCarry)
 		require.NoError(t, err)
-		first2, series2 := arrivalSeries(cycle2, m1.ArrivalRateLastSecond)
-		require.Equal(t, m1.ArrivalRateLastSecond+1, first2)
+		first2, series2 := arrivalSeries(cycle2, m1.ArrivalRateCarry.Second)
+		require.Equal(t, m1.ArrivalRateCarry.Second+1, first2)
 		require.Equal(t, []int64{2, 2, 2}, series2, "6, 7 and 8")
-		require.Equal(t, uint64(2), m2.ArrivalRateSums.Pairs)
+		require.Equal(t, uint64(2), m2.ArrivalRateSums.Pairs, "5 and 6 are no pair: other pods summed them")
 	})
 }
 
@@ -221,4 +221,43 @@ func TestArrivalRateCV2MayBeNegativeButNotNaN(t *testing.T) {
 	require.Equal(t, uint64(4), m.ArrivalRateSums.Pairs)
 	m.ArrivalRateCV2 = math.NaN()
 	require.ErrorContains(t, m.Check(), "arrival_rate_cv2 is NaN")
+}
+
+// TestArrivalsPerSecondJoinsThePairBetweenCycles: the pair of the last second
+// of a cycle and the first of the next counts once, in the second cycle, when
+// both are sums over the same pods and known.
+func TestArrivalsPerSecondJoinsThePairBetweenCycles(t *testing.T) {
+	cycle1 := []scrape.Interval{podWith("a", 0.4, 3.4, 2, 4, 6, 5), podWith("b", 0.5, 3.5, 2, 1, 1, 1)}
+	cycle2 := []scrape.Interval{podWith("a", 3.4, 6.4, 5, 4, 6, 5, 9, 8, 3), podWith("b", 3.5, 6.5, 5, 1, 1, 1, 2, 2, 2)}
+	m1, err := Workload(cycle1)
+	require.NoError(t, err)
+	require.Equal(t, RateCarry{Second: sec0 + 2, Count: 6, Pods: "ns/a\x00ns/b"}, m1.ArrivalRateCarry)
+	whole, err := ratevar.Of([]int64{5, 7, 6, 11, 10, 5})
+	require.NoError(t, err)
+	tests := []struct {
+		name string
+		prev RateCarry
+		ivs  []scrape.Interval
+		want []int64
+	}{
+		{"same pods: the pair between the cycles counts", m1.ArrivalRateCarry, cycle2, []int64{6, 11, 10, 5}},
+		{"the last second unknown", RateCarry{Second: sec0 + 2, Count: miss, Pods: m1.ArrivalRateCarry.Pods}, cycle2, []int64{11, 10, 5}},
+		{"other pods", RateCarry{Second: sec0 + 2, Count: 6, Pods: "ns/a"}, cycle2, []int64{11, 10, 5}},
+		{"not the second before", RateCarry{Second: sec0 + 1, Count: 6, Pods: m1.ArrivalRateCarry.Pods}, cycle2, []int64{11, 10, 5}},
+		{"a first cycle", NoCarry, cycle2, []int64{11, 10, 5}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m2, err := WorkloadAfter(tt.ivs, tt.prev)
+			require.NoError(t, err)
+			want, err := ratevar.Of(tt.want)
+			require.NoError(t, err)
+			require.Equal(t, want, m2.ArrivalRateSums)
+			require.Equal(t, int64(5), m2.ArrivalRateCarry.Count)
+		})
+	}
+	// Joined, the two cycles count what one series over both would.
+	m2, err := WorkloadAfter(cycle2, m1.ArrivalRateCarry)
+	require.NoError(t, err)
+	require.Equal(t, whole, m1.ArrivalRateSums.Add(m2.ArrivalRateSums))
 }

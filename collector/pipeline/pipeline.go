@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"math"
 	"sort"
 	"time"
 
@@ -35,9 +34,10 @@ type Pipeline struct {
 	Skewed         prometheus.Gauge
 
 	skewed map[string]bool // pods beyond MaxClockOffset at their last interval
-	// lastSecond is, per workload, the newest second its per-second arrival
-	// series counted (aggregate.WorkloadAfter): no later cycle counts it again.
-	lastSecond map[WorkloadKey]int64
+	// carry is, per workload, what its last cycle left for the next one's
+	// per-second arrival series (aggregate.WorkloadAfter): no second is counted
+	// twice, and the pair spanning two cycles is counted once.
+	carry map[WorkloadKey]aggregate.RateCarry
 }
 
 // WorkloadKey names a workload.
@@ -130,11 +130,11 @@ func (p *Pipeline) RunWith(ctx context.Context, targets []scrape.Target, resourc
 		return keys[i].Namespace+"/"+keys[i].Workload < keys[j].Namespace+"/"+keys[j].Workload
 	})
 	for _, k := range keys {
-		after, seen := p.lastSecond[k]
+		prev, seen := p.carry[k]
 		if !seen {
-			after = math.MinInt64
+			prev = aggregate.NoCarry
 		}
-		m, err := aggregate.WorkloadAfter(byWorkload[k], after)
+		m, err := aggregate.WorkloadAfter(byWorkload[k], prev)
 		if err != nil {
 			p.invalid(k.Namespace+"/"+k.Workload, err)
 			continue
@@ -149,22 +149,20 @@ func (p *Pipeline) RunWith(ctx context.Context, targets []scrape.Target, resourc
 		}
 		c.Workloads[k] = m
 		points = append(points, WorkloadPoint(k.Namespace, k.Workload, m))
-		if m.ArrivalRateLastSecond != 0 {
-			if p.lastSecond == nil {
-				p.lastSecond = map[WorkloadKey]int64{}
-			}
-			p.lastSecond[k] = max(after, m.ArrivalRateLastSecond)
+		if p.carry == nil {
+			p.carry = map[WorkloadKey]aggregate.RateCarry{}
 		}
+		p.carry[k] = m.ArrivalRateCarry
 	}
-	if len(p.lastSecond) > 0 {
+	if len(p.carry) > 0 {
 		// A workload none of whose targets is left is forgotten.
 		current := make(map[WorkloadKey]bool, len(targets))
 		for _, t := range targets {
 			current[WorkloadKey{t.Namespace, t.Workload}] = true
 		}
-		for k := range p.lastSecond {
+		for k := range p.carry {
 			if !current[k] {
-				delete(p.lastSecond, k)
+				delete(p.carry, k)
 			}
 		}
 	}

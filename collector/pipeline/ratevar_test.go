@@ -83,7 +83,7 @@ func workloadFields(t *testing.T, points []*write.Point) map[string]any {
 // TestWorkloadPointCarriesTheArrivalRateCV2: two pods' per-second counts,
 // scraped through their real /stats, are added second by second; the workload
 // point carries the cv² of the sum and its pairs, and the next cycle counts
-// only its own seconds.
+// only its own seconds, joined to the previous cycle's by the pair they make.
 func TestWorkloadPointCarriesTheArrivalRateCV2(t *testing.T) {
 	ps := newPerSecondPods(t, "a", "b")
 	var sink recording
@@ -124,12 +124,13 @@ func TestWorkloadPointCarriesTheArrivalRateCV2(t *testing.T) {
 	}
 	sink.points = nil
 	c = p.Run(ctx, ps.targets)
-	want, err = ratevar.Of([]int64{5, 5, 6})
+	want, err = ratevar.Of([]int64{int64(a[5] + b[5]), 5, 5, 6})
 	require.NoError(t, err)
 	require.Equal(t, want, c.Workloads[WorkloadKey{"ns", "w"}].ArrivalRateSums,
-		"the seconds that end inside the new interval: the one in progress at the last scrape, and the next two")
+		"the seconds that end inside the new interval (the one in progress at the last scrape, and the next two), "+
+			"and the pair they make with the previous cycle's last")
 	f = workloadFields(t, sink.points)
-	require.Equal(t, 2.0, f[influx.FieldArrivalRatePairs])
+	require.Equal(t, 3.0, f[influx.FieldArrivalRatePairs])
 }
 
 // TestBadArrivalsPerSecondCostsOnlyItself: a proxy serving an invalid series

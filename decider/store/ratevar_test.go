@@ -23,8 +23,8 @@ import (
 // arrivals per second on a stepped clock and serve their real /stats (with a
 // front replica of the workload); the collector's pipeline scrapes them and
 // writes to a real InfluxDB; Flux reads the window back. Its RateCV2 is the
-// cycles' estimates weighted by their pairs, and a cycle without one (an idle
-// second pair) weighs nothing.
+// cycles' estimates weighted by their pairs, and a cycle without one (no
+// arrival in its pairs) weighs nothing.
 func TestRateCV2FromTheCollectorThroughInfluxDB(t *testing.T) {
 	db := influxtest.Start(t)
 	w, err := influx.NewWriter(influx.WriterConfig{URL: db.URL, Bucket: influxtest.Bucket, FlushInterval: 50 * time.Millisecond}, nil, zap.NewNop())
@@ -69,9 +69,10 @@ func TestRateCV2FromTheCollectorThroughInfluxDB(t *testing.T) {
 	p.Run(ctx, targets)
 	var weighted, pairs float64
 	for _, cycle := range [][][2]int{
-		{{3, 5}, {9, 0}, {1, 6}, {4, 2}, {8, 2}, {2, 7}},
-		{{0, 0}, {0, 0}, {0, 0}}, // no arrival in its pairs: no estimate
-		{{10, 1}, {2, 2}, {7, 7}, {1, 0}, {12, 3}},
+		{{3, 5}, {9, 0}, {1, 6}, {4, 2}, {8, 2}, {2, 7}}, // 5 pairs
+		{{0, 0}, {0, 0}, {0, 0}},                         // 3 pairs, with the previous cycle's last second (9)
+		{{0, 0}, {0, 0}, {0, 0}},                         // 3 pairs without an arrival: no estimate
+		{{10, 1}, {2, 2}, {7, 7}, {1, 0}, {12, 3}},       // 5 pairs
 	} {
 		for _, s := range cycle {
 			second(s[0], s[1])
@@ -85,7 +86,7 @@ func TestRateCV2FromTheCollectorThroughInfluxDB(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // the points' times (the collector's clock) must differ
 	}
-	require.Equal(t, 9.0, pairs, "5 pairs in the first cycle, none in the idle one, 4 in the last")
+	require.Equal(t, 13.0, pairs, "the pairs of the cycles with an estimate")
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	require.NoError(t, w.Close(cctx))
@@ -97,7 +98,7 @@ func TestRateCV2FromTheCollectorThroughInfluxDB(t *testing.T) {
 	fl := &Flux{Query: client.QueryAPI(""), Bucket: influxtest.Bucket}
 	got, err := fl.Snapshot(ctx, Query{Namespace: "ns", Workload: "w", Now: time.Now(), Window: time.Hour})
 	require.NoError(t, err)
-	require.Len(t, got.ArrivalRates, 3)
+	require.Len(t, got.ArrivalRates, 4)
 	require.Equal(t, pairs, got.RateCV2Pairs)
 	require.InDelta(t, weighted/pairs, got.RateCV2, 1e-12)
 	require.NotZero(t, got.RateCV2)
