@@ -431,9 +431,7 @@ func (m Metrics) Check() error {
 	if math.IsNaN(m.ClockOffset) || math.IsInf(m.ClockOffset, 0) {
 		return fmt.Errorf("aggregate: clock_offset_seconds is %v, want a finite number", m.ClockOffset)
 	}
-	// Unbiased, so possibly below 0; ratevar.CV2 never returns more than the
-	// ±(counts per second) a series of whole counts allows, but a point must not
-	// carry a non-finite one whatever computed it.
+	// An unbiased estimate, so it may be below 0, but never non-finite in a point.
 	if math.IsNaN(m.ArrivalRateCV2) || math.IsInf(m.ArrivalRateCV2, 0) {
 		return fmt.Errorf("aggregate: arrival_rate_cv2 is %v, want a finite number", m.ArrivalRateCV2)
 	}
