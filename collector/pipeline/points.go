@@ -3,11 +3,14 @@
 package pipeline
 
 import (
+	"math"
+
 	"github.com/influxdata/influxdb-client-go/v2/api/write"
 
 	"github.com/qas-dev/qas/collector/aggregate"
 	"github.com/qas-dev/qas/collector/scrape"
 	"github.com/qas-dev/qas/internal/influx"
+	"github.com/qas-dev/qas/proxy/stats"
 )
 
 // PodPoint is the qas_pod point of one pod's interval, timed by the collector's clock
@@ -76,5 +79,25 @@ func workloadPoint(namespace, workload string, m aggregate.Metrics) *write.Point
 			fields[f] = m.ServiceQuantiles[i]
 		}
 	}
+	addLatencyBuckets(fields, m.Latency)
 	return write.NewPoint(influx.Workload, map[string]string{"namespace": namespace, "workload": workload}, fields, m.Time)
+}
+
+// addLatencyBuckets adds the merged latency histogram's buckets, one field per
+// bucket named by its upper bound (influx.LatencyBucketField), when a request
+// completed: an idle interval has no distribution. The counts are floats, as
+// every field the decider reads (whole numbers, exact up to 2⁵³): InfluxDB 1.8
+// cannot group fields of different types, and no count a validated /stats
+// document holds overflows them.
+func addLatencyBuckets(fields map[string]any, h stats.Histogram) {
+	if h.Total() == 0 || len(h.Counts) != len(h.Bounds)+1 {
+		return
+	}
+	for i, c := range h.Counts {
+		bound := math.Inf(1)
+		if i < len(h.Bounds) {
+			bound = h.Bounds[i]
+		}
+		fields[influx.LatencyBucketField(bound)] = float64(c)
+	}
 }
