@@ -370,6 +370,12 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 		// The long history is optional: without it the engine is reactive.
 		c.Log.Warn("no long λ history: recurring bursts are not forecast this cycle", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.String("error", m.HistoryError))
 	}
+	if err == nil && m.LatencyBucketsError != "" {
+		// Optional too: without the histogram the closed loop reads the share of
+		// requests over the target from the quantiles.
+		c.Log.Warn("latency histogram read with problems", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name),
+			zap.Int("buckets", len(m.LatencyBuckets)), zap.String("error", m.LatencyBucketsError))
+	}
 	if err == nil && !m.Complete {
 		c.Log.Info("measurements incomplete: no scale-down this cycle", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.String("missing", m.MissingSummary()))
 	}
@@ -387,6 +393,7 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 		FrontQueue:   frontQueue,
 		ArrivalRates: m.ArrivalRates, History: m.History, ServiceTime: m.ServiceTime, ServiceSCV: m.ServiceSCV,
 		MeasuredLatency: m.MeasuredLatency, MeasuredQuantiles: m.MeasuredQuantiles, ServiceQuantiles: m.ServiceQuantiles,
+		LatencyBuckets:   m.LatencyBuckets,
 		ShortArrivalRate: m.ShortArrivalRate, ShortWindow: m.ShortWindow,
 		CurrentReplicas: t.replicas, ReadyReplicas: ready,
 		Pods:      resources.DecidePods(pods, qa.Spec.ScaleTargetRef, m, storage),

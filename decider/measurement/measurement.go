@@ -55,6 +55,14 @@ type Workload struct {
 	// (nil unless all three were measured: an idle interval has none), for the
 	// engine's closed loop.
 	MeasuredQuantiles []decide.LatencyQuantile
+	// LatencyBuckets are the newest workload point's latency histogram (the
+	// proxies' merged buckets, the interval of MeasuredQuantiles): count per
+	// bucket, ascending by UpperBound, the last +Inf. Nil when the point has
+	// none (an idle interval, a collector from before them) or they do not make
+	// a histogram; LatencyBucketsError then says why, and also names bucket
+	// fields skipped for a malformed name (the others are kept).
+	LatencyBuckets      []decide.LatencyBucket
+	LatencyBucketsError string
 	// ServiceQuantiles are the newest workload point's service-time quantiles
 	// (proxy/stats.ServicePercentiles; nil unless all were measured, positive
 	// and ascending), for the engine's latency tail.
