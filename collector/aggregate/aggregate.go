@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/qas-dev/qas/collector/scrape"
+	"github.com/qas-dev/qas/internal/ratevar"
 	"github.com/qas-dev/qas/proxy/stats"
 )
 
@@ -91,7 +94,24 @@ type Metrics struct {
 	// none was observed.
 	OverflowDecisionP50, OverflowDecisionP95, FrontQueueWaitP50, FrontQueueWaitP95 float64
 
+	// ArrivalRateSums are the ratevar.Sums of the workload's arrivals per whole
+	// second over the cycle (issue #15): the pods' counts added second by second
+	// (see arrivalSeries for which seconds). ArrivalRateCV2 is their
+	// ratevar.CV2, the relative variance of the per-second rate beyond Poisson
+	// noise (unbiased, so it may be slightly negative); it is meaningful only
+	// when ArrivalRateCV2Valid, and 0 otherwise. ArrivalRateCarry is what the
+	// next cycle needs of this one (WorkloadAfter). A workload's only.
+	ArrivalRateSums  ratevar.Sums
+	ArrivalRateCV2   float64
+	ArrivalRateCarry RateCarry
+
 	decisions, queueWaits stats.Histogram
+}
+
+// ArrivalRateCV2Valid says whether ArrivalRateCV2 is an estimate: the cycle had
+// a pair of successive seconds known at every pod, with an arrival in it.
+func (m Metrics) ArrivalRateCV2Valid() bool {
+	return m.ArrivalRateSums.Pairs > 0 && m.ArrivalRateSums.Counts > 0
 }
 
 // Pod derives one pod's metrics from its interval.
@@ -105,6 +125,26 @@ func Pod(iv scrape.Interval) Metrics {
 // add up (each pod's count over its own interval length); E[S] and its variance are
 // pooled over all completions; the histograms are merged before taking percentiles.
 func Workload(ivs []scrape.Interval) (Metrics, error) {
+	return WorkloadAfter(ivs, NoCarry)
+}
+
+// RateCarry is what a workload's cycle leaves to the next one for its
+// per-second arrival series: the newest second it counted, that second's
+// summed count (ratevar.Missing: not known) and the pods it summed.
+type RateCarry struct {
+	Second, Count int64
+	Pods          string
+}
+
+// NoCarry is the carry of a workload's first cycle: no second counted yet.
+var NoCarry = RateCarry{Second: math.MinInt64, Count: ratevar.Missing}
+
+// WorkloadAfter is Workload after a previous cycle that left prev (its
+// ArrivalRateCarry): the per-second arrival series counts only the seconds
+// after prev.Second, so that no second is counted in two cycles whatever pods
+// each had, and when its first second is the next one, summed over the same
+// pods, the pair they make counts too (no pair is lost between cycles).
+func WorkloadAfter(ivs []scrape.Interval, prev RateCarry) (Metrics, error) {
 	if len(ivs) == 0 {
 		return Metrics{}, errors.New("aggregate: no intervals")
 	}
@@ -114,7 +154,114 @@ func Workload(ivs []scrape.Interval) (Metrics, error) {
 			end = iv.Time()
 		}
 	}
-	return combine(end, ivs), nil
+	m := combine(end, ivs)
+	first, counts := arrivalSeries(ivs, prev.Second)
+	m.ArrivalRateCarry = prev
+	if len(counts) == 0 {
+		return m, nil
+	}
+	pods := podKeys(ivs)
+	series := counts
+	if prev.Second != math.MinInt64 && first == prev.Second+1 && prev.Count != ratevar.Missing && prev.Pods == pods {
+		series = append([]int64{prev.Count}, counts...)
+	}
+	sums, err := ratevar.Of(series)
+	if err != nil {
+		return Metrics{}, fmt.Errorf("aggregate: arrivals per second: %w", err)
+	}
+	m.ArrivalRateSums = sums
+	if m.ArrivalRateCV2Valid() {
+		if m.ArrivalRateCV2, err = ratevar.CV2(sums); err != nil {
+			return Metrics{}, fmt.Errorf("aggregate: arrivals per second: %w", err)
+		}
+	}
+	m.ArrivalRateCarry = RateCarry{Second: first + int64(len(counts)) - 1, Count: counts[len(counts)-1], Pods: pods}
+	return m, nil
+}
+
+// podKeys names the pods (not the fronts) of a cycle, sorted: a pair of
+// seconds from two cycles is a pair of the same series only over the same pods.
+func podKeys(ivs []scrape.Interval) string {
+	var keys []string
+	for _, iv := range ivs {
+		if !iv.Front {
+			keys = append(keys, iv.Key())
+		}
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, "\x00")
+}
+
+// staleAfter is how far, in seconds, the previous cycle's last second may lie
+// beyond this cycle's and still be taken as counted (arrivalSeries): far more
+// than the clock offsets between honest proxies.
+const staleAfter = 60
+
+// arrivalSeries is the workload's arrivals per whole second over a cycle: the
+// sum, second by second, of its pods' arrivals_per_second counts (a front
+// replica is no pod: it counts nothing here), oldest first from the Unix second
+// first, Missing where a pod's count is. The seconds are those that
+//
+//   - end inside every pod's interval on that pod's clock (Start < s+1 ≤ End):
+//     each second belongs to the interval it ends in, so a pod's consecutive
+//     intervals share none and lose none (the one in progress at a scrape is
+//     the next cycle's, whose series holds it whole), and two cycles that
+//     share a pod never both count a second. A pod whose interval began
+//     later than the others' (its series starts later, or it was rebased)
+//     narrows the cycle to its own interval: the sum never leaves out the
+//     arrivals of a pod of the cycle. (A pod still without an interval, in
+//     its first cycle, is in no sum: that cycle's seconds after it started
+//     miss its arrivals, a step that successive differences count once.);
+//   - began after the Unix second after (the previous cycle's last), for the
+//     cycles that share no pod (every pod replaced, or scraped late). A
+//     last second more than staleAfter ahead of every pod's interval is from
+//     a clock since stepped back, and ignored: it would hold the series back
+//     for as long;
+//   - are known (not Missing) at every pod: a second some pod did not count
+//     is a hole in the sum, so it is Missing.
+//
+// Without a series from every pod there is none. WorkloadAfter joins the pair
+// of seconds that spans two cycles.
+func arrivalSeries(ivs []scrape.Interval, after int64) (first int64, counts []int64) {
+	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+	pods := 0
+	for _, iv := range ivs {
+		if iv.Front {
+			continue
+		}
+		if iv.ArrivalsPerSecond == nil {
+			return 0, nil
+		}
+		pods++
+		// The second in progress at Start ends inside the interval: it is this
+		// interval's (the previous one stopped at the second before it).
+		lo = max(lo, iv.Start.Unix(), iv.ArrivalsPerSecond.StartUnix())
+		hi = min(hi, iv.End.Unix()-1, iv.ArrivalsPerSecond.EndUnix)
+	}
+	if pods == 0 {
+		return 0, nil
+	}
+	if after < hi+staleAfter {
+		lo = max(lo, after+1)
+	}
+	if lo > hi {
+		return 0, nil
+	}
+	counts = make([]int64, hi-lo+1)
+	for _, iv := range ivs {
+		if iv.Front {
+			continue
+		}
+		for i := range counts {
+			c := iv.ArrivalsPerSecond.At(lo + int64(i))
+			if c == ratevar.Missing || counts[i] == ratevar.Missing {
+				counts[i] = ratevar.Missing
+				continue
+			}
+			counts[i] += c
+		}
+	}
+	return lo, counts
 }
 
 func combine(end time.Time, ivs []scrape.Interval) Metrics {
@@ -302,6 +449,10 @@ func (m Metrics) Check() error {
 	}
 	if math.IsNaN(m.ClockOffset) || math.IsInf(m.ClockOffset, 0) {
 		return fmt.Errorf("aggregate: clock_offset_seconds is %v, want a finite number", m.ClockOffset)
+	}
+	// An unbiased estimate, so it may be below 0, but never non-finite in a point.
+	if math.IsNaN(m.ArrivalRateCV2) || math.IsInf(m.ArrivalRateCV2, 0) {
+		return fmt.Errorf("aggregate: arrival_rate_cv2 is %v, want a finite number", m.ArrivalRateCV2)
 	}
 	return nil
 }

@@ -39,6 +39,10 @@ type Pipeline struct {
 	mixedBounds map[WorkloadKey]string
 
 	skewed map[string]bool // pods beyond MaxClockOffset at their last interval
+	// carry is, per workload, what its last cycle left for the next one's
+	// per-second arrival series (aggregate.WorkloadAfter): no second is counted
+	// twice, and the pair spanning two cycles is counted once.
+	carry map[WorkloadKey]aggregate.RateCarry
 }
 
 // WorkloadKey names a workload.
@@ -132,9 +136,14 @@ func (p *Pipeline) RunWith(ctx context.Context, targets []scrape.Target, resourc
 	})
 	mixed := make(map[WorkloadKey]string, len(keys))
 	for _, k := range keys {
-		m, err := aggregate.Workload(byWorkload[k])
+		prev, seen := p.carry[k]
+		if !seen {
+			prev = aggregate.NoCarry
+		}
+		m, err := aggregate.WorkloadAfter(byWorkload[k], prev)
 		if err != nil {
-			continue // cannot happen: every key has at least one interval
+			p.invalid(k.Namespace+"/"+k.Workload, err)
+			continue
 		}
 		if err := m.Check(); err != nil {
 			p.invalid(k.Namespace+"/"+k.Workload, err)
@@ -147,6 +156,22 @@ func (p *Pipeline) RunWith(ctx context.Context, targets []scrape.Target, resourc
 		mixed[k] = p.logMixedBounds(k, m)
 		c.Workloads[k] = m
 		points = append(points, WorkloadPoint(k.Namespace, k.Workload, m))
+		if p.carry == nil {
+			p.carry = map[WorkloadKey]aggregate.RateCarry{}
+		}
+		p.carry[k] = m.ArrivalRateCarry
+	}
+	if len(p.carry) > 0 {
+		// A workload none of whose targets is left is forgotten.
+		current := make(map[WorkloadKey]bool, len(targets))
+		for _, t := range targets {
+			current[WorkloadKey{t.Namespace, t.Workload}] = true
+		}
+		for k := range p.carry {
+			if !current[k] {
+				delete(p.carry, k)
+			}
+		}
 	}
 	p.mixedBounds = mixed
 	if len(p.skewed) > 0 {

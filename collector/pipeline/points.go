@@ -72,6 +72,15 @@ func workloadPoint(namespace, workload string, m aggregate.Metrics) *write.Point
 		"pods":                 int64(m.Pods),
 		"clock_offset_seconds": m.ClockOffset,
 	}
+	// The rate's variance only when estimated: no pair of seconds known at
+	// every pod, or none with an arrival, says nothing about it (and 0 would
+	// read as Poisson).
+	if m.ArrivalRateCV2Valid() {
+		fields[influx.FieldArrivalRateCV2] = m.ArrivalRateCV2
+		// A float, as every field the decider reads in one query (InfluxDB 1.8
+		// cannot group fields of different types).
+		fields[influx.FieldArrivalRatePairs] = float64(m.ArrivalRateSums.Pairs)
+	}
 	// The service quantiles only when measured: an idle interval says nothing
 	// about the shape (and 0 is no service time).
 	if len(m.ServiceQuantiles) == len(influx.ServiceQuantileFields) {

@@ -51,6 +51,11 @@ type Interval struct {
 	// front's gauges at End), present when the snapshots carry them (issue #20).
 	PoolStats  *PoolCounts
 	FrontStats *FrontCounts
+	// ArrivalsPerSecond is the second snapshot's series of client arrivals per
+	// whole second on the proxy's clock (issue #15); nil when the proxy does not
+	// send one or sent an invalid one. It is no delta: its seconds are dated,
+	// and the aggregate takes those inside the interval.
+	ArrivalsPerSecond *stats.PerSecond
 }
 
 // PoolCounts are a sidecar's overflow and pull counts over an interval.
@@ -131,7 +136,8 @@ func Delta(t Target, prev, cur stats.Snapshot) (Interval, string) {
 	if len(cur.Service.Counts) != len(prev.Service.Counts) {
 		return Interval{}, ReasonBoundsChanged
 	}
-	iv := Interval{Target: t, Start: prev.Time, End: cur.Time, InFlight: cur.InFlight, Waiting: cur.Waiting}
+	iv := Interval{Target: t, Start: prev.Time, End: cur.Time, InFlight: cur.InFlight, Waiting: cur.Waiting,
+		ArrivalsPerSecond: cur.ArrivalsPerSecond}
 	ok := true
 	sub := func(a, b uint64) uint64 {
 		if a < b {

@@ -28,6 +28,7 @@ type Scraper struct {
 	mu      sync.Mutex // guards tracker
 
 	failures *prometheus.CounterVec
+	dropped  *prometheus.CounterVec
 	rebases  *prometheus.CounterVec
 	scrapes  prometheus.Counter
 }
@@ -55,6 +56,9 @@ func NewScraper(client *http.Client, concurrency int, timeout time.Duration, reg
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "qas_collector_scrape_failures_total", Help: "Scrapes skipped, by reason.",
 		}, []string{"reason"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "qas_collector_dropped_fields_total", Help: "Optional /stats fields left out because they were invalid (the rest of the document was kept), by field.",
+		}, []string{"field"}),
 		rebases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "qas_collector_rebases_total", Help: "Snapshots taken as a new baseline instead of a delta, by reason.",
 		}, []string{"reason"}),
@@ -63,7 +67,7 @@ func NewScraper(client *http.Client, concurrency int, timeout time.Duration, reg
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(s.failures, s.rebases, s.scrapes)
+		reg.MustRegister(s.failures, s.dropped, s.rebases, s.scrapes)
 	}
 	return s
 }
@@ -146,12 +150,24 @@ func (s *Scraper) fetch(ctx context.Context, url string) (stats.Snapshot, string
 	if resp.StatusCode != http.StatusOK {
 		return stats.Snapshot{}, FailStatus, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	snap, err := stats.Decode(resp.Body)
+	snap, dropped, err := stats.DecodeDropping(resp.Body)
 	if err != nil {
 		return stats.Snapshot{}, FailDecode, fmt.Errorf("GET %s: %w", url, err)
 	}
+	if dropped != nil {
+		// Only arrivals_per_second is optional in this way.
+		s.dropped.WithLabelValues(FieldArrivalsPerSecond).Inc()
+		s.log.Warn("invalid field left out", zap.String("url", url), zap.String("field", FieldArrivalsPerSecond), zap.Error(dropped))
+	}
 	return snap, "", nil
 }
+
+// FieldArrivalsPerSecond is the label of qas_collector_dropped_fields_total for
+// an invalid arrivals_per_second series.
+const FieldArrivalsPerSecond = "arrivals_per_second"
+
+// Dropped returns the count of documents whose field was left out as invalid.
+func (s *Scraper) Dropped(field string) float64 { return counter(s.dropped.WithLabelValues(field)) }
 
 // Failures returns the count of skipped scrapes for reason.
 func (s *Scraper) Failures(reason string) float64 { return counter(s.failures.WithLabelValues(reason)) }

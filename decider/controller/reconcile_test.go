@@ -190,3 +190,23 @@ func TestReconcile(t *testing.T) {
 		})
 	}
 }
+
+// TestReconcileCarriesTheRateCV2: the measurement's per-second rate variance
+// reaches the engine's snapshot: a valid one decides as before, one beyond
+// what the engine accepts is refused by name (the controller passed it on).
+func TestReconcileCarriesTheRateCV2(t *testing.T) {
+	valid := load(60, 0.05)
+	valid.RateCV2, valid.RateCV2Pairs = 0.3, 40
+	f := newFakeCluster(t, 2, nil, measured{w: valid}, nil)
+	_, err := f.ctrl.Reconcile(context.Background(), "ns", "web")
+	require.NoError(t, err)
+	require.Equal(t, []int32{6}, f.scaledTo)
+
+	absurd := load(60, 0.05)
+	absurd.RateCV2, absurd.RateCV2Pairs = 2e4, 40
+	f = newFakeCluster(t, 2, nil, measured{w: absurd}, nil)
+	_, err = f.ctrl.Reconcile(context.Background(), "ns", "web")
+	require.ErrorContains(t, err, "snapshot.rateCV2")
+	require.ErrorContains(t, err, "got 20000 over 40")
+	require.Nil(t, f.scaledTo)
+}

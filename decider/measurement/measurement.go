@@ -71,6 +71,11 @@ type Workload struct {
 	// interval): the engine's fast path sees a burst in it seconds after it starts.
 	ShortArrivalRate float64
 	ShortWindow      time.Duration
+	// RateCV2 is the relative variance of the per-second arrival rate beyond
+	// Poisson noise over the window: the workload points' arrival_rate_cv2
+	// averaged with their arrival_rate_pairs as weights; RateCV2Pairs is the
+	// pairs of seconds summed (0: not measured, and RateCV2 is 0).
+	RateCV2, RateCV2Pairs float64
 	// ProxyClockOffset is the newest workload point's largest (in magnitude) offset of a
 	// pod's proxy clock from the collector's, in seconds (positive: a proxy is ahead).
 	// Points are timed by the collector's clock, so it costs no data; it is reported.

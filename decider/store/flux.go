@@ -45,7 +45,8 @@ func workloadFilter(q Query) string {
 // different types together ("expected float cursor type").
 var (
 	workloadFields = append([]string{influx.FieldArrivalRate, influx.FieldServiceMean, influx.FieldServiceSCV, influx.FieldLatencyP50,
-		influx.FieldLatencyP95, influx.FieldLatencyP99, influx.FieldClockOffset, influx.FieldOverflowShare, influx.FieldFrontQueueLength}, influx.ServiceQuantileFields...)
+		influx.FieldLatencyP95, influx.FieldLatencyP99, influx.FieldClockOffset, influx.FieldOverflowShare, influx.FieldFrontQueueLength,
+		influx.FieldArrivalRateCV2, influx.FieldArrivalRatePairs}, influx.ServiceQuantileFields...)
 	podFields       = append([]string{influx.FieldServiceMean, influx.FieldCPUUsage, influx.FieldCPURequest, influx.FieldCPULimit}, podQueueFields...)
 	neighbourFields = []string{influx.FieldCPUUsage, influx.FieldCPURequest, influx.FieldCPULimit}
 	nodeFields      = []string{influx.FieldCPUUsage, influx.FieldCPUAllocatable}
@@ -105,10 +106,12 @@ func (f *Flux) Snapshot(ctx context.Context, q Query) (measurement.Workload, err
 		return measurement.Workload{}, err
 	}
 	var rates []decide.Sample
+	var rv rateCV2
 	last := map[string]float64{}
 	var lastTime time.Time
 	err := f.each(ctx, WorkloadQuery(f.Bucket, q), func(r *query.FluxRecord) {
 		rates = append(rates, decide.Sample{Time: r.Time(), Rate: num(r, influx.FieldArrivalRate)})
+		rv.add(num(r, influx.FieldArrivalRateCV2), num(r, influx.FieldArrivalRatePairs))
 		for _, k := range workloadFields[1:] {
 			last[k] = num(r, k)
 		}
@@ -159,7 +162,7 @@ func (f *Flux) Snapshot(ctx context.Context, q Query) (measurement.Workload, err
 			return measurement.Workload{}, err
 		}
 	}
-	w := assemble(q, rates, last, lastTime, pods, values(neighbours), values(nodes))
+	w := assemble(q, rates, rv, last, lastTime, pods, values(neighbours), values(nodes))
 	if bucketsErr != nil {
 		w.LatencyBuckets, w.LatencyBucketsError = nil, bucketsErr.Error()
 	}

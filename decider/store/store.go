@@ -163,8 +163,37 @@ func nodeNames(q Query, pods []podRow) []string {
 	return slices.Compact(names)
 }
 
+// maxRateCV2 bounds a point's arrival_rate_cv2: the collector's estimates of
+// real counts are within a few units; a point beyond (written by something
+// else) is left out rather than let one value sway the average.
+const maxRateCV2 = 1e4
+
+// rateCV2 averages the workload points' arrival_rate_cv2 over the window,
+// each weighted by its arrival_rate_pairs: the estimate over all their pairs
+// of seconds, as one over the whole window would be up to the pairs that span
+// two points. A point without them (none measured, or a collector from before
+// them) weighs nothing.
+type rateCV2 struct{ weighted, pairs float64 }
+
+// add takes one point's fields.
+func (a *rateCV2) add(cv2, pairs float64) {
+	if !(pairs > 0) || math.IsInf(pairs, 0) || math.IsNaN(cv2) || math.Abs(cv2) > maxRateCV2 {
+		return
+	}
+	a.weighted += cv2 * pairs
+	a.pairs += pairs
+}
+
+// value is the average and the pairs it is over (0, 0: none).
+func (a rateCV2) value() (cv2, pairs float64) {
+	if a.pairs <= 0 {
+		return 0, 0
+	}
+	return a.weighted / a.pairs, a.pairs
+}
+
 // assemble builds the measurement from the rows both implementations extract.
-func assemble(q Query, rates []decide.Sample, last map[string]float64, lastTime time.Time, pods, neighbours []podRow, nodes []nodeRow) measurement.Workload {
+func assemble(q Query, rates []decide.Sample, rv rateCV2, last map[string]float64, lastTime time.Time, pods, neighbours []podRow, nodes []nodeRow) measurement.Workload {
 	w := measurement.Workload{
 		ArrivalRates: rates, DataTime: lastTime,
 		ServiceTime: last[influx.FieldServiceMean], ServiceSCV: last[influx.FieldServiceSCV],
@@ -181,6 +210,7 @@ func assemble(q Query, rates []decide.Sample, last map[string]float64, lastTime 
 	}
 	w.LatencyBuckets, w.LatencyBucketsError = latencyBuckets(last)
 	w.ServiceQuantiles = serviceQuantiles(last)
+	w.RateCV2, w.RateCV2Pairs = rv.value()
 	// The newest point is one scrape interval: the fast path's short window.
 	if n := len(rates); n >= 2 && rates[n-1].Time.After(rates[n-2].Time) {
 		w.ShortArrivalRate, w.ShortWindow = rates[n-1].Rate, rates[n-1].Time.Sub(rates[n-2].Time)

@@ -36,6 +36,10 @@ func fixture() []*write.Point {
 	// The newest point is of a pooled workload: 40 % of arrivals overflowed, 17 wait
 	// in the front.
 	pts[2].AddField("overflow_share", 0.4).AddField("front_queue_length", 17.0).AddField("overflow_rate", 12.0)
+	// The first and the newest point carry the rate's cv² (the middle one had no
+	// pair of seconds): read as their pair-weighted mean.
+	pts[0].AddField("arrival_rate_cv2", 0.5).AddField("arrival_rate_pairs", 8.0)
+	pts[2].AddField("arrival_rate_cv2", -0.25).AddField("arrival_rate_pairs", 24.0)
 	// The newest point carries the service-time quantiles.
 	for i, f := range influx.ServiceQuantileFields {
 		pts[2].AddField(f, fixtureService[i])
@@ -82,6 +86,7 @@ func want() measurement.Workload {
 		ProxyClockOffset:  -25, // the newest point's: a proxy 25 s behind the collector
 		MeasuredQuantiles: []decide.LatencyQuantile{{Percentile: 50, Seconds: 0.02}, {Percentile: 95, Seconds: 0.05}, {Percentile: 99, Seconds: 0.09}},
 		ShortArrivalRate:  30, ShortWindow: 5 * time.Second,
+		RateCV2: (0.5*8 - 0.25*24) / 32, RateCV2Pairs: 32,
 		OverflowShare: 0.4, FrontQueue: 17,
 		ServiceQuantiles: []decide.LatencyQuantile{{Percentile: 50, Seconds: 0.01}, {Percentile: 75, Seconds: 0.02}, {Percentile: 90, Seconds: 0.04},
 			{Percentile: 95, Seconds: 0.06}, {Percentile: 97.5, Seconds: 0.08}, {Percentile: 99, Seconds: 0.12}, {Percentile: 99.5, Seconds: 0.15},
@@ -131,6 +136,8 @@ func TestMemory(t *testing.T) {
 	got, err = m.Snapshot(context.Background(), q)
 	require.NoError(t, err)
 	require.Len(t, got.ArrivalRates, 2)
+	require.Equal(t, -0.25, got.RateCV2, "the first point's cv² is outside the window")
+	require.Equal(t, 24.0, got.RateCV2Pairs)
 
 	q.Workload = "missing"
 	_, err = m.Snapshot(context.Background(), q)
@@ -339,4 +346,34 @@ func utc(s []decide.Sample) []decide.Sample {
 		s[i].Time = s[i].Time.UTC()
 	}
 	return s
+}
+
+// TestRateCV2WeighsPointsByTheirPairs: the window's cv² is the points' mean
+// weighted by their pairs; a point without pairs, with a non-finite or absurd
+// cv², or with a negative or non-finite count of pairs weighs nothing.
+func TestRateCV2WeighsPointsByTheirPairs(t *testing.T) {
+	tests := []struct {
+		name               string
+		points             [][2]float64 // cv², pairs
+		wantCV2, wantPairs float64
+	}{
+		{"none", nil, 0, 0},
+		{"one", [][2]float64{{0.3, 10}}, 0.3, 10},
+		{"weighted", [][2]float64{{1, 30}, {0, 10}}, 0.75, 40},
+		{"negative estimates count", [][2]float64{{-0.5, 10}, {0.5, 30}}, 0.25, 40},
+		{"a point without pairs weighs nothing", [][2]float64{{0.2, 5}, {9, 0}}, 0.2, 5},
+		{"broken points are left out", [][2]float64{{0.2, 5}, {math.NaN(), 5}, {2e4, 5}, {1, -3}, {1, math.Inf(1)}, {1, math.NaN()}}, 0.2, 5},
+		{"only broken points: none", [][2]float64{{math.Inf(-1), 5}}, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var a rateCV2
+			for _, p := range tt.points {
+				a.add(p[0], p[1])
+			}
+			cv2, pairs := a.value()
+			require.InDelta(t, tt.wantCV2, cv2, 1e-12)
+			require.Equal(t, tt.wantPairs, pairs)
+		})
+	}
 }

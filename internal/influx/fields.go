@@ -30,6 +30,10 @@ const (
 	FieldWaiting        = "waiting"
 	FieldInFlightMean   = "in_flight_mean"
 	FieldClockOffset    = "clock_offset_seconds"
+	// The per-second arrival rate's relative variance beyond Poisson noise
+	// (qas_workload, issue #15) and the pairs of seconds it is estimated from.
+	FieldArrivalRateCV2   = "arrival_rate_cv2"
+	FieldArrivalRatePairs = "arrival_rate_pairs"
 	// The pooled data plane's workload fields the decider reads.
 	FieldOverflowShare    = "overflow_share"
 	FieldFrontQueueLength = "front_queue_length"

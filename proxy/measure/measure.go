@@ -29,12 +29,15 @@ type Recorder struct {
 	concurrencyLimit, queueLimit int
 
 	arrivals, completions atomic.Uint64
-	queued, rejected      atomic.Uint64
-	upstreamErrors        atomic.Uint64
-	upstreamTimeouts      atomic.Uint64
-	clientCancels         atomic.Uint64
-	codes                 [5]atomic.Uint64
-	waiting               atomic.Int64
+	// pulledArrivals counts the arrivals pulled from a front (a subset of
+	// arrivals): the per-second series leaves them out.
+	pulledArrivals   atomic.Uint64
+	queued, rejected atomic.Uint64
+	upstreamErrors   atomic.Uint64
+	upstreamTimeouts atomic.Uint64
+	clientCancels    atomic.Uint64
+	codes            [5]atomic.Uint64
+	waiting          atomic.Int64
 
 	// Float sums are kept in nanoseconds (service, TTFB, queue wait, latency) so
 	// they can be atomic integers; the sum of squares is kept in µs² to stay within
@@ -55,6 +58,8 @@ type Recorder struct {
 	// Set when the pooled data plane is configured (sidecar) or in front mode.
 	pool  atomic.Pointer[PoolCounters]
 	front atomic.Pointer[FrontCounters]
+	// Set by CountPerSecond.
+	perSecond atomic.Pointer[PerSecond]
 
 	// In-flight integral: guarded by mu, updated at every transition.
 	mu            sync.Mutex
@@ -90,6 +95,27 @@ func (r *Recorder) Now() time.Time { return r.now() }
 func (r *Recorder) Arrive() time.Time {
 	r.arrivals.Add(1)
 	return r.now()
+}
+
+// ArrivePulled counts a request pulled from a shared front to be served here:
+// an arrival, but not one from this pod's clients (its sender counted it as
+// its own), so the per-second series leaves it out.
+func (r *Recorder) ArrivePulled() time.Time {
+	// Arrivals first, and clientArrivals reads the pulled count first: it never
+	// sees a pulled count above the arrivals it reads. Between the two adds it
+	// takes this arrival for a client's; the per-second counter keeps its
+	// cumulative count from falling, so the next second gives it back.
+	r.arrivals.Add(1)
+	r.pulledArrivals.Add(1)
+	return r.now()
+}
+
+// clientArrivals is the cumulative count of the arrivals from clients: all of
+// them but the pulled ones.
+func (r *Recorder) clientArrivals() uint64 {
+	pulled := r.pulledArrivals.Load()
+	all := r.arrivals.Load()
+	return all - min(pulled, all)
 }
 
 // StartWaiting and StopWaiting bracket a request's wait for a concurrency slot.
@@ -283,6 +309,10 @@ func (r *Recorder) Snapshot() stats.Snapshot {
 	}
 	if f := r.front.Load(); f != nil {
 		s.Front = f.snapshot()
+	}
+	// Before Arrivals: every second counted was counted from arrivals already in it.
+	if p := r.perSecond.Load(); p != nil {
+		s.ArrivalsPerSecond = p.Snapshot()
 	}
 	// Arrivals is read last so that completions never exceed it in one snapshot.
 	s.Arrivals = max(r.arrivals.Load(), s.Completions)

@@ -286,7 +286,7 @@ func (p *Proxy) overflow(w http.ResponseWriter, r *http.Request, arrived time.Ti
 // except for its latency and status code, which the sender observes
 // (Recorder.EndPulled).
 func (p *Proxy) servePulled(req *http.Request, out io.Writer) {
-	p.rec.Arrive()
+	p.rec.ArrivePulled()
 	began := p.rec.Begin()
 	req.RequestURI = ""
 	req.URL.Scheme, req.URL.Host = "http", p.upstream

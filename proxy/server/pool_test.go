@@ -224,6 +224,9 @@ func TestOverflowOnlyWhenSlotsFull(t *testing.T) {
 		require.NotNil(t, sa.Pool)
 		require.Zero(t, sa.Pool.OverflowAccepted+sa.Pool.OverflowRefused+sa.Pool.OverflowTimeout+sa.Pool.OverflowError)
 
+		// B's per-second counter has counted a whole second: the pull below comes
+		// in a second it counts whole, not in the one it started in.
+		waitFor(t, "B counts arrivals per second", func() bool { return snapshot(t, p.b).ArrivalsPerSecond != nil })
 		blocked := sendAsync(p.a.url, "GET", "/block", "held", "")
 		waitFor(t, "A's slot is busy", func() bool { return p.apps.inApp.Load() == 6 })
 		r := send(p.a.url, "POST", "/moved?q=1", "moved", "hello pooled world")
@@ -254,6 +257,15 @@ func TestOverflowOnlyWhenSlotsFull(t *testing.T) {
 		require.Zero(t, sa.Pool.Pulled)
 		require.Equal(t, uint64(7), sa.Arrivals, "A counts every request its clients sent")
 		require.Equal(t, uint64(1), sb.Arrivals, "B counts the pulled request it served")
+		// But not in its arrivals per second: the request arrived from a client at A.
+		pulledBy := time.Now().Unix()
+		waitFor(t, "B's counter closes the second the pull came in", func() bool {
+			s := snapshot(t, p.b).ArrivalsPerSecond
+			return s != nil && s.EndUnix >= pulledBy
+		})
+		for _, c := range snapshot(t, p.b).ArrivalsPerSecond.Counts {
+			require.LessOrEqual(t, c, int64(0), "B's arrivals per second leave the pulled request out")
+		}
 		f := frontStats(t, p.front)
 		require.Equal(t, uint64(1), f.Accepted)
 		require.Equal(t, uint64(1), f.Dispatched)

@@ -38,6 +38,9 @@ type Options struct {
 	// other connection to the general net/http path. The fast path speaks only
 	// HTTP/1.1 to the application, so it is off when Config.UpstreamProtocol is h2c.
 	FastPath bool
+	// Sleep waits on the recorder's clock for the per-second arrival counts
+	// (nil: measure.RealSleep); tests with a fake clock inject a fake one.
+	Sleep measure.Sleep
 }
 
 // Admin connection limits: a scrape or probe is one small request.
@@ -145,6 +148,16 @@ func (s *Server) Serve(ctx context.Context) error {
 		go func() { errc <- s.serving.Serve(fastpath.GuardListener(s.servingL, maxHead+4<<10)) }()
 	}
 	go func() { errc <- s.admin.Serve(s.adminL) }()
+	// The per-second arrival counts (issue #15) run beside the request path, on
+	// the recorder's clock, until Serve returns.
+	perSecond := s.Recorder.CountPerSecond(s.opts.Sleep)
+	perSecondDone := make(chan struct{})
+	perSecondCtx, stopPerSecond := context.WithCancel(context.Background())
+	go func() {
+		defer close(perSecondDone)
+		perSecond.Run(perSecondCtx)
+	}()
+	defer func() { stopPerSecond(); <-perSecondDone }()
 	pullDone := make(chan struct{})
 	pullCtx, stopPull := context.WithCancel(context.Background())
 	defer func() { stopPull(); <-pullDone }()

@@ -99,7 +99,44 @@ type Snapshot struct {
 	// (issue #20); Front is present when the process runs in front mode.
 	Pool  *Pool  `json:"pool,omitempty"`
 	Front *Front `json:"front,omitempty"`
+
+	// ArrivalsPerSecond counts the requests that arrived from clients in each of
+	// the last whole wall-clock seconds (issue #15), for the variability of the
+	// arrival rate from second to second. Omitted until the proxy has counted a
+	// second, and by a proxy from before it.
+	ArrivalsPerSecond *PerSecond `json:"arrivals_per_second,omitempty"`
 }
+
+// PerSecond is a series of counts of consecutive whole wall-clock seconds on the
+// proxy's clock, oldest first: Counts[len(Counts)-1] is the second that began at
+// the Unix time EndUnix, Counts[i] the one that began len(Counts)-1-i seconds
+// earlier. A count of ratevar.Missing (-1) marks a second whose count is not
+// known (the proxy was not counting yet, or a tick came too late to say which
+// second its arrivals belong to).
+type PerSecond struct {
+	EndUnix int64   `json:"end_unix"`
+	Counts  []int64 `json:"counts"`
+}
+
+// MaxPerSecondCounts bounds PerSecond.Counts in a document: qas-proxy sends 32;
+// a longer series is a broken or hostile proxy.
+const MaxPerSecondCounts = 600
+
+// StartUnix is the Unix time at which the series' first second began.
+func (p PerSecond) StartUnix() int64 { return p.EndUnix - int64(len(p.Counts)) + 1 }
+
+// At returns the count of the second that began at the Unix time sec, or
+// ratevar.Missing when the series does not cover it.
+func (p PerSecond) At(sec int64) int64 {
+	i := sec - p.StartUnix()
+	if i < 0 || i >= int64(len(p.Counts)) {
+		return missing
+	}
+	return p.Counts[i]
+}
+
+// missing is ratevar.Missing (this package imports nothing of the project's).
+const missing = -1
 
 // DefaultDecisionBounds are the bucket bounds, in seconds, of Pool.OverflowDecision:
 // the time from sending an overflow request to the front's accept or refuse, which the
@@ -179,27 +216,68 @@ func (h Histogram) Total() uint64 {
 }
 
 // Decode reads and validates one snapshot. Any error names the field at fault.
+// An invalid optional series (arrivals_per_second) is left out, the rest kept:
+// DecodeDropping says why.
 func Decode(r io.Reader) (Snapshot, error) {
+	s, _, err := DecodeDropping(r)
+	return s, err
+}
+
+// document is a Snapshot whose optional series is read apart (the outer field
+// hides the embedded one of the same name), so that a malformed one, of any
+// type, costs only itself.
+type document struct {
+	Snapshot
+	ArrivalsPerSecond json.RawMessage `json:"arrivals_per_second,omitempty"`
+}
+
+// DecodeDropping is Decode, and reports in dropped an optional field that was
+// present but invalid and left out of s (nil: none). err is for the document
+// as a whole: s is then unusable.
+func DecodeDropping(r io.Reader) (s Snapshot, dropped, err error) {
 	data, err := io.ReadAll(io.LimitReader(r, MaxDocumentBytes+1))
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("stats: read: %w", err)
+		return Snapshot{}, nil, fmt.Errorf("stats: read: %w", err)
 	}
 	if len(data) > MaxDocumentBytes {
-		return Snapshot{}, fmt.Errorf("stats: document larger than %d bytes", MaxDocumentBytes)
+		return Snapshot{}, nil, fmt.Errorf("stats: document larger than %d bytes", MaxDocumentBytes)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	var s Snapshot
-	if err := dec.Decode(&s); err != nil {
-		return Snapshot{}, fmt.Errorf("stats: decode: %w", err)
+	var doc document
+	if err := dec.Decode(&doc); err != nil {
+		return Snapshot{}, nil, fmt.Errorf("stats: decode: %w", err)
 	}
 	if dec.More() {
-		return Snapshot{}, errors.New("stats: trailing data after the document")
+		return Snapshot{}, nil, errors.New("stats: trailing data after the document")
 	}
+	s = doc.Snapshot
+	s.ArrivalsPerSecond = nil
 	if err := s.Validate(); err != nil {
-		return Snapshot{}, err
+		return Snapshot{}, nil, err
 	}
-	return s, nil
+	if raw := doc.ArrivalsPerSecond; len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
+		p, err := decodePerSecond(raw, s)
+		if err != nil {
+			return s, err, nil
+		}
+		s.ArrivalsPerSecond = p
+	}
+	return s, nil, nil
+}
+
+// decodePerSecond reads and validates the arrivals_per_second series of s.
+func decodePerSecond(raw json.RawMessage, s Snapshot) (*PerSecond, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var p PerSecond
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("stats: arrivals_per_second: %w", err)
+	}
+	if err := p.validate(s); err != nil {
+		return nil, err
+	}
+	return &p, nil
 }
 
 // A document's time sums may exceed its uptime by the wall clock's error:
@@ -277,7 +355,46 @@ func (s Snapshot) Validate() error {
 			return err
 		}
 	}
+	if s.ArrivalsPerSecond != nil {
+		if err := s.ArrivalsPerSecond.validate(s); err != nil {
+			return err
+		}
+	}
 	return s.validateService()
+}
+
+// perSecondClockSlack is how far, in seconds, a PerSecond series' last second
+// may lie outside the snapshot's process lifetime on its own clock: the wall
+// clock may have been stepped between the tick that recorded it and the
+// snapshot.
+const perSecondClockSlack = 60
+
+// validate checks an arrivals_per_second series against the snapshot s that
+// carries it: a bounded length, counts that are Missing or counts of requests
+// that arrived (all of them together at most the arrivals), a last second
+// within the process's lifetime on its clock.
+func (p *PerSecond) validate(s Snapshot) error {
+	if len(p.Counts) == 0 || len(p.Counts) > MaxPerSecondCounts {
+		return fmt.Errorf("stats: arrivals_per_second has %d counts, want 1 to %d", len(p.Counts), MaxPerSecondCounts)
+	}
+	lo, hi := s.StartTime.Unix()-perSecondClockSlack, s.Time.Unix()+perSecondClockSlack
+	if p.EndUnix < lo || p.EndUnix > hi {
+		return fmt.Errorf("stats: arrivals_per_second end_unix %d is outside the process's lifetime [%d, %d] (start_time and time, ± %d s)",
+			p.EndUnix, lo, hi, perSecondClockSlack)
+	}
+	var total uint64
+	for i, c := range p.Counts {
+		if c < missing {
+			return fmt.Errorf("stats: arrivals_per_second count %d is %d, want ≥ 0 or -1 (missing)", i, c)
+		}
+		if c > 0 {
+			if uint64(c) > s.Arrivals-total {
+				return fmt.Errorf("stats: arrivals_per_second counts more requests than arrivals %d", s.Arrivals)
+			}
+			total += uint64(c)
+		}
+	}
+	return nil
 }
 
 // validate checks a sidecar's pool counters: every overflow attempt and every pulled

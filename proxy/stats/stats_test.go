@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +47,7 @@ func TestDecodeRoundTripPoolAndFront(t *testing.T) {
 	require.NotContains(t, string(encode(t, valid())), `"front"`)
 }
 
-func encode(t *testing.T, s Snapshot) []byte {
+func encode(t testing.TB, s Snapshot) []byte {
 	b, err := json.Marshal(s)
 	require.NoError(t, err)
 	return b
@@ -186,17 +187,115 @@ func FuzzDecode(f *testing.F) {
 	b, _ = json.Marshal(full)
 	f.Add(b)
 	f.Add([]byte(`{"latency":{"bounds":[1e309],"counts":[1,2]}}`))
+	withSeries := valid()
+	withSeries.ArrivalsPerSecond = validPerSecond(withSeries)
+	b, _ = json.Marshal(withSeries)
+	f.Add(b)
+	base := strings.TrimSuffix(string(encode(f, valid())), "}")
+	for _, series := range []string{
+		`{"end_unix":1795338059,"counts":[-1,2,0,3]}`, `{"end_unix":1795338059,"counts":[-2]}`, `{"end_unix":0,"counts":[1]}`,
+		`{"end_unix":1795338059,"counts":[]}`, `{"end_unix":"x","counts":[1]}`, `[1,2]`, `null`, `{"end_unix":1795338059,"counts":[1],"x":1}`,
+		`{"end_unix":1795338059,"counts":[9223372036854775807,9223372036854775807]}`,
+	} {
+		f.Add([]byte(base + `,"arrivals_per_second":` + series + "}"))
+	}
 	f.Add([]byte(`{"version":1,"instance_id":"a","start_time":"2026-01-01T00:00:00Z","time":"2026-01-01T00:01:00Z","arrivals":3,"completions":2,` +
 		`"latency":{"bounds":[1],"counts":[1,1]},"service":{"bounds":[1],"counts":[2,0]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := Decode(bytes.NewReader(data))
+		s, dropped, err := DecodeDropping(bytes.NewReader(data))
 		if err != nil {
 			return
 		}
+		if dropped != nil {
+			require.Nil(t, s.ArrivalsPerSecond, "a dropped series is left out")
+		}
 		// Whatever decodes must satisfy the invariants and survive a round trip.
 		require.NoError(t, s.Validate())
-		again, err := Decode(bytes.NewReader(encode(t, s)))
+		again, dropped, err := DecodeDropping(bytes.NewReader(encode(t, s)))
 		require.NoError(t, err)
+		require.NoError(t, dropped)
 		require.Equal(t, s.Arrivals, again.Arrivals)
+		require.Equal(t, s.ArrivalsPerSecond, again.ArrivalsPerSecond)
 	})
+}
+
+// validPerSecond is a series valid in s: its last second ended before s.Time.
+func validPerSecond(s Snapshot) *PerSecond {
+	return &PerSecond{EndUnix: s.Time.Unix() - 1, Counts: []int64{-1, 2, 0, 3}}
+}
+
+func TestDecodeArrivalsPerSecondRoundTrip(t *testing.T) {
+	s := valid()
+	s.ArrivalsPerSecond = validPerSecond(s)
+	doc := encode(t, s)
+	require.Contains(t, string(doc), `"arrivals_per_second":{"end_unix":1795338059,"counts":[-1,2,0,3]}`)
+	got, dropped, err := DecodeDropping(bytes.NewReader(doc))
+	require.NoError(t, err)
+	require.NoError(t, dropped)
+	require.Equal(t, s, got)
+	require.Equal(t, int64(1795338056), got.ArrivalsPerSecond.StartUnix())
+	require.Equal(t, int64(2), got.ArrivalsPerSecond.At(1795338057))
+	require.Equal(t, int64(-1), got.ArrivalsPerSecond.At(1795338055))
+	require.NotContains(t, string(encode(t, valid())), `arrivals_per_second`, "omitted when absent")
+}
+
+// TestDecodeDropsABadArrivalsPerSecond: a bad series is an error that names it,
+// and costs only itself: the rest of the document is kept.
+func TestDecodeDropsABadArrivalsPerSecond(t *testing.T) {
+	end := valid().Time.Unix() - 1
+	long := make([]int64, MaxPerSecondCounts+1)
+	tests := []struct {
+		name, series, wantErr string
+	}{
+		{"wrong type", `"many"`, "arrivals_per_second: json: cannot unmarshal string"},
+		{"end_unix not a number", `{"end_unix":"x","counts":[1]}`, "arrivals_per_second: json: cannot unmarshal string"},
+		{"unknown field", `{"end_unix":` + itoa(end) + `,"counts":[1],"start":3}`, `arrivals_per_second: json: unknown field "start"`},
+		{"no counts", `{"end_unix":` + itoa(end) + `,"counts":[]}`, "arrivals_per_second has 0 counts, want 1 to 600"},
+		{"counts null", `{"end_unix":` + itoa(end) + `}`, "arrivals_per_second has 0 counts"},
+		{"too long", `{"end_unix":` + itoa(end) + `,"counts":` + string(mustJSON(t, long)) + `}`, "arrivals_per_second has 601 counts"},
+		{"below missing", `{"end_unix":` + itoa(end) + `,"counts":[1,-2]}`, "arrivals_per_second count 1 is -2, want ≥ 0 or -1 (missing)"},
+		{"more than the arrivals", `{"end_unix":` + itoa(end) + `,"counts":[6,5]}`, "arrivals_per_second counts more requests than arrivals 10"},
+		{"overflowing counts", `{"end_unix":` + itoa(end) + `,"counts":[9223372036854775807,9223372036854775807]}`, "counts more requests than arrivals"},
+		{"end before the process", `{"end_unix":` + itoa(valid().StartTime.Unix()-61) + `,"counts":[1]}`, "arrivals_per_second end_unix 1795337939 is outside the process's lifetime"},
+		{"end after the snapshot", `{"end_unix":` + itoa(end+62) + `,"counts":[1]}`, "outside the process's lifetime"},
+	}
+	base := strings.TrimSuffix(string(encode(t, valid())), "}")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, dropped, err := DecodeDropping(strings.NewReader(base + `,"arrivals_per_second":` + tt.series + "}"))
+			require.NoError(t, err, "the document is kept")
+			require.ErrorContains(t, dropped, tt.wantErr)
+			require.Equal(t, valid(), got, "everything but the series")
+			// Decode keeps the document too, and Validate names the series.
+			got, err = Decode(strings.NewReader(base + `,"arrivals_per_second":` + tt.series + "}"))
+			require.NoError(t, err)
+			require.Nil(t, got.ArrivalsPerSecond)
+		})
+	}
+	t.Run("null is absent", func(t *testing.T) {
+		got, dropped, err := DecodeDropping(strings.NewReader(base + `,"arrivals_per_second":null}`))
+		require.NoError(t, err)
+		require.NoError(t, dropped)
+		require.Equal(t, valid(), got)
+	})
+	t.Run("validate names it", func(t *testing.T) {
+		s := valid()
+		s.ArrivalsPerSecond = &PerSecond{EndUnix: end, Counts: []int64{-3}}
+		require.ErrorContains(t, s.Validate(), "arrivals_per_second count 0 is -3")
+	})
+	t.Run("a broken document is still refused", func(t *testing.T) {
+		s := valid()
+		s.Completions = 11
+		s.ArrivalsPerSecond = validPerSecond(s)
+		_, _, err := DecodeDropping(bytes.NewReader(encode(t, s)))
+		require.ErrorContains(t, err, "completions 11 exceed arrivals 10")
+	})
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+func mustJSON(t *testing.T, v any) []byte {
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
 }
