@@ -92,6 +92,8 @@ type Controller struct {
 	beforeAct, afterAct func()
 	// beforeRoll, when set (by tests), runs before each write of a routing roll.
 	beforeRoll func()
+	// beforeDecide, when set (by tests), sees each snapshot the engine decides on.
+	beforeDecide func(decide.Snapshot)
 }
 
 // dryRun reports whether qa's decisions must only be recorded.
@@ -180,6 +182,9 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 	if err != nil {
 		c.Log.Warn("discarding unreadable engine state", zap.String("queueautoscaler", ns+"/"+name), zap.Error(err))
 		engine = decide.NewEngine()
+	}
+	if c.beforeDecide != nil {
+		c.beforeDecide(snap)
 	}
 	d, err := engine.Decide(spec, snap)
 	if err != nil {
