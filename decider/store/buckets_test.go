@@ -2,16 +2,19 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	influxdb2 "github.com/influxdata/influxdb-client-go/v2"
+	"github.com/influxdata/influxdb-client-go/v2/api"
 	"github.com/influxdata/influxdb-client-go/v2/api/write"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
@@ -208,4 +211,37 @@ func (s sinks) Write(p ...*write.Point) {
 	for _, k := range s {
 		k.Write(p...)
 	}
+}
+
+// failingBuckets is a QueryAPI whose latency bucket queries fail.
+type failingBuckets struct{ api.QueryAPI }
+
+func (f failingBuckets) Query(ctx context.Context, flux string) (*api.QueryTableResult, error) {
+	if strings.Contains(flux, influx.LatencyBucketPrefix) {
+		return nil, errors.New("connection reset by peer")
+	}
+	return f.QueryAPI.Query(ctx, flux)
+}
+
+// TestFailedLatencyBucketsReadLosesNothingElse: when the bucket query fails
+// (InfluxDB going away between two queries), the measurement stands without
+// the histogram and says why.
+func TestFailedLatencyBucketsReadLosesNothingElse(t *testing.T) {
+	db := influxtest.Start(t)
+	w, err := influx.NewWriter(influx.WriterConfig{URL: db.URL, Bucket: influxtest.Bucket, FlushInterval: 50 * time.Millisecond}, nil, zap.NewNop())
+	require.NoError(t, err)
+	w.Write(fixture()...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, w.Close(ctx))
+	client := influxdb2.NewClient(db.URL, "")
+	defer client.Close()
+	q := Query{Namespace: "ns", Workload: "w", Now: t0.Add(20 * time.Second), Window: time.Minute, Nodes: []string{"n3"}}
+	got, err := (&Flux{Query: failingBuckets{client.QueryAPI("")}, Bucket: influxtest.Bucket}).Snapshot(ctx, q)
+	require.NoError(t, err)
+	require.Nil(t, got.LatencyBuckets)
+	require.Equal(t, "store: latency buckets: store: flux query: connection reset by peer", got.LatencyBucketsError)
+	whole := want()
+	whole.LatencyBuckets, whole.LatencyBucketsError = nil, got.LatencyBucketsError
+	require.Equal(t, whole, utcTimes(got), "everything else as read without the failure")
 }
