@@ -1,9 +1,11 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -50,6 +52,10 @@ func TestWorkloadPointLatencyBuckets(t *testing.T) {
 		{"only the overflow bucket", stats.Histogram{Counts: []uint64{3}}, map[string]any{"latency_bucket_le_inf": 3.0}},
 		{"2⁵³ is exact", stats.Histogram{Bounds: []float64{1}, Counts: []uint64{1 << 53, 0}},
 			map[string]any{"latency_bucket_le_1": float64(1 << 53), "latency_bucket_le_inf": 0.0}},
+		{"empty runs leave out all but their top bucket", stats.Histogram{Bounds: []float64{0.001, 0.01, 0.1, 0.2, 1, 10}, Counts: []uint64{0, 0, 7, 0, 0, 0, 0}},
+			map[string]any{"latency_bucket_le_0.01": 0.0, "latency_bucket_le_0.1": 7.0, "latency_bucket_le_inf": 0.0}},
+		{"an empty bucket between two filled ones stays", stats.Histogram{Bounds: []float64{0.1, 0.2, 0.3}, Counts: []uint64{1, 0, 2, 0}},
+			map[string]any{"latency_bucket_le_0.1": 1.0, "latency_bucket_le_0.2": 0.0, "latency_bucket_le_0.3": 2.0, "latency_bucket_le_inf": 0.0}},
 		{"idle", stats.Histogram{Bounds: []float64{0.1}, Counts: []uint64{0, 0}}, map[string]any{}},
 		{"none", stats.Histogram{}, map[string]any{}},
 	} {
@@ -59,9 +65,10 @@ func TestWorkloadPointLatencyBuckets(t *testing.T) {
 			require.Contains(t, got, influx.FieldLatencyP95, "the percentiles are written all the same")
 		})
 	}
+	// Every bucket filled: every bucket written.
 	all := stats.Histogram{Bounds: stats.DefaultLatencyBounds, Counts: make([]uint64, len(stats.DefaultLatencyBounds)+1)}
 	for i := range all.Counts {
-		all.Counts[i] = uint64(i)
+		all.Counts[i] = uint64(i + 1)
 	}
 	got := bucketFields(fields(WorkloadPoint("ns", "w", aggregate.Metrics{Time: at, Latency: all})))
 	require.Len(t, got, len(all.Counts))
@@ -74,6 +81,55 @@ func TestWorkloadPointLatencyBuckets(t *testing.T) {
 			i = slices.Index(all.Bounds, bound)
 		}
 		require.Equal(t, float64(all.Counts[i]), v, name)
+	}
+}
+
+// TestLeftOutBucketsLoseNothing: for histograms with empty runs anywhere, the
+// number of requests at most each bound of the proxies' histogram, read from
+// the buckets written (linear inside a bucket, as a reader that does not know
+// the left-out bounds would), is exactly the full histogram's.
+func TestLeftOutBucketsLoseNothing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 20))
+	bounds := stats.DefaultLatencyBounds
+	for trial := range 2000 {
+		h := stats.Histogram{Bounds: bounds, Counts: make([]uint64, len(bounds)+1)}
+		for i := range h.Counts {
+			if rng.IntN(4) == 0 { // most buckets empty, as real traffic leaves them
+				h.Counts[i] = uint64(rng.IntN(1000))
+			}
+		}
+		if trial%7 == 0 {
+			h.Counts[rng.IntN(len(h.Counts))] = 1 // one filled bucket anywhere, the +Inf one too
+		}
+		if h.Total() == 0 {
+			continue
+		}
+		type bucket struct{ upper, count float64 }
+		var read []bucket
+		for name, c := range bucketFields(fields(WorkloadPoint("ns", "w", aggregate.Metrics{Time: time.Now(), Latency: h}))) {
+			b, _, err := influx.ParseLatencyBucketField(name)
+			require.NoError(t, err)
+			read = append(read, bucket{b, c.(float64)})
+		}
+		slices.SortFunc(read, func(a, b bucket) int { return cmp.Compare(a.upper, b.upper) })
+		require.True(t, math.IsInf(read[len(read)-1].upper, 1))
+		atMost := func(x float64) float64 { // from the buckets read
+			n, lo := 0.0, 0.0
+			for _, b := range read {
+				if x >= b.upper {
+					n += b.count
+				} else if x > lo {
+					n += b.count * (x - lo) / (b.upper - lo)
+				}
+				lo = b.upper
+			}
+			return n
+		}
+		var cum uint64
+		for i, b := range bounds {
+			cum += h.Counts[i]
+			require.InDelta(t, float64(cum), atMost(b), 1e-9, "trial %d, at most %v s: %v", trial, b, h.Counts)
+		}
 	}
 }
 

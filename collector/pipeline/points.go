@@ -3,8 +3,6 @@
 package pipeline
 
 import (
-	"math"
-
 	"github.com/influxdata/influxdb-client-go/v2/api/write"
 
 	"github.com/qas-dev/qas/collector/aggregate"
@@ -94,7 +92,13 @@ func workloadPoint(namespace, workload string, m aggregate.Metrics) *write.Point
 
 // addLatencyBuckets adds the merged latency histogram's buckets, one field per
 // bucket named by its upper bound (influx.LatencyBucketField), when a request
-// completed: an idle interval has no distribution. The counts are floats, as
+// completed: an idle interval has no distribution. An empty bucket whose next
+// bucket is empty too is left out: read without it, the bucket above holds its
+// interval as well, and still counts exactly what lies in it (nothing), so the
+// share of requests over any bound of the proxies' histogram is what the full
+// histogram gives, while the point carries the few buckets the traffic filled
+// and the empty ones just below them (a point with every bucket is about 940
+// bytes longer). The +Inf bucket is always there. The counts are floats, as
 // every field the decider reads (whole numbers, exact up to 2⁵³): InfluxDB 1.8
 // cannot group fields of different types, and no count a validated /stats
 // document holds overflows them.
@@ -103,10 +107,12 @@ func addLatencyBuckets(fields map[string]any, h stats.Histogram) {
 		return
 	}
 	for i, c := range h.Counts {
-		bound := math.Inf(1)
-		if i < len(h.Bounds) {
-			bound = h.Bounds[i]
+		if i == len(h.Bounds) {
+			fields[influx.FieldLatencyBucketInf] = float64(c)
+			break
 		}
-		fields[influx.LatencyBucketField(bound)] = float64(c)
+		if c > 0 || h.Counts[i+1] > 0 {
+			fields[influx.LatencyBucketField(h.Bounds[i])] = float64(c)
+		}
 	}
 }

@@ -57,7 +57,10 @@ type Workload struct {
 	MeasuredQuantiles []decide.LatencyQuantile
 	// LatencyBuckets are the newest workload point's latency histogram (the
 	// proxies' merged buckets, the interval of MeasuredQuantiles): count per
-	// bucket, ascending by UpperBound, the last +Inf. Nil when the point has
+	// bucket, above the previous bucket's bound, ascending by UpperBound, the
+	// last +Inf (the collector leaves out an empty bucket below an empty one:
+	// the one above spans it, and counts stay exact at every bound of the
+	// proxies' histogram). Nil when the point has
 	// none (an idle interval, a collector from before them) or they do not make
 	// a histogram; LatencyBucketsError then says why, and also names bucket
 	// fields skipped for a malformed name (the others are kept).

@@ -54,10 +54,11 @@ const (
 var ServiceQuantileFields = []string{FieldServiceP50, FieldServiceP75, FieldServiceP90, FieldServiceP95,
 	FieldServiceP975, FieldServiceP99, FieldServiceP995, FieldServiceP999}
 
-// The latency histogram's buckets (qas_workload): one field per bucket (a whole count, as a float),
-// named by its upper bound in seconds, counting the requests whose latency is at
-// most that bound and above the bound below it. LatencyBucketPattern is how the
-// schema declares them.
+// The latency histogram's buckets (qas_workload): one field per bucket (a whole
+// count, as a float), named by its upper bound in seconds, counting the requests
+// whose latency is at most that bound and above the next lower bucket field's
+// bound (the collector leaves out empty buckets below empty ones).
+// LatencyBucketPattern is how the schema declares them.
 const (
 	LatencyBucketPrefix   = "latency_bucket_le_"
 	FieldLatencyBucketInf = LatencyBucketPrefix + "inf"
