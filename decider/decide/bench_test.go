@@ -42,6 +42,28 @@ func BenchmarkDecide(b *testing.B) {
 
 // BenchmarkDecide10000Workloads decides 10,000 workloads of different loads,
 // each with its own Engine, per iteration: the decider's cycle at scale.
+// BenchmarkDecideBatchArrivals is BenchmarkDecide with the per-second rate
+// varying (cv² 2.5): every latency is averaged over the rate mixture's bins.
+// Its ratio to BenchmarkDecide is the mixture's cost per decision.
+func BenchmarkDecideBatchArrivals(b *testing.B) {
+	spec := fullSpec()
+	e := NewEngine()
+	i := 0
+	for b.Loop() {
+		now := t0.Add(time.Duration(i) * 15 * time.Second)
+		s := benchSnapshot(now, 150)
+		s.RateCV2, s.RateCV2Pairs = 2.5, 15
+		d, err := e.Decide(spec, s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if d.Explanation.RateCV2 == 0 {
+			b.Fatal("the mixture was not used")
+		}
+		i++
+	}
+}
+
 func BenchmarkDecide10000Workloads(b *testing.B) {
 	const n = 10_000
 	spec := fullSpec()

@@ -32,6 +32,7 @@ func (e *Engine) jumpFloor(spec Spec, snap Snapshot, m *sizer, now time.Time, le
 			return 0, 0, false
 		}
 	}
+	ratios = m.jumps(ratios, lead)
 	if _, _, shown := jumpQuantile(snap.ArrivalRates, ratios, lead, conf); !shown {
 		return 0, 0, false
 	}
@@ -47,4 +48,14 @@ func (e *Engine) jumpFloor(spec Spec, snap Snapshot, m *sizer, now time.Time, le
 	n = m.minPodsOverJumps(base, thinJumps(ratios, int(math.Ceil(1/(1-conf)))), 1, hi, budget, &probe)
 	x.JumpReplicas, x.JumpLateShare = n, probe.DownLateShare
 	return n, base, true
+}
+
+// jumps are the history's jump ratios with the seconds' own noise removed
+// when the model averages over the seconds' rates (denoiseJumps); as they are
+// otherwise.
+func (s *sizer) jumps(ratios []float64, lead time.Duration) []float64 {
+	if s.mix == nil {
+		return ratios
+	}
+	return denoiseJumps(ratios, s.cv2, lead.Seconds())
 }

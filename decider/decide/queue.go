@@ -337,7 +337,7 @@ func (e *Engine) recordTransients(snap Snapshot, lambda, target float64, transie
 	if n <= 0 {
 		n = lambda * sampleStep(snap.ArrivalRates).Seconds()
 	}
-	if late, ok := lateShare(snap.MeasuredQuantiles, target); ok && n > 0 {
+	if late, ok := measuredLateShare(snap, target); ok && n > 0 {
 		decay := math.Exp(-n * budget / biasTailSamples)
 		e.reqs = e.reqs*decay + n
 		e.lateTransient *= decay
@@ -399,7 +399,7 @@ func (e *Engine) calibrate(spec Spec, snap Snapshot, m *sizer, lambda, es float6
 	if clamped {
 		note = fmt.Sprintf("this cycle's measured latency would need the wait's variability corrected beyond [%.2g, %.2g]×: the model does not describe it (a service-time floor above the target, or a transient)", biasMin, biasMax)
 	}
-	if late, ok := lateShare(snap.MeasuredQuantiles, m.target); ok && spec.Percentile > 0 {
+	if late, ok := measuredLateShare(snap, m.target); ok && spec.Percentile > 0 {
 		// An integral controller on the SLO's own quantity: the requests over
 		// the target, measured against modelled. At equilibrium the model's late
 		// requests add up to the measured ones. A step's size is the count
@@ -490,4 +490,45 @@ func (x *Explanation) downWhy() string {
 		return fmt.Sprintf("λ's mean over one lead × %.3g, the p-quantile of its jumps over one lead in %d ratios of the history", x.JumpRatio, x.JumpSamples)
 	}
 	return fmt.Sprintf("the highest λ in the history, too short (%d ratios) for the quantile of its jumps", x.JumpSamples)
+}
+
+// measuredLateShare is the share of the interval's requests over t that the
+// proxies measured: from the latency histogram when the snapshot has one (exact
+// at a bucket bound), else read from the measured quantiles, which overstates
+// it where the tail is heavier than exponential between them (log-linear
+// interpolation of a convex log-survival).
+func measuredLateShare(snap Snapshot, t float64) (float64, bool) {
+	if late, ok := lateShareOfBuckets(snap.LatencyBuckets, t); ok {
+		return late, true
+	}
+	return lateShare(snap.MeasuredQuantiles, t)
+}
+
+// lateShareOfBuckets is the share of the histogram's requests over t: the
+// buckets above t, and of the bucket holding t the part above it, the bucket's
+// requests taken as spread evenly over it (exact when t is a bucket bound, as
+// a target usually is). False when the histogram is empty or malformed.
+func lateShareOfBuckets(bs []LatencyBucket, t float64) (float64, bool) {
+	var all, over, lo float64
+	for i, b := range bs {
+		if b.Count < 0 || math.IsNaN(b.Count) || math.IsInf(b.Count, 0) || math.IsNaN(b.UpperBound) || (i > 0 && b.UpperBound <= bs[i-1].UpperBound) {
+			return 0, false
+		}
+		all += b.Count
+		switch {
+		case lo >= t:
+			over += b.Count
+		case b.UpperBound > t:
+			if math.IsInf(b.UpperBound, 1) {
+				over += b.Count
+			} else {
+				over += b.Count * (b.UpperBound - t) / (b.UpperBound - lo)
+			}
+		}
+		lo = b.UpperBound
+	}
+	if all <= 0 {
+		return 0, false
+	}
+	return over / all, true
 }

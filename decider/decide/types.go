@@ -518,24 +518,35 @@ type NodeLoad struct {
 
 // Explanation is every input the decision used and why it chose what it did.
 type Explanation struct {
-	ArrivalRate         float64      `json:"arrivalRate"`         // λ now, per second
-	ForecastArrivalRate float64      `json:"forecastArrivalRate"` // λ at now + lead (0 when not predictive)
-	SizingArrivalRate   float64      `json:"sizingArrivalRate"`   // the λ used for scale-up: max(now, forecast)
-	ServiceTime         float64      `json:"serviceTime"`         // E[S] seconds (at the current CPU)
-	ServiceSCV          float64      `json:"serviceSCV"`
-	ArrivalSCV          float64      `json:"arrivalSCV"`
-	CPUBoundFraction    float64      `json:"cpuBoundFraction"`
-	CurrentReplicas     int32        `json:"currentReplicas"`
-	ReadyReplicas       int32        `json:"readyReplicas"`
-	Servers             int          `json:"servers"` // c = replicas × k in the pooled view
-	Concurrency         int          `json:"concurrency"`
-	Model               ModelKind    `json:"model"`
-	ServiceModel        ServiceModel `json:"serviceModel"`
-	Percentile          float64      `json:"percentile"` // 0 = mean
-	Target              float64      `json:"target"`     // seconds
-	Latency             float64      `json:"latency"`    // L modelled for the current allocation, seconds (+Inf when unstable)
-	MeasuredLatency     float64      `json:"measuredLatency"`
-	Normalized          float64      `json:"normalized"` // G = L / T, at λ now
+	ArrivalRate         float64 `json:"arrivalRate"`         // λ now, per second
+	ForecastArrivalRate float64 `json:"forecastArrivalRate"` // λ at now + lead (0 when not predictive)
+	SizingArrivalRate   float64 `json:"sizingArrivalRate"`   // the λ used for scale-up: max(now, forecast)
+	ServiceTime         float64 `json:"serviceTime"`         // E[S] seconds (at the current CPU)
+	ServiceSCV          float64 `json:"serviceSCV"`
+	ArrivalSCV          float64 `json:"arrivalSCV"`
+	// RateCV2 is the averaged relative variance of the per-second arrival rate
+	// beyond Poisson noise (Snapshot.RateCV2); at 0.01 or more the model averages
+	// the latency over the seconds' rates (docs/model.md section 2c).
+	RateCV2 float64 `json:"rateCV2,omitempty"`
+	// ArrivalRateLevel is λ's mean over LevelWindow, the window over which a
+	// mean of seconds whose rate varies with relative variance RateCV2 is within
+	// the tolerance θ (cv²/θ² seconds, at most maxLevelWindow): the λ the model
+	// sizes and scales down for when it averages over the seconds (0: the
+	// cycle's λ).
+	ArrivalRateLevel float64       `json:"arrivalRateLevel,omitempty"`
+	LevelWindow      time.Duration `json:"levelWindow,omitempty"`
+	CPUBoundFraction float64       `json:"cpuBoundFraction"`
+	CurrentReplicas  int32         `json:"currentReplicas"`
+	ReadyReplicas    int32         `json:"readyReplicas"`
+	Servers          int           `json:"servers"` // c = replicas × k in the pooled view
+	Concurrency      int           `json:"concurrency"`
+	Model            ModelKind     `json:"model"`
+	ServiceModel     ServiceModel  `json:"serviceModel"`
+	Percentile       float64       `json:"percentile"` // 0 = mean
+	Target           float64       `json:"target"`     // seconds
+	Latency          float64       `json:"latency"`    // L modelled for the current allocation, seconds (+Inf when unstable)
+	MeasuredLatency  float64       `json:"measuredLatency"`
+	Normalized       float64       `json:"normalized"` // G = L / T, at λ now
 	// SizingNormalized is L/T at the sizing λ (max of now and forecast) and the
 	// serving pods: what the scale-up test compares with 1 + θ.
 	SizingNormalized float64       `json:"sizingNormalized"`

@@ -73,6 +73,10 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 		"effective_percentile":   x.EffectivePercentile,
 		"jump_replicas":          float64(x.JumpReplicas),
 		"service_late_share":     x.ServiceLateShare,
+		// The rate mixture (docs/model.md section 2c).
+		"rate_cv2":             x.RateCV2,
+		"arrival_rate_level":   x.ArrivalRateLevel,
+		"level_window_seconds": x.LevelWindow.Seconds(),
 	} {
 		if !math.IsInf(v, 0) && !math.IsNaN(v) {
 			fields[k] = v

@@ -122,7 +122,8 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 		ShortArrivalRate: 90, ShortArrivalRateLow: 80, JumpRatio: 1.4, CountDispersion: 2,
 		Recurrence: &decide.Recurrence{PeriodSeconds: 1200, Occurrences: []time.Time{t0.Add(-40 * time.Minute), t0.Add(-20 * time.Minute), t0},
 			Levels: []float64{400, 410, 420}, Expected: 3, Confidence: 1, Chance: 1e-4, Next: t0.Add(20 * time.Minute), Rate: 400, Active: true},
-		TailModel: decide.TailMeasured, ServiceLateShare: 0.026}}
+		TailModel: decide.TailMeasured, ServiceLateShare: 0.026,
+		RateCV2: 2.5, ArrivalRateLevel: 31, LevelWindow: 4 * time.Minute}}
 	require.NoError(t, sink.RecordDecision(context.Background(), web, d, false))
 	held := decide.Decision{Time: t0, Explanation: decide.Explanation{Latency: mathInf(), HeldBecause: "stale data"}}
 	require.NoError(t, sink.RecordDecision(context.Background(), web, held, true))
@@ -182,6 +183,10 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 	// So does the calibration of the tail.
 	require.Equal(t, true, f["tail_calibrated"])
 	require.Equal(t, 0.026, f["service_late_share"])
+	// And the rate mixture's terms.
+	require.Equal(t, 2.5, f["rate_cv2"])
+	require.Equal(t, 31.0, f["arrival_rate_level"])
+	require.Equal(t, 240.0, f["level_window_seconds"])
 	require.Equal(t, "horizontal", c.pts[0].TagList()[0].Value)
 	f = fields(c.pts[1])
 	require.NotContains(t, f, "modelled_latency_seconds", "+Inf cannot be stored")

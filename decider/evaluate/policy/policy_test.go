@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/internal/ratevar"
 	"github.com/qas-dev/qas/proxy/stats"
 )
 
@@ -558,4 +559,45 @@ func TestQASHistory(t *testing.T) {
 	s = NewQAS("qas", params, true).Snapshot(o)
 	require.Len(t, s.History, 2)
 	require.Len(t, s.ArrivalRates, 8)
+}
+
+// TestQASRateCV2IsTheCollectors: each cycle's snapshot carries the relative
+// variance of the per-second rate over the seconds that ended since the last
+// one and the pair joining them to the one before, as collector/aggregate
+// stores it; the seconds before are not counted again.
+func TestQASRateCV2IsTheCollectors(t *testing.T) {
+	q := NewQAS("qas", params, true)
+	o := &Observation{Concurrency: 1, Pods: []Pod{{ID: 1, Ready: true, CPU: 1}}}
+	counts := []int{50, 0, 100, 50, 0, 150, 0, 50, 100, 0}
+	for i, c := range counts {
+		o.Seconds = append(o.Seconds, Second{Arrivals: c})
+		o.Now = float64(i + 1)
+		if o.Now == 5 {
+			s := q.Snapshot(o)
+			sums, err := ratevar.Of([]int64{50, 0, 100, 50, 0})
+			require.NoError(t, err)
+			want, err := ratevar.CV2(sums)
+			require.NoError(t, err)
+			require.InDelta(t, want, s.RateCV2, 1e-12)
+			require.Equal(t, 4.0, s.RateCV2Pairs)
+		}
+	}
+	s := q.Snapshot(o)
+	sums, err := ratevar.Of([]int64{0, 150, 0, 50, 100, 0})
+	require.NoError(t, err)
+	want, err := ratevar.CV2(sums)
+	require.NoError(t, err)
+	require.InDelta(t, want, s.RateCV2, 1e-12)
+	require.Equal(t, 5.0, s.RateCV2Pairs, "five seconds and the pair joining them to the last cycle")
+	require.Greater(t, s.RateCV2, 0.3, "batches of 50")
+
+	// Constant traffic: no variance beyond Poisson to speak of (the estimate
+	// is −1/mean for a constant count).
+	o2 := &Observation{Concurrency: 1, Pods: o.Pods}
+	for i := range 5 {
+		o2.Seconds = append(o2.Seconds, Second{Arrivals: 40})
+		o2.Now = float64(i + 1)
+	}
+	s = NewQAS("qas", params, true).Snapshot(o2)
+	require.InDelta(t, -1.0/40, s.RateCV2, 1e-12)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/internal/ratevar"
 	"github.com/qas-dev/qas/proxy/stats"
 )
 
@@ -175,6 +176,7 @@ func (q *QAS) Snapshot(o *Observation) decide.Snapshot {
 		}
 	}
 	dt := o.Now - q.lastT
+	rateCV2, ratePairs := q.rateCV2(o, dt)
 	pods := make([]decide.Pod, 0, len(o.Pods))
 	ready := 0
 	for _, p := range o.Pods {
@@ -251,9 +253,37 @@ func (q *QAS) Snapshot(o *Observation) decide.Snapshot {
 		ShortArrivalRate: float64(shortN) / max(float64(short), 1), ShortWindow: time.Duration(short) * time.Second,
 		MeasuredLatency: histQuantile(hist[:], latN, pct/100), LatencySamples: float64(latN),
 		MeasuredQuantiles: measuredQuantiles(hist[:], latN),
+		LatencyBuckets:    latencyBuckets(hist[:]),
 		ServiceQuantiles:  ServiceQuantiles(svcHist[:]),
 		FrontQueue:        q.frontQueue(o),
+		RateCV2:           rateCV2, RateCV2Pairs: ratePairs,
 	}
+}
+
+// rateCV2 is what the collector stores for the scrape interval that ended now
+// (dt seconds long): the relative variance of the per-second rate from the
+// seconds that ended in the interval (the pods' counts of each second added
+// up, which in the simulator is the second's arrivals), with the pair that
+// joins the interval to the previous one (collector/aggregate keeps it when
+// the same pods reported both).
+func (q *QAS) rateCV2(o *Observation, dt float64) (float64, float64) {
+	n := min(int(math.Round(dt))+1, len(o.Seconds), 33)
+	if n < 2 {
+		return 0, 0
+	}
+	counts := make([]int64, n)
+	for i, s := range o.Seconds[len(o.Seconds)-n:] {
+		counts[i] = int64(s.Arrivals)
+	}
+	sums, err := ratevar.Of(counts)
+	if err != nil {
+		return 0, 0
+	}
+	cv2, err := ratevar.CV2(sums)
+	if err != nil {
+		return 0, 0
+	}
+	return cv2, float64(sums.Pairs)
 }
 
 // frontQueue is the pooled data plane's shared queue, as the collector stores it
@@ -362,3 +392,16 @@ func (q *QAS) MigrationEnded(m Move, fromNode int, now float64, moved bool) {
 func podName(id int) string { return "pod-" + strconv.Itoa(id) }
 
 func nodeName(i int) string { return "node-" + strconv.Itoa(i) }
+
+// latencyBuckets is the merged latency histogram as the collector stores it
+// and the store reads it back: the proxy's bounds, the last bucket unbounded.
+func latencyBuckets(counts []uint64) []decide.LatencyBucket {
+	out := make([]decide.LatencyBucket, len(counts))
+	for i, c := range counts {
+		out[i] = decide.LatencyBucket{UpperBound: math.Inf(1), Count: float64(c)}
+		if i < len(LatencyBounds) {
+			out[i].UpperBound = LatencyBounds[i]
+		}
+	}
+	return out
+}
