@@ -49,6 +49,17 @@ type Metrics struct {
 	InFlight, Waiting float64
 	// LatencyP50/P95/P99 in s from the histogram; NaN-free: 0 when empty.
 	LatencyP50, LatencyP95, LatencyP99 float64
+	// Latency is the merged latency histogram they are taken from: the
+	// interval's completions per bucket (Counts has one more entry than Bounds,
+	// the last above the last bound). Empty when no pod sent one.
+	Latency stats.Histogram
+	// LatencySkipped names the pods (namespace/pod) whose latency histograms
+	// were left out of Latency, the percentiles and ServiceQuantiles because
+	// their bucket bounds differ from the ones kept (latencyBounds: those most
+	// of the interval's completions were counted in): counts of different
+	// buckets cannot be added. Only pods with completions are named. The
+	// collector logs them.
+	LatencySkipped []string
 	// ServiceQuantiles are the service time's quantiles at
 	// stats.ServicePercentiles, in s, from the merged service histograms
 	// (stats.Histogram.TailQuantile); nil when no served request completed or
@@ -265,6 +276,8 @@ func combine(end time.Time, ivs []scrape.Interval) Metrics {
 		}
 	}
 	m.Pods = pods
+	bounds, skipped := latencyBounds(ivs)
+	m.LatencySkipped = skipped
 	for _, iv := range ivs {
 		if iv.Front {
 			// A front replica is no pod of the workload: only its queue counts.
@@ -296,8 +309,10 @@ func combine(end time.Time, ivs []scrape.Interval) Metrics {
 		sum += iv.ServiceSecondsSum
 		sumSq += iv.ServiceSecondsSumSq
 		wait += iv.QueueWaitSecondsSum
-		merged = Merge(merged, iv.Latency)
-		service = Merge(service, iv.Service)
+		if inBounds(iv.Latency, bounds) {
+			merged = Merge(merged, iv.Latency)
+			service = Merge(service, iv.Service)
+		}
 	}
 	// A pull is counted when the puller has served it, after its arrival there:
 	// over one interval the difference is off by at most the pulls in service at
@@ -315,6 +330,7 @@ func combine(end time.Time, ivs []scrape.Interval) Metrics {
 	if queued > 0 {
 		m.QueueWaitMean = wait / float64(queued)
 	}
+	m.Latency = merged
 	m.LatencyP50 = Quantile(merged, 0.50)
 	m.LatencyP95 = Quantile(merged, 0.95)
 	m.LatencyP99 = Quantile(merged, 0.99)
@@ -428,6 +444,9 @@ func (m Metrics) Check() error {
 			return fmt.Errorf("aggregate: service quantile p%v is %v, want a finite number ≥ 0 and ≥ the one below", stats.ServicePercentiles[i], v)
 		}
 	}
+	if err := checkLatency(m.Latency); err != nil {
+		return err
+	}
 	if math.IsNaN(m.ClockOffset) || math.IsInf(m.ClockOffset, 0) {
 		return fmt.Errorf("aggregate: clock_offset_seconds is %v, want a finite number", m.ClockOffset)
 	}
@@ -440,7 +459,9 @@ func (m Metrics) Check() error {
 
 // Merge adds b's counts to a's. A histogram with other bounds than the first one is
 // left out (the scraper rebases on changed bounds, so within a cycle they agree unless
-// proxies run with different bounds; those are then not merged).
+// proxies run with different bounds; those are then not merged). For the latency
+// and service histograms combine does not leave that to the order of the pods:
+// it chooses the bounds first and names the pods it leaves out (latencyBounds).
 func Merge(a, b stats.Histogram) stats.Histogram {
 	merged, err := a.Add(b)
 	if err != nil {

@@ -151,6 +151,7 @@ func TestMetricsCheckNamesTheField(t *testing.T) {
 func FuzzValidatedSnapshotsGiveFiniteMetrics(f *testing.F) {
 	f.Add(uint64(10), uint64(20), 1.0, 2.0, 1.0, 4.0, 0.5, 1.5, int64(1), int64(5_000_000_000))
 	f.Add(uint64(1), uint64(1<<63), 0.0, 1.7976931348623157e308, 0.0, 1e300, 0.0, 1e308, int64(1), int64(1))
+	f.Add(uint64(0), uint64(math.MaxUint64), 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, int64(1), int64(5_000_000_000))
 	f.Fuzz(func(t *testing.T, a1, a2 uint64, s1, s2, q1, q2, i1, i2 float64, up, dt int64) {
 		start := t0
 		snap := func(arrivals uint64, sum, sumSq, inFlight float64, at time.Time) stats.Snapshot {

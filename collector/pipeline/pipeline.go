@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/influxdata/influxdb-client-go/v2/api/write"
@@ -32,6 +33,10 @@ type Pipeline struct {
 	// collector's clock (0: 10 s).
 	MaxClockOffset time.Duration
 	Skewed         prometheus.Gauge
+	// mixedBounds is, per workload, the pods its last cycle left out of the
+	// merged latency histogram (aggregate.Metrics.LatencySkipped), so that a
+	// rollout of other bounds is logged when it changes, not every cycle.
+	mixedBounds map[WorkloadKey]string
 
 	skewed map[string]bool // pods beyond MaxClockOffset at their last interval
 	// carry is, per workload, what its last cycle left for the next one's
@@ -129,6 +134,7 @@ func (p *Pipeline) RunWith(ctx context.Context, targets []scrape.Target, resourc
 	sort.Slice(keys, func(i, j int) bool {
 		return keys[i].Namespace+"/"+keys[i].Workload < keys[j].Namespace+"/"+keys[j].Workload
 	})
+	mixed := make(map[WorkloadKey]string, len(keys))
 	for _, k := range keys {
 		prev, seen := p.carry[k]
 		if !seen {
@@ -147,6 +153,7 @@ func (p *Pipeline) RunWith(ctx context.Context, targets []scrape.Target, resourc
 			// Only fronts answered: a point with no pod would read as λ = 0.
 			continue
 		}
+		mixed[k] = p.logMixedBounds(k, m)
 		c.Workloads[k] = m
 		points = append(points, WorkloadPoint(k.Namespace, k.Workload, m))
 		if p.carry == nil {
@@ -166,6 +173,7 @@ func (p *Pipeline) RunWith(ctx context.Context, targets []scrape.Target, resourc
 			}
 		}
 	}
+	p.mixedBounds = mixed
 	if len(p.skewed) > 0 {
 		current := make(map[string]bool, len(targets))
 		for _, t := range targets {
@@ -200,4 +208,22 @@ func (p *Pipeline) invalid(what string, err error) {
 		p.Invalid.Inc()
 	}
 	p.log().Warn("left out of this cycle: a derived quantity is not a finite number", zap.String("of", what), zap.Error(err))
+}
+
+// logMixedBounds logs, when it changes, which of a workload's pods its
+// latency histogram leaves out for other bucket bounds, and returns them
+// ("" when none). A workload that skips no pod is remembered as such, so the
+// end of a rollout is logged once too.
+func (p *Pipeline) logMixedBounds(k WorkloadKey, m aggregate.Metrics) string {
+	now := strings.Join(m.LatencySkipped, ",")
+	before := p.mixedBounds[k]
+	switch {
+	case now == before:
+	case now != "":
+		p.log().Warn("pods' latency histograms have other bucket bounds than most of the workload's: left out of its latency histogram, percentiles and service quantiles",
+			zap.String("workload", k.Namespace+"/"+k.Workload), zap.Strings("pods", m.LatencySkipped), zap.Float64s("bounds", m.Latency.Bounds))
+	default:
+		p.log().Info("the workload's pods agree on latency histogram bounds again", zap.String("workload", k.Namespace+"/"+k.Workload))
+	}
+	return now
 }

@@ -92,6 +92,8 @@ type Controller struct {
 	beforeAct, afterAct func()
 	// beforeRoll, when set (by tests), runs before each write of a routing roll.
 	beforeRoll func()
+	// beforeDecide, when set (by tests), sees each snapshot the engine decides on.
+	beforeDecide func(decide.Snapshot)
 }
 
 // dryRun reports whether qa's decisions must only be recorded.
@@ -180,6 +182,9 @@ func (c *Controller) Reconcile(ctx context.Context, ns, name string) (decide.Dec
 	if err != nil {
 		c.Log.Warn("discarding unreadable engine state", zap.String("queueautoscaler", ns+"/"+name), zap.Error(err))
 		engine = decide.NewEngine()
+	}
+	if c.beforeDecide != nil {
+		c.beforeDecide(snap)
 	}
 	d, err := engine.Decide(spec, snap)
 	if err != nil {
@@ -370,6 +375,12 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 		// The long history is optional: without it the engine is reactive.
 		c.Log.Warn("no long λ history: recurring bursts are not forecast this cycle", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.String("error", m.HistoryError))
 	}
+	if err == nil && m.LatencyBucketsError != "" {
+		// Optional too: without the histogram the closed loop reads the share of
+		// requests over the target from the quantiles.
+		c.Log.Warn("latency histogram read with problems", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name),
+			zap.Int("buckets", len(m.LatencyBuckets)), zap.String("error", m.LatencyBucketsError))
+	}
 	if err == nil && !m.Complete {
 		c.Log.Info("measurements incomplete: no scale-down this cycle", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.String("missing", m.MissingSummary()))
 	}
@@ -387,6 +398,7 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 		FrontQueue:   frontQueue,
 		ArrivalRates: m.ArrivalRates, History: m.History, ServiceTime: m.ServiceTime, ServiceSCV: m.ServiceSCV,
 		MeasuredLatency: m.MeasuredLatency, MeasuredQuantiles: m.MeasuredQuantiles, ServiceQuantiles: m.ServiceQuantiles,
+		LatencyBuckets:   m.LatencyBuckets,
 		ShortArrivalRate: m.ShortArrivalRate, ShortWindow: m.ShortWindow,
 		RateCV2: m.RateCV2, RateCV2Pairs: m.RateCV2Pairs,
 		CurrentReplicas: t.replicas, ReadyReplicas: ready,

@@ -24,6 +24,10 @@ func SetActHooks(c *Controller, before, after func()) {
 	c.beforeAct, c.afterAct = before, after
 }
 
+// SetDecideHook sets a function that sees each snapshot the engine decides on,
+// for tests of what the controller puts in it.
+func SetDecideHook(c *Controller, see func(decide.Snapshot)) { c.beforeDecide = see }
+
 // SetRollHook sets a function run before each write of a routing roll, for tests
 // that make another writer change the Deployment in between.
 func SetRollHook(c *Controller, before func()) { c.beforeRoll = before }

@@ -3,11 +3,15 @@ package controller_test
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -209,4 +213,36 @@ func TestReconcileCarriesTheRateCV2(t *testing.T) {
 	require.ErrorContains(t, err, "snapshot.rateCV2")
 	require.ErrorContains(t, err, "got 20000 over 40")
 	require.Nil(t, f.scaledTo)
+}
+
+// TestReconcileCarriesTheLatencyBuckets: the measurement's latency histogram
+// reaches the engine's snapshot as it is, and the problems the store met
+// reading it are logged (the cycle goes on: the histogram is optional).
+func TestReconcileCarriesTheLatencyBuckets(t *testing.T) {
+	buckets := []decide.LatencyBucket{{UpperBound: 0.0001, Count: 3}, {UpperBound: 0.2, Count: 90}, {UpperBound: 60, Count: 6}, {UpperBound: math.Inf(1), Count: 1}}
+	w := load(60, 0.05)
+	w.LatencyBuckets = buckets
+	w.LatencyBucketsError = `influx: field "latency_bucket_le_0.20" is not in its canonical form "latency_bucket_le_0.2": skipped`
+	f := newFakeCluster(t, 2, nil, measured{w: w}, nil)
+	core, logs := observer.New(zapcore.WarnLevel)
+	f.ctrl.Log = zap.New(core)
+	var seen []decide.Snapshot
+	controller.SetDecideHook(f.ctrl, func(s decide.Snapshot) { seen = append(seen, s) })
+	_, err := f.ctrl.Reconcile(context.Background(), "ns", "web")
+	require.NoError(t, err)
+	require.Equal(t, []int32{6}, f.scaledTo, "decides as without them")
+	require.Len(t, seen, 1)
+	require.Equal(t, buckets, seen[0].LatencyBuckets)
+	warned := logs.FilterMessage("latency histogram read with problems").All()
+	require.Len(t, warned, 1)
+	require.Equal(t, w.LatencyBucketsError, warned[0].ContextMap()["error"])
+	require.EqualValues(t, 4, warned[0].ContextMap()["buckets"])
+
+	f = newFakeCluster(t, 2, nil, measured{w: load(60, 0.05)}, nil)
+	seen = nil
+	controller.SetDecideHook(f.ctrl, func(s decide.Snapshot) { seen = append(seen, s) })
+	_, err = f.ctrl.Reconcile(context.Background(), "ns", "web")
+	require.NoError(t, err)
+	require.Len(t, seen, 1)
+	require.Nil(t, seen[0].LatencyBuckets, "none measured: none passed")
 }

@@ -55,6 +55,17 @@ type Workload struct {
 	// (nil unless all three were measured: an idle interval has none), for the
 	// engine's closed loop.
 	MeasuredQuantiles []decide.LatencyQuantile
+	// LatencyBuckets are the newest workload point's latency histogram (the
+	// proxies' merged buckets, the interval of MeasuredQuantiles): count per
+	// bucket, above the previous bucket's bound, ascending by UpperBound, the
+	// last +Inf (the collector leaves out an empty bucket below an empty one:
+	// the one above spans it, and counts stay exact at every bound of the
+	// proxies' histogram). Nil when the point has
+	// none (an idle interval, a collector from before them) or they do not make
+	// a histogram; LatencyBucketsError then says why, and also names bucket
+	// fields skipped for a malformed name (the others are kept).
+	LatencyBuckets      []decide.LatencyBucket
+	LatencyBucketsError string
 	// ServiceQuantiles are the newest workload point's service-time quantiles
 	// (proxy/stats.ServicePercentiles; nil unless all were measured, positive
 	// and ascending), for the engine's latency tail.

@@ -123,6 +123,9 @@ func (f *Flux) Snapshot(ctx context.Context, q Query) (measurement.Workload, err
 	if len(rates) == 0 {
 		return measurement.Workload{}, ErrNoData
 	}
+	// The newest point's latency buckets join its other fields; without them the
+	// rest of the measurement stands.
+	bucketsErr := f.readLatencyBuckets(ctx, q, lastTime, last)
 	podTime := func(p podRow) time.Time { return p.time }
 	latest := map[string]podRow{}
 	err = f.each(ctx, PodsQuery(f.Bucket, q), func(r *query.FluxRecord) {
@@ -159,7 +162,11 @@ func (f *Flux) Snapshot(ctx context.Context, q Query) (measurement.Workload, err
 			return measurement.Workload{}, err
 		}
 	}
-	return assemble(q, rates, rv, last, lastTime, pods, values(neighbours), values(nodes)), nil
+	w := assemble(q, rates, rv, last, lastTime, pods, values(neighbours), values(nodes))
+	if bucketsErr != nil {
+		w.LatencyBuckets, w.LatencyBucketsError = nil, bucketsErr.Error()
+	}
+	return w, nil
 }
 
 func (f *Flux) each(ctx context.Context, flux string, fn func(*query.FluxRecord)) error {

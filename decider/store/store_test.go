@@ -40,6 +40,12 @@ func fixture() []*write.Point {
 	// pair of seconds): read as their pair-weighted mean.
 	pts[0].AddField("arrival_rate_cv2", 0.5).AddField("arrival_rate_pairs", 8.0)
 	pts[2].AddField("arrival_rate_cv2", -0.25).AddField("arrival_rate_pairs", 24.0)
+	// The first and the newest point carry latency buckets, the newest one also a
+	// field of a malformed name (skipped, said); the first one's other bounds
+	// must not leak into the newest's histogram.
+	pts[0].AddField("latency_bucket_le_0.2", 7.0).AddField("latency_bucket_le_5", 2.0).AddField("latency_bucket_le_inf", 1.0)
+	pts[2].AddField("latency_bucket_le_60", 6.0).AddField("latency_bucket_le_inf", 1.0).AddField("latency_bucket_le_0.0001", 3.0).
+		AddField("latency_bucket_le_0.2", 90.0).AddField("latency_bucket_le_0.20", 50.0)
 	// The newest point carries the service-time quantiles.
 	for i, f := range influx.ServiceQuantileFields {
 		pts[2].AddField(f, fixtureService[i])
@@ -85,7 +91,10 @@ func want() measurement.Workload {
 		ServiceTime: 0.03, ServiceSCV: 0.5, MeasuredLatency: 0.05, DataTime: t0.Add(10 * time.Second),
 		ProxyClockOffset:  -25, // the newest point's: a proxy 25 s behind the collector
 		MeasuredQuantiles: []decide.LatencyQuantile{{Percentile: 50, Seconds: 0.02}, {Percentile: 95, Seconds: 0.05}, {Percentile: 99, Seconds: 0.09}},
-		ShortArrivalRate:  30, ShortWindow: 5 * time.Second,
+		LatencyBuckets: []decide.LatencyBucket{{UpperBound: 0.0001, Count: 3}, {UpperBound: 0.2, Count: 90}, {UpperBound: 60, Count: 6},
+			{UpperBound: math.Inf(1), Count: 1}},
+		LatencyBucketsError: `influx: field "latency_bucket_le_0.20" is not in its canonical form "latency_bucket_le_0.2": skipped`,
+		ShortArrivalRate:    30, ShortWindow: 5 * time.Second,
 		RateCV2: (0.5*8 - 0.25*24) / 32, RateCV2Pairs: 32,
 		OverflowShare: 0.4, FrontQueue: 17,
 		ServiceQuantiles: []decide.LatencyQuantile{{Percentile: 50, Seconds: 0.01}, {Percentile: 75, Seconds: 0.02}, {Percentile: 90, Seconds: 0.04},
@@ -325,6 +334,8 @@ func checkAhead(t *testing.T, st Store) {
 	require.Len(t, got.ArrivalRates, 2)
 	require.Equal(t, t0.Add(5*time.Second), got.DataTime.UTC())
 	require.Equal(t, 20.0, got.ArrivalRates[1].Rate)
+	require.Nil(t, got.LatencyBuckets, "the newest point read has none; an older point's are not taken")
+	require.Empty(t, got.LatencyBucketsError)
 }
 
 // checkPercentiles asserts that the measured latency follows the query's percentile,

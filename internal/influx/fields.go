@@ -1,5 +1,12 @@
 package influx
 
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
 // Tag and field names that both the writers and the decider's reader use, so that a
 // renamed field is a compile error, not a silently empty read. Schema declares each
 // of them (TestFieldConstantsDeclared).
@@ -46,3 +53,51 @@ const (
 // proxy/stats.ServicePercentiles (a collector test checks the two agree).
 var ServiceQuantileFields = []string{FieldServiceP50, FieldServiceP75, FieldServiceP90, FieldServiceP95,
 	FieldServiceP975, FieldServiceP99, FieldServiceP995, FieldServiceP999}
+
+// The latency histogram's buckets (qas_workload): one field per bucket (a whole
+// count, as a float), named by its upper bound in seconds, counting the requests
+// whose latency is at most that bound and above the next lower bucket field's
+// bound (the collector leaves out empty buckets below empty ones).
+// LatencyBucketPattern is how the schema declares them.
+const (
+	LatencyBucketPrefix   = "latency_bucket_le_"
+	FieldLatencyBucketInf = LatencyBucketPrefix + "inf"
+	LatencyBucketPattern  = LatencyBucketPrefix + "<bound>"
+)
+
+// LatencyBucketField names the field of the bucket with upper bound bound:
+// LatencyBucketPrefix and the shortest decimal that reads back as bound
+// ("latency_bucket_le_0.0001", "latency_bucket_le_60"), or FieldLatencyBucketInf
+// for +Inf. A bound ParseLatencyBucketField refuses (not a positive number) gives
+// a name it refuses too.
+func LatencyBucketField(bound float64) string {
+	if math.IsInf(bound, 1) {
+		return FieldLatencyBucketInf
+	}
+	return LatencyBucketPrefix + strconv.FormatFloat(bound, 'f', -1, 64)
+}
+
+// ParseLatencyBucketField reads a field name back. isBucket is false for a name
+// without LatencyBucketPrefix (another field, no error). A bucket field's name
+// must be one LatencyBucketField writes: a positive finite bound in its shortest
+// decimal form, or "inf"; anything else ("0.20", "+0.2", "1e-4", "NaN", "-1")
+// is an error naming it, so that two names never stand for one bucket.
+func ParseLatencyBucketField(name string) (bound float64, isBucket bool, err error) {
+	suffix, ok := strings.CutPrefix(name, LatencyBucketPrefix)
+	if !ok {
+		return 0, false, nil
+	}
+	if name == FieldLatencyBucketInf {
+		return math.Inf(1), true, nil
+	}
+	v, perr := strconv.ParseFloat(suffix, 64)
+	switch {
+	case perr != nil || math.IsNaN(v) || math.IsInf(v, 0):
+		return 0, true, fmt.Errorf("influx: field %q: the bound %q is not a number", name, suffix)
+	case v <= 0:
+		return 0, true, fmt.Errorf("influx: field %q: the bound %v is not positive", name, v)
+	case LatencyBucketField(v) != name:
+		return 0, true, fmt.Errorf("influx: field %q is not in its canonical form %q", name, LatencyBucketField(v))
+	}
+	return v, true, nil
+}

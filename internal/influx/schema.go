@@ -64,6 +64,11 @@ var Schema = []Measurement{
 			{"latency_p50_seconds", "s", "median latency from the merged histograms"},
 			{"latency_p95_seconds", "s", "95th percentile latency from the merged histograms"},
 			{"latency_p99_seconds", "s", "99th percentile latency from the merged histograms"},
+			{LatencyBucketPattern, "1", "requests of the interval whose latency was at most the bound in the name (seconds) and above the next lower bucket field's, from the merged histograms " +
+				"(a field per bucket of the proxies' histogram holding a whole count as a float, the bound in its shortest decimal form: latency_bucket_le_0.0001 … latency_bucket_le_60, " +
+				"and latency_bucket_le_inf above the last, always written). An empty bucket whose next one is empty too is left out: the next field's interval then spans it, " +
+				"and the count at most any bound is still exact. All absent when no request completed. With them the decider reads the share of requests over its target " +
+				"exactly when the target is a bound of the proxies' histogram, where interpolating between p50, p95 and p99 overstates a heavy tail"},
 			{"service_p50_seconds", "s", "median service time (slot to end of response, no queue wait) from the merged service histograms; absent when no served request completed"},
 			{"service_p75_seconds", "s", "75th percentile service time"},
 			{"service_p90_seconds", "s", "90th percentile service time"},
@@ -156,6 +161,24 @@ var Schema = []Measurement{
 			{"reason", "text", "the decision's explanation"},
 		},
 	},
+}
+
+// Declares reports whether field is one of m's fields: declared by name, or a
+// latency bucket's (LatencyBucketPattern, when m declares it) with a name
+// ParseLatencyBucketField accepts.
+func (m Measurement) Declares(field string) bool {
+	switch _, isBucket, err := ParseLatencyBucketField(field); {
+	case isBucket && err == nil:
+		field = LatencyBucketPattern
+	case isBucket:
+		return false // the pattern itself is no field's name
+	}
+	for _, f := range m.Fields {
+		if f.Name == field {
+			return true
+		}
+	}
+	return false
 }
 
 // Lookup returns the measurement named name.

@@ -1,0 +1,75 @@
+package aggregate
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/qas-dev/qas/collector/scrape"
+	"github.com/qas-dev/qas/proxy/stats"
+)
+
+// latencyBounds chooses the bucket bounds of the workload's merged latency
+// histogram: those of the pods (not fronts) whose histograms counted most of
+// the interval's completions, the first pod's on a tie. Proxies normally share
+// one set (stats.DefaultLatencyBounds); during a rollout that changes them they
+// differ, and counts of different buckets cannot be added, so the others are
+// left out rather than mixed. skipped names, sorted, the pods left out that
+// had completions (an idle pod's histogram loses nothing).
+func latencyBounds(ivs []scrape.Interval) (bounds []float64, skipped []string) {
+	type group struct {
+		bounds []float64
+		total  uint64
+	}
+	var groups []group
+	for _, iv := range ivs {
+		if iv.Front || len(iv.Latency.Counts) == 0 {
+			continue
+		}
+		i := slices.IndexFunc(groups, func(g group) bool { return slices.Equal(g.bounds, iv.Latency.Bounds) })
+		if i < 0 {
+			groups = append(groups, group{bounds: iv.Latency.Bounds})
+			i = len(groups) - 1
+		}
+		groups[i].total += iv.Latency.Total()
+	}
+	if len(groups) == 0 {
+		return nil, nil
+	}
+	best := groups[0]
+	for _, g := range groups[1:] {
+		if g.total > best.total {
+			best = g
+		}
+	}
+	for _, iv := range ivs {
+		if !iv.Front && !slices.Equal(iv.Latency.Bounds, best.bounds) && iv.Latency.Total() > 0 {
+			skipped = append(skipped, iv.Key())
+		}
+	}
+	slices.Sort(skipped)
+	return best.bounds, skipped
+}
+
+// inBounds reports whether h has the bounds latencyBounds chose (the pods whose
+// histograms combine merges).
+func inBounds(h stats.Histogram, bounds []float64) bool { return slices.Equal(h.Bounds, bounds) }
+
+// checkLatency checks what the workload point writes of the merged histogram:
+// one count per bucket (the bounds and one above them), bounds finite, positive
+// and increasing. The counts are whole numbers ≥ 0 whatever a validated /stats
+// document holds, and are written as floats (exact up to 2⁵³).
+func checkLatency(h stats.Histogram) error {
+	if len(h.Bounds) == 0 && len(h.Counts) == 0 {
+		return nil
+	}
+	if len(h.Counts) != len(h.Bounds)+1 {
+		return fmt.Errorf("aggregate: latency histogram has %d counts for %d bounds, want bounds+1", len(h.Counts), len(h.Bounds))
+	}
+	for i, b := range h.Bounds {
+		if math.IsNaN(b) || math.IsInf(b, 0) || b <= 0 || (i > 0 && b <= h.Bounds[i-1]) {
+			return fmt.Errorf("aggregate: latency histogram bound %d is %v, want a finite number > 0 and > the one below", i, b)
+		}
+	}
+	return nil
+}
