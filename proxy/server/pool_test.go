@@ -610,14 +610,25 @@ func TestPooledStatsStayValid(t *testing.T) {
 			}
 		}
 	}()
+	// Every request overflows to the front and B pulls it; on a starved host an
+	// overflow exchange can outlast its decision deadline, and then (only then)
+	// the request is served by A after all, its documented fallback.
+	moved := uint64(0)
 	for i := range 40 {
 		r := send(p.a.url, "GET", "/moved", fmt.Sprint("m", i), "")
 		require.NoError(t, r.err)
-		require.Equal(t, "B", r.by)
+		if r.by != "B" {
+			require.Equal(t, "A", r.by)
+			sa := snapshot(t, p.a).Pool
+			require.NotZero(t, sa.OverflowTimeout+sa.OverflowError, "served locally without a failed overflow")
+			continue
+		}
+		moved++
 	}
 	close(stop)
 	require.NoError(t, <-errs)
 	p.apps.unblock()
 	<-blocked
-	require.Equal(t, uint64(40), snapshot(t, p.b).Pool.Pulled)
+	require.Positive(t, moved)
+	require.Equal(t, moved, snapshot(t, p.b).Pool.Pulled)
 }
