@@ -185,7 +185,8 @@ func overlaps(a, b gridPos) bool {
 
 // TestDashboardsCoverIssue checks that the workload dashboard shows what issue 6 asks:
 // measured p50/p95/p99 against the target and the modelled latency, λ and its
-// forecast, E[S], replicas and CPU per pod, node absolute CPU, decisions as annotations.
+// forecast, E[S], replicas and CPU per pod, node absolute CPU, decisions as annotations;
+// and what issue 15 adds: the arrival rate's variability, λ's level and the closed loop.
 func TestDashboardsCoverIssue(t *testing.T) {
 	d, ok := loadDashboards(t)["qas-workload.json"]
 	if !ok {
@@ -210,6 +211,10 @@ func TestDashboardsCoverIssue(t *testing.T) {
 		"qas_workload.service_mean_seconds",
 		"qas_decision.desired_replicas", "qas_decision.current_replicas", "qas_workload.pods",
 		"qas_pod.cpu_usage_cores", "qas_node.cpu_usage_cores",
+		// Why it sized as it did (issue #15): the rate mixture and the closed loop.
+		"qas_workload.arrival_rate_cv2", "qas_decision.rate_cv2", "qas_decision.arrival_rate_level",
+		"qas_decision.level_window_seconds", "qas_decision.measured_late_share", "qas_decision.modelled_late_share",
+		"qas_decision.transient_late_share", "qas_decision.latency_bias", "qas_decision.effective_percentile",
 	}
 	for _, w := range want {
 		if !read[w] {

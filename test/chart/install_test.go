@@ -32,7 +32,10 @@ import (
 	"github.com/qas-dev/qas/collector/cpu"
 	"github.com/qas-dev/qas/collector/pipeline"
 	"github.com/qas-dev/qas/collector/scrape"
+	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/decider/store"
 	"github.com/qas-dev/qas/internal/influx"
+	"github.com/qas-dev/qas/internal/ratevar"
 	"github.com/qas-dev/qas/internal/testenv"
 	"github.com/qas-dev/qas/internal/testenv/influxtest"
 	"github.com/qas-dev/qas/internal/testenv/kubetest"
@@ -418,7 +421,8 @@ func csvColumn(t *testing.T, out, name string) []string {
 // writeCollectorPoints writes one cycle of the collector's measurements for the test's
 // workload with the collector's own point builders and writer, so that every panel has
 // data of the types the collector writes (the workload's with the pooled data plane's
-// fields, for the pooled panels).
+// fields, for the pooled panels, and with the arrival rate's variability), and one
+// decision of the batch model with the decider's own point builder.
 func writeCollectorPoints(ctx context.Context, t *testing.T, influxURL, ns string) {
 	t.Helper()
 	w, err := influx.NewWriter(influx.WriterConfig{URL: influxURL, Bucket: influxtest.Bucket}, nil, zaptest.NewLogger(t))
@@ -432,13 +436,28 @@ func writeCollectorPoints(ctx context.Context, t *testing.T, influxURL, ns strin
 	pod.AddField("cpu_usage_cores", 0.2)
 	pod.AddField("cpu_request_cores", 0.25)
 	pod.AddField("cpu_limit_cores", 0.0)
-	w.Write(pod, pipeline.WorkloadPoint(ns, "demo", withPooling(m, 0.5)),
+	// The workload's arrivals varied from second to second (cv² measured), and a
+	// decision, built as the decider builds it, that averaged over the seconds' rates
+	// and compared the late shares: the decider under test holds (no measurements
+	// yet), so its own decisions have none of these (a level of 0 is not drawn).
+	wl := withPooling(m, 0.5)
+	if wl.ArrivalRateSums, err = ratevar.Of([]int64{40, 44, 38, 47, 41, 36, 45}); err != nil {
+		t.Fatal(err)
+	}
+	if wl.ArrivalRateCV2, err = ratevar.CV2(wl.ArrivalRateSums); err != nil {
+		t.Fatal(err)
+	}
+	batch := decide.Decision{Time: now, Action: decide.ActionNone, DesiredReplicas: 1, Explanation: decide.Explanation{
+		CurrentReplicas: 1, ArrivalRate: 42, ServiceTime: 0.05, Target: 0.2, Reason: "modelled latency within tolerance",
+		RateCV2: 0.4, ArrivalRateLevel: 40, LevelWindow: 45 * time.Second, MeasuredLateShare: 0.04, ModelledLateShare: 0.05,
+		TransientLateShare: 0.003, LatencyBias: 1.2, EffectivePercentile: 95.3}}
+	w.Write(pod, pipeline.WorkloadPoint(ns, "demo", wl), store.DecisionPoint(ns, "demo", "demo", batch, false),
 		cpu.NodePoint(cpu.NodeCPU{Name: "kwok-node-1", Time: now, Usage: 3.5, Allocatable: 16}),
 		cpu.NodePoint(cpu.NodeCPU{Name: "kwok-node-2", Time: now, Usage: 9, Allocatable: 16})) // runs none of the workload's pods
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if written, _, dropped := w.Counts(); written != 4 || dropped != 0 {
+	if written, _, dropped := w.Counts(); written != 5 || dropped != 0 {
 		t.Fatalf("wrote %v points, dropped %v", written, dropped)
 	}
 }

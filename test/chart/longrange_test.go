@@ -22,6 +22,7 @@ import (
 	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/store"
 	"github.com/qas-dev/qas/internal/influx"
+	"github.com/qas-dev/qas/internal/ratevar"
 	"github.com/qas-dev/qas/internal/testenv/influxtest"
 )
 
@@ -62,7 +63,11 @@ func writeWeek(t *testing.T, db *influxtest.Server, now time.Time) map[string]in
 			d := decide.Decision{Time: at, Action: decide.ActionNone, DesiredReplicas: replicas, DesiredCPU: 0,
 				Explanation: decide.Explanation{CurrentReplicas: replicas, ArrivalRate: 40 * daily, ForecastArrivalRate: 42 * daily,
 					ServiceTime: 0.05, Latency: 0.12, MeasuredLatency: 0.13, Target: 0.2, Lead: 20 * time.Second, Normalized: 0.6,
-					Reason: "modelled latency within tolerance"}}
+					Reason: "modelled latency within tolerance",
+					// The batch model and the closed loop (docs/model.md section 2c).
+					RateCV2: 0.4 * daily, ArrivalRateLevel: 38*daily + 1, LevelWindow: 90 * time.Second,
+					MeasuredLateShare: 0.04 + 0.01*daily, ModelledLateShare: 0.045, TransientLateShare: 0.002 * daily,
+					LatencyBias: 1 + 0.5*daily, EffectivePercentile: 95 + 0.4*daily}}
 			switch {
 			case i%60 == 0:
 				d.Action, d.DesiredReplicas, d.Explanation.Reason = decide.ActionHorizontal, replicas+1, "scale out: forecast λ needs one more pod"
@@ -78,8 +83,16 @@ func writeWeek(t *testing.T, db *influxtest.Server, now time.Time) map[string]in
 			}
 			pts = append(pts, store.DecisionPoint("shop", wl, wl, d, false))
 			if i%4 == 0 {
+				// 60 pairs of seconds of mean mu whose rate varies by cv² 0.4·daily.
+				mu := 1 + 40*daily
+				sums := ratevar.Sums{Pairs: 60, Counts: uint64(120 * mu), DiffSq: uint64(120 * (mu + 0.4*daily*mu*mu))}
 				m := aggregate.Metrics{Time: at, ArrivalRate: 40 * daily, ServiceMean: 0.05, ServiceSCV: 1, InFlightMean: 2 * daily,
-					BusyRatio: 0.5, LatencyP50: 0.04, LatencyP95: 0.13, LatencyP99: 0.25, Pods: 2}
+					BusyRatio: 0.5, LatencyP50: 0.04, LatencyP95: 0.13, LatencyP99: 0.25, Pods: 2, ArrivalRateSums: sums}
+				cv2, err := ratevar.CV2(sums)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m.ArrivalRateCV2 = cv2
 				if wl == "web" {
 					m = withPooling(m, daily) // web pools (routing: pooled), api does not
 				}
