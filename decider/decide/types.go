@@ -590,9 +590,10 @@ type Explanation struct {
 	LatencyBias         float64 `json:"latencyBias"`
 	LatencyBiasObserved float64 `json:"latencyBiasObserved,omitempty"`
 	// MeasuredLateShare is the share of the last interval's requests over the
-	// target, read from the measured quantiles, and ModelledLateShare the
-	// model's P(T > target) for the same allocation: the closed loop moves the
-	// correction by their difference in requests (-1: not measured).
+	// target, read from the proxies' latency histogram (the measured quantiles
+	// without one), and ModelledLateShare the model's P(T > target) for the same
+	// allocation: the closed loop moves the correction by their difference in
+	// requests. Both 0: the loop did not compare this cycle.
 	MeasuredLateShare float64 `json:"measuredLateShare,omitempty"`
 	ModelledLateShare float64 `json:"modelledLateShare,omitempty"`
 	LatencyBiasNote   string  `json:"latencyBiasNote,omitempty"`

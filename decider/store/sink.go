@@ -47,6 +47,12 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 		"dry_run":                dryRun,
 		"reason":                 reason,
 	}
+	if x.ModelledLateShare > 0 {
+		// Only a cycle the closed loop compared has them; 0 would read as "no
+		// request late" on a dashboard.
+		fields["measured_late_share"] = x.MeasuredLateShare
+		fields["modelled_late_share"] = x.ModelledLateShare
+	}
 	if x.TailModel != "" {
 		fields["tail_calibrated"] = x.TailModel == decide.TailMeasured
 	}
@@ -65,8 +71,6 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 		"backlog":                x.Backlog,
 		"drain_replicas":         float64(x.DrainReplicas),
 		"latency_bias":           x.LatencyBias,
-		"measured_late_share":    x.MeasuredLateShare,
-		"modelled_late_share":    x.ModelledLateShare,
 		"jump_ratio":             x.JumpRatio,
 		"count_dispersion":       x.CountDispersion,
 		"transient_late_share":   x.TransientLateShare,

@@ -194,6 +194,8 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 	require.Equal(t, "held: stale data", f["reason"])
 	require.Equal(t, true, f["dry_run"])
 	require.NotContains(t, f, "tail_calibrated", "a held decision modelled no tail")
+	require.NotContains(t, f, "measured_late_share", "the loop compared nothing: no 0 that reads as no request late")
+	require.NotContains(t, f, "modelled_late_share")
 
 	// No workload known: the point has no workload tag rather than an empty one.
 	require.NoError(t, sink.RecordDecision(context.Background(), measurement.DecisionOf{Namespace: "ns", Name: "other"}, d, false))
