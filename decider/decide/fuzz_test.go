@@ -10,12 +10,13 @@ import (
 // cycles: it must not panic, and any decision it returns must stay within the
 // bounds (or hold the current count) with a finite, explained outcome.
 func FuzzDecide(f *testing.F) {
-	f.Add(95.0, 0.1, int32(12), int64(120), 95.0, 0.1, int32(1), int32(50), 1.0, true, 30.0, 150.0, 0.3, uint8(1))
-	f.Add(0.0, 0.0, int32(0), int64(0), 0.0, 0.0, int32(0), int32(0), 0.0, false, 0.0, 0.0, 0.0, uint8(0))
-	f.Add(1e9, 1e-9, int32(1), int64(1), 99.999, 0.99, int32(5), int32(5), 50.0, true, 1e12, 1e9, 1e6, uint8(2))
-	f.Add(math.NaN(), -1.0, int32(-3), int64(-5), 100.0, 2.0, int32(7), int32(3), math.Inf(1), true, -1.0, math.NaN(), -0.5, uint8(3))
+	f.Add(95.0, 0.1, int32(12), int64(120), 95.0, 0.1, int32(1), int32(50), 1.0, true, 30.0, 150.0, 0.3, uint8(1), 2.5)
+	f.Add(0.0, 0.0, int32(0), int64(0), 0.0, 0.0, int32(0), int32(0), 0.0, false, 0.0, 0.0, 0.0, uint8(0), 0.0)
+	f.Add(1e9, 1e-9, int32(1), int64(1), 99.999, 0.99, int32(5), int32(5), 50.0, true, 1e12, 1e9, 1e6, uint8(2), 1e4)
+	f.Add(math.NaN(), -1.0, int32(-3), int64(-5), 100.0, 2.0, int32(7), int32(3), math.Inf(1), true, -1.0, math.NaN(), -0.5, uint8(3), math.NaN())
+	f.Add(30.0, 0.05, int32(20), int64(200), 95.0, 0.1, int32(1), int32(200), 0.0, true, 0.0, 30.0, 0.18, uint8(1), 0.011)
 	f.Fuzz(func(t *testing.T, lambda, es float64, current int32, targetMs int64, pct, tol float64, minR, maxR int32, slope float64, predictive bool,
-		queued, short, p95 float64, routing uint8) {
+		queued, short, p95 float64, routing uint8, cv2 float64) {
 		spec := Spec{
 			MinReplicas: minR, MaxReplicas: maxR, Target: time.Duration(targetMs) * time.Millisecond,
 			Percentile: pct, Tolerance: tol, Model: ModelPerPod,
@@ -42,6 +43,10 @@ func FuzzDecide(f *testing.F) {
 			// The service-time quantiles (the calibrated tail), with a p99 as
 			// heavy as the fuzzed latency p95 makes it.
 			s.ServiceQuantiles = []LatencyQuantile{{50, 0.7 * es}, {95, 3 * es}, {99, max(3*es, p95)}}
+			// Batch arrivals (the rate mixture) and the latency histogram the
+			// closed loop reads (issue #15's third round).
+			s.RateCV2, s.RateCV2Pairs = cv2, 15
+			s.LatencyBuckets = []LatencyBucket{{0.1, 100}, {0.2, p95 * 100}, {math.Inf(1), 5}}
 			d, err := e.Decide(spec, s)
 			if err != nil {
 				return

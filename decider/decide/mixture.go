@@ -100,6 +100,9 @@ func (s *sizer) mixTail(lambda, es float64, n int32, t float64) float64 {
 	var late, all float64
 	for _, b := range s.mix {
 		w := b.w * b.v
+		if w == 0 {
+			continue // seconds without requests weigh nothing (and 0 × +Inf is NaN)
+		}
 		late += w * s.tail0(lambda*b.v, es, n, t)
 		all += w
 	}
@@ -111,6 +114,9 @@ func (s *sizer) mixMean(lambda, es float64, n int32) float64 {
 	var sum, all float64
 	for _, b := range s.mix {
 		w := b.w * b.v
+		if w == 0 {
+			continue
+		}
 		sum += w * s.latency0(lambda*b.v, es, n)
 		all += w
 	}
