@@ -36,14 +36,9 @@ func LatencyBucketsQuery(bucket string, q Query, at time.Time) string {
 func (f *Flux) readLatencyBuckets(ctx context.Context, q Query, at time.Time, fields map[string]float64) error {
 	read := map[string]float64{}
 	err := f.each(ctx, LatencyBucketsQuery(f.Bucket, q, at), func(r *query.FluxRecord) {
-		v := math.NaN()
-		switch x := r.Value().(type) {
-		case float64:
-			v = x
-		case int64:
-			v = float64(x)
-		case uint64:
-			v = float64(x)
+		v, ok := number(r.Value())
+		if !ok {
+			v = math.NaN()
 		}
 		read[r.Field()] += v
 	})

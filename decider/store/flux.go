@@ -185,15 +185,22 @@ func (f *Flux) each(ctx context.Context, flux string, fn func(*query.FluxRecord)
 }
 
 func num(r *query.FluxRecord, k string) float64 {
-	switch v := r.ValueByKey(k).(type) {
+	v, _ := number(r.ValueByKey(k))
+	return v
+}
+
+// number is a field value as a float64: InfluxDB returns floats, integers or
+// unsigned integers; false (and 0) for anything else.
+func number(v any) (float64, bool) {
+	switch x := v.(type) {
 	case float64:
-		return v
+		return x, true
 	case int64:
-		return float64(v)
+		return float64(x), true
 	case uint64:
-		return float64(v)
+		return float64(x), true
 	}
-	return 0
+	return 0, false
 }
 
 func str(r *query.FluxRecord, k string) string {

@@ -40,13 +40,8 @@ func (m *Memory) Write(points ...*write.Point) {
 			mp.tags[t.Key] = t.Value
 		}
 		for _, f := range p.FieldList() {
-			switch v := f.Value.(type) {
-			case float64:
+			if v, ok := number(f.Value); ok {
 				mp.fields[f.Key] = v
-			case int64:
-				mp.fields[f.Key] = float64(v)
-			case uint64:
-				mp.fields[f.Key] = float64(v)
 			}
 		}
 		m.points = append(m.points, mp)
