@@ -2,7 +2,6 @@ package aggregate
 
 import (
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/qas-dev/qas/collector/scrape"
@@ -56,20 +55,15 @@ func latencyBounds(ivs []scrape.Interval) (bounds []float64, skipped []string) {
 func inBounds(h stats.Histogram, bounds []float64) bool { return slices.Equal(h.Bounds, bounds) }
 
 // checkLatency checks what the workload point writes of the merged histogram:
-// one count per bucket (the bounds and one above them), bounds finite, positive
-// and increasing. The counts are whole numbers ≥ 0 whatever a validated /stats
-// document holds, and are written as floats (exact up to 2⁵³).
+// none, or one of a valid shape (stats.Histogram.CheckShape). The counts are
+// whole numbers ≥ 0 whatever a validated /stats document holds, and are written
+// as floats (exact up to 2⁵³).
 func checkLatency(h stats.Histogram) error {
 	if len(h.Bounds) == 0 && len(h.Counts) == 0 {
 		return nil
 	}
-	if len(h.Counts) != len(h.Bounds)+1 {
-		return fmt.Errorf("aggregate: latency histogram has %d counts for %d bounds, want bounds+1", len(h.Counts), len(h.Bounds))
-	}
-	for i, b := range h.Bounds {
-		if math.IsNaN(b) || math.IsInf(b, 0) || b <= 0 || (i > 0 && b <= h.Bounds[i-1]) {
-			return fmt.Errorf("aggregate: latency histogram bound %d is %v, want a finite number > 0 and > the one below", i, b)
-		}
+	if err := h.CheckShape("workload latency histogram"); err != nil {
+		return fmt.Errorf("aggregate: %w", err)
 	}
 	return nil
 }

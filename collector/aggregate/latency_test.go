@@ -103,11 +103,11 @@ func TestMetricsCheckLatencyHistogram(t *testing.T) {
 		want string
 	}{
 		{"counts without the overflow bucket", stats.Histogram{Bounds: []float64{0.1, 1}, Counts: []uint64{1, 2}}, "2 counts for 2 bounds"},
-		{"NaN bound", stats.Histogram{Bounds: []float64{math.NaN()}, Counts: []uint64{1, 2}}, "bound 0 is NaN"},
-		{"infinite bound", stats.Histogram{Bounds: []float64{0.1, math.Inf(1)}, Counts: []uint64{1, 2, 0}}, "bound 1 is +Inf"},
-		{"zero bound", stats.Histogram{Bounds: []float64{0}, Counts: []uint64{1, 2}}, "bound 0 is 0"},
-		{"falling bounds", stats.Histogram{Bounds: []float64{1, 0.1}, Counts: []uint64{1, 2, 3}}, "bound 1 is 0.1"},
-		{"repeated bound", stats.Histogram{Bounds: []float64{1, 1}, Counts: []uint64{1, 2, 3}}, "bound 1 is 1"},
+		{"NaN bound", stats.Histogram{Bounds: []float64{math.NaN()}, Counts: []uint64{1, 2}}, "bound 0 (NaN)"},
+		{"infinite bound", stats.Histogram{Bounds: []float64{0.1, math.Inf(1)}, Counts: []uint64{1, 2, 0}}, "bound 1 (+Inf)"},
+		{"zero bound", stats.Histogram{Bounds: []float64{0}, Counts: []uint64{1, 2}}, "bound 0 (0)"},
+		{"falling bounds", stats.Histogram{Bounds: []float64{1, 0.1}, Counts: []uint64{1, 2, 3}}, "bound 1 (0.1)"},
+		{"repeated bound", stats.Histogram{Bounds: []float64{1, 1}, Counts: []uint64{1, 2, 3}}, "bound 1 (1)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := Metrics{Latency: tc.h}

@@ -451,9 +451,10 @@ func sumCapped(limit uint64, vs ...uint64) (uint64, bool) {
 	return total, true
 }
 
-// validHistogram checks that h has one count per bucket, positive increasing finite
-// bounds, and at most limit observations.
-func validHistogram(name string, h Histogram, limit uint64, limitName string) error {
+// CheckShape checks h's shape: one count per bucket (its bounds and one above
+// them), the bounds finite, positive and increasing; name says which histogram
+// in the error.
+func (h Histogram) CheckShape(name string) error {
 	if len(h.Counts) != len(h.Bounds)+1 {
 		return fmt.Errorf("stats: %s has %d counts for %d bounds, want bounds+1", name, len(h.Counts), len(h.Bounds))
 	}
@@ -461,6 +462,15 @@ func validHistogram(name string, h Histogram, limit uint64, limitName string) er
 		if math.IsNaN(b) || math.IsInf(b, 0) || b <= 0 || (i > 0 && b <= h.Bounds[i-1]) {
 			return fmt.Errorf("stats: %s bound %d (%v) is not positive and increasing", name, i, b)
 		}
+	}
+	return nil
+}
+
+// validHistogram checks that h has one count per bucket, positive increasing finite
+// bounds, and at most limit observations.
+func validHistogram(name string, h Histogram, limit uint64, limitName string) error {
+	if err := h.CheckShape(name); err != nil {
+		return err
 	}
 	if _, ok := sumCapped(limit, h.Counts...); !ok {
 		return fmt.Errorf("stats: %s histogram counts more observations than %s %d", name, limitName, limit)
