@@ -105,3 +105,18 @@ func BenchmarkScaleDownOverJumps(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRateMixture builds the rate mixture's bins, as every decision with
+// batch arrivals does, at the smallest cv² that uses it (the most points of N)
+// and at a batch trace's.
+func BenchmarkRateMixture(b *testing.B) {
+	for _, cv2 := range []float64{mixMinCV2, 2.5} {
+		b.Run(fmt.Sprint(cv2), func(b *testing.B) {
+			for b.Loop() {
+				if rateMixture(cv2) == nil {
+					b.Fatal("no bins")
+				}
+			}
+		})
+	}
+}

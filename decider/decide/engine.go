@@ -52,9 +52,6 @@ type Engine struct {
 	// cv2Sum and cv2Pairs are the pairs-weighted sums of the measured relative
 	// variance of the per-second rate (mixture.go), forgetting as pairs come.
 	cv2Sum, cv2Pairs float64
-	// mix caches the rate mixture's bins for mixCV2.
-	mix    []weighted
-	mixCV2 float64
 	// reqs and lateTransient are exponentially weighted counts of the
 	// requests measured and of those over the target in transient cycles.
 	reqs, lateTransient float64
@@ -559,11 +556,10 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	m.waitBias = bias
 	if hasCV2 {
 		x.RateCV2 = cv2
-		m.cv2 = cv2
-		if cv2 != e.mixCV2 || e.mix == nil {
-			e.mix, e.mixCV2 = rateMixture(cv2), cv2
-		}
-		m.mix = e.mix
+		// The bins are rebuilt every decision: the average moves with every
+		// cycle's pairs, and building them costs a few µs against a decision's
+		// hundreds (BenchmarkRateMixture).
+		m.cv2, m.mix = cv2, rateMixture(cv2)
 	}
 	m.shape = e.serviceShape(snap, es, spec.Target.Seconds(), conf, x)
 	x.ServiceTime = es

@@ -97,27 +97,24 @@ func (e *Engine) rateCV2(snap Snapshot) (float64, bool) {
 // mixTail is P(T > t) averaged over the seconds' rates, each weighted by its
 // requests.
 func (s *sizer) mixTail(lambda, es float64, n int32, t float64) float64 {
-	var late, all float64
+	return s.mixAverage(lambda, func(rate float64) float64 { return s.tail0(rate, es, n, t) })
+}
+
+// mixMean is the mean latency averaged the same way.
+func (s *sizer) mixMean(lambda, es float64, n int32) float64 {
+	return s.mixAverage(lambda, func(rate float64) float64 { return s.latency0(rate, es, n) })
+}
+
+// mixAverage is f of each bin's rate, λ·v, averaged with each bin weighted by
+// its requests (w·v).
+func (s *sizer) mixAverage(lambda float64, f func(rate float64) float64) float64 {
+	var sum, all float64
 	for _, b := range s.mix {
 		w := b.w * b.v
 		if w == 0 {
 			continue // seconds without requests weigh nothing (and 0 × +Inf is NaN)
 		}
-		late += w * s.tail0(lambda*b.v, es, n, t)
-		all += w
-	}
-	return late / all
-}
-
-// mixMean is the mean latency averaged the same way.
-func (s *sizer) mixMean(lambda, es float64, n int32) float64 {
-	var sum, all float64
-	for _, b := range s.mix {
-		w := b.w * b.v
-		if w == 0 {
-			continue
-		}
-		sum += w * s.latency0(lambda*b.v, es, n)
+		sum += w * f(lambda*b.v)
 		all += w
 	}
 	return sum / all
