@@ -142,13 +142,6 @@ func TestPooledPanelsShowWhatTheCollectorWrote(t *testing.T) {
 	if len(queries) == 0 {
 		t.Fatal("no pooled panel")
 	}
-	db := influxtest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	w, err := influx.NewWriter(influx.WriterConfig{URL: db.URL, Bucket: influxtest.Bucket}, nil, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Points at the middle of each minute: with a window period of 1m each window holds
 	// exactly one, as Grafana's aggregateWindow would draw it at its own resolution.
 	start := time.Now().Truncate(time.Minute).Add(-12*time.Minute + 30*time.Second)
@@ -159,13 +152,8 @@ func TestPooledPanelsShowWhatTheCollectorWrote(t *testing.T) {
 		at := start.Add(time.Duration(i) * time.Minute)
 		web := pipeline.WorkloadPoint("shop", "web", pooledMetrics(at, 0, i, i == idle))
 		for _, f := range web.FieldList() {
-			var x float64
-			switch v := f.Value.(type) {
-			case float64:
-				x = v
-			case int64:
-				x = float64(v)
-			default:
+			x, ok := fieldFloat(f.Value)
+			if !ok {
 				t.Fatalf("field %s of type %T", f.Key, f.Value)
 			}
 			wrote[f.Key] = append(wrote[f.Key], x)
@@ -174,13 +162,7 @@ func TestPooledPanelsShowWhatTheCollectorWrote(t *testing.T) {
 			pipeline.WorkloadPoint("shop", "api", pooledMetrics(at, 5000, i, false)),
 			pipeline.WorkloadPoint("shop", "plain", aggregate.Metrics{Time: at, ArrivalRate: 10, ServiceMean: 0.05, Pods: 2}))
 	}
-	w.Write(pts...)
-	if err := w.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if written, _, dropped := w.Counts(); written != float64(len(pts)) || dropped != 0 {
-		t.Fatalf("wrote %v of %d points, dropped %v", written, len(pts), dropped)
-	}
+	db, ctx := influxWith(t, pts)
 
 	vars := map[string][]string{"bucket": one(influxtest.Bucket), "namespace": one("shop"), "workload": one("web")}
 	plain := maps.Clone(vars)
@@ -232,6 +214,39 @@ func TestPooledPanelsShowWhatTheCollectorWrote(t *testing.T) {
 			t.Errorf("%s for a workload that does not pool: %d rows\n%s", where, n, out)
 		}
 	}
+}
+
+// influxWith starts a real InfluxDB and writes pts to it through the project's
+// writer, failing unless every point was written; ctx bounds the test's queries.
+func influxWith(t *testing.T, pts []*write.Point) (*influxtest.Server, context.Context) {
+	t.Helper()
+	db := influxtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	w, err := influx.NewWriter(influx.WriterConfig{URL: db.URL, Bucket: influxtest.Bucket}, nil, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(pts...)
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if written, _, dropped := w.Counts(); written != float64(len(pts)) || dropped != 0 {
+		t.Fatalf("wrote %v of %d points, dropped %v", written, len(pts), dropped)
+	}
+	return db, ctx
+}
+
+// fieldFloat is a numeric field's value as written (a float or an integer);
+// false for another type.
+func fieldFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case int64:
+		return float64(x), true
+	}
+	return 0, false
 }
 
 // equalFloats compares as InfluxDB returns a float64 (its shortest representation) and

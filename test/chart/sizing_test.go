@@ -1,7 +1,6 @@
 package chart
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/influxdata/influxdb-client-go/v2/api/write"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/qas-dev/qas/collector/aggregate"
 	"github.com/qas-dev/qas/collector/pipeline"
@@ -178,13 +176,6 @@ func TestSizingPanelsShowWhatQASWrote(t *testing.T) {
 	if len(queries) == 0 {
 		t.Fatal("no panel reads a sizing field")
 	}
-	db := influxtest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	w, err := influx.NewWriter(influx.WriterConfig{URL: db.URL, Bucket: influxtest.Bucket}, nil, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Points at the middle of each minute: with a window period of 1m each window holds
 	// exactly one.
 	start := time.Now().Truncate(time.Minute).Add(-12*time.Minute + 30*time.Second)
@@ -192,13 +183,8 @@ func TestSizingPanelsShowWhatQASWrote(t *testing.T) {
 	wrote := map[string][]float64{} // measurement.field of web (its QueueAutoscaler web) → values in time order
 	record := func(pt *write.Point) {
 		for _, f := range pt.FieldList() {
-			var x float64
-			switch v := f.Value.(type) {
-			case float64:
-				x = v
-			case int64:
-				x = float64(v)
-			default:
+			x, ok := fieldFloat(f.Value)
+			if !ok {
 				continue // the reason, dry_run
 			}
 			key := pt.Name() + "." + f.Key
@@ -219,13 +205,7 @@ func TestSizingPanelsShowWhatQASWrote(t *testing.T) {
 			// panels show the chosen one's decisions only.
 			store.DecisionPoint("shop", "web-canary", "web", sizingDecision(at, 9000, i, false), false))
 	}
-	w.Write(pts...)
-	if err := w.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if written, _, dropped := w.Counts(); written != float64(len(pts)) || dropped != 0 {
-		t.Fatalf("wrote %v of %d points, dropped %v", written, len(pts), dropped)
-	}
+	db, ctx := influxWith(t, pts)
 	if n := len(wrote[influx.Workload+"."+influx.FieldArrivalRateCV2]); n != 9 {
 		t.Fatalf("the collector wrote %d values of arrival_rate_cv2, want 9 (none for the interval without pairs)", n)
 	}
