@@ -610,9 +610,10 @@ type Explanation struct {
 	// MeasuredLateShare is the share of the last interval's requests over the
 	// target, read from the proxies' latency histogram (the measured quantiles
 	// without one), never below the share of arrivals the pooled fronts gave
-	// back unseen (lateShareWithExpired), and ModelledLateShare the model's P(T > target) for the same
-	// allocation: the closed loop moves the correction by their difference in
-	// requests. Both 0: the loop did not compare this cycle.
+	// back unseen (lateShareWithExpired), and ModelledLateShare the model's
+	// P(T > target) for the same allocation: the closed loop moves the
+	// correction by their difference in requests. Both 0: the loop did not
+	// compare this cycle.
 	MeasuredLateShare float64 `json:"measuredLateShare,omitempty"`
 	ModelledLateShare float64 `json:"modelledLateShare,omitempty"`
 	LatencyBiasNote   string  `json:"latencyBiasNote,omitempty"`

@@ -69,23 +69,23 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 		"short_arrival_rate":     x.ShortArrivalRate,
 		"short_arrival_rate_low": x.ShortArrivalRateLow,
 		"backlog":                x.Backlog,
-		// The pooled fronts' expiries and refusals (decide/expiry.go).
-		"backlog_expired":      x.BacklogExpired,
-		"front_expired_rate":   x.FrontExpiredRate,
-		"front_refused_rate":   x.FrontRefusedRate,
-		"expired_late_share":   x.ExpiredLateShare,
-		"drain_replicas":       float64(x.DrainReplicas),
-		"latency_bias":         x.LatencyBias,
-		"jump_ratio":           x.JumpRatio,
-		"count_dispersion":     x.CountDispersion,
-		"transient_late_share": x.TransientLateShare,
-		"effective_percentile": x.EffectivePercentile,
-		"jump_replicas":        float64(x.JumpReplicas),
-		"service_late_share":   x.ServiceLateShare,
+		"drain_replicas":         float64(x.DrainReplicas),
+		"latency_bias":           x.LatencyBias,
+		"jump_ratio":             x.JumpRatio,
+		"count_dispersion":       x.CountDispersion,
+		"transient_late_share":   x.TransientLateShare,
+		"effective_percentile":   x.EffectivePercentile,
+		"jump_replicas":          float64(x.JumpReplicas),
+		"service_late_share":     x.ServiceLateShare,
 		// The rate mixture (docs/model.md section 2c).
 		"rate_cv2":             x.RateCV2,
 		"arrival_rate_level":   x.ArrivalRateLevel,
 		"level_window_seconds": x.LevelWindow.Seconds(),
+		// The pooled fronts' expiries and refusals (decide/expiry.go).
+		"backlog_expired":    x.BacklogExpired,
+		"front_expired_rate": x.FrontExpiredRate,
+		"front_refused_rate": x.FrontRefusedRate,
+		"expired_late_share": x.ExpiredLateShare,
 	} {
 		if !math.IsInf(v, 0) && !math.IsNaN(v) {
 			fields[k] = v
