@@ -254,6 +254,11 @@ func TestPooledWorkloadPoint(t *testing.T) {
 	require.InDelta(t, 13.0/2, snap.ArrivalRates[len(snap.ArrivalRates)-1].Rate, 1e-9)
 	require.InDelta(t, 0.010, snap.ServiceTime, 1e-9)
 	require.InDelta(t, 2, snap.FrontQueue, 1e-9)
+	// The decider reads the fronts' expiries as the senders counted them.
+	require.InDelta(t, 1.0/2, snap.ExpiredRequeuedRate, 1e-9)
+	require.InDelta(t, 1.0/2, snap.ExpiredRelayedRate, 1e-9)
+	require.Equal(t, w.FrontRefusedFullRate, snap.FrontRefusedRate)
+	require.Empty(t, snap.PooledError)
 
 	// Only the front answers: no workload point (it would read as λ = 0).
 	front.Accept()

@@ -381,6 +381,11 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 		c.Log.Warn("latency histogram read with problems", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name),
 			zap.Int("buckets", len(m.LatencyBuckets)), zap.String("error", m.LatencyBucketsError))
 	}
+	if err == nil && m.PooledError != "" {
+		// Each bad field reads as none; the rest of the measurement stands.
+		c.Log.Warn("pooled data plane fields read with problems", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name),
+			zap.String("error", m.PooledError))
+	}
 	if err == nil && !m.Complete {
 		c.Log.Info("measurements incomplete: no scale-down this cycle", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name), zap.String("missing", m.MissingSummary()))
 	}
@@ -389,13 +394,19 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 		limit = 20
 	}
 	storage := resources.Storage{Claims: w.claims, Volumes: w.volumes, Nodes: nodes}
-	frontQueue := 0.0
+	// The pooled data plane's fields count only for a workload whose routing is
+	// pooled: the engine reads them as its data plane's.
+	var frontQueue, frontExpired, frontRefused float64
 	if pooled(qa) {
 		frontQueue = m.FrontQueue
+		// The senders' expiries, both actions: each is one request a front gave
+		// back unseen (decide/expiry.go says why not front_expired_rate).
+		frontExpired, frontRefused = m.ExpiredRequeuedRate+m.ExpiredRelayedRate, m.FrontRefusedRate
 	}
 	return decide.Snapshot{
-		Now:          now,
-		FrontQueue:   frontQueue,
+		Now:              now,
+		FrontQueue:       frontQueue,
+		FrontExpiredRate: frontExpired, FrontRefusedRate: frontRefused,
 		ArrivalRates: m.ArrivalRates, History: m.History, ServiceTime: m.ServiceTime, ServiceSCV: m.ServiceSCV,
 		MeasuredLatency: m.MeasuredLatency, MeasuredQuantiles: m.MeasuredQuantiles, ServiceQuantiles: m.ServiceQuantiles,
 		LatencyBuckets:   m.LatencyBuckets,

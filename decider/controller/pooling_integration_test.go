@@ -347,3 +347,35 @@ func TestPooledBacklogIncludesTheFrontsQueue(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, d.Explanation.Backlog)
 }
+
+// TestPooledExpiriesReachTheEngine: a pooled workload's fronts gave back 1.5
+// requests per second unseen (1 served by their senders, 0.5 relayed as the
+// front's 503) and refused 2 with their queue full: the engine reads the
+// senders' sum as the expiry rate, 1.5/s × the 10 s interval as backlog, and
+// shows the refusals; a workload that does not pool reads none of them.
+func TestPooledExpiriesReachTheEngine(t *testing.T) {
+	e := setup(t)
+	e.ctrl.Front = frontConfig("example/qas-proxy:1")
+	e.deployment(t, "burst", 2)
+	e.queueAutoscalerWith(t, "burst", "burst", false, map[string]any{"routing": "pooled"})
+	e.deployment(t, "plain", 2)
+	e.queueAutoscaler(t, "plain", "plain", false)
+	e.metrics.set(10, 0.05, e.clock.Now())
+	e.metrics.mu.Lock()
+	e.metrics.m.ExpiredRequeuedRate, e.metrics.m.ExpiredRelayedRate, e.metrics.m.FrontRefusedRate = 1, 0.5, 2
+	e.metrics.mu.Unlock()
+
+	d, err := e.reconcile(t, e.ctrl, "burst")
+	require.NoError(t, err)
+	x := d.Explanation
+	require.Equal(t, 1.5, x.FrontExpiredRate)
+	require.Equal(t, 2.0, x.FrontRefusedRate)
+	require.InDelta(t, 15, x.BacklogExpired, 1e-9, "reason: %s", x.Reason)
+	require.InDelta(t, 15, x.Backlog, 1e-9, "the pods hold nothing and the front's queue is empty")
+	require.InDelta(t, 0.15, x.ExpiredLateShare, 1e-12, "1.5/s of λ = 10/s")
+	d, err = e.reconcile(t, e.ctrl, "plain")
+	require.NoError(t, err)
+	require.Zero(t, d.Explanation.FrontExpiredRate)
+	require.Zero(t, d.Explanation.FrontRefusedRate)
+	require.Zero(t, d.Explanation.Backlog)
+}

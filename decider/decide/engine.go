@@ -306,6 +306,7 @@ func validateSnapshot(s Snapshot) error {
 			break
 		}
 	}
+	validateExpiry(s, add)
 	if badFloat(s.LatencySamples) || s.LatencySamples < 0 {
 		add("snapshot.latencySamples", "must be finite and non-negative, got %v", s.LatencySamples)
 	}
@@ -574,6 +575,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	kmu := float64(spec.Concurrency) / es
 	bl := measureBacklog(snap.Pods, kmu*target)
 	bl = withFrontQueue(bl, snap.Pods, snap.FrontQueue, kmu*target)
+	bl = withExpired(bl, snap, x)
 	x.Backlog, x.BacklogMaxPod = bl.total, bl.maxPod
 
 	// Drain the backlog within one lead after the pods ordered now are ready.
@@ -658,6 +660,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			reason = fmt.Sprintf("backlog of %.0f requests beyond what the pods clear within the target (%.0f on the fullest pod), "+
 				"%.0f left when pods ordered now are ready in %s: %d pods drain it within %s at λ = %.4g/s (%s routing)",
 				bl.total, bl.maxPod, left, leadQ, drain, leadQ, lambdaSize, spec.Routing)
+			reason += x.expiredNote()
 			x.Candidates = append(x.Candidates, m.candidate(CandidateHorizontal, drain, m.cpu, lambdaSize, "drains the backlog"))
 		}
 	case below && d.Migration != nil:
@@ -671,6 +674,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	case below && bl.total > 0:
 		reason = fmt.Sprintf("G = %.3g below 1−θ, but %.0f requests are queued beyond what the pods clear within the target: no scale-down while they drain",
 			x.Normalized, bl.total)
+		reason += x.expiredNote()
 	case below && !overProvisioned && m.latency(lambdaHigh, m.es, serving)/target >= 1-spec.Tolerance:
 		// A scale-down needs evidence too: λ's upper confidence bound must
 		// also be below the band, or noise alone would remove a pod that the

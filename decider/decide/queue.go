@@ -337,7 +337,7 @@ func (e *Engine) recordTransients(snap Snapshot, lambda, target float64, transie
 	if n <= 0 {
 		n = lambda * sampleStep(snap.ArrivalRates).Seconds()
 	}
-	if late, ok := measuredLateShare(snap, target); ok && n > 0 {
+	if late, ok := lateShareWithExpired(snap, target); ok && n > 0 {
 		decay := math.Exp(-n * budget / biasTailSamples)
 		e.reqs = e.reqs*decay + n
 		e.lateTransient *= decay
@@ -399,7 +399,7 @@ func (e *Engine) calibrate(spec Spec, snap Snapshot, m *sizer, lambda, es float6
 	if clamped {
 		note = fmt.Sprintf("this cycle's measured latency would need the wait's variability corrected beyond [%.2g, %.2g]×: the model does not describe it (a service-time floor above the target, or a transient)", biasMin, biasMax)
 	}
-	if late, ok := measuredLateShare(snap, m.target); ok && spec.Percentile > 0 {
+	if late, ok := lateShareWithExpired(snap, m.target); ok && spec.Percentile > 0 {
 		// An integral controller on the SLO's own quantity: the requests over
 		// the target, measured against modelled. At equilibrium the model's late
 		// requests add up to the measured ones. A step's size is the count

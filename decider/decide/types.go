@@ -354,6 +354,15 @@ type Snapshot struct {
 	// pooled, issue #20), on no pod yet: after a burst the backlog sits there, so it
 	// counts in the backlog beyond the room the pods have left within the target.
 	FrontQueue float64
+	// FrontExpiredRate is the requests per second the pooled data plane's fronts
+	// gave back unseen because no pod took them within the front's maximum wait
+	// (or the front shut down): the senders' expired_requeued_rate +
+	// expired_relayed_rate (expiry.go says why not front_expired_rate). Each
+	// waited far beyond the target, so they are late requests and a backlog the
+	// pods did not clear. FrontRefusedRate is the overflows per second the fronts
+	// refused with their queue full; it is shown, not modelled (those requests
+	// queue on their pods, which the pods' gauges count). Both 0 unless pooled.
+	FrontExpiredRate, FrontRefusedRate float64
 	// ArrivalRates is the λ history, oldest first; the last is the current λ.
 	ArrivalRates []Sample
 	// History is λ's long history, downsampled at a fixed step (the store's
@@ -579,6 +588,15 @@ type Explanation struct {
 	Backlog       float64 `json:"backlog"`
 	BacklogMaxPod float64 `json:"backlogMaxPod,omitempty"`
 	BacklogAtLead float64 `json:"backlogAtLead,omitempty"`
+	// FrontExpiredRate and FrontRefusedRate are the snapshot's (requests per
+	// second the pooled fronts gave back unseen past their maximum wait, and
+	// refused with their queue full); BacklogExpired is the part of Backlog that
+	// the expiries add: FrontExpiredRate × the last interval; ExpiredLateShare
+	// the expiries' share of λ now, the floor under MeasuredLateShare (expiry.go).
+	FrontExpiredRate float64 `json:"frontExpiredRate,omitempty"`
+	FrontRefusedRate float64 `json:"frontRefusedRate,omitempty"`
+	BacklogExpired   float64 `json:"backlogExpired,omitempty"`
+	ExpiredLateShare float64 `json:"expiredLateShare,omitempty"`
 	// DrainHorizon is the time, seconds, the backlog left at the lead is given
 	// to drain; DrainReplicas the pods that drains it (0: no backlog).
 	DrainHorizon  float64 `json:"drainHorizon,omitempty"`
@@ -591,9 +609,11 @@ type Explanation struct {
 	LatencyBiasObserved float64 `json:"latencyBiasObserved,omitempty"`
 	// MeasuredLateShare is the share of the last interval's requests over the
 	// target, read from the proxies' latency histogram (the measured quantiles
-	// without one), and ModelledLateShare the model's P(T > target) for the same
-	// allocation: the closed loop moves the correction by their difference in
-	// requests. Both 0: the loop did not compare this cycle.
+	// without one), never below the share of arrivals the pooled fronts gave
+	// back unseen (lateShareWithExpired), and ModelledLateShare the model's
+	// P(T > target) for the same allocation: the closed loop moves the
+	// correction by their difference in requests. Both 0: the loop did not
+	// compare this cycle.
 	MeasuredLateShare float64 `json:"measuredLateShare,omitempty"`
 	ModelledLateShare float64 `json:"modelledLateShare,omitempty"`
 	LatencyBiasNote   string  `json:"latencyBiasNote,omitempty"`

@@ -88,6 +88,17 @@ type Workload struct {
 	// pooled data plane (routing pooled; 0 otherwise). After a burst the backlog
 	// sits in the front, not on the pods.
 	OverflowShare, FrontQueue float64
+	// ExpiredRequeuedRate and ExpiredRelayedRate are the newest workload point's
+	// accepted overflows per second that a front gave back unseen (no pod took
+	// them within its --front-max-wait, or it shut down), which the senders
+	// served themselves or answered with the front's 503; FrontRefusedRate the
+	// overflows per second the fronts refused with their queue full (served
+	// locally). Pooled data plane only; 0 otherwise.
+	ExpiredRequeuedRate, ExpiredRelayedRate, FrontRefusedRate float64
+	// PooledError names the newest point's pooled fields that were not finite
+	// numbers ≥ 0 (overflow_share also ≤ 1): each reads as 0 (none), the
+	// other fields stand. Empty when every one was good or absent.
+	PooledError string
 	// DataTime is when the newest workload point was taken.
 	DataTime time.Time
 	// Pods are the workload's pods, each with its newest point, sorted by name.

@@ -46,7 +46,7 @@ func workloadFilter(q Query) string {
 var (
 	workloadFields = append([]string{influx.FieldArrivalRate, influx.FieldServiceMean, influx.FieldServiceSCV, influx.FieldLatencyP50,
 		influx.FieldLatencyP95, influx.FieldLatencyP99, influx.FieldClockOffset, influx.FieldOverflowShare, influx.FieldFrontQueueLength,
-		influx.FieldArrivalRateCV2, influx.FieldArrivalRatePairs}, influx.ServiceQuantileFields...)
+		influx.FieldExpiredRequeuedRate, influx.FieldExpiredRelayedRate, influx.FieldFrontRefusedFullRate, influx.FieldArrivalRateCV2, influx.FieldArrivalRatePairs}, influx.ServiceQuantileFields...)
 	podFields       = append([]string{influx.FieldServiceMean, influx.FieldCPUUsage, influx.FieldCPURequest, influx.FieldCPULimit}, podQueueFields...)
 	neighbourFields = []string{influx.FieldCPUUsage, influx.FieldCPURequest, influx.FieldCPULimit}
 	nodeFields      = []string{influx.FieldCPUUsage, influx.FieldCPUAllocatable}

@@ -81,6 +81,11 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 		"rate_cv2":             x.RateCV2,
 		"arrival_rate_level":   x.ArrivalRateLevel,
 		"level_window_seconds": x.LevelWindow.Seconds(),
+		// The pooled fronts' expiries and refusals (decide/expiry.go).
+		"backlog_expired":    x.BacklogExpired,
+		"front_expired_rate": x.FrontExpiredRate,
+		"front_refused_rate": x.FrontRefusedRate,
+		"expired_late_share": x.ExpiredLateShare,
 	} {
 		if !math.IsInf(v, 0) && !math.IsNaN(v) {
 			fields[k] = v

@@ -123,7 +123,8 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 		Recurrence: &decide.Recurrence{PeriodSeconds: 1200, Occurrences: []time.Time{t0.Add(-40 * time.Minute), t0.Add(-20 * time.Minute), t0},
 			Levels: []float64{400, 410, 420}, Expected: 3, Confidence: 1, Chance: 1e-4, Next: t0.Add(20 * time.Minute), Rate: 400, Active: true},
 		TailModel: decide.TailMeasured, ServiceLateShare: 0.026,
-		RateCV2: 2.5, ArrivalRateLevel: 31, LevelWindow: 4 * time.Minute}}
+		RateCV2: 2.5, ArrivalRateLevel: 31, LevelWindow: 4 * time.Minute,
+		FrontExpiredRate: 1.5, FrontRefusedRate: 2, BacklogExpired: 22.5, ExpiredLateShare: 0.0375}}
 	require.NoError(t, sink.RecordDecision(context.Background(), web, d, false))
 	held := decide.Decision{Time: t0, Explanation: decide.Explanation{Latency: mathInf(), HeldBecause: "stale data"}}
 	require.NoError(t, sink.RecordDecision(context.Background(), web, held, true))
@@ -187,6 +188,11 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 	require.Equal(t, 2.5, f["rate_cv2"])
 	require.Equal(t, 31.0, f["arrival_rate_level"])
 	require.Equal(t, 240.0, f["level_window_seconds"])
+	// And the pooled fronts' expiries and refusals.
+	require.Equal(t, 1.5, f["front_expired_rate"])
+	require.Equal(t, 2.0, f["front_refused_rate"])
+	require.Equal(t, 22.5, f["backlog_expired"])
+	require.Equal(t, 0.0375, f["expired_late_share"])
 	require.Equal(t, "horizontal", c.pts[0].TagList()[0].Value)
 	f = fields(c.pts[1])
 	require.NotContains(t, f, "modelled_latency_seconds", "+Inf cannot be stored")

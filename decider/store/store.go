@@ -12,6 +12,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/qas-dev/qas/decider/decide"
@@ -198,8 +199,8 @@ func assemble(q Query, rates []decide.Sample, rv rateCV2, last map[string]float6
 		ArrivalRates: rates, DataTime: lastTime,
 		ServiceTime: last[influx.FieldServiceMean], ServiceSCV: last[influx.FieldServiceSCV],
 		ProxyClockOffset: last[influx.FieldClockOffset],
-		OverflowShare:    last[influx.FieldOverflowShare], FrontQueue: last[influx.FieldFrontQueueLength],
 	}
+	w.OverflowShare, w.FrontQueue, w.ExpiredRequeuedRate, w.ExpiredRelayedRate, w.FrontRefusedRate, w.PooledError = pooledFields(last)
 	if f := q.latencyField(); f != "" {
 		w.MeasuredLatency = last[f]
 	}
@@ -228,6 +229,32 @@ func assemble(q Query, rates []decide.Sample, rv rateCV2, last map[string]float6
 		w.Nodes = append(w.Nodes, measurement.Node{Name: n.name, Time: n.time, UsedCPU: n.used, AllocatableCPU: int64(n.allocatable*1000 + 0.5)})
 	}
 	return w
+}
+
+// pooledFields reads the newest workload point's pooled data plane fields (0
+// when absent: a workload that does not pool). A value that is not a finite
+// number ≥ 0 (an overflow share also ≤ 1) is no measurement: it reads as 0 and
+// problem names it, and the other fields stand.
+func pooledFields(last map[string]float64) (share, queue, requeued, relayed, refused float64, problem string) {
+	var bad []string
+	get := func(field string, most float64) float64 {
+		v := last[field]
+		switch {
+		case math.IsNaN(v) || math.IsInf(v, 0) || v < 0:
+			bad = append(bad, fmt.Sprintf("%s = %v is not a finite number ≥ 0: read as 0", field, v))
+			return 0
+		case v > most:
+			bad = append(bad, fmt.Sprintf("%s = %v is above %v: read as 0", field, v, most))
+			return 0
+		}
+		return v
+	}
+	share = get(influx.FieldOverflowShare, 1)
+	queue = get(influx.FieldFrontQueueLength, math.MaxFloat64)
+	requeued = get(influx.FieldExpiredRequeuedRate, math.MaxFloat64)
+	relayed = get(influx.FieldExpiredRelayedRate, math.MaxFloat64)
+	refused = get(influx.FieldFrontRefusedFullRate, math.MaxFloat64)
+	return share, queue, requeued, relayed, refused, strings.Join(bad, "; ")
 }
 
 // serviceQuantiles are the newest workload point's service-time quantiles, or

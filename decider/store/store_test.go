@@ -36,6 +36,13 @@ func fixture() []*write.Point {
 	// The newest point is of a pooled workload: 40 % of arrivals overflowed, 17 wait
 	// in the front.
 	pts[2].AddField("overflow_share", 0.4).AddField("front_queue_length", 17.0).AddField("overflow_rate", 12.0)
+	// Its fronts gave back 1.5 accepted overflows per second unseen that the
+	// senders served, 0.25 whose 503 they relayed, and refused 3 with their
+	// queue full (front_expired_rate, which the decider does not read, differs).
+	pts[2].AddField("expired_requeued_rate", 1.5).AddField("expired_relayed_rate", 0.25).
+		AddField("front_refused_full_rate", 3.0).AddField("front_expired_rate", 9.0)
+	// An older point's pooled fields are not the newest's.
+	pts[1].AddField("expired_requeued_rate", 7.0).AddField("front_refused_full_rate", 8.0)
 	// The first and the newest point carry the rate's cv² (the middle one had no
 	// pair of seconds): read as their pair-weighted mean.
 	pts[0].AddField("arrival_rate_cv2", 0.5).AddField("arrival_rate_pairs", 8.0)
@@ -97,6 +104,7 @@ func want() measurement.Workload {
 		ShortArrivalRate:    30, ShortWindow: 5 * time.Second,
 		RateCV2: (0.5*8 - 0.25*24) / 32, RateCV2Pairs: 32,
 		OverflowShare: 0.4, FrontQueue: 17,
+		ExpiredRequeuedRate: 1.5, ExpiredRelayedRate: 0.25, FrontRefusedRate: 3,
 		ServiceQuantiles: []decide.LatencyQuantile{{Percentile: 50, Seconds: 0.01}, {Percentile: 75, Seconds: 0.02}, {Percentile: 90, Seconds: 0.04},
 			{Percentile: 95, Seconds: 0.06}, {Percentile: 97.5, Seconds: 0.08}, {Percentile: 99, Seconds: 0.12}, {Percentile: 99.5, Seconds: 0.15},
 			{Percentile: 99.9, Seconds: 0.3}},

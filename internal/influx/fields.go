@@ -37,6 +37,13 @@ const (
 	// The pooled data plane's workload fields the decider reads.
 	FieldOverflowShare    = "overflow_share"
 	FieldFrontQueueLength = "front_queue_length"
+	// Accepted overflows the fronts gave back unseen (past their maximum wait, or
+	// at shutdown), per second, by what the sender did: served them itself, or
+	// relayed the front's 503; and the overflows a front refused with its queue
+	// full.
+	FieldExpiredRequeuedRate  = "expired_requeued_rate"
+	FieldExpiredRelayedRate   = "expired_relayed_rate"
+	FieldFrontRefusedFullRate = "front_refused_full_rate"
 
 	// The service time's quantiles (qas_workload), at proxy/stats.ServicePercentiles.
 	FieldServiceP50  = "service_p50_seconds"

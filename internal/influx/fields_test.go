@@ -24,7 +24,7 @@ func TestFieldConstantsDeclared(t *testing.T) {
 		return slices.Contains(meas.Tags, tag)
 	}
 	for _, f := range []string{FieldArrivalRate, FieldServiceMean, FieldServiceSCV, FieldLatencyP50, FieldLatencyP95, FieldLatencyP99, FieldOverflowShare, FieldFrontQueueLength,
-		FieldArrivalRateCV2, FieldArrivalRatePairs} {
+		FieldExpiredRequeuedRate, FieldExpiredRelayedRate, FieldFrontRefusedFullRate, FieldArrivalRateCV2, FieldArrivalRatePairs} {
 		require.True(t, has(Workload, f), "%s on %s", f, Workload)
 	}
 	for _, f := range []string{FieldServiceMean, FieldCPUUsage, FieldCPURequest, FieldCPULimit} {

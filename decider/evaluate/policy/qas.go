@@ -289,6 +289,10 @@ func (q *QAS) rateCV2(o *Observation, dt float64) (float64, float64) {
 // frontQueue is the pooled data plane's shared queue, as the collector stores it
 // from the fronts' queue_length gauge and the controller passes it for a pooled
 // workload only (0 otherwise: a Service queues nothing in front of the pods).
+// The snapshot's FrontExpiredRate and FrontRefusedRate stay 0: the simulated
+// fronts (sim.RoutePooled, sim.RouteOverflow) hold every request without a
+// bound on the queue or a maximum wait, so none expires or is refused, as the
+// collector would then store.
 func (q *QAS) frontQueue(o *Observation) float64 {
 	if q.spec.Routing != decide.RoutingPooled {
 		return 0
