@@ -16,8 +16,8 @@ import (
 // pay for those late requests afterwards at a stricter percentile (up to p99.5,
 // where a 200 ms target at 50 ms service is below the model's floor and the
 // engine sized for 1.1 × the floor: 5× the pods of p95). ok is false (no
-// floor) for a mean target or while the history cannot show the p-quantile of
-// its jumps (1/(1−p) leads); at most hi, and at most what the steady state of
+// floor) for a mean target or while the history holds no jump ratio (it spans
+// less than two leads); at most hi, and at most what the steady state of
 // the largest jump in the history needs. The onsets a confirmed recurrence
 // explains are left out, as from the scale-down's margin: the forecast starts
 // pods a lead before each, so the steady state need not hold them all along.
@@ -33,7 +33,12 @@ func (e *Engine) jumpFloor(spec Spec, snap Snapshot, m *sizer, now time.Time, le
 		}
 	}
 	ratios = m.jumps(ratios, lead)
-	if _, _, shown := jumpQuantile(snap.ArrivalRates, ratios, lead, conf); !shown {
+	if len(ratios) == 0 {
+		// The floor averages the late share over the ratios the history has
+		// (it reads no quantile of them), so one ratio, a history two leads
+		// long, is evidence enough; waiting for the 1/(1−p) leads a p-quantile
+		// needs left the first 40 minutes of a 2-minute init without a floor,
+		// where every ramp then ran late for one init time.
 		return 0, 0, false
 	}
 	base, ok = meanRate(snap.ArrivalRates, now.Add(-lead), now)

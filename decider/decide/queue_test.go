@@ -386,9 +386,11 @@ func recurring(now time.Time, base, j, es float64, n int32) Snapshot {
 // TestJumpFloorKeepsCapacityForTheHistorysJumps: in a calm cycle that
 // needs no change, a history of 4× rises over one lead puts a floor under
 // the pods (the first lead of the next rise is served by the pods already
-// there); a flat history puts none, and a history shorter than 1/(1−p) leads
-// cannot show the jumps' quantile yet: no floor either. More jumps in the
-// history, or larger ones, keep more pods.
+// there); a flat history puts none above the steady state's need. A floor
+// averages over the ratios the history has, so 12.5 minutes (fewer than the
+// 1/(1−p) leads a quantile needs) already show the rises; a history shorter
+// than two leads holds no ratio: no floor. More jumps in the history, or
+// larger ones, keep more pods.
 func TestJumpFloorKeepsCapacityForTheHistorysJumps(t *testing.T) {
 	spec := queueSpec()
 	spec.Behavior = immediate()
@@ -413,7 +415,12 @@ func TestJumpFloorKeepsCapacityForTheHistorysJumps(t *testing.T) {
 	short.ArrivalRates = short.ArrivalRates[len(short.ArrivalRates)-50:]
 	d, err = NewEngine().Decide(spec, short)
 	require.NoError(t, err)
-	require.Zero(t, d.Explanation.JumpReplicas, "12.5 minutes of history are fewer than 20 leads of 45 s")
+	require.Greater(t, d.Explanation.JumpReplicas, n, "12.5 minutes of history hold rises of 4×: fewer than 20 leads of 45 s, but the floor needs no quantile")
+	tiny := recurring(now, 20, 4, 0.04, n)
+	tiny.ArrivalRates = tiny.ArrivalRates[len(tiny.ArrivalRates)-5:]
+	d, err = NewEngine().Decide(spec, tiny)
+	require.NoError(t, err)
+	require.Zero(t, d.Explanation.JumpReplicas, "a minute of history (five 15 s samples) holds no mean over a lead before and after any sample: no jump ratio")
 }
 
 func TestWithFrontQueue(t *testing.T) {
