@@ -323,10 +323,11 @@ func TestPoolingBindsTheWorkloadsServiceAccounts(t *testing.T) {
 	require.True(t, got.Status.Allowed, got.Status.Reason)
 }
 
-// TestPooledBacklogIncludesTheFrontsQueue: the requests waiting in a pooled
-// workload's front are in the backlog the engine sizes for; the same measurements of a
-// workload that does not pool (a stale front gauge) count nothing.
-func TestPooledBacklogIncludesTheFrontsQueue(t *testing.T) {
+// pooledAndPlain is a controller with a front, two 2-pod workloads, "burst"
+// under a pooled QueueAutoscaler and "plain" under a random-routed one, and
+// measurements of λ = 10/s at E[S] = 50 ms.
+func pooledAndPlain(t *testing.T) *env {
+	t.Helper()
 	e := setup(t)
 	e.ctrl.Front = frontConfig("example/qas-proxy:1")
 	e.deployment(t, "burst", 2)
@@ -334,6 +335,14 @@ func TestPooledBacklogIncludesTheFrontsQueue(t *testing.T) {
 	e.deployment(t, "plain", 2)
 	e.queueAutoscaler(t, "plain", "plain", false)
 	e.metrics.set(10, 0.05, e.clock.Now())
+	return e
+}
+
+// TestPooledBacklogIncludesTheFrontsQueue: the requests waiting in a pooled
+// workload's front are in the backlog the engine sizes for; the same measurements of a
+// workload that does not pool (a stale front gauge) count nothing.
+func TestPooledBacklogIncludesTheFrontsQueue(t *testing.T) {
+	e := pooledAndPlain(t)
 	e.metrics.mu.Lock()
 	e.metrics.m.FrontQueue = 120
 	e.metrics.mu.Unlock()
@@ -354,13 +363,7 @@ func TestPooledBacklogIncludesTheFrontsQueue(t *testing.T) {
 // senders' sum as the expiry rate, 1.5/s × the 10 s interval as backlog, and
 // shows the refusals; a workload that does not pool reads none of them.
 func TestPooledExpiriesReachTheEngine(t *testing.T) {
-	e := setup(t)
-	e.ctrl.Front = frontConfig("example/qas-proxy:1")
-	e.deployment(t, "burst", 2)
-	e.queueAutoscalerWith(t, "burst", "burst", false, map[string]any{"routing": "pooled"})
-	e.deployment(t, "plain", 2)
-	e.queueAutoscaler(t, "plain", "plain", false)
-	e.metrics.set(10, 0.05, e.clock.Now())
+	e := pooledAndPlain(t)
 	e.metrics.mu.Lock()
 	e.metrics.m.ExpiredRequeuedRate, e.metrics.m.ExpiredRelayedRate, e.metrics.m.FrontRefusedRate = 1, 0.5, 2
 	e.metrics.mu.Unlock()

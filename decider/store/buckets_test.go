@@ -225,17 +225,11 @@ func (f failingBuckets) Query(ctx context.Context, flux string) (*api.QueryTable
 // (InfluxDB going away between two queries), the measurement stands without
 // the histogram and says why.
 func TestFailedLatencyBucketsReadLosesNothingElse(t *testing.T) {
-	db := influxtest.Start(t)
-	w, err := influx.NewWriter(influx.WriterConfig{URL: db.URL, Bucket: influxtest.Bucket, FlushInterval: 50 * time.Millisecond}, nil, zap.NewNop())
-	require.NoError(t, err)
-	w.Write(fixture()...)
+	query := influxWith(t, fixture()...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, w.Close(ctx))
-	client := influxdb2.NewClient(db.URL, "")
-	defer client.Close()
 	q := Query{Namespace: "ns", Workload: "w", Now: t0.Add(20 * time.Second), Window: time.Minute, Nodes: []string{"n3"}}
-	got, err := (&Flux{Query: failingBuckets{client.QueryAPI("")}, Bucket: influxtest.Bucket}).Snapshot(ctx, q)
+	got, err := (&Flux{Query: failingBuckets{query}, Bucket: influxtest.Bucket}).Snapshot(ctx, q)
 	require.NoError(t, err)
 	require.Nil(t, got.LatencyBuckets)
 	require.Equal(t, "store: latency buckets: store: flux query: connection reset by peer", got.LatencyBucketsError)

@@ -7,10 +7,8 @@ import (
 	"testing"
 	"time"
 
-	influxdb2 "github.com/influxdata/influxdb-client-go/v2"
 	"github.com/influxdata/influxdb-client-go/v2/api/write"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap"
 
 	"github.com/qas-dev/qas/decider/measurement"
 	"github.com/qas-dev/qas/internal/influx"
@@ -128,22 +126,12 @@ func TestPooledFieldsAreValidated(t *testing.T) {
 // TestFluxValidatesPooledFields: the same checks through a real InfluxDB,
 // with the bad values it can store.
 func TestFluxValidatesPooledFields(t *testing.T) {
-	db := influxtest.Start(t)
-	wr, err := influx.NewWriter(influx.WriterConfig{URL: db.URL, Bucket: influxtest.Bucket, FlushInterval: 50 * time.Millisecond}, nil, zap.NewNop())
-	require.NoError(t, err)
 	cases := badPooledCases(true)
+	var points []*write.Point
 	for i, c := range cases {
-		wr.Write(pooledPoint(fmt.Sprintf("w%d", i), c.field, c.v))
+		points = append(points, pooledPoint(fmt.Sprintf("w%d", i), c.field, c.v))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, wr.Close(ctx))
-	_, _, dropped := wr.Counts()
-	require.Zero(t, dropped)
-
-	client := influxdb2.NewClient(db.URL, "")
-	defer client.Close()
-	fl := &Flux{Query: client.QueryAPI(""), Bucket: influxtest.Bucket}
+	fl := &Flux{Query: influxWith(t, points...), Bucket: influxtest.Bucket}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("%s=%v", c.field, c.v), func(t *testing.T) { checkPooledCase(t, fl, i, c) })
 	}

@@ -9,10 +9,8 @@ import (
 	"testing"
 	"time"
 
-	influxdb2 "github.com/influxdata/influxdb-client-go/v2"
 	"github.com/influxdata/influxdb-client-go/v2/api/write"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap"
 
 	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/measurement"
@@ -303,19 +301,9 @@ func FuzzFluxString(f *testing.F) {
 // TestFluxMatchesMemory writes the same points to a real InfluxDB and to Memory and
 // reads the same snapshot back from both.
 func TestFluxMatchesMemory(t *testing.T) {
-	db := influxtest.Start(t)
-	w, err := influx.NewWriter(influx.WriterConfig{URL: db.URL, Bucket: influxtest.Bucket, FlushInterval: 50 * time.Millisecond}, nil, zap.NewNop())
-	require.NoError(t, err)
-	w.Write(fixture()...)
+	fl := &Flux{Query: influxWith(t, fixture()...), Bucket: influxtest.Bucket}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, w.Close(ctx))
-	_, _, dropped := w.Counts()
-	require.Zero(t, dropped)
-
-	client := influxdb2.NewClient(db.URL, "")
-	defer client.Close()
-	fl := &Flux{Query: client.QueryAPI(""), Bucket: influxtest.Bucket}
 	q := Query{Namespace: "ns", Workload: "w", Now: t0.Add(20 * time.Second), Window: time.Minute, Nodes: []string{"n3"}}
 	got, err := fl.Snapshot(ctx, q)
 	require.NoError(t, err)
