@@ -68,6 +68,13 @@ func writeWeek(t *testing.T, db *influxtest.Server, now time.Time) map[string]in
 					RateCV2: 0.4 * daily, ArrivalRateLevel: 38*daily + 1, LevelWindow: 90 * time.Second,
 					MeasuredLateShare: 0.04 + 0.01*daily, ModelledLateShare: 0.045, TransientLateShare: 0.002 * daily,
 					LatencyBias: 1 + 0.5*daily, EffectivePercentile: 95 + 0.4*daily}}
+			if wl == "web" {
+				// web pools: the decider read its fronts' expiries (withPooling's
+				// requeued + relayed) and counted them as backlog over a 15 s interval.
+				x := &d.Explanation
+				x.FrontExpiredRate, x.FrontRefusedRate = 0.03, 0.05*daily
+				x.BacklogExpired, x.ExpiredLateShare = 0.03*15, min(1, 0.03/max(x.ArrivalRate, 0.03))
+			}
 			switch {
 			case i%60 == 0:
 				d.Action, d.DesiredReplicas, d.Explanation.Reason = decide.ActionHorizontal, replicas+1, "scale out: forecast λ needs one more pod"
