@@ -54,6 +54,9 @@ type fakeCluster struct {
 	dyn      *dynamicfake.FakeDynamicClient
 	recorder *record.FakeRecorder
 	scaledTo []int32
+	// conflicts is how many scale updates still answer 409 Conflict (the
+	// Deployment's status written in between); updates counts every try.
+	conflicts, updates int
 }
 
 func newFakeCluster(t *testing.T, replicas int32, spec map[string]any, src measurement.Source, scaleErr error) *fakeCluster {
@@ -101,6 +104,11 @@ func newFakeCluster(t *testing.T, replicas int32, spec map[string]any, src measu
 	})
 	scales.AddReactor("update", "deployments", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
 		sc := a.(k8stesting.UpdateAction).GetObject().(*autoscalingv1.Scale)
+		f.updates++
+		if f.conflicts > 0 {
+			f.conflicts--
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("the object has been modified"))
+		}
 		f.scaledTo = append(f.scaledTo, sc.Spec.Replicas)
 		return true, sc, nil
 	})
@@ -191,6 +199,39 @@ func TestReconcile(t *testing.T) {
 			for i, want := range tc.events {
 				require.Contains(t, events[i], want)
 			}
+		})
+	}
+}
+
+// TestScaleRetriesAConflict: a scale update that meets a conflict (the
+// Deployment's controller wrote its status between the read and the write) is
+// read and tried again, so the cycle's decision is carried out; one that keeps
+// conflicting past client-go's default back-off fails the cycle with the
+// conflict, and nothing was scaled.
+func TestScaleRetriesAConflict(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		conflicts int
+		scaledTo  []int32
+		updates   int
+		wantErr   bool
+	}{
+		{name: "no conflict", conflicts: 0, scaledTo: []int32{6}, updates: 1},
+		{name: "two conflicts, then scaled", conflicts: 2, scaledTo: []int32{6}, updates: 3},
+		{name: "conflicts past the back-off", conflicts: 100, updates: 5, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeCluster(t, 2, nil, measured{w: load(60, 0.05)}, nil)
+			f.conflicts = tc.conflicts
+			_, err := f.ctrl.Reconcile(context.Background(), "ns", "web")
+			if tc.wantErr {
+				require.Error(t, err)
+				require.True(t, apierrors.IsConflict(err), "%v", err)
+			} else {
+				require.NoError(t, err)
+			}
+			require.Equal(t, tc.scaledTo, f.scaledTo)
+			require.Equal(t, tc.updates, f.updates)
 		})
 	}
 }

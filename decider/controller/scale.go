@@ -6,17 +6,27 @@ import (
 
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/qas-dev/qas/decider/api/v1alpha1"
 )
 
 // setReplicas sets the target's replica count through the scale subresource.
+// A conflict is read again and retried (client-go's default back-off, five
+// tries): the scale's resource version is the Deployment's, which its own
+// controller bumps with every status write, so a conflict usually means a
+// status changed between the read and the write, not that someone else
+// scaled it (the decision owns the count either way, as the HPA's does).
 func (c *Controller) setReplicas(ctx context.Context, qa *v1alpha1.QueueAutoscaler, t target, n int32) error {
-	sc, err := c.Scales.Scales(qa.Namespace).Get(ctx, t.resource.GroupResource(), qa.Spec.ScaleTargetRef.Name, metav1.GetOptions{})
-	if err == nil && sc.Spec.Replicas != n {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sc, err := c.Scales.Scales(qa.Namespace).Get(ctx, t.resource.GroupResource(), qa.Spec.ScaleTargetRef.Name, metav1.GetOptions{})
+		if err != nil || sc.Spec.Replicas == n {
+			return err
+		}
 		sc.Spec.Replicas = n
 		_, err = c.Scales.Scales(qa.Namespace).Update(ctx, t.resource.GroupResource(), sc, metav1.UpdateOptions{})
-	}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("scale %s to %d: %w", qa.Spec.ScaleTargetRef.Name, n, err)
 	}
