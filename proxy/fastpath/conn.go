@@ -283,7 +283,13 @@ func (c *conn) forward(head []byte) bool {
 	if err != nil {
 		return false
 	}
-	return keep && !c.req.close && !s.closing.Load()
+	// The connection's fate is what its response told the client: keep tells
+	// whether the head said keep-alive (closeAfter when it was written). A drain
+	// that began after that head went out does not close the connection here: the
+	// client may have written its next request already, and closing with it
+	// unread resets the connection under a request the client cannot know
+	// unseen. That request is served, and its response says Connection: close.
+	return keep && !c.req.close
 }
 
 // closeAfter reports whether the response must close the client connection.
