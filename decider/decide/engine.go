@@ -306,7 +306,12 @@ func validateSnapshot(s Snapshot) error {
 			break
 		}
 	}
-	validateExpiry(s, add)
+	if badFloat(s.FrontExpiredRate) || s.FrontExpiredRate < 0 {
+		add("snapshot.frontExpiredRate", "must be finite and non-negative requests per second, got %v", s.FrontExpiredRate)
+	}
+	if badFloat(s.FrontRefusedRate) || s.FrontRefusedRate < 0 {
+		add("snapshot.frontRefusedRate", "must be finite and non-negative requests per second, got %v", s.FrontRefusedRate)
+	}
 	if badFloat(s.LatencySamples) || s.LatencySamples < 0 {
 		add("snapshot.latencySamples", "must be finite and non-negative, got %v", s.LatencySamples)
 	}

@@ -36,31 +36,17 @@ import (
 
 // expiredShare is the share of the last interval's arrivals the fronts gave
 // back unseen: FrontExpiredRate over λ now, at most 1; 0 without arrivals
-// (expiries of requests that arrived before then are that interval's).
+// (expiries of requests that arrived before then are that interval's). The
+// snapshot is validated: the rate is finite and non-negative.
 func expiredShare(snap Snapshot) float64 {
-	r := snap.FrontExpiredRate
-	if !(r > 0) || math.IsInf(r, 0) || len(snap.ArrivalRates) == 0 {
+	if snap.FrontExpiredRate <= 0 || len(snap.ArrivalRates) == 0 {
 		return 0
 	}
 	lambda := snap.ArrivalRates[len(snap.ArrivalRates)-1].Rate
-	if !(lambda > 0) {
+	if lambda <= 0 {
 		return 0
 	}
-	return math.Min(1, r/lambda)
-}
-
-// lateShareWithExpired is the measured share of the interval's requests over t
-// (measuredLateShare) and never below the share the fronts gave back unseen,
-// each of which waited the front's maximum wait: a floor, since the histogram
-// already holds them when it saw them (see above). False, as
-// measuredLateShare, when nothing measured the latency: the expiries alone are
-// a lower bound, and the closed loop would read it as the share.
-func lateShareWithExpired(snap Snapshot, t float64) (float64, bool) {
-	late, ok := measuredLateShare(snap, t)
-	if !ok {
-		return 0, false
-	}
-	return math.Max(late, expiredShare(snap)), true
+	return math.Min(1, snap.FrontExpiredRate/lambda)
 }
 
 // withExpired adds the fronts' expiries of the last interval to the backlog b:
@@ -76,12 +62,11 @@ func lateShareWithExpired(snap Snapshot, t float64) (float64, bool) {
 func withExpired(b backlog, snap Snapshot, x *Explanation) backlog {
 	x.FrontExpiredRate, x.FrontRefusedRate = snap.FrontExpiredRate, snap.FrontRefusedRate
 	x.ExpiredLateShare = expiredShare(snap)
-	r := snap.FrontExpiredRate
 	step := sampleStep(snap.ArrivalRates)
-	if !(r > 0) || math.IsInf(r, 0) || step <= 0 {
+	if snap.FrontExpiredRate <= 0 || step <= 0 {
 		return b
 	}
-	n := r * step.Seconds()
+	n := snap.FrontExpiredRate * step.Seconds()
 	b.known = true
 	b.total += n
 	x.BacklogExpired = n
@@ -102,16 +87,4 @@ func (x *Explanation) expiredNote() string {
 	}
 	return fmt.Sprintf(" (%.0f of them the requests the pooled fronts gave back unseen over the last interval, %.4g/s, past their maximum wait)",
 		x.BacklogExpired, x.FrontExpiredRate)
-}
-
-// validateExpiry checks the snapshot's pooled rates for validateSnapshot.
-func validateExpiry(s Snapshot, add func(field, format string, args ...any)) {
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"snapshot.frontExpiredRate", s.FrontExpiredRate}, {"snapshot.frontRefusedRate", s.FrontRefusedRate}} {
-		if badFloat(f.v) || f.v < 0 {
-			add(f.name, "must be finite and non-negative requests per second, got %v", f.v)
-		}
-	}
 }

@@ -41,7 +41,7 @@ func TestLateShareWithExpired(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := snapshot(t0, tt.lambda, 0.04, 4)
 			s.LatencyBuckets, s.MeasuredQuantiles, s.FrontExpiredRate = tt.buckets, tt.quantiles, tt.expired
-			got, ok := lateShareWithExpired(s, 0.25)
+			got, ok := measuredLateShare(s, 0.25)
 			require.Equal(t, tt.ok, ok)
 			require.InDelta(t, tt.want, got, 1e-12)
 		})

@@ -337,7 +337,7 @@ func (e *Engine) recordTransients(snap Snapshot, lambda, target float64, transie
 	if n <= 0 {
 		n = lambda * sampleStep(snap.ArrivalRates).Seconds()
 	}
-	if late, ok := lateShareWithExpired(snap, target); ok && n > 0 {
+	if late, ok := measuredLateShare(snap, target); ok && n > 0 {
 		decay := math.Exp(-n * budget / biasTailSamples)
 		e.reqs = e.reqs*decay + n
 		e.lateTransient *= decay
@@ -399,7 +399,7 @@ func (e *Engine) calibrate(spec Spec, snap Snapshot, m *sizer, lambda, es float6
 	if clamped {
 		note = fmt.Sprintf("this cycle's measured latency would need the wait's variability corrected beyond [%.2g, %.2g]×: the model does not describe it (a service-time floor above the target, or a transient)", biasMin, biasMax)
 	}
-	if late, ok := lateShareWithExpired(snap, m.target); ok && spec.Percentile > 0 {
+	if late, ok := measuredLateShare(snap, m.target); ok && spec.Percentile > 0 {
 		// An integral controller on the SLO's own quantity: the requests over
 		// the target, measured against modelled. At equilibrium the model's late
 		// requests add up to the measured ones. A step's size is the count
@@ -496,12 +496,20 @@ func (x *Explanation) downWhy() string {
 // proxies measured: from the latency histogram when the snapshot has one (exact
 // at a bucket bound), else read from the measured quantiles, which overstates
 // it where the tail is heavier than exponential between them (log-linear
-// interpolation of a convex log-survival).
+// interpolation of a convex log-survival). It is never below the share of
+// arrivals the pooled fronts gave back unseen (expiredShare): a floor, not an
+// addition, since the histogram already holds every expired request it saw
+// (expiry.go). False when nothing measured the latency: the expiries alone are
+// a lower bound, which the closed loop would read as the share.
 func measuredLateShare(snap Snapshot, t float64) (float64, bool) {
-	if late, ok := lateShareOfBuckets(snap.LatencyBuckets, t); ok {
-		return late, true
+	late, ok := lateShareOfBuckets(snap.LatencyBuckets, t)
+	if !ok {
+		late, ok = lateShare(snap.MeasuredQuantiles, t)
 	}
-	return lateShare(snap.MeasuredQuantiles, t)
+	if !ok {
+		return 0, false
+	}
+	return math.Max(late, expiredShare(snap)), true
 }
 
 // lateShareOfBuckets is the share of the histogram's requests over t: the

@@ -610,7 +610,7 @@ type Explanation struct {
 	// MeasuredLateShare is the share of the last interval's requests over the
 	// target, read from the proxies' latency histogram (the measured quantiles
 	// without one), never below the share of arrivals the pooled fronts gave
-	// back unseen (lateShareWithExpired), and ModelledLateShare the model's
+	// back unseen (measuredLateShare), and ModelledLateShare the model's
 	// P(T > target) for the same allocation: the closed loop moves the
 	// correction by their difference in requests. Both 0: the loop did not
 	// compare this cycle.
