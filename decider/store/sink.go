@@ -82,10 +82,12 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 		"arrival_rate_level":   x.ArrivalRateLevel,
 		"level_window_seconds": x.LevelWindow.Seconds(),
 		// The pooled fronts' expiries and refusals (decide/expiry.go).
-		"backlog_expired":    x.BacklogExpired,
-		"front_expired_rate": x.FrontExpiredRate,
-		"front_refused_rate": x.FrontRefusedRate,
-		"expired_late_share": x.ExpiredLateShare,
+		"backlog_expired": x.BacklogExpired,
+		// Named apart from the workload's front_expired_rate, a different count
+		// (decide/expiry.go).
+		"expired_rate":            x.FrontExpiredRate,
+		"front_refused_full_rate": x.FrontRefusedRate,
+		"expired_late_share":      x.ExpiredLateShare,
 	} {
 		if !math.IsInf(v, 0) && !math.IsNaN(v) {
 			fields[k] = v

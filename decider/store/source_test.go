@@ -189,8 +189,9 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 	require.Equal(t, 31.0, f["arrival_rate_level"])
 	require.Equal(t, 240.0, f["level_window_seconds"])
 	// And the pooled fronts' expiries and refusals.
-	require.Equal(t, 1.5, f["front_expired_rate"])
-	require.Equal(t, 2.0, f["front_refused_rate"])
+	require.Equal(t, 1.5, f["expired_rate"])
+	require.Equal(t, 2.0, f["front_refused_full_rate"])
+	require.NotContains(t, f, "front_expired_rate", "the workload's front_expired_rate is another count")
 	require.Equal(t, 22.5, f["backlog_expired"])
 	require.Equal(t, 0.0375, f["expired_late_share"])
 	require.Equal(t, "horizontal", c.pts[0].TagList()[0].Value)
