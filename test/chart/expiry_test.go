@@ -1,10 +1,8 @@
 package chart
 
 import (
-	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +14,6 @@ import (
 	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/store"
 	"github.com/qas-dev/qas/internal/influx"
-	"github.com/qas-dev/qas/internal/testenv/influxtest"
 )
 
 // expiryFields are the fields, by measurement, that the pooled row shows of the
@@ -30,79 +27,18 @@ var expiryFields = map[string][]string{
 	influx.Decision: {"backlog_expired", "expired_late_share", "measured_late_share"},
 }
 
-// pooledRowTargets returns the queries of the workload dashboard's panels in the row
-// "Pooled data plane" (below its row panel and above the next row, if any) that read
-// an expiry field, by where they are, with the measurement and the fields each reads.
-func pooledRowTargets(t *testing.T) (queries, measurement map[string]string, reads map[string][]string) {
-	t.Helper()
-	d, ok := loadDashboards(t)["qas-workload.json"]
-	if !ok {
-		t.Fatal("no qas-workload.json")
-	}
-	ps := allPanels(d.Panels)
-	top, bottom := -1, int(^uint(0)>>1)
-	for _, p := range ps {
-		if p.Type == "row" && strings.HasPrefix(p.Title, "Pooled data plane") {
-			top = p.GridPos.Y
-		}
-	}
-	if top < 0 {
-		t.Fatal("no row \"Pooled data plane\" in qas-workload.json")
-	}
-	for _, p := range ps {
-		if p.Type == "row" && p.GridPos.Y > top {
-			bottom = min(bottom, p.GridPos.Y)
-		}
-	}
-	queries, measurement, reads = map[string]string{}, map[string]string{}, map[string][]string{}
-	for _, p := range ps {
-		if p.Type == "row" || p.GridPos.Y <= top || p.GridPos.Y >= bottom {
-			continue
-		}
-		for _, tg := range p.Targets {
-			refs, err := parseFlux(tg.Query)
-			if err != nil || len(refs.measurements) != 1 {
-				continue
-			}
-			m := refs.measurements[0]
-			if !slices.ContainsFunc(refs.fields, func(f string) bool { return slices.Contains(expiryFields[m], f) }) {
-				continue
-			}
-			where := fmt.Sprintf("panel %d %q %s", p.ID, p.Title, tg.RefID)
-			queries[where], measurement[where], reads[where] = tg.Query, m, refs.fields
-		}
-	}
-	return queries, measurement, reads
-}
-
 // TestDashboardsShowTheExpiryFields checks that the pooled row of the workload
 // dashboard shows each expiry field, once, in a query of its measurement that filters
 // on the chosen workload (and, for decisions, the chosen QueueAutoscaler), that
 // expired_late_share is drawn beside measured_late_share, and that these fields are
 // the schema's (a misspelling here would make the check vacuous).
 func TestDashboardsShowTheExpiryFields(t *testing.T) {
-	for m, fs := range expiryFields {
-		decl, ok := influx.Lookup(m)
-		if !ok {
-			t.Fatalf("measurement %s is not in internal/influx.Schema", m)
-		}
-		for _, f := range fs {
-			if !decl.Declares(f) {
-				t.Errorf("%s.%s is not declared in internal/influx.Schema", m, f)
-			}
-		}
-	}
-	queries, measurement, reads := pooledRowTargets(t)
+	requireDeclared(t, expiryFields)
+	queries, measurement, reads := fieldTargets(t, expiryFields, "Pooled data plane")
 	shown := map[string]string{}
 	for where, fs := range reads {
 		q, m := queries[where], measurement[where]
-		filter := `r.namespace == "${namespace}" and r.workload == "${workload}"`
-		if m == influx.Decision {
-			filter += ` and r.queueautoscaler == "${queueautoscaler}"`
-		}
-		if !strings.Contains(q, filter) {
-			t.Errorf("%s does not filter on %s:\n%s", where, filter, q)
-		}
+		checkChosenFilter(t, where, q, m)
 		if strings.Contains(q, "r._value > 0.0") {
 			t.Errorf("%s draws only positive values: no expiry is a 0, not a gap", where)
 		}
@@ -155,7 +91,7 @@ func expiryDecision(at time.Time, base float64, i int, uncompared bool) decide.D
 // wrote. The same query with the field's name misspelt shows nothing, so a misspelt
 // field cannot pass.
 func TestExpiryPanelsShowWhatQASWrote(t *testing.T) {
-	queries, measurement, reads := pooledRowTargets(t)
+	queries, measurement, reads := fieldTargets(t, expiryFields, "Pooled data plane")
 	if len(queries) == 0 {
 		t.Fatal("no panel of the pooled row reads an expiry field")
 	}
@@ -165,13 +101,6 @@ func TestExpiryPanelsShowWhatQASWrote(t *testing.T) {
 	const uncompared = 4
 	wrote := map[string][]float64{}      // measurement.field of web (its QueueAutoscaler web) → values in time order
 	wrotePlain := map[string][]float64{} // the same of plain
-	record := func(into map[string][]float64, pt *write.Point) {
-		for _, f := range pt.FieldList() {
-			if x, ok := fieldFloat(f.Value); ok { // not the reason, dry_run
-				into[pt.Name()+"."+f.Key] = append(into[pt.Name()+"."+f.Key], x)
-			}
-		}
-	}
 	var pts []*write.Point
 	for i := range 10 {
 		at := start.Add(time.Duration(i) * time.Minute)
@@ -180,9 +109,9 @@ func TestExpiryPanelsShowWhatQASWrote(t *testing.T) {
 		plain := store.DecisionPoint("shop", "plain", "plain", decide.Decision{Time: at, Action: decide.ActionNone, DesiredReplicas: 2,
 			Explanation: decide.Explanation{CurrentReplicas: 2, ArrivalRate: 10, ServiceTime: 0.05, Target: 0.2,
 				MeasuredLateShare: 0.01, ModelledLateShare: 0.02, Reason: "modelled latency within tolerance"}}, false)
-		record(wrote, web)
-		record(wrote, webDecision)
-		record(wrotePlain, plain)
+		recordFields(wrote, web)
+		recordFields(wrote, webDecision)
+		recordFields(wrotePlain, plain)
 		pts = append(pts, web, webDecision, plain,
 			pipeline.WorkloadPoint("shop", "api", pooledMetrics(at, 5000, i, false)),
 			store.DecisionPoint("shop", "api", "api", expiryDecision(at, 5000, i, false), false),
@@ -204,61 +133,22 @@ func TestExpiryPanelsShowWhatQASWrote(t *testing.T) {
 		}
 	}
 
-	run := func(where, q, workload string) (map[string][]float64, bool) {
-		vars := map[string][]string{"bucket": one(influxtest.Bucket), "namespace": one("shop"), "workload": one(workload),
-			"queueautoscaler": one(workload)}
-		out, err := fluxQuery(ctx, db.URL, grafanaExpandRange(q, vars, "-1h", "now()", "1m"))
-		if err != nil {
-			t.Errorf("%s: %v", where, err)
-			return nil, false
-		}
-		got := map[string][]float64{}
-		for _, frame := range fluxFrames(t, out) {
-			for _, row := range frame {
-				for tag, want := range map[string]string{"namespace": "shop", "workload": workload, "queueautoscaler": workload} {
-					if v, ok := row[tag]; ok && v != want {
-						t.Errorf("%s: shows a row of %s %s", where, tag, v)
-					}
-				}
-				x, err := strconv.ParseFloat(row["_value"], 64)
-				if err != nil {
-					t.Fatalf("%s: _value of %v: %v", where, row, err)
-				}
-				got[row["_field"]] = append(got[row["_field"]], x)
-			}
-		}
-		return got, true
-	}
 	for _, where := range slices.Sorted(maps.Keys(queries)) {
 		q, m := queries[where], measurement[where]
-		got, ok := run(where, q, "web")
+		got, ok := panelSeries(t, ctx, db, where, q, "web")
 		if !ok {
 			continue
 		}
 		for _, f := range reads[where] {
-			want := wrote[m+"."+f]
-			if len(want) == 0 {
+			if len(wrote[m+"."+f]) == 0 {
 				t.Fatalf("%s reads %s.%s, which QAS did not write", where, m, f)
 			}
-			if !equalFloats(got[f], want) {
-				t.Errorf("%s: %s shows %v, QAS wrote %v\n%s", where, f, got[f], want, q)
-			}
-
-			misspelt := strings.ReplaceAll(q, `r._field == "`+f+`"`, `r._field == "`+f+`s"`)
-			if misspelt == q {
-				t.Fatalf("%s: no r._field == %q to misspell", where, f)
-			}
-			if bad, ok := run(where+" misspelt", misspelt, "web"); ok && len(bad[f])+len(bad[f+"s"]) > 0 {
-				t.Errorf("%s: with %s misspelt the panel still shows %v", where, f, bad)
-			}
 		}
-		if extra := slices.DeleteFunc(slices.Collect(maps.Keys(got)), func(f string) bool { return slices.Contains(reads[where], f) }); len(extra) > 0 {
-			t.Errorf("%s: shows fields %v it does not name", where, extra)
-		}
+		checkPanelShows(t, ctx, db, where, q, reads[where], got, func(f string) []float64 { return wrote[m+"."+f] })
 
 		// The workload that does not pool: no pooled qas_workload field, and the
 		// decisions' zeros (and its measured late share) as the decider wrote them.
-		got, ok = run(where+" for plain", q, "plain")
+		got, ok = panelSeries(t, ctx, db, where+" for plain", q, "plain")
 		if !ok {
 			continue
 		}

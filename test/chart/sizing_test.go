@@ -1,10 +1,8 @@
 package chart
 
 import (
-	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +15,6 @@ import (
 	"github.com/qas-dev/qas/decider/store"
 	"github.com/qas-dev/qas/internal/influx"
 	"github.com/qas-dev/qas/internal/ratevar"
-	"github.com/qas-dev/qas/internal/testenv/influxtest"
 )
 
 // sizingFields are the fields, by measurement, that say why QAS sized as it did
@@ -35,59 +32,17 @@ var sizingFields = map[string][]string{
 // value, and a 0 on the λ panel would read as no traffic.
 var drawnWhenPositive = []string{"arrival_rate_level", "level_window_seconds", "effective_percentile"}
 
-// sizingTargets returns the queries of the workload dashboard's panels that read a
-// sizing field, by where they are, with the measurement and the fields each reads.
-func sizingTargets(t *testing.T) (queries map[string]string, measurement map[string]string, reads map[string][]string) {
-	t.Helper()
-	d, ok := loadDashboards(t)["qas-workload.json"]
-	if !ok {
-		t.Fatal("no qas-workload.json")
-	}
-	queries, measurement, reads = map[string]string{}, map[string]string{}, map[string][]string{}
-	for _, p := range allPanels(d.Panels) {
-		for _, tg := range p.Targets {
-			refs, err := parseFlux(tg.Query)
-			if err != nil || len(refs.measurements) != 1 {
-				continue
-			}
-			m := refs.measurements[0]
-			if !slices.ContainsFunc(refs.fields, func(f string) bool { return slices.Contains(sizingFields[m], f) }) {
-				continue
-			}
-			where := fmt.Sprintf("panel %d %q %s", p.ID, p.Title, tg.RefID)
-			queries[where], measurement[where], reads[where] = tg.Query, m, refs.fields
-		}
-	}
-	return queries, measurement, reads
-}
-
 // TestDashboardsShowTheSizingFields checks that the workload dashboard shows each field
 // that says why QAS sized as it did, once, in a query of its measurement that filters
 // on the chosen workload (and, for decisions, the chosen QueueAutoscaler), and that
 // these fields are the schema's (a misspelling here would make the check vacuous).
 func TestDashboardsShowTheSizingFields(t *testing.T) {
-	for m, fs := range sizingFields {
-		decl, ok := influx.Lookup(m)
-		if !ok {
-			t.Fatalf("measurement %s is not in internal/influx.Schema", m)
-		}
-		for _, f := range fs {
-			if !decl.Declares(f) {
-				t.Errorf("%s.%s is not declared in internal/influx.Schema", m, f)
-			}
-		}
-	}
-	queries, measurement, reads := sizingTargets(t)
+	requireDeclared(t, sizingFields)
+	queries, measurement, reads := fieldTargets(t, sizingFields, "")
 	shown := map[string]string{}
 	for where, fs := range reads {
 		q, m := queries[where], measurement[where]
-		filter := `r.namespace == "${namespace}" and r.workload == "${workload}"`
-		if m == influx.Decision {
-			filter += ` and r.queueautoscaler == "${queueautoscaler}"`
-		}
-		if !strings.Contains(q, filter) {
-			t.Errorf("%s does not filter on %s:\n%s", where, filter, q)
-		}
+		checkChosenFilter(t, where, q, m)
 		// The pooled row draws measured_late_share again, beside the fronts' expiries'
 		// late share that floors it (TestDashboardsShowTheExpiryFields checks it there).
 		besideExpiries := m == influx.Decision && slices.Contains(fs, "expired_late_share")
@@ -177,7 +132,7 @@ func sizingDecision(at time.Time, base float64, i int, plain bool) decide.Decisi
 // of 0 (not used) draws no point. The same query with the field's name misspelt shows
 // nothing, so a misspelling cannot pass.
 func TestSizingPanelsShowWhatQASWrote(t *testing.T) {
-	queries, measurement, reads := sizingTargets(t)
+	queries, measurement, reads := fieldTargets(t, sizingFields, "")
 	if len(queries) == 0 {
 		t.Fatal("no panel reads a sizing field")
 	}
@@ -186,23 +141,13 @@ func TestSizingPanelsShowWhatQASWrote(t *testing.T) {
 	start := time.Now().Truncate(time.Minute).Add(-12*time.Minute + 30*time.Second)
 	const idle, plain = 3, 6
 	wrote := map[string][]float64{} // measurement.field of web (its QueueAutoscaler web) → values in time order
-	record := func(pt *write.Point) {
-		for _, f := range pt.FieldList() {
-			x, ok := fieldFloat(f.Value)
-			if !ok {
-				continue // the reason, dry_run
-			}
-			key := pt.Name() + "." + f.Key
-			wrote[key] = append(wrote[key], x)
-		}
-	}
 	var pts []*write.Point
 	for i := range 10 {
 		at := start.Add(time.Duration(i) * time.Minute)
 		web := pipeline.WorkloadPoint("shop", "web", sizingWorkload(t, at, 40, i, i == idle))
 		webDecision := store.DecisionPoint("shop", "web", "web", sizingDecision(at, 0, i, i == plain), false)
-		record(web)
-		record(webDecision)
+		recordFields(wrote, web)
+		recordFields(wrote, webDecision)
 		pts = append(pts, web, webDecision,
 			pipeline.WorkloadPoint("shop", "api", sizingWorkload(t, at, 900, i, false)),
 			store.DecisionPoint("shop", "api", "api", sizingDecision(at, 5000, i, false), false),
@@ -218,58 +163,25 @@ func TestSizingPanelsShowWhatQASWrote(t *testing.T) {
 		t.Fatalf("constant counts measured cv² %v, want slightly negative", cv2)
 	}
 
-	vars := map[string][]string{"bucket": one(influxtest.Bucket), "namespace": one("shop"), "workload": one("web"), "queueautoscaler": one("web")}
-	run := func(where, q string) (map[string][]float64, bool) {
-		out, err := fluxQuery(ctx, db.URL, grafanaExpandRange(q, vars, "-1h", "now()", "1m"))
-		if err != nil {
-			t.Errorf("%s: %v", where, err)
-			return nil, false
-		}
-		got := map[string][]float64{}
-		for _, frame := range fluxFrames(t, out) {
-			for _, row := range frame {
-				if wl, ok := row["workload"]; ok && wl != "web" {
-					t.Errorf("%s: shows a row of workload %s", where, wl)
-				}
-				x, err := strconv.ParseFloat(row["_value"], 64)
-				if err != nil {
-					t.Fatalf("%s: _value of %v: %v", where, row, err)
-				}
-				got[row["_field"]] = append(got[row["_field"]], x)
-			}
-		}
-		return got, true
-	}
 	for _, where := range slices.Sorted(maps.Keys(queries)) {
-		got, ok := run(where, queries[where])
+		q, m := queries[where], measurement[where]
+		got, ok := panelSeries(t, ctx, db, where, q, "web")
 		if !ok {
 			continue
 		}
+		want := map[string][]float64{}
 		for _, f := range reads[where] {
-			want := wrote[measurement[where]+"."+f]
-			if len(want) == 0 {
-				t.Fatalf("%s reads %s.%s, which QAS did not write", where, measurement[where], f)
+			want[f] = wrote[m+"."+f]
+			if len(want[f]) == 0 {
+				t.Fatalf("%s reads %s.%s, which QAS did not write", where, m, f)
 			}
 			if slices.Contains(drawnWhenPositive, f) {
-				want = slices.DeleteFunc(slices.Clone(want), func(x float64) bool { return x <= 0 })
-				if len(want) != 9 {
-					t.Fatalf("%s: %d positive values written, want 9 (none in the plain interval)", f, len(want))
+				want[f] = slices.DeleteFunc(slices.Clone(want[f]), func(x float64) bool { return x <= 0 })
+				if len(want[f]) != 9 {
+					t.Fatalf("%s: %d positive values written, want 9 (none in the plain interval)", f, len(want[f]))
 				}
 			}
-			if !equalFloats(got[f], want) {
-				t.Errorf("%s: %s shows %v, QAS wrote %v\n%s", where, f, got[f], want, queries[where])
-			}
-
-			misspelt := strings.ReplaceAll(queries[where], `r._field == "`+f+`"`, `r._field == "`+f+`s"`)
-			if misspelt == queries[where] {
-				t.Fatalf("%s: no r._field == %q to misspell", where, f)
-			}
-			if bad, ok := run(where+" misspelt", misspelt); ok && len(bad[f])+len(bad[f+"s"]) > 0 {
-				t.Errorf("%s: with %s misspelt the panel still shows %v", where, f, bad)
-			}
 		}
-		if extra := slices.DeleteFunc(slices.Collect(maps.Keys(got)), func(f string) bool { return slices.Contains(reads[where], f) }); len(extra) > 0 {
-			t.Errorf("%s: shows fields %v it does not name", where, extra)
-		}
+		checkPanelShows(t, ctx, db, where, q, reads[where], got, func(f string) []float64 { return want[f] })
 	}
 }
