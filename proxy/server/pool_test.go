@@ -250,6 +250,11 @@ func TestOverflowOnlyWhenSlotsFull(t *testing.T) {
 				require.Equal(t, "127.0.0.1", s.header.Get("X-Forwarded-For"), "the app sees the real client")
 			}
 		}
+		// The decision time is observed after the outcome's counter (a snapshot may
+		// hold fewer decisions than attempts for a moment, never more): wait for it.
+		waitFor(t, "A records the overflow's decision time", func() bool {
+			return snapshot(t, p.a).Pool.OverflowDecision.Total() >= 1
+		})
 		sa, sb := snapshot(t, p.a), snapshot(t, p.b)
 		require.Equal(t, uint64(1), sa.Pool.OverflowAccepted)
 		require.Equal(t, uint64(1), sa.Pool.OverflowDecision.Total())
