@@ -15,7 +15,7 @@ import (
 // which served it, counts its service and completion but not the cancel (its relay
 // of the response breaks only because the sender's client left), so the two
 // sidecars' counts merged hold the request's cancel once, and no other failure.
-// B's app answers 16 MiB only after the client left, more than the sockets on the
+// B's app answers 64 MiB only after the client left, more than the sockets on the
 // way buffer, so its response cannot reach a gone client.
 func TestPulledClientCancelCountedOnce(t *testing.T) {
 	bothPaths(t, func(t *testing.T, fast bool) {
@@ -31,7 +31,7 @@ func TestPulledClientCancelCountedOnce(t *testing.T) {
 			entered <- struct{}{}
 			<-release
 			chunk := make([]byte, 64<<10)
-			for range 256 {
+			for range 1024 {
 				if _, err := w.Write(chunk); err != nil {
 					answered <- err
 					return
