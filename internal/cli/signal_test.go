@@ -102,7 +102,7 @@ func TestSecondSignalForcesExit(t *testing.T) {
 			case err = <-exited:
 			case <-time.After(hangGuard):
 				_ = cmd.Process.Kill()
-				<-exited
+				<-exited //nolint:errcheck // killed: the failure below says so
 				t.Fatalf("the second %s did not end the drain that never ends: %s", tt.second, stderr.String())
 			}
 			var ee *exec.ExitError

@@ -103,7 +103,7 @@ func TestBinarySecondSignalForcesExit(t *testing.T) {
 	case err = <-exited:
 	case <-time.After(time.Minute):
 		_ = cmd.Process.Kill()
-		<-exited
+		<-exited //nolint:errcheck // killed: the failure below says so
 		t.Fatalf("qas-proxy still ran a minute after a second SIGINT (killed):\n%s", lines())
 	}
 	var ee *exec.ExitError
