@@ -1,6 +1,6 @@
 // Package cli holds what every QAS command shares: flags that can be overridden by
-// environment variables, validation errors that name the flag, --version, and the zap
-// logger.
+// environment variables, validation errors that name the flag, --version, the zap
+// logger, and stop signals (a second one exits at once).
 //
 // Precedence is flag > environment > default: an explicitly set flag always wins, so
 // that a command line in a manifest means what it says. Commands take flags only: a

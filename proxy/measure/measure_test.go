@@ -150,6 +150,36 @@ func TestLatencySum(t *testing.T) {
 	require.Zero(t, s.InFlight)
 }
 
+// TestEndPulledOutcomes: a pulled request's upstream failure counts where it was
+// served; a broken relay of its response (ClientCancel) does not, since its sender
+// counts what its client felt, a cancel included. It completes and its service
+// time counts either way.
+func TestEndPulledOutcomes(t *testing.T) {
+	tests := []struct {
+		outcome                               Outcome
+		wantErrors, wantTimeouts, wantCancels uint64
+	}{
+		{outcome: OK},
+		{outcome: UpstreamError, wantErrors: 1},
+		{outcome: UpstreamTimeout, wantTimeouts: 1},
+		{outcome: ClientCancel},
+	}
+	for _, tt := range tests {
+		c, r := newFake()
+		r.ArrivePulled()
+		began := r.Begin()
+		c.add(time.Second)
+		r.EndPulled(began, time.Millisecond, tt.outcome)
+		s := r.Snapshot()
+		require.NoError(t, s.Validate())
+		require.Equal(t, [3]uint64{tt.wantErrors, tt.wantTimeouts, tt.wantCancels}, [3]uint64{s.UpstreamErrors, s.UpstreamTimeouts, s.ClientCancels},
+			"outcome %d: upstream errors, timeouts, client cancels", tt.outcome)
+		require.Equal(t, uint64(1), s.Completions)
+		require.Equal(t, uint64(1), s.Service.Total())
+		near(t, 1, s.ServiceSecondsSum)
+	}
+}
+
 func TestHistogramBucketsAreUpperInclusive(t *testing.T) {
 	c, r := newFake()
 	for _, d := range []time.Duration{50 * time.Microsecond, 100 * time.Microsecond, 101 * time.Microsecond, 2 * time.Minute} {

@@ -2,16 +2,14 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/qas-dev/qas/examples/app"
+	"github.com/qas-dev/qas/internal/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := cli.NotifyContext("qas-example-app", os.Stderr)
 	defer stop()
 	os.Exit(app.Main(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }

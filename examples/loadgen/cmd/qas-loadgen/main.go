@@ -3,16 +3,14 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/qas-dev/qas/examples/loadgen"
+	"github.com/qas-dev/qas/internal/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := cli.NotifyContext("qas-loadgen", os.Stderr)
 	defer stop()
 	os.Exit(loadgen.Main(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
