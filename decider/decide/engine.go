@@ -46,9 +46,8 @@ type Engine struct {
 	// decision (a backlog seen twice in a row is a transient, not noise).
 	bias        float64
 	lastBacklog float64
-	// disp is the dispersion of short-window counts (0: none yet, i.e. 1);
-	// scv the averaged service-time SCV (0: none yet).
-	disp, scv float64
+	// disp is the dispersion of short-window counts (0: none yet, i.e. 1).
+	disp float64
 	// cv2Sum and cv2Pairs are the pairs-weighted sums of the measured relative
 	// variance of the per-second rate (mixture.go), forgetting as pairs come.
 	cv2Sum, cv2Pairs float64
@@ -62,6 +61,10 @@ type Engine struct {
 	// shape is the averaged measured service-time quantiles, as multiples of
 	// E[S] (tail.go; nil: none measured yet).
 	shape []LatencyQuantile
+	// service is the pooled service-time estimate (service.go); serviceAt the
+	// data time of the interval last folded into it.
+	service   serviceEstimate
+	serviceAt int64
 }
 
 type recommendation struct {
@@ -101,8 +104,15 @@ type State struct {
 	// CountDispersion is the measured dispersion of short-window arrival
 	// counts (0: none yet).
 	CountDispersion float64 `json:",omitempty"`
-	// ServiceSCV is the averaged service-time SCV (0: none yet).
-	ServiceSCV float64 `json:",omitempty"`
+	// ServiceMean and ServiceSCV are the pooled service-time estimate's E[S]
+	// (seconds) and SCV, over ServiceSamples requests (decayed), measured at
+	// the pods' mean CPU request ServiceCPU (millicores; 0: unknown); zero
+	// samples: none yet (service.go). A state written before the pooled
+	// estimate has only ServiceSCV, which is then forgotten.
+	ServiceMean    float64 `json:",omitempty"`
+	ServiceSCV     float64 `json:",omitempty"`
+	ServiceSamples float64 `json:",omitempty"`
+	ServiceCPU     float64 `json:",omitempty"`
 	// RateCV2 is the averaged relative variance of the per-second arrival rate
 	// (unclamped), over RateCV2Pairs pairs of seconds (0: none measured yet).
 	RateCV2      float64 `json:",omitempty"`
@@ -137,7 +147,10 @@ func (e *Engine) State() State {
 		s.MigrationEnded = time.Unix(0, e.migrationEnded).UTC()
 	}
 	s.MigrationFrom, s.MigrationMoved = e.lastFrom, e.lastMoved
-	s.LatencyBias, s.CountDispersion, s.ServiceSCV = e.bias, e.disp, e.scv
+	s.LatencyBias, s.CountDispersion = e.bias, e.disp
+	if e.service.n > 0 {
+		s.ServiceMean, s.ServiceSCV, s.ServiceSamples, s.ServiceCPU = e.service.mean(), e.service.scv(), e.service.n, e.service.cpu
+	}
 	if e.cv2Pairs > 0 {
 		s.RateCV2, s.RateCV2Pairs = e.cv2Sum/e.cv2Pairs, e.cv2Pairs
 	}
@@ -168,8 +181,10 @@ func NewEngineFromState(s State) *Engine {
 	if s.CountDispersion > 0 && !math.IsInf(s.CountDispersion, 0) {
 		e.disp = s.CountDispersion
 	}
-	if s.ServiceSCV > 0 && !math.IsInf(s.ServiceSCV, 0) {
-		e.scv = s.ServiceSCV
+	if s.ServiceSamples > 0 && s.ServiceMean > 0 && s.ServiceSCV >= 0 && s.ServiceCPU >= 0 &&
+		!badFloat(s.ServiceSamples) && !badFloat(s.ServiceMean) && !badFloat(s.ServiceSCV) && !badFloat(s.ServiceCPU) {
+		n, m := s.ServiceSamples, s.ServiceMean
+		e.service = serviceEstimate{n: n, sum: n * m, sumSq: n * (1 + s.ServiceSCV) * m * m, cpu: s.ServiceCPU}
 	}
 	if s.RateCV2Pairs > 0 && !badFloat(s.RateCV2Pairs) && !badFloat(s.RateCV2) && math.Abs(s.RateCV2) <= maxRateCV2 {
 		e.cv2Sum, e.cv2Pairs = s.RateCV2*s.RateCV2Pairs, s.RateCV2Pairs
@@ -287,6 +302,9 @@ func validateSnapshot(s Snapshot) error {
 	}
 	if badFloat(s.ServiceSCV) || s.ServiceSCV < 0 {
 		add("snapshot.serviceSCV", "must be finite and non-negative, got %v", s.ServiceSCV)
+	}
+	if badFloat(s.ServiceSamples) || s.ServiceSamples < 0 {
+		add("snapshot.serviceSamples", "must be finite and non-negative, got %v", s.ServiceSamples)
 	}
 	if badFloat(s.MeasuredLatency) || s.MeasuredLatency < 0 {
 		add("snapshot.measuredLatency", "must be finite and non-negative, got %v", s.MeasuredLatency)
@@ -413,9 +431,12 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	}
 	lambdaNow := snap.ArrivalRates[len(snap.ArrivalRates)-1].Rate
 	x.ArrivalRate = lambdaNow
-	if snap.ServiceTime == 0 && lambdaNow > 0 {
+	es, scv, shapeWeight := e.serviceTime(snap, lambdaNow, x)
+	if es == 0 && lambdaNow > 0 {
 		return hold("no service-time data although requests arrive")
 	}
+	snap.ServiceSCV = scv
+	x.ServiceSCV = orOne(scv)
 	cycleRate := lambdaNow
 	cv2, hasCV2 := e.rateCV2(snap)
 	levelWindow := sampleStep(snap.ArrivalRates)
@@ -436,7 +457,6 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	// cheaper than sizing for the inflated value. When no move is possible (or
 	// allowed yet), the horizontal rule below sizes for the inflated E[S]: the
 	// fallback, which the reason says.
-	es := snap.ServiceTime
 	var noMigration string
 	if spec.Migration.Enabled {
 		e.forgetCooledNodes(spec.Migration.NodeThreshold, snap)
@@ -544,20 +564,6 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	target := spec.Target.Seconds()
 	serving := servingPods(snap)
 	bias := e.latencyBias()
-	// The service time's SCV, averaged over the last 1/(1−p) decisions: a
-	// sample SCV of a heavy-tailed service time moves by tens of percent
-	// between cycles (its variance grows with the fourth moment), and every
-	// swing would move the Allen–Cunneen factor and the pod count with it.
-	// Persistent errors are the closed loop's to correct.
-	if scv := snap.ServiceSCV; scv > 0 {
-		if e.scv <= 0 {
-			e.scv = scv
-		} else {
-			e.scv += (scv - e.scv) * (1 - conf)
-		}
-		snap.ServiceSCV = e.scv
-		x.ServiceSCV = e.scv
-	}
 	m := newSizer(spec, snap, es)
 	m.waitBias = bias
 	if hasCV2 {
@@ -567,7 +573,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		// hundreds (BenchmarkRateMixture).
 		m.cv2, m.mix = cv2, rateMixture(cv2)
 	}
-	m.shape = e.serviceShape(snap, es, spec.Target.Seconds(), conf, x)
+	m.shape = e.serviceShape(snap, es, spec.Target.Seconds(), shapeWeight, x)
 	x.ServiceTime = es
 	x.CPUBoundFraction = m.f
 	if spec.Model == ModelAuto {

@@ -290,6 +290,8 @@ func TestInvalidInput(t *testing.T) {
 		{"snapshot.arrivalRates[0].rate", func(s *Snapshot) { s.ArrivalRates[0].Rate = -1 }},
 		{"snapshot.serviceTime", func(s *Snapshot) { s.ServiceTime = math.Inf(1) }},
 		{"snapshot.serviceSCV", func(s *Snapshot) { s.ServiceSCV = -1 }},
+		{"snapshot.serviceSamples", func(s *Snapshot) { s.ServiceSamples = math.NaN() }},
+		{"snapshot.serviceSamples", func(s *Snapshot) { s.ServiceSamples = -3 }},
 		{"snapshot.pods[0]", func(s *Snapshot) { s.Pods = []Pod{{CPUUsage: math.NaN()}} }},
 		{"snapshot.nodes[0]", func(s *Snapshot) { s.Nodes = []Node{{UsedCPU: -1}} }},
 	}

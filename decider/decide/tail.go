@@ -19,15 +19,16 @@ const (
 
 // serviceShape returns the service-time shape the model uses this cycle, and
 // fills the explanation's tail terms. The measured quantiles, relative to the
-// same interval's E[S], are averaged over the last 1/(1−p) decisions that
-// measured them (a p99 over one scrape interval of a few hundred requests
+// same interval's E[S], are averaged with this interval's weight in the
+// pooled E[S] estimate (service.go: over the same memory of requests, started
+// again with it; a p99 over one scrape interval of a few hundred requests
 // moves by tens of percent; averaging quantiles, Vincentisation, keeps the
 // shape's meaning), and kept while no quantiles arrive (an idle interval
 // says nothing about the shape). Nil: exponential.
-func (e *Engine) serviceShape(snap Snapshot, es, target, conf float64, x *Explanation) *queueing.ServiceShape {
+func (e *Engine) serviceShape(snap Snapshot, es, target, weight float64, x *Explanation) *queueing.ServiceShape {
 	x.TailModel = TailExponential
-	if qs := snap.ServiceQuantiles; len(qs) > 0 && snap.ServiceTime > 0 {
-		same := len(e.shape) == len(qs)
+	if qs := snap.ServiceQuantiles; len(qs) > 0 && snap.ServiceTime > 0 && weight > 0 {
+		same := len(e.shape) == len(qs) && weight < 1
 		for i := 0; same && i < len(qs); i++ {
 			same = e.shape[i].Percentile == qs[i].Percentile
 		}
@@ -38,7 +39,7 @@ func (e *Engine) serviceShape(snap Snapshot, es, target, conf float64, x *Explan
 			}
 		} else {
 			for i, q := range qs {
-				e.shape[i].Seconds += (q.Seconds/snap.ServiceTime - e.shape[i].Seconds) * (1 - conf)
+				e.shape[i].Seconds += (q.Seconds/snap.ServiceTime - e.shape[i].Seconds) * weight
 			}
 		}
 	}

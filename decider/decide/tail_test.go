@@ -84,15 +84,17 @@ func TestCalibratedTailDecisions(t *testing.T) {
 }
 
 // TestServiceShapeIsAveraged: the engine averages the quantiles relative to
-// E[S] over the last 1/(1−p) decisions (weight 1 − p of a new one), keeps
-// them through a cycle without any, starts over when the percentiles change,
-// and remembers them in its State.
+// E[S] as it pools E[S] (service.go): each interval weighs its share of the
+// pooled requests. It keeps them through a cycle without any, starts over
+// when the percentiles change or the E[S] estimate starts again, and
+// remembers them in its State.
 func TestServiceShapeIsAveraged(t *testing.T) {
 	spec := tailSpec()
 	e := NewEngine()
+	const n = 1500.0 // requests per interval
 	at := func(i int, es float64, qs []LatencyQuantile) Decision {
 		s := snapshot(t0.Add(time.Duration(i)*5*time.Second), 100, es, 30)
-		s.ServiceQuantiles = qs
+		s.ServiceQuantiles, s.ServiceSamples = qs, n
 		d, err := e.Decide(spec, s)
 		require.NoError(t, err)
 		return d
@@ -100,22 +102,33 @@ func TestServiceShapeIsAveraged(t *testing.T) {
 	first := []LatencyQuantile{{50, 0.05}, {95, 0.2}}
 	at(0, 0.05, first)
 	require.Equal(t, []LatencyQuantile{{50, 1}, {95, 4}}, e.State().ServiceShape)
-	// E[S] doubles with the quantiles: the shape relative to E[S] is the same.
-	at(1, 0.1, []LatencyQuantile{{50, 0.1}, {95, 0.4}})
-	require.InDeltaSlice(t, []float64{1, 4}, seconds(e.State().ServiceShape), 1e-12)
-	// A heavier p95: the average moves by 1 − p = 5 % of the difference.
-	d := at(2, 0.05, []LatencyQuantile{{50, 0.05}, {95, 0.3}})
-	require.InDeltaSlice(t, []float64{1, 4 + 0.05*(6-4)}, seconds(e.State().ServiceShape), 1e-12)
-	require.InDelta(t, 0.05*4.1, d.Explanation.ServiceQuantiles[1].Seconds, 1e-12, "shown in seconds at this E[S]")
+	// A heavier p95 at the same E[S]: the average moves by this interval's
+	// share of the pooled requests (the first one's decayed by e^(−n/memory),
+	// the memory 10 000 requests for an SCV of 1).
+	w := n / (n*math.Exp(-n/serviceMemory(1)) + n)
+	d := at(1, 0.05, []LatencyQuantile{{50, 0.05}, {95, 0.3}})
+	require.InDeltaSlice(t, []float64{1, 4 + w*(6-4)}, seconds(e.State().ServiceShape), 1e-9)
+	require.InDelta(t, 0.05*(4+w*2), d.Explanation.ServiceQuantiles[1].Seconds, 1e-9, "shown in seconds at this E[S]")
+	shape := seconds(e.State().ServiceShape)
 	// No quantiles this cycle (idle interval): the shape is kept.
-	d = at(3, 0.05, nil)
+	d = at(2, 0.05, nil)
 	require.Equal(t, TailMeasured, d.Explanation.TailModel)
-	require.InDeltaSlice(t, []float64{1, 4.1}, seconds(e.State().ServiceShape), 1e-12)
+	require.InDeltaSlice(t, shape, seconds(e.State().ServiceShape), 1e-12)
 	// Restored from the state.
 	restored := NewEngineFromState(e.State())
 	require.Equal(t, e.State().ServiceShape, restored.State().ServiceShape)
+	// E[S] doubles with the quantiles: no single interval starts the
+	// estimate again (service.go), the third in a row does, and the shape
+	// starts again with it, the same relative to E[S].
+	for i := 3; i < 5; i++ {
+		d = at(i, 0.1, []LatencyQuantile{{50, 0.1}, {95, 0.2}})
+		require.NotContains(t, d.Explanation.ServiceNote, "started again")
+	}
+	d = at(5, 0.1, []LatencyQuantile{{50, 0.1}, {95, 0.4}})
+	require.Contains(t, d.Explanation.ServiceNote, "started again")
+	require.InDeltaSlice(t, []float64{1, 4}, seconds(e.State().ServiceShape), 1e-12)
 	// Other percentiles: start over.
-	at(4, 0.05, []LatencyQuantile{{90, 0.1}, {99, 0.4}})
+	at(6, 0.1, []LatencyQuantile{{90, 0.2}, {99, 0.8}})
 	require.Equal(t, []LatencyQuantile{{90, 2}, {99, 8}}, e.State().ServiceShape)
 	// A state with a broken shape is not restored.
 	for _, bad := range [][]LatencyQuantile{{{50, 0}}, {{50, 2}, {95, 1}}, {{100, 1}}, {{50, math.NaN()}}} {

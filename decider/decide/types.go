@@ -377,6 +377,11 @@ type Snapshot struct {
 	// rate history correct what burstier arrivals add.
 	ServiceTime float64
 	ServiceSCV  float64
+	// ServiceSamples is how many requests ServiceTime, ServiceSCV and
+	// ServiceQuantiles were measured over (the collector's interval); 0 means
+	// unknown (the engine then takes λ now × the last sample interval). The
+	// engine pools the intervals' measurements by it (service.go).
+	ServiceSamples float64
 	// MeasuredLatency is the latency measured by the proxies at Spec.Percentile
 	// (or the mean), in seconds; zero if unknown. Used by ModelAuto and shown in
 	// the explanation.
@@ -530,8 +535,14 @@ type Explanation struct {
 	ArrivalRate         float64 `json:"arrivalRate"`         // λ now, per second
 	ForecastArrivalRate float64 `json:"forecastArrivalRate"` // λ at now + lead (0 when not predictive)
 	SizingArrivalRate   float64 `json:"sizingArrivalRate"`   // the λ used for scale-up: max(now, forecast)
-	ServiceTime         float64 `json:"serviceTime"`         // E[S] seconds (at the current CPU)
+	ServiceTime         float64 `json:"serviceTime"`         // E[S] seconds (at the current CPU): the pooled estimate
 	ServiceSCV          float64 `json:"serviceSCV"`
+	// ServiceTimeInterval is E[S] as the newest interval measured it (0: none
+	// served), ServiceSamples the requests the pooled estimate ServiceTime is
+	// over, and ServiceNote how it was formed (service.go).
+	ServiceTimeInterval float64 `json:"serviceTimeInterval,omitempty"`
+	ServiceSamples      float64 `json:"serviceSamples,omitempty"`
+	ServiceNote         string  `json:"serviceNote,omitempty"`
 	ArrivalSCV          float64 `json:"arrivalSCV"`
 	// RateCV2 is the averaged relative variance of the per-second arrival rate
 	// beyond Poisson noise (Snapshot.RateCV2); at 0.01 or more the model averages

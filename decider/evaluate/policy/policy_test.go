@@ -2,6 +2,7 @@ package policy
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -284,6 +285,15 @@ func TestQASSnapshotFromObservations(t *testing.T) {
 	require.Equal(t, 30.0, s.ArrivalRates[1].Rate)
 	require.InDelta(t, 0.05, s.ServiceTime, 1e-12)
 	require.InDelta(t, 1, s.ServiceSCV, 1e-9, "E[S²] = 2·E[S]² is an SCV of 1")
+	require.Equal(t, 50.0, s.ServiceSamples, "the last scrape interval's completions, as the collector stores them")
+	// The service time is the last scrape interval's, not a longer window's:
+	// the collector's newest point is what the controller reads.
+	slow := *o
+	slow.Seconds = slices.Clone(o.Seconds)
+	for i := range 25 {
+		slow.Seconds[i].ServiceSum = 5 // 0.5 s each, before the last interval
+	}
+	require.InDelta(t, 0.05, q.Snapshot(&slow).ServiceTime, 1e-12)
 	require.Equal(t, int32(2), s.CurrentReplicas)
 	require.Equal(t, int32(1), s.ReadyReplicas)
 	require.True(t, s.Complete)

@@ -22,8 +22,6 @@ const (
 	QASWindow = 15.0
 	// qasHistory is how many cycles of λ history are passed to the engine.
 	qasHistory = 240
-	// qasServiceWindow is how far back service times are averaged, seconds.
-	qasServiceWindow = 60
 	// qasLongStep and qasLongHistory are the long λ history's step and span,
 	// seconds: the store's 1-minute means over a day (store.Source).
 	qasLongStep, qasLongHistory = 60, 24 * 3600
@@ -156,10 +154,13 @@ func (q *QAS) Snapshot(o *Observation) decide.Snapshot {
 	}
 	var cnt int
 	var sum, sq float64
-	// The proxies' service-time histograms over the same window, merged as
-	// the collector merges them, for the service quantiles it stores.
+	// The service times of the last scrape interval, as the collector stores
+	// them (its newest workload point: mean, SCV, the requests they are over),
+	// and the proxies' service-time histograms over the same interval, merged
+	// as the collector merges them, for the service quantiles it stores. The
+	// engine pools the intervals (decide/service.go).
 	var svcHist [len(LatencyBounds) + 1]uint64
-	for i := len(o.Seconds) - 1; i >= 0 && (i >= len(o.Seconds)-qasServiceWindow || cnt == 0); i-- {
+	for i := len(o.Seconds) - 1; i >= 0 && i >= len(o.Seconds)-int(QASPeriod); i-- {
 		s := o.Seconds[i]
 		cnt += s.Completions
 		sum += s.ServiceSum
@@ -247,7 +248,7 @@ func (q *QAS) Snapshot(o *Observation) decide.Snapshot {
 		inits = append(inits, time.Duration(d*float64(time.Second)))
 	}
 	return decide.Snapshot{
-		Now: at(o.Now), ArrivalRates: rates, History: long, ServiceTime: es, ServiceSCV: scv,
+		Now: at(o.Now), ArrivalRates: rates, History: long, ServiceTime: es, ServiceSCV: scv, ServiceSamples: float64(cnt),
 		CurrentReplicas: int32(len(o.Pods)), ReadyReplicas: int32(ready), Pods: pods,
 		Nodes: nodes, InitTimes: inits, DataTime: at(o.Now), Complete: true,
 		ShortArrivalRate: float64(shortN) / max(float64(short), 1), ShortWindow: time.Duration(short) * time.Second,
