@@ -63,6 +63,8 @@ func TestRunWithJoinsCPU(t *testing.T) {
 	require.EqualValues(t, 250, snap.Pods[0].CPURequest)
 	require.EqualValues(t, 500, snap.Pods[0].CPULimit)
 	require.Zero(t, snap.Pods[1].CPUUsage)
+	// The two served requests, one per pod, are what the service time is over.
+	require.Equal(t, 2.0, snap.ServiceSamples)
 }
 
 // TestSkewedProxyIsCountedAndLoggedOnChange: a proxy whose clock steps 3 minutes

@@ -59,16 +59,17 @@ func WorkloadPoint(namespace, workload string, m aggregate.Metrics) *write.Point
 
 func workloadPoint(namespace, workload string, m aggregate.Metrics) *write.Point {
 	fields := map[string]any{
-		"arrival_rate":         m.ArrivalRate,
-		"service_mean_seconds": m.ServiceMean,
-		"service_scv":          m.ServiceSCV,
-		"in_flight_mean":       m.InFlightMean,
-		"error_rate":           m.ErrorRate,
-		"latency_p50_seconds":  m.LatencyP50,
-		"latency_p95_seconds":  m.LatencyP95,
-		"latency_p99_seconds":  m.LatencyP99,
-		"pods":                 int64(m.Pods),
-		"clock_offset_seconds": m.ClockOffset,
+		"arrival_rate":             m.ArrivalRate,
+		"service_mean_seconds":     m.ServiceMean,
+		"service_scv":              m.ServiceSCV,
+		influx.FieldServiceSamples: float64(m.Served),
+		"in_flight_mean":           m.InFlightMean,
+		"error_rate":               m.ErrorRate,
+		"latency_p50_seconds":      m.LatencyP50,
+		"latency_p95_seconds":      m.LatencyP95,
+		"latency_p99_seconds":      m.LatencyP99,
+		"pods":                     int64(m.Pods),
+		"clock_offset_seconds":     m.ClockOffset,
 	}
 	// The rate's variance only when estimated: no pair of seconds known at
 	// every pod, or none with an arrival, says nothing about it (and 0 would

@@ -408,6 +408,7 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 		FrontQueue:       frontQueue,
 		FrontExpiredRate: frontExpired, FrontRefusedRate: frontRefused,
 		ArrivalRates: m.ArrivalRates, History: m.History, ServiceTime: m.ServiceTime, ServiceSCV: m.ServiceSCV,
+		ServiceSamples: m.ServiceSamples, LatencySamples: latencySamples(m.LatencyBuckets),
 		MeasuredLatency: m.MeasuredLatency, MeasuredQuantiles: m.MeasuredQuantiles, ServiceQuantiles: m.ServiceQuantiles,
 		LatencyBuckets:   m.LatencyBuckets,
 		ShortArrivalRate: m.ShortArrivalRate, ShortWindow: m.ShortWindow,
@@ -418,6 +419,17 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 		InitTimes: resources.InitTimes(pods, w.ready, limit),
 		DataTime:  m.DataTime, Complete: m.Complete,
 	}, pods, m.ProxyClockOffset, measureErr
+}
+
+// latencySamples is the requests the newest point's latency histogram counts
+// (0: none, and the engine takes λ × the interval), which weigh the closed
+// loop's measurement, as the simulator's qas weighs them.
+func latencySamples(buckets []decide.LatencyBucket) float64 {
+	var n float64
+	for _, b := range buckets {
+		n += b.Count
+	}
+	return n
 }
 
 // DefaultMeasureTimeout is Controller.MeasureTimeout's default: a third of the

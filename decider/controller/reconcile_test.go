@@ -274,6 +274,7 @@ func TestReconcileCarriesTheLatencyBuckets(t *testing.T) {
 	require.Equal(t, []int32{6}, f.scaledTo, "decides as without them")
 	require.Len(t, seen, 1)
 	require.Equal(t, buckets, seen[0].LatencyBuckets)
+	require.Equal(t, 100.0, seen[0].LatencySamples, "the requests the histogram counts weigh the closed loop")
 	warned := logs.FilterMessage("latency histogram read with problems").All()
 	require.Len(t, warned, 1)
 	require.Equal(t, w.LatencyBucketsError, warned[0].ContextMap()["error"])
@@ -286,4 +287,23 @@ func TestReconcileCarriesTheLatencyBuckets(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, seen, 1)
 	require.Nil(t, seen[0].LatencyBuckets, "none measured: none passed")
+	require.Zero(t, seen[0].LatencySamples, "unknown: the engine takes λ × the interval")
+}
+
+// TestReconcileCarriesTheServiceSamples: the requests the newest point's
+// service times are over reach the engine's snapshot, which pools the
+// intervals by them; none (a collector from before the field) passes as 0.
+func TestReconcileCarriesTheServiceSamples(t *testing.T) {
+	for _, n := range []float64{0, 250} {
+		w := load(60, 0.05)
+		w.ServiceSamples = n
+		f := newFakeCluster(t, 2, nil, measured{w: w}, nil)
+		var seen []decide.Snapshot
+		controller.SetDecideHook(f.ctrl, func(s decide.Snapshot) { seen = append(seen, s) })
+		_, err := f.ctrl.Reconcile(context.Background(), "ns", "web")
+		require.NoError(t, err)
+		require.Len(t, seen, 1)
+		require.Equal(t, n, seen[0].ServiceSamples)
+		require.Equal(t, []int32{6}, f.scaledTo)
+	}
 }

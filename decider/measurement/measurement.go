@@ -51,6 +51,9 @@ type Workload struct {
 	// query's percentile; 0 when that percentile is not measured) are the newest
 	// workload point's.
 	ServiceTime, ServiceSCV, MeasuredLatency float64
+	// ServiceSamples is the requests the newest point's service-time fields are
+	// over (0: unknown, from a collector that predates the field).
+	ServiceSamples float64
 	// MeasuredQuantiles are the newest workload point's latency at p50, p95 and p99
 	// (nil unless all three were measured: an idle interval has none), for the
 	// engine's closed loop.

@@ -44,7 +44,7 @@ func workloadFilter(q Query) string {
 // The fields each query reads. Only float fields: InfluxDB 1.8 cannot group series of
 // different types together ("expected float cursor type").
 var (
-	workloadFields = append([]string{influx.FieldArrivalRate, influx.FieldServiceMean, influx.FieldServiceSCV, influx.FieldLatencyP50,
+	workloadFields = append([]string{influx.FieldArrivalRate, influx.FieldServiceMean, influx.FieldServiceSCV, influx.FieldServiceSamples, influx.FieldLatencyP50,
 		influx.FieldLatencyP95, influx.FieldLatencyP99, influx.FieldClockOffset, influx.FieldOverflowShare, influx.FieldFrontQueueLength,
 		influx.FieldExpiredRequeuedRate, influx.FieldExpiredRelayedRate, influx.FieldFrontRefusedFullRate, influx.FieldArrivalRateCV2, influx.FieldArrivalRatePairs}, influx.ServiceQuantileFields...)
 	podFields       = append([]string{influx.FieldServiceMean, influx.FieldCPUUsage, influx.FieldCPURequest, influx.FieldCPULimit}, podQueueFields...)

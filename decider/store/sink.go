@@ -57,14 +57,17 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 		fields["tail_calibrated"] = x.TailModel == decide.TailMeasured
 	}
 	for k, v := range map[string]float64{
-		"arrival_rate":             x.ArrivalRate,
-		"forecast_arrival_rate":    x.ForecastArrivalRate,
-		"service_mean_seconds":     x.ServiceTime,
-		"modelled_latency_seconds": x.Latency,
-		"measured_latency_seconds": x.MeasuredLatency,
-		"target_seconds":           x.Target,
-		"lead_seconds":             x.Lead.Seconds(),
-		"normalized":               x.Normalized,
+		"arrival_rate":          x.ArrivalRate,
+		"forecast_arrival_rate": x.ForecastArrivalRate,
+		"service_mean_seconds":  x.ServiceTime,
+		// The pooled service-time estimate (decide/service.go).
+		"service_mean_interval_seconds": x.ServiceTimeInterval,
+		"service_samples":               x.ServiceSamples,
+		"modelled_latency_seconds":      x.Latency,
+		"measured_latency_seconds":      x.MeasuredLatency,
+		"target_seconds":                x.Target,
+		"lead_seconds":                  x.Lead.Seconds(),
+		"normalized":                    x.Normalized,
 		// The queue terms (issue #15).
 		"short_arrival_rate":     x.ShortArrivalRate,
 		"short_arrival_rate_low": x.ShortArrivalRateLow,

@@ -198,6 +198,7 @@ func assemble(q Query, rates []decide.Sample, rv rateCV2, last map[string]float6
 	w := measurement.Workload{
 		ArrivalRates: rates, DataTime: lastTime,
 		ServiceTime: last[influx.FieldServiceMean], ServiceSCV: last[influx.FieldServiceSCV],
+		ServiceSamples:   serviceSamples(last),
 		ProxyClockOffset: last[influx.FieldClockOffset],
 	}
 	w.OverflowShare, w.FrontQueue, w.ExpiredRequeuedRate, w.ExpiredRelayedRate, w.FrontRefusedRate, w.PooledError = pooledFields(last)
@@ -255,6 +256,17 @@ func pooledFields(last map[string]float64) (share, queue, requeued, relayed, ref
 	relayed = get(influx.FieldExpiredRelayedRate, math.MaxFloat64)
 	refused = get(influx.FieldFrontRefusedFullRate, math.MaxFloat64)
 	return share, queue, requeued, relayed, refused, strings.Join(bad, "; ")
+}
+
+// serviceSamples is the newest workload point's service_samples, or 0
+// (unknown: the engine takes λ × the interval) when it is absent (a collector
+// that predates it), negative or not finite.
+func serviceSamples(last map[string]float64) float64 {
+	v := last[influx.FieldServiceSamples]
+	if !(v >= 0) || math.IsInf(v, 0) {
+		return 0
+	}
+	return v
 }
 
 // serviceQuantiles are the newest workload point's service-time quantiles, or

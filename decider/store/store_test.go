@@ -51,6 +51,10 @@ func fixture() []*write.Point {
 	pts[0].AddField("latency_bucket_le_0.2", 7.0).AddField("latency_bucket_le_5", 2.0).AddField("latency_bucket_le_inf", 1.0)
 	pts[2].AddField("latency_bucket_le_60", 6.0).AddField("latency_bucket_le_inf", 1.0).AddField("latency_bucket_le_0.0001", 3.0).
 		AddField("latency_bucket_le_0.2", 90.0).AddField("latency_bucket_le_0.20", 50.0)
+	// The newest point carries the requests its service times are over (an
+	// older point's count is not the newest's).
+	pts[2].AddField("service_samples", 450.0)
+	pts[1].AddField("service_samples", 99.0)
 	// The newest point carries the service-time quantiles.
 	for i, f := range influx.ServiceQuantileFields {
 		pts[2].AddField(f, fixtureService[i])
@@ -93,7 +97,7 @@ func want() measurement.Workload {
 	return measurement.Workload{
 		ArrivalRates: []decide.Sample{
 			{Time: t0, Rate: 10}, {Time: t0.Add(5 * time.Second), Rate: 20}, {Time: t0.Add(10 * time.Second), Rate: 30}},
-		ServiceTime: 0.03, ServiceSCV: 0.5, MeasuredLatency: 0.05, DataTime: t0.Add(10 * time.Second),
+		ServiceTime: 0.03, ServiceSCV: 0.5, ServiceSamples: 450, MeasuredLatency: 0.05, DataTime: t0.Add(10 * time.Second),
 		ProxyClockOffset:  -25, // the newest point's: a proxy 25 s behind the collector
 		MeasuredQuantiles: []decide.LatencyQuantile{{Percentile: 50, Seconds: 0.02}, {Percentile: 95, Seconds: 0.05}, {Percentile: 99, Seconds: 0.09}},
 		LatencyBuckets: []decide.LatencyBucket{{UpperBound: 0.0001, Count: 3}, {UpperBound: 0.2, Count: 90}, {UpperBound: 60, Count: 6},
@@ -157,6 +161,36 @@ func TestMemory(t *testing.T) {
 	q.Workload = "missing"
 	_, err = m.Snapshot(context.Background(), q)
 	require.ErrorIs(t, err, ErrNoData)
+}
+
+// TestServiceSamplesValidated: the newest point's service_samples is passed as
+// written; absent (a collector from before it), negative or not finite it
+// reads as 0, unknown, and the engine takes λ × the interval instead.
+func TestServiceSamplesValidated(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		v    float64
+		set  bool
+		want float64
+	}{
+		{"written", 450, true, 450},
+		{"none served", 0, true, 0},
+		{"absent", 0, false, 0},
+		{"negative", -1, true, 0},
+		{"infinite", math.Inf(1), true, 0},
+		{"NaN", math.NaN(), true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			last := map[string]float64{influx.FieldServiceMean: 0.05}
+			if tc.set {
+				last[influx.FieldServiceSamples] = tc.v
+			}
+			require.Equal(t, tc.want, serviceSamples(last))
+			w := assemble(Query{}, nil, rateCV2{}, last, t0, nil, nil, nil)
+			require.Equal(t, tc.want, w.ServiceSamples)
+			require.Equal(t, 0.05, w.ServiceTime, "nothing else is lost")
+		})
+	}
 }
 
 // TestServiceQuantilesAreAllOrNothing: the store passes the service

@@ -16,9 +16,12 @@ const (
 	TagPod       = "pod"
 	TagNode      = "node"
 
-	FieldArrivalRate    = "arrival_rate"
-	FieldServiceMean    = "service_mean_seconds"
-	FieldServiceSCV     = "service_scv"
+	FieldArrivalRate = "arrival_rate"
+	FieldServiceMean = "service_mean_seconds"
+	FieldServiceSCV  = "service_scv"
+	// FieldServiceSamples is the requests the workload's service-time fields
+	// are over: the decider pools intervals by it (decide/service.go).
+	FieldServiceSamples = "service_samples"
 	FieldLatencyP50     = "latency_p50_seconds"
 	FieldLatencyP95     = "latency_p95_seconds"
 	FieldLatencyP99     = "latency_p99_seconds"

@@ -23,7 +23,7 @@ func TestFieldConstantsDeclared(t *testing.T) {
 		meas, _ := Lookup(m)
 		return slices.Contains(meas.Tags, tag)
 	}
-	for _, f := range []string{FieldArrivalRate, FieldServiceMean, FieldServiceSCV, FieldLatencyP50, FieldLatencyP95, FieldLatencyP99, FieldOverflowShare, FieldFrontQueueLength,
+	for _, f := range []string{FieldArrivalRate, FieldServiceMean, FieldServiceSCV, FieldServiceSamples, FieldLatencyP50, FieldLatencyP95, FieldLatencyP99, FieldOverflowShare, FieldFrontQueueLength,
 		FieldExpiredRequeuedRate, FieldExpiredRelayedRate, FieldFrontRefusedFullRate, FieldArrivalRateCV2, FieldArrivalRatePairs} {
 		require.True(t, has(Workload, f), "%s on %s", f, Workload)
 	}
