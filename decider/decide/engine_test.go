@@ -504,15 +504,25 @@ func TestCooldownDoesNotBlockTheLead(t *testing.T) {
 
 	// The early pods are not removed while the present lags the forecast: the
 	// crowd passes (λ back to 200) but the scale-down margin, which knows the
-	// history's jumps (here too short for their quantile: its highest λ),
-	// holds. (Under the HPA's rules the 5-minute window held them.)
+	// history's jumps (here too short for their quantile: the largest jump over
+	// one lead seen, from λ's mean over the last lead), keeps more than the
+	// forecast needs. (Under the HPA's rules the 5-minute window held them; until
+	// 2026-11-26 the margin kept the highest λ seen, the crowd's 600/s.)
 	s3 := s2
 	s3.Now, s3.DataTime, s3.CurrentReplicas, s3.ReadyReplicas = t0.Add(45*time.Second), t0.Add(45*time.Second), d2.DesiredReplicas, d2.DesiredReplicas
 	s3.ArrivalRates = append(slices.Clone(s2.ArrivalRates), Sample{Time: t0.Add(30 * time.Second), Rate: 200}, Sample{Time: t0.Add(45 * time.Second), Rate: 200})
 	d3, err := e.Decide(spec, s3)
 	require.NoError(t, err)
-	require.Equal(t, d2.DesiredReplicas, d3.DesiredReplicas)
-	require.GreaterOrEqual(t, d3.Explanation.DownArrivalRate, 600.0, d3.Explanation.Reason)
+	x := d3.Explanation
+	require.Greater(t, x.JumpRatioMax, 1.5, "the crowd's jump is in the history")
+	mean, ok := meanRate(s3.ArrivalRates, s3.Now.Add(-2*time.Minute), s3.Now)
+	require.True(t, ok)
+	require.InDelta(t, mean*x.JumpRatioMax, x.DownArrivalRate, 1e-9, x.Reason)
+	require.Greater(t, x.DownArrivalRate, x.ForecastArrivalRate, x.Reason)
+	require.Contains(t, x.Reason, "the largest of its jumps over one lead")
+	require.LessOrEqual(t, d3.DesiredReplicas, d2.DesiredReplicas)
+	m := newSizer(spec, s3, 0.1)
+	require.GreaterOrEqual(t, d3.DesiredReplicas, m.minPods(x.DownArrivalRate, 0.1), "what the margin's λ needs is kept")
 }
 
 // cpuPods puts n pods of request cpu millicores, fully busy, one per node, each

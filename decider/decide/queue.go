@@ -461,14 +461,28 @@ func lateShare(qs []LatencyQuantile, t float64) (float64, bool) {
 
 // downRate is the λ a scale-down must still serve: λ's mean over the last lead
 // times the jump ratio of the history. With too little history for the
-// ratio's quantile, the highest λ in the history if it spans at least a lead,
-// and false (hold) if it does not.
+// ratio's quantile, the largest ratio seen instead (the highest λ in the
+// history while there is no ratio yet) if it spans at least a lead, and false
+// (hold) if it does not.
 func (e *Engine) downRate(samples []Sample, ratios []float64, now time.Time, lead time.Duration, conf float64, x *Explanation) (float64, bool) {
 	j, n, ok := jumpQuantile(samples, ratios, lead, conf)
 	x.JumpSamples = n
 	if !ok {
 		if len(samples) == 0 || now.Sub(samples[0].Time) < lead {
 			return 0, false
+		}
+		if len(ratios) > 0 {
+			// The largest jump over one lead seen so far, from λ's mean over
+			// the last lead: the quantile is out of reach, but the history
+			// has shown what λ did within one lead. (Until 2026-11-26 the
+			// highest λ in the history: with a 2-minute init that held the
+			// peak's pods for the first 40 minutes after any peak.)
+			x.JumpRatioMax = math.Max(ratios[len(ratios)-1], 1)
+			mean, ok := meanRate(samples, now.Add(-lead), now)
+			if !ok {
+				mean = samples[len(samples)-1].Rate
+			}
+			return mean * x.JumpRatioMax, true
 		}
 		hi := 0.0
 		for _, s := range samples {
@@ -488,6 +502,9 @@ func (e *Engine) downRate(samples []Sample, ratios []float64, now time.Time, lea
 func (x *Explanation) downWhy() string {
 	if x.JumpRatio > 0 {
 		return fmt.Sprintf("λ's mean over one lead × %.3g, the p-quantile of its jumps over one lead in %d ratios of the history", x.JumpRatio, x.JumpSamples)
+	}
+	if x.JumpRatioMax > 0 {
+		return fmt.Sprintf("λ's mean over one lead × %.3g, the largest of its jumps over one lead in a history too short for their quantile (%d ratios)", x.JumpRatioMax, x.JumpSamples)
 	}
 	return fmt.Sprintf("the highest λ in the history, too short (%d ratios) for the quantile of its jumps", x.JumpSamples)
 }

@@ -635,6 +635,10 @@ type Explanation struct {
 	JumpRatio       float64 `json:"jumpRatio,omitempty"`
 	JumpSamples     int     `json:"jumpSamples,omitempty"`
 	DownArrivalRate float64 `json:"downArrivalRate,omitempty"`
+	// JumpRatioMax is the largest of those ratios (at least 1), which the
+	// scale-down uses instead of JumpRatio while the history spans fewer than
+	// 1/(1−p) leads, too few for the quantile (0: not used).
+	JumpRatioMax float64 `json:"jumpRatioMax,omitempty"`
 	// JumpReplicas is the floor the history's jumps put under the steady
 	// state: the fewest pods whose modelled late share over the likely λ of
 	// the next lead (λ's mean over the last lead × each jump ratio) is within
