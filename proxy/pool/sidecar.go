@@ -139,6 +139,12 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 // MaxBody is the largest body that may overflow.
 func (s *Sidecar) MaxBody() int64 { return s.cfg.MaxBody }
 
+// DecisionDeadline is the wait the next overflow allows for a front's decision
+// (deadline.go); the sidecar bounds its other waits for an overflow's sake by it too.
+func (s *Sidecar) DecisionDeadline() time.Duration {
+	return s.decisions.deadline(s.cfg.DecisionTimeout)
+}
+
 // CloseIdle closes idle connections to the fronts.
 func (s *Sidecar) CloseIdle() { s.transport.CloseIdleConnections() }
 
@@ -249,7 +255,7 @@ func (s *Sidecar) Overflow(ctx context.Context, method string, head []byte, body
 		HeaderWorkload: {s.cfg.Workload}, HeaderHop: {HopOverflow}, auth.Header: {a},
 	}
 	var timedOut atomic.Bool
-	decision := time.AfterFunc(s.decisions.deadline(s.cfg.DecisionTimeout), func() {
+	decision := time.AfterFunc(s.DecisionDeadline(), func() {
 		if g.abandon() {
 			timedOut.Store(true)
 			cancel()

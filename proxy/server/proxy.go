@@ -237,9 +237,20 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// to a front at most twice: at admission if every slot is busy and none
 		// waits, and if it waits here when the drain begins (or would wait during
 		// the drain).
-		if p.lim.Busy() && p.movable(r) {
-			drain = p.pool.Drained()
-			if p.lim.Saturated() {
+		if p.lim.Busy() {
+			m := p.mobility(r)
+			if m != stays {
+				drain = p.pool.Drained()
+			}
+			if m == movesOnceRead && p.lim.Saturated() {
+				// It would wait: its body is read ahead meanwhile, once.
+				whole, release := p.readAhead(r)
+				defer release()
+				if m = moves; !whole {
+					m, drain = stays, nil
+				}
+			}
+			if m == moves && p.lim.Saturated() {
 				answered, release := p.overflow(w, r, arrived, false)
 				if answered {
 					return
@@ -248,6 +259,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 					defer release()
 				}
 			}
+			unread(r)
 		}
 	}
 	res := p.lim.AdmitOrDrain(p.rec, arrived, r.Context().Done(), drain)
@@ -259,15 +271,28 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				p.lim.Leave()
 			}
 		}()
-		answered, release := p.overflow(w, r, arrived, true)
-		if answered {
-			return
-		}
-		if release != nil {
+		offer := true
+		if ab, ok := r.Body.(*aheadBody); ok {
+			r.ContentLength = int64(len(ab.data))
+		} else if r.ContentLength < 0 {
+			// An HTTP/2 body of unknown length not read ahead at admission (a
+			// request waited already): it is read now, while it keeps its place.
+			whole, release := p.readAhead(r)
 			defer release()
+			offer = whole
 		}
-		// Refused, no decision in time, no front, or given back unseen: it waits
-		// in its place and is served here.
+		if offer {
+			answered, release := p.overflow(w, r, arrived, true)
+			if answered {
+				return
+			}
+			if release != nil {
+				defer release()
+			}
+			unread(r)
+		}
+		// Refused, no decision in time, no front, given back unseen, or a body
+		// that did not end in time: it waits in its place and is served here.
 		p.poolCounters.DrainKept()
 		readmitted = true
 		res = p.lim.Readmit(p.rec, arrived, r.Context().Done())

@@ -1,0 +1,325 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/qas-dev/qas/proxy/pool"
+)
+
+// h2Conn is a raw HTTP/2 client connection (prior knowledge) that sends any
+// fields, hostile ones included, and reads the frames of each answer.
+type h2Conn struct {
+	t    *testing.T
+	nc   net.Conn
+	fr   *http2.Framer
+	enc  *hpack.Encoder
+	hb   bytes.Buffer
+	next uint32
+}
+
+func dialH2(t *testing.T, addr string) *h2Conn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { nc.Close() })
+	require.NoError(t, nc.SetDeadline(time.Now().Add(hangGuard)))
+	_, err = io.WriteString(nc, http2.ClientPreface)
+	require.NoError(t, err)
+	c := &h2Conn{t: t, nc: nc, fr: http2.NewFramer(nc, nc), next: 1}
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.enc = hpack.NewEncoder(&c.hb)
+	require.NoError(t, c.fr.WriteSettings())
+	return c
+}
+
+// h2Field is a field as sent on the wire: any name, any value.
+type h2Field struct{ name, value string }
+
+// get is the pseudo-fields of a request to path with method and authority.
+func pseudo(method, path, authority string) []h2Field {
+	f := []h2Field{{":method", method}, {":scheme", "http"}, {":path", path}}
+	if authority != "" {
+		f = append(f, h2Field{":authority", authority})
+	}
+	return f
+}
+
+// request sends HEADERS with fields (END_STREAM if there are no data frames), then
+// each of data as a DATA frame, the last with END_STREAM; it returns the stream.
+func (c *h2Conn) request(fields []h2Field, data ...string) uint32 {
+	c.t.Helper()
+	id := c.next
+	c.next += 2
+	c.hb.Reset()
+	for _, f := range fields {
+		require.NoError(c.t, c.enc.WriteField(hpack.HeaderField{Name: f.name, Value: f.value}))
+	}
+	require.NoError(c.t, c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hb.Bytes(),
+		EndHeaders: true, EndStream: len(data) == 0}))
+	for i, d := range data {
+		require.NoError(c.t, c.fr.WriteData(id, i == len(data)-1, []byte(d)))
+	}
+	return id
+}
+
+// h2Answer is what a client got on one stream.
+type h2Answer struct {
+	status  string
+	header  http.Header
+	body    string
+	trailer http.Header
+	reset   bool // RST_STREAM
+	code    http2.ErrCode
+}
+
+// answer reads frames until stream id ends, answering SETTINGS and PING.
+func (c *h2Conn) answer(id uint32) h2Answer {
+	c.t.Helper()
+	var a h2Answer
+	for {
+		f, err := c.fr.ReadFrame()
+		require.NoError(c.t, err, "stream %d", id)
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				require.NoError(c.t, c.fr.WriteSettingsAck())
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				require.NoError(c.t, c.fr.WritePing(true, f.Data))
+			}
+		case *http2.GoAwayFrame:
+			require.GreaterOrEqual(c.t, f.LastStreamID, id, "the connection went away before stream %d", id)
+		case *http2.MetaHeadersFrame:
+			if f.StreamID != id {
+				continue
+			}
+			h := http.Header{}
+			for _, hf := range f.RegularFields() {
+				h.Add(hf.Name, hf.Value)
+			}
+			if a.header == nil {
+				a.status, a.header = f.PseudoValue("status"), h
+			} else {
+				a.trailer = h
+			}
+			if f.StreamEnded() {
+				return a
+			}
+		case *http2.DataFrame:
+			if f.StreamID != id {
+				continue
+			}
+			a.body += string(f.Data())
+			if len(f.Data()) > 0 {
+				require.NoError(c.t, c.fr.WriteWindowUpdate(0, uint32(len(f.Data()))))
+			}
+			if f.StreamEnded() {
+				return a
+			}
+		case *http2.RSTStreamFrame:
+			if f.StreamID == id {
+				a.reset, a.code = true, f.ErrCode
+				return a
+			}
+		}
+	}
+}
+
+// pooledRaw is two pooled sidecars in front of recording apps and a front; A's
+// only slot can be held by the test.
+type pooledRaw struct {
+	appA, appB *recordingApp
+	front      *runningFront
+	a, b       *running
+}
+
+func newPooledRaw(t *testing.T, cfg func(*PoolConfig)) *pooledRaw {
+	t.Helper()
+	secret := secretFile(t)
+	p := &pooledRaw{appA: newRecordingApp(t), appB: newRecordingApp(t), front: startFront(t, secret, 5*time.Second)}
+	sidecar := func(app string) *running {
+		pc := &PoolConfig{Workload: workload, Keys: keyring(t, secret), Fronts: pool.Static{p.front.addr}}
+		if cfg != nil {
+			cfg(pc)
+		}
+		return start(t, app, Config{ConcurrencyLimit: 1, QueueLimit: 100, Pool: pc}, Options{})
+	}
+	p.a, p.b = sidecar(p.appA.addr), sidecar(p.appB.addr)
+	waitFor(t, "both sidecars pull", func() bool { return frontStats(t, p.front).WaitingPulls == 2 })
+	return p
+}
+
+// holdA takes A's only slot; the returned func gives it back (once). With
+// releaseWhenQueued, a goroutine gives it back as soon as a request waits at A (one
+// that may not move).
+func (p *pooledRaw) holdA(t *testing.T, releaseWhenQueued bool) func() {
+	t.Helper()
+	require.True(t, p.a.srv.lim.TryAdmit(), "A's only slot is held")
+	released := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { p.a.srv.lim.Release(); close(released) }) }
+	t.Cleanup(release)
+	if releaseWhenQueued {
+		go func() {
+			for {
+				select {
+				case <-released:
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+				if p.a.srv.Recorder.Snapshot().Waiting > 0 {
+					release()
+					return
+				}
+			}
+		}()
+	}
+	return release
+}
+
+// lastRaw is the exact bytes of the last request app read.
+func lastRaw(t *testing.T, app *recordingApp) string {
+	t.Helper()
+	reqs := app.requests()
+	require.NotEmpty(t, reqs)
+	return reqs[len(reqs)-1].raw
+}
+
+// withoutFraming drops the Content-Length and Transfer-Encoding lines of a raw
+// request head, and the body's framing, leaving what the app reads of it.
+func withoutFraming(r appRequest) string {
+	h := r.header.Clone()
+	h.Del("Content-Length")
+	h.Del("Transfer-Encoding")
+	var b strings.Builder
+	_ = h.Write(&b)
+	return r.method + " " + r.target + " host=" + r.host + "\n" + b.String() + "body=" + r.body
+}
+
+// TestH2CRequestsOverflow: with A's only slot busy, HTTP/2 (h2c) requests overflow
+// through the front and are served by B's app exactly once; B's app gets exactly
+// the bytes A's app gets for the same request served locally (Host from
+// :authority, the X-Forwarded fields, TE: trailers, cookies joined, no pseudo-field,
+// no Qas- field, the body), and the client gets B's answer. A body of unknown length
+// (no content-length, as a gRPC call sends) is read ahead and moves with a
+// Content-Length; the app gets the same fields and body as locally, only framed by
+// its length instead of chunked.
+func TestH2CRequestsOverflow(t *testing.T) {
+	p := newPooledRaw(t, nil)
+	for _, tt := range []struct {
+		name    string
+		fields  []h2Field
+		data    []string
+		unknown bool // no content-length: the local path chunks it
+	}{
+		{name: "GET", fields: append(pseudo("GET", "/get?q=1&r=%20x", "shop.example:8080"),
+			h2Field{"x-id", "get"}, h2Field{"x-forwarded-for", "10.1.2.3"}, h2Field{"cookie", "a=1"}, h2Field{"cookie", "b=2"},
+			h2Field{"user-agent", "raw-h2"}, h2Field{"accept", "*/*"})},
+		{name: "POST with a length", fields: append(pseudo("POST", "/post", "shop.example"),
+			h2Field{"x-id", "post"}, h2Field{"content-length", "11"}, h2Field{"te", "trailers"}, h2Field{"content-type", "application/grpc"},
+			h2Field{"x-forwarded-proto", "https"}, h2Field{"x-forwarded-host", "public.example"}, h2Field{"forwarded", "for=10.0.0.1"}),
+			data: []string{"hello", " world"}},
+		{name: "POST of unknown length", fields: append(pseudo("POST", "/grpc.Service/Call", "shop.example"),
+			h2Field{"x-id", "unknown"}, h2Field{"te", "trailers"}, h2Field{"content-type", "application/grpc"}),
+			data: []string{"\x00\x00\x00\x00\x03", "abc"}, unknown: true},
+		{name: "DELETE without a body", fields: append(pseudo("DELETE", "/items/7", "shop.example"), h2Field{"x-id", "delete"})},
+		{name: "Qas fields from the client", fields: append(pseudo("PUT", "/put", "shop.example"),
+			h2Field{"x-id", "qas"}, h2Field{"qas-hop", "1"}, h2Field{"qas-workload", workload}, h2Field{"qas-auth", "t=1,n=0123456789abcdef,mac=00"},
+			h2Field{"qas-expired", "unseen"}, h2Field{"content-length", "3"}), data: []string{"put"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// Locally first: A has a free slot.
+			c := dialH2(t, p.a.srv.Addr())
+			local := c.answer(c.request(tt.fields, tt.data...))
+			require.Equal(t, "200", local.status)
+			nA, nB := len(p.appA.requests()), len(p.appB.requests())
+			wantRaw, want := lastRaw(t, p.appA), p.appA.requests()[nA-1]
+
+			release := p.holdA(t, false)
+			c = dialH2(t, p.a.srv.Addr())
+			moved := c.answer(c.request(tt.fields, tt.data...))
+			release()
+			require.Equal(t, "200", moved.status)
+			require.Equal(t, local.body, moved.body, "the client gets the app's answer")
+			require.Len(t, p.appA.requests(), nA, "A's app never sees the moved request")
+			require.Len(t, p.appB.requests(), nB+1, "B's app sees it exactly once")
+			got := p.appB.requests()[nB]
+			require.NotContains(t, strings.ToLower(got.raw), "\r\nqas-", "no Qas- field reaches an app")
+			require.NotContains(t, got.raw, "\r\n:", "no pseudo-field reaches an app")
+			if !tt.unknown {
+				require.Equal(t, wantRaw, got.raw, "B's app gets the bytes A's app gets locally")
+				return
+			}
+			require.Contains(t, wantRaw, "\r\nTransfer-Encoding: chunked\r\n", "locally the body is chunked")
+			require.Contains(t, got.raw, fmt.Sprintf("\r\nContent-Length: %d\r\n", len(strings.Join(tt.data, ""))), "moved, framed by its length")
+			require.NotContains(t, got.raw, "Transfer-Encoding")
+			require.Equal(t, withoutFraming(want), withoutFraming(got))
+		})
+	}
+	sa := snapshot(t, p.a)
+	require.Equal(t, uint64(5), sa.Pool.OverflowAccepted)
+	require.Equal(t, uint64(5), snapshot(t, p.b).Pool.Pulled)
+	require.Equal(t, uint64(10), sa.Arrivals)
+	require.Equal(t, uint64(10), sa.Completions)
+}
+
+// TestH2CClientOverflows: Go's own HTTP/2 client (h2c, prior knowledge) to a pair
+// whose A has its only slot busy: its requests go to B's app, once each, with what
+// the client sent.
+func TestH2CClientOverflows(t *testing.T) {
+	p := newPair(t, false, 5*time.Second)
+	blocked := sendAsync(p.a.url, "GET", "/block", "held", "")
+	waitFor(t, "A's slot is busy", func() bool { return p.apps.inApp.Load() == 1 })
+	client := h2cClient()
+	for i := range 3 {
+		id := fmt.Sprint("h2-", i)
+		req, err := http.NewRequestWithContext(context.Background(), "POST", p.a.url+"/moved?i="+fmt.Sprint(i), strings.NewReader("body "+id))
+		require.NoError(t, err)
+		req.Header.Set("X-Id", id)
+		req.Header.Set("Qas-Hop", "1")
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, "HTTP/2.0", resp.Proto)
+		require.Equal(t, 200, resp.StatusCode)
+		require.Equal(t, "B", resp.Header.Get("X-Served-By"))
+		require.Equal(t, "B:/moved:body "+id, string(b))
+	}
+	p.apps.unblock()
+	require.Equal(t, "A", (<-blocked).by)
+	for _, s := range p.apps.requests() {
+		if !strings.HasPrefix(s.id, "h2-") {
+			continue
+		}
+		require.Equal(t, "B", s.app)
+		require.Equal(t, "POST", s.method)
+		require.Equal(t, "body "+s.id, s.body)
+		require.Equal(t, "127.0.0.1", s.header.Get("X-Forwarded-For"))
+		require.Equal(t, "http", s.header.Get("X-Forwarded-Proto"))
+		require.Equal(t, strings.TrimPrefix(p.a.url, "http://"), s.header.Get("X-Forwarded-Host"))
+		for name := range s.header {
+			require.False(t, strings.HasPrefix(name, "Qas-"), "the app sees no pooling field: %s", name)
+		}
+	}
+	for i := range 3 {
+		require.Equal(t, []string{"B"}, p.apps.byID()[fmt.Sprint("h2-", i)], "exactly one app, exactly once")
+	}
+	require.Equal(t, uint64(3), snapshot(t, p.a).Pool.OverflowAccepted)
+	require.Equal(t, uint64(3), snapshot(t, p.b).Pool.Pulled)
+}
