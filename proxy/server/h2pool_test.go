@@ -48,13 +48,14 @@ func dialH2(t *testing.T, addr string) *h2Conn {
 // h2Field is a field as sent on the wire: any name, any value.
 type h2Field struct{ name, value string }
 
-// get is the pseudo-fields of a request to path with method and authority.
-func pseudo(method, path, authority string) []h2Field {
+// pseudo is the pseudo-fields of a request to path with method and authority (none
+// if empty), then extra.
+func pseudo(method, path, authority string, extra ...h2Field) []h2Field {
 	f := []h2Field{{":method", method}, {":scheme", "http"}, {":path", path}}
 	if authority != "" {
 		f = append(f, h2Field{":authority", authority})
 	}
-	return f
+	return append(f, extra...)
 }
 
 // request sends HEADERS with fields (END_STREAM if there are no data frames), then
@@ -110,6 +111,9 @@ func (c *h2Conn) answer(id uint32) h2Answer {
 			h := http.Header{}
 			for _, hf := range f.RegularFields() {
 				h.Add(hf.Name, hf.Value)
+			}
+			if status := f.PseudoValue("status"); strings.HasPrefix(status, "1") {
+				continue // informational
 			}
 			if a.header == nil {
 				a.status, a.header = f.PseudoValue("status"), h
@@ -322,4 +326,117 @@ func TestH2CClientOverflows(t *testing.T) {
 	}
 	require.Equal(t, uint64(3), snapshot(t, p.a).Pool.OverflowAccepted)
 	require.Equal(t, uint64(3), snapshot(t, p.b).Pool.Pulled)
+}
+
+// TestH2HostileFieldsPooled sends raw HTTP/2 frames with hostile fields to a pooled
+// sidecar whose only slot is busy, and asserts what the client gets and what each
+// app receives. Bad bytes in names and values, connection-specific fields and a bad
+// :authority are refused by net/http's HTTP/2 server before the proxy sees them
+// (no app gets anything); a method or target no HTTP/1.1 request line can carry is
+// refused by the proxy (400) on every path; a content-length the DATA frames
+// contradict never reaches an app, locally or moved; a Qas- field is stripped and the
+// request moves; what may not move is served by A's own app once its slot frees.
+func TestH2HostileFieldsPooled(t *testing.T) {
+	get := func(extra ...h2Field) []h2Field { return append(pseudo("GET", "/h", "shop.example"), extra...) }
+	post := func(extra ...h2Field) []h2Field { return append(pseudo("POST", "/p", "shop.example"), extra...) }
+	const refusedByServer = http2.ErrCodeProtocol
+	for _, tt := range []struct {
+		name   string
+		fields []h2Field
+		data   []string
+		// The client's answer: status, or a reset with code.
+		status string
+		reset  bool
+		code   http2.ErrCode
+		// Which app gets it ("" none) and what it must hold.
+		app      string
+		accepted uint64 // A's overflows the front accepted
+		check    func(t *testing.T, r appRequest)
+	}{
+		{name: "CR in a value", fields: get(h2Field{"x-a", "a\rb"}), reset: true, code: refusedByServer},
+		{name: "LF in a value", fields: get(h2Field{"x-a", "a\nb"}), reset: true, code: refusedByServer},
+		{name: "CRLF and a field in a value", fields: get(h2Field{"x-a", "a\r\nX-Injected: 1"}), reset: true, code: refusedByServer},
+		{name: "NUL in a value", fields: get(h2Field{"x-a", "a\x00b"}), reset: true, code: refusedByServer},
+		{name: "CR in the authority", fields: pseudo("GET", "/h", "shop\r\nX-Injected: 1"), reset: true, code: refusedByServer},
+		{name: "LF in the path", fields: pseudo("GET", "/h\nX-Injected: 1", "shop"), reset: true, code: refusedByServer},
+		{name: "uppercase name", fields: get(h2Field{"X-Upper", "1"}), reset: true, code: refusedByServer},
+		{name: "space in a name", fields: get(h2Field{"x a", "1"}), reset: true, code: refusedByServer},
+		{name: "colon in a name", fields: get(h2Field{"x:a", "1"}), reset: true, code: refusedByServer},
+		{name: "empty name", fields: get(h2Field{"", "1"}), reset: true, code: refusedByServer},
+		{name: "unknown pseudo-field", fields: get(h2Field{":evil", "1"}), reset: true, code: refusedByServer},
+		{name: "pseudo-field after a regular one", fields: append(get(h2Field{"x-a", "1"}), h2Field{":authority", "other"}), reset: true, code: refusedByServer},
+		{name: "extended CONNECT", fields: append(pseudo("CONNECT", "/ws", "shop.example"), h2Field{":protocol", "websocket"}), reset: true, code: refusedByServer},
+		{name: "connection", fields: get(h2Field{"connection", "close"}), status: "400"},
+		{name: "transfer-encoding", fields: post(h2Field{"transfer-encoding", "chunked"}), data: []string{"5\r\nhello\r\n0\r\n\r\n"}, status: "400"},
+		{name: "upgrade", fields: get(h2Field{"upgrade", "websocket"}), status: "400"},
+		{name: "keep-alive", fields: get(h2Field{"keep-alive", "5"}), status: "400"},
+		{name: "proxy-connection", fields: get(h2Field{"proxy-connection", "keep-alive"}), status: "400"},
+		{name: "te other than trailers", fields: get(h2Field{"te", "gzip"}), status: "400"},
+		{name: "space in the authority", fields: pseudo("GET", "/h", "shop example"), reset: true, code: refusedByServer},
+		{name: "userinfo in the authority", fields: pseudo("GET", "/h", "user@shop"), reset: true, code: refusedByServer},
+		{name: "slash in the authority", fields: pseudo("GET", "/h", "shop/evil"), reset: true, code: refusedByServer},
+		{name: "host other than the authority", fields: get(h2Field{"host", "evil.example"}), reset: true, code: refusedByServer},
+		{name: "two hosts", fields: pseudo("GET", "/h", "", h2Field{"host", "a"}, h2Field{"host", "b"}), reset: true, code: refusedByServer},
+		{name: "space in the method", fields: pseudo("GET /smuggled", "/h", "shop"), status: "400"},
+		{name: "space in the query", fields: pseudo("GET", "/h?a HTTP/1.1\tb", "shop"), reset: true, code: refusedByServer},
+		{name: "space in the query, no tab", fields: pseudo("GET", "/h?a b", "shop"), status: "400"},
+		{name: "byte above 0x7e in the query", fields: pseudo("GET", "/h?a=\xff", "shop"), status: "400"},
+		{name: "path not starting with a slash", fields: pseudo("GET", "h", "shop"), reset: true, code: refusedByServer},
+		{name: "Qas fields", fields: get(h2Field{"qas-hop", "1"}, h2Field{"qas-workload", workload}, h2Field{"qas-id", strings.Repeat("a", 32)}, h2Field{"x-keep", "1"}),
+			status: "200", app: "B", accepted: 1, check: func(t *testing.T, r appRequest) {
+				require.NotContains(t, strings.ToLower(r.raw), "qas-")
+				require.Equal(t, "1", r.header.Get("X-Keep"))
+			}},
+		{name: "content-length above the data", fields: post(h2Field{"content-length", "10"}), data: []string{"hello"}, status: "400", accepted: 1},
+		{name: "content-length below the data", fields: post(h2Field{"content-length", "3"}), data: []string{"hello"}, reset: true, code: refusedByServer},
+		{name: "content-length not a number", fields: post(h2Field{"content-length", "abc"}), data: []string{"x"}, reset: true, code: refusedByServer},
+		{name: "content-length on an ended request", fields: post(h2Field{"content-length", "5"}), status: "200", app: "A",
+			check: func(t *testing.T, r appRequest) {
+				require.Equal(t, "POST", r.method)
+				require.Equal(t, "0", r.header.Get("Content-Length"))
+				require.Empty(t, r.body)
+			}},
+		{name: "two content-lengths", fields: post(h2Field{"content-length", "5"}, h2Field{"content-length", "5"}), data: []string{"hello"}, status: "200", app: "A",
+			check: func(t *testing.T, r appRequest) { require.Equal(t, "hello", r.body) }},
+		{name: "declared trailer", fields: post(h2Field{"content-length", "5"}, h2Field{"trailer", "x-sum"}), data: []string{"hello"}, status: "200", app: "A",
+			check: func(t *testing.T, r appRequest) { require.Equal(t, "hello", r.body) }},
+		{name: "CONNECT", fields: []h2Field{{":method", "CONNECT"}, {":authority", "shop.example:443"}}, status: "200", app: "A",
+			check: func(t *testing.T, r appRequest) { require.Equal(t, "CONNECT", r.method) }},
+		{name: "expect 100-continue", fields: post(h2Field{"content-length", "5"}, h2Field{"expect", "100-continue"}), data: []string{"hello"},
+			status: "200", app: "B", accepted: 1, check: func(t *testing.T, r appRequest) {
+				require.Equal(t, "hello", r.body)
+				require.Empty(t, r.header.Values("Expect"), "net/http's HTTP/2 server answers the expectation itself")
+			}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPooledRaw(t, nil)
+			release := p.holdA(t, tt.app == "A")
+			c := dialH2(t, p.a.srv.Addr())
+			got := c.answer(c.request(tt.fields, tt.data...))
+			if tt.reset {
+				require.True(t, got.reset, "the stream is reset, got %+v", got)
+				require.Equal(t, tt.code, got.code)
+			} else {
+				require.False(t, got.reset, "got %+v", got)
+				require.Equal(t, tt.status, got.status, "body %q", got.body)
+			}
+			release()
+			sa := snapshot(t, p.a).Pool
+			require.Equal(t, tt.accepted, sa.OverflowAccepted)
+			reqsA, reqsB := p.appA.settled(t, p.a), p.appB.settled(t, p.b)
+			switch tt.app {
+			case "":
+				require.Empty(t, reqsA, "A's app gets nothing")
+				require.Empty(t, reqsB, "B's app gets nothing")
+			case "A":
+				require.Len(t, reqsA, 1)
+				require.Empty(t, reqsB, "B's app gets nothing")
+				tt.check(t, reqsA[0])
+			case "B":
+				require.Empty(t, reqsA, "A's app gets nothing")
+				require.Len(t, reqsB, 1)
+				tt.check(t, reqsB[0])
+			}
+		})
+	}
 }

@@ -68,17 +68,16 @@ const (
 	movesOnceRead
 )
 
-// mobility says whether r may be sent to another pod: HTTP/1.1 without
-// Transfer-Encoding, Upgrade or Connection: upgrade, or HTTP/2 with an :authority
-// and no declared trailers (net/http's HTTP/2 server has refused
-// connection-specific fields and a TE other than "trailers", a Host that differs
-// from :authority, and CR, LF and NUL in any field); either one not CONNECT, no
-// Expect, a body of at most the pool's bound. What overflowHead writes must parse
-// as this request and nothing else, so the method is a token, the target is in
-// origin form of visible ASCII (an HTTP/2 :path may hold a space, which would
-// split a request line), Host is valid, and every field name and value is valid:
-// checked here, whatever the server in front checked. Everything else is served
-// here.
+// mobility says whether r may be sent to another pod. HTTP/1.1 without
+// Transfer-Encoding, Upgrade or Connection: upgrade; or HTTP/2 with an :authority,
+// no declared trailers, and a content-length field, if any, equal to the length the
+// request has (net/http's HTTP/2 server has refused connection-specific fields, a
+// TE other than "trailers", a Host other than :authority, and CR, LF and NUL in
+// any field). Either one not CONNECT, without Expect, with a body within the pool's
+// bound. What overflowHead writes must parse as this request and nothing else, so
+// the method is a token, the target is in origin form of visible ASCII, Host is
+// valid, and every field name and value is valid: checked here, whatever the
+// server in front checked. Everything else is served here.
 func (p *Proxy) mobility(r *http.Request) mobility {
 	switch {
 	case r.ProtoMajor == 1 && r.ProtoMinor == 1:
@@ -91,6 +90,13 @@ func (p *Proxy) mobility(r *http.Request) mobility {
 		// Host, which another pod's app would not get; a request's trailers
 		// would not survive a Content-Length.
 		if r.Host == "" || r.Trailer != nil {
+			return stays
+		}
+		// net/http's HTTP/2 server takes a content-length it cannot parse for 0
+		// while DATA may follow (then resets the stream), and ignores one on a
+		// request that has ended: only a field that states the length it has is
+		// taken at its word.
+		if cl, ok := r.Header["Content-Length"]; ok && (len(cl) != 1 || cl[0] != strconv.FormatInt(r.ContentLength, 10)) {
 			return stays
 		}
 	default:

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/qas-dev/qas/proxy/limit"
 	"github.com/qas-dev/qas/proxy/measure"
@@ -213,6 +214,12 @@ func keepTrailers(res *http.Response) error {
 
 // ServeHTTP measures and forwards one request.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 2 && !wellFormedH2(r) {
+		// Refused before it counts as an arrival, as net/http refuses a malformed
+		// HTTP/1 request line.
+		http.Error(w, "qas-proxy: malformed request method or target", http.StatusBadRequest)
+		return
+	}
 	arrived := p.rec.Arrive()
 	if r.ProtoMajor == 1 {
 		// A proxy streams both ways. Without this, net/http's HTTP/1 server reads
@@ -366,6 +373,21 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		recorded = true
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// wellFormedH2 reports whether an HTTP/2 request's :method is a token and its :path
+// a request target of visible ASCII (origin form, or "*"; CONNECT has none).
+// net/http's HTTP/2 server lets through a space or a byte above 0x7e in the query
+// (it rejects only control characters), which no HTTP/1.1 request line can carry:
+// the app would get "GET /q?a b HTTP/1.1", which a lenient parser reads as another
+// target and version. RFC 9113 section 8.3.1 makes such a request malformed, and an
+// intermediary does not forward it (section 8.1.1).
+func wellFormedH2(r *http.Request) bool {
+	if !httpguts.ValidHeaderFieldName(r.Method) {
+		return false
+	}
+	target := r.URL.RequestURI()
+	return r.Method == http.MethodConnect || target == "*" || originForm(target)
 }
 
 // upstreamError answers when the application could not produce a response: 504 if it
