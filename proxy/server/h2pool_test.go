@@ -15,6 +15,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/qas-dev/qas/proxy/pool"
 )
@@ -437,6 +443,175 @@ func TestH2HostileFieldsPooled(t *testing.T) {
 				require.Len(t, reqsB, 1)
 				tt.check(t, reqsB[0])
 			}
+		})
+	}
+}
+
+// grpcNamedApp is a real gRPC server (h2c only) with the health service, which
+// reports service "qas" as serving; every unary call gets the header
+// x-served-by: name and the trailer x-app-trailer: unary, and a call for service
+// "fail" ends with FailedPrecondition and a message that needs gRPC's
+// percent-encoding.
+func grpcNamedApp(t *testing.T, name string, serving healthgrpc.HealthCheckResponse_ServingStatus) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		_ = grpc.SetHeader(ctx, metadata.Pairs("x-served-by", name))
+		_ = grpc.SetTrailer(ctx, metadata.Pairs("x-app-trailer", "unary"))
+		if r, ok := req.(*healthgrpc.HealthCheckRequest); ok && r.GetService() == "fail" {
+			return nil, status.Error(codes.FailedPrecondition, "déjà vu: 100% \r\n of it")
+		}
+		return h(ctx, req)
+	}))
+	hs := health.NewServer()
+	hs.SetServingStatus("qas", serving)
+	healthgrpc.RegisterHealthServer(srv, hs)
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(srv.Stop)
+	return l.Addr().String()
+}
+
+// grpcOverHTTP1 is an HTTP/1.1 app that answers the health service's Check in
+// gRPC's wire format (a Go HTTP/1.1 server, so its trailers come after a chunked
+// body): service "qas" gets status (1 serving, 2 not serving) and grpc-status 0
+// (announced in Trailer) and x-app-trailer (not announced); any other gets
+// NotFound in trailers none of which was announced.
+func grpcOverHTTP1(t *testing.T, name string, serving byte) string {
+	return app(t, func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		// A gRPC message: flag, length, then HealthCheckRequest{service} (field 1).
+		if err != nil || len(b) < 7 || b[5] != 0x0a || int(b[6]) != len(b)-7 {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Type", "application/grpc")
+		h.Set("Trailer", "Grpc-Status")
+		h.Set("X-Served-By", name)
+		if string(b[7:]) != "qas" {
+			// No trailer announced at all.
+			h.Del("Trailer")
+			w.WriteHeader(http.StatusOK)
+			// Flushed now: chunked, the only HTTP/1.1 framing with trailers.
+			_ = http.NewResponseController(w).Flush()
+			h.Set(http.TrailerPrefix+"Grpc-Status", "5")
+			h.Set(http.TrailerPrefix+"Grpc-Message", "unknown service")
+			h.Set(http.TrailerPrefix+"X-App-Trailer", "h1")
+			return
+		}
+		_, _ = w.Write([]byte{0, 0, 0, 0, 2, 0x08, serving})
+		h.Set("Grpc-Status", "0")
+		h.Set(http.TrailerPrefix+"X-App-Trailer", "h1")
+	})
+}
+
+// grpcCall is what a client saw of one unary Check.
+type grpcCall struct {
+	status           healthgrpc.HealthCheckResponse_ServingStatus
+	code             codes.Code
+	message          string
+	header, trailer  metadata.MD
+	servedBy, marker string
+}
+
+func checkCall(t *testing.T, client healthgrpc.HealthClient, service string) grpcCall {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	var c grpcCall
+	resp, err := client.Check(ctx, &healthgrpc.HealthCheckRequest{Service: service}, grpc.Header(&c.header), grpc.Trailer(&c.trailer))
+	c.status, c.code, c.message = resp.GetStatus(), status.Code(err), status.Convert(err).Message()
+	if v := c.header.Get("x-served-by"); len(v) == 1 {
+		c.servedBy = v[0]
+	}
+	// What both pods answer alike: the served-by header aside.
+	c.header = c.header.Copy()
+	delete(c.header, "x-served-by")
+	delete(c.header, "date")
+	return c
+}
+
+// TestGRPCUnaryOverflows: gRPC unary calls (no content-length, as gRPC sends them)
+// to a pooled pair whose A has its only slot busy are read ahead, overflow, and are
+// answered by B's app with the status code, the message and the trailers a local
+// call gets; A's app sees none of them. With h2c-only gRPC servers as the apps, and
+// with HTTP/1.1 apps that speak gRPC's wire format (their trailers come chunked,
+// announced or not).
+func TestGRPCUnaryOverflows(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		protocol UpstreamProtocol
+		newApp   func(t *testing.T, name string, serving bool) string
+	}{
+		{"h2c gRPC apps", UpstreamH2C, func(t *testing.T, name string, serving bool) string {
+			s := healthgrpc.HealthCheckResponse_NOT_SERVING
+			if serving {
+				s = healthgrpc.HealthCheckResponse_SERVING
+			}
+			return grpcNamedApp(t, name, s)
+		}},
+		{"HTTP/1.1 apps", UpstreamHTTP1, func(t *testing.T, name string, serving bool) string {
+			if serving {
+				return grpcOverHTTP1(t, name, 1)
+			}
+			return grpcOverHTTP1(t, name, 2)
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			secret := secretFile(t)
+			front := startFront(t, secret, 5*time.Second)
+			sidecar := func(app string) *running {
+				// A generous decision deadline: the read-ahead waits no longer than
+				// it for the call's DATA frame, which a loaded host may delay.
+				return start(t, app, Config{ConcurrencyLimit: 1, QueueLimit: 100, UpstreamProtocol: tt.protocol,
+					Pool: &PoolConfig{Workload: workload, Keys: keyring(t, secret), Fronts: pool.Static{front.addr}, DecisionTimeout: 5 * time.Second}},
+					Options{FastPath: true})
+			}
+			// A's app says serving, B's not serving: the answer says who served.
+			a, b := sidecar(tt.newApp(t, "A", true)), sidecar(tt.newApp(t, "B", false))
+			waitFor(t, "both sidecars pull", func() bool { return frontStats(t, front).WaitingPulls == 2 })
+			client := grpcHealthClient(t, a.srv.Addr())
+
+			local := map[string]grpcCall{}
+			for _, svc := range []string{"qas", "missing", "fail"} {
+				if tt.protocol == UpstreamHTTP1 && svc == "fail" {
+					continue
+				}
+				local[svc] = checkCall(t, client, svc)
+				require.Equal(t, "A", local[svc].servedBy, "a free slot serves locally")
+			}
+			require.Equal(t, healthgrpc.HealthCheckResponse_SERVING, local["qas"].status)
+			require.Equal(t, codes.OK, local["qas"].code)
+			require.Equal(t, codes.NotFound, local["missing"].code)
+			require.Equal(t, "unknown service", local["missing"].message)
+			require.Zero(t, snapshot(t, a).Pool.OverflowAccepted)
+
+			require.True(t, a.srv.lim.TryAdmit(), "A's only slot is held")
+			for svc, want := range local {
+				got := checkCall(t, client, svc)
+				require.Equal(t, "B", got.servedBy, "%s: served by the pod that pulled it", svc)
+				if svc == "qas" {
+					require.Equal(t, healthgrpc.HealthCheckResponse_NOT_SERVING, got.status, "B's app answered")
+					got.status = want.status
+				}
+				got.servedBy = want.servedBy
+				require.Equal(t, want, got, "%s: code, message, header and trailers as locally", svc)
+			}
+			a.srv.lim.Release()
+			if tt.protocol == UpstreamH2C {
+				require.Equal(t, "déjà vu: 100% \r\n of it", local["fail"].message)
+				require.Equal(t, codes.FailedPrecondition, local["fail"].code)
+				require.Equal(t, []string{"unary"}, local["qas"].trailer.Get("x-app-trailer"))
+			} else {
+				require.Equal(t, []string{"h1"}, local["qas"].trailer.Get("x-app-trailer"))
+				require.Equal(t, []string{"h1"}, local["missing"].trailer.Get("x-app-trailer"))
+			}
+			sa, sb := snapshot(t, a), snapshot(t, b)
+			require.Equal(t, uint64(len(local)), sa.Pool.OverflowAccepted)
+			require.Equal(t, uint64(len(local)), sb.Pool.Pulled)
+			require.Equal(t, uint64(2*len(local)), sa.Arrivals)
+			require.Equal(t, uint64(len(local)), sb.Arrivals, "B counts what it pulled")
+			require.Equal(t, uint64(2*len(local)), sa.Codes[1], "gRPC answers 200; A counts its clients' answers")
 		})
 	}
 }
