@@ -82,6 +82,29 @@ func (c *h2Conn) request(fields []h2Field, data ...string) uint32 {
 	return id
 }
 
+// data sends one DATA frame on stream id.
+func (c *h2Conn) data(id uint32, d string, end bool) {
+	c.t.Helper()
+	require.NoError(c.t, c.fr.WriteData(id, end, []byte(d)))
+}
+
+// open sends HEADERS with fields and then data as DATA frames, leaving the stream
+// open (no END_STREAM); it returns the stream.
+func (c *h2Conn) open(fields []h2Field, data ...string) uint32 {
+	c.t.Helper()
+	id := c.next
+	c.next += 2
+	c.hb.Reset()
+	for _, f := range fields {
+		require.NoError(c.t, c.enc.WriteField(hpack.HeaderField{Name: f.name, Value: f.value}))
+	}
+	require.NoError(c.t, c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hb.Bytes(), EndHeaders: true}))
+	for _, d := range data {
+		c.data(id, d, false)
+	}
+	return id
+}
+
 // h2Answer is what a client got on one stream.
 type h2Answer struct {
 	status  string
@@ -96,7 +119,17 @@ type h2Answer struct {
 func (c *h2Conn) answer(id uint32) h2Answer {
 	c.t.Helper()
 	var a h2Answer
+	return c.answerUntil(id, &a, func() bool { return false })
+}
+
+// answerUntil reads frames of stream id into a until the stream ends or enough
+// says so after a frame of it.
+func (c *h2Conn) answerUntil(id uint32, a *h2Answer, enough func() bool) h2Answer {
+	c.t.Helper()
 	for {
+		if a.header != nil && enough() {
+			return *a
+		}
 		f, err := c.fr.ReadFrame()
 		require.NoError(c.t, err, "stream %d", id)
 		switch f := f.(type) {
@@ -127,7 +160,7 @@ func (c *h2Conn) answer(id uint32) h2Answer {
 				a.trailer = h
 			}
 			if f.StreamEnded() {
-				return a
+				return *a
 			}
 		case *http2.DataFrame:
 			if f.StreamID != id {
@@ -138,12 +171,12 @@ func (c *h2Conn) answer(id uint32) h2Answer {
 				require.NoError(c.t, c.fr.WriteWindowUpdate(0, uint32(len(f.Data()))))
 			}
 			if f.StreamEnded() {
-				return a
+				return *a
 			}
 		case *http2.RSTStreamFrame:
 			if f.StreamID == id {
 				a.reset, a.code = true, f.ErrCode
-				return a
+				return *a
 			}
 		}
 	}
@@ -159,29 +192,43 @@ type pooledRaw struct {
 
 func newPooledRaw(t *testing.T, cfg func(*PoolConfig)) *pooledRaw {
 	t.Helper()
+	p := &pooledRaw{appA: newRecordingApp(t), appB: newRecordingApp(t)}
+	p.front, p.a, p.b = startPooledPair(t, p.appA.addr, p.appB.addr, cfg)
+	return p
+}
+
+// startPooledPair runs a front and two pooled sidecars with one slot each in front
+// of appA and appB, and waits until both pull.
+func startPooledPair(t *testing.T, appA, appB string, cfg func(*PoolConfig)) (front *runningFront, a, b *running) {
+	t.Helper()
 	secret := secretFile(t)
-	p := &pooledRaw{appA: newRecordingApp(t), appB: newRecordingApp(t), front: startFront(t, secret, 5*time.Second)}
+	front = startFront(t, secret, 5*time.Second)
 	sidecar := func(app string) *running {
-		pc := &PoolConfig{Workload: workload, Keys: keyring(t, secret), Fronts: pool.Static{p.front.addr}}
+		pc := &PoolConfig{Workload: workload, Keys: keyring(t, secret), Fronts: pool.Static{front.addr}}
 		if cfg != nil {
 			cfg(pc)
 		}
 		return start(t, app, Config{ConcurrencyLimit: 1, QueueLimit: 100, Pool: pc}, Options{})
 	}
-	p.a, p.b = sidecar(p.appA.addr), sidecar(p.appB.addr)
-	waitFor(t, "both sidecars pull", func() bool { return frontStats(t, p.front).WaitingPulls == 2 })
-	return p
+	a, b = sidecar(appA), sidecar(appB)
+	waitFor(t, "both sidecars pull", func() bool { return frontStats(t, front).WaitingPulls == 2 })
+	return front, a, b
 }
 
-// holdA takes A's only slot; the returned func gives it back (once). With
-// releaseWhenQueued, a goroutine gives it back as soon as a request waits at A (one
-// that may not move).
+// holdA takes A's only slot (holdSlot).
 func (p *pooledRaw) holdA(t *testing.T, releaseWhenQueued bool) func() {
+	return holdSlot(t, p.a, releaseWhenQueued)
+}
+
+// holdSlot takes the only slot of a; the returned func gives it back (once). With
+// releaseWhenQueued, a goroutine gives it back as soon as a request waits at a (one
+// that may not move).
+func holdSlot(t *testing.T, a *running, releaseWhenQueued bool) func() {
 	t.Helper()
-	require.True(t, p.a.srv.lim.TryAdmit(), "A's only slot is held")
+	require.True(t, a.srv.lim.TryAdmit(), "the only slot is held")
 	released := make(chan struct{})
 	var once sync.Once
-	release := func() { once.Do(func() { p.a.srv.lim.Release(); close(released) }) }
+	release := func() { once.Do(func() { a.srv.lim.Release(); close(released) }) }
 	t.Cleanup(release)
 	if releaseWhenQueued {
 		go func() {
@@ -191,7 +238,7 @@ func (p *pooledRaw) holdA(t *testing.T, releaseWhenQueued bool) func() {
 					return
 				case <-time.After(2 * time.Millisecond):
 				}
-				if p.a.srv.Recorder.Snapshot().Waiting > 0 {
+				if a.srv.Recorder.Snapshot().Waiting > 0 {
 					release()
 					return
 				}
@@ -614,4 +661,109 @@ func TestGRPCUnaryOverflows(t *testing.T) {
 			require.Equal(t, uint64(2*len(local)), sa.Codes[1], "gRPC answers 200; A counts its clients' answers")
 		})
 	}
+}
+
+// TestH2StreamingBodyStaysLocal: an HTTP/2 request of unknown length whose client
+// sends part of its body and waits for an answer before sending the rest (a
+// streaming call) is read ahead only until the decision deadline, then served by
+// A's own app with the bytes read first and then the rest: the app answers the
+// first part before the body ends, the client then sends the rest, and nothing
+// moves or is lost.
+func TestH2StreamingBodyStaysLocal(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]string{}
+	echo := func(name string) string {
+		return app(t, func(w http.ResponseWriter, r *http.Request) {
+			rc := http.NewResponseController(w)
+			_ = rc.EnableFullDuplex()
+			first := make([]byte, 5)
+			if _, err := io.ReadFull(r.Body, first); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			w.Header().Set("X-Served-By", name)
+			_, _ = w.Write([]byte("echo:" + string(first)))
+			_ = rc.Flush()
+			rest, err := io.ReadAll(r.Body)
+			mu.Lock()
+			got[name] += string(first) + string(rest)
+			mu.Unlock()
+			_, _ = fmt.Fprintf(w, "|rest:%s|%v", rest, err)
+		})
+	}
+	_, a, _ := startPooledPair(t, echo("A"), echo("B"), nil)
+	holdSlot(t, a, true)
+	c := dialH2(t, a.srv.Addr())
+	id := c.open(pseudo("POST", "/stream", "shop.example", h2Field{"te", "trailers"}), "part1")
+	var ans h2Answer
+	c.answerUntil(id, &ans, func() bool { return strings.HasPrefix(ans.body, "echo:part1") })
+	require.Equal(t, "200", ans.status)
+	require.Equal(t, "A", ans.header.Get("X-Served-By"), "served here")
+	c.data(id, "part2", false)
+	c.data(id, "part3", true)
+	ans = c.answerUntil(id, &ans, func() bool { return false })
+	require.Equal(t, "echo:part1|rest:part2part3|<nil>", ans.body)
+	require.Equal(t, map[string]string{"A": "part1part2part3"}, got, "every byte, in order, once, to A's app only")
+	sp := snapshot(t, a).Pool
+	require.Zero(t, sp.OverflowAccepted+sp.OverflowRefused+sp.OverflowTimeout+sp.OverflowError, "never offered")
+}
+
+// TestH2RequestsThatStayLocal: HTTP/2 requests that may not move are served by A's
+// own app once its slot frees, their bytes exact: a body of unknown length beyond
+// --pool-max-body, one the keep budget has no room for, a content-length beyond the
+// bound; and one read ahead whole when the front is down falls back to the local
+// queue once, its body chunked to the app as without pooling.
+func TestH2RequestsThatStayLocal(t *testing.T) {
+	big := strings.Repeat("0123456789abcdef", 256) // 4 KiB
+	for _, tt := range []struct {
+		name   string
+		cfg    func(*PoolConfig)
+		fields []h2Field
+		data   []string
+		framed string // how A's app gets the body framed
+	}{
+		{name: "unknown length beyond the bound", cfg: func(c *PoolConfig) { c.MaxBody = 1024 },
+			fields: pseudo("POST", "/big", "shop.example"), data: []string{big[:1000], big[1000:]}, framed: "Transfer-Encoding: chunked"},
+		{name: "no room in the keep budget", cfg: func(c *PoolConfig) { c.KeepMaxBody, c.KeepBudget = 512, 1024 },
+			fields: pseudo("POST", "/budget", "shop.example"), data: []string{big}, framed: "Transfer-Encoding: chunked"},
+		{name: "content-length beyond the bound", cfg: func(c *PoolConfig) { c.MaxBody = 1024 },
+			fields: pseudo("POST", "/cl", "shop.example", h2Field{"content-length", fmt.Sprint(len(big))}), data: []string{big}, framed: "Content-Length: 4096"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPooledRaw(t, tt.cfg)
+			p.holdA(t, true)
+			c := dialH2(t, p.a.srv.Addr())
+			ans := c.answer(c.request(tt.fields, tt.data...))
+			require.Equal(t, "200", ans.status)
+			sp := snapshot(t, p.a).Pool
+			require.Zero(t, sp.OverflowAccepted+sp.OverflowRefused+sp.OverflowTimeout+sp.OverflowError, "never offered")
+			reqsA, reqsB := p.appA.settled(t, p.a), p.appB.settled(t, p.b)
+			require.Empty(t, reqsB)
+			require.Len(t, reqsA, 1)
+			require.Equal(t, big, reqsA[0].body)
+			require.Contains(t, reqsA[0].raw, "\r\n"+tt.framed+"\r\n")
+		})
+	}
+	t.Run("front down", func(t *testing.T) {
+		closed, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		closedAddr := closed.Addr().String()
+		closed.Close()
+		appA := newRecordingApp(t)
+		a := start(t, appA.addr, Config{ConcurrencyLimit: 1, QueueLimit: 100,
+			Pool: &PoolConfig{Workload: workload, Keys: keyring(t, secretFile(t)), Fronts: pool.Static{closedAddr}}}, Options{})
+		holdSlot(t, a, true)
+		c := dialH2(t, a.srv.Addr())
+		ans := c.answer(c.request(pseudo("POST", "/down", "shop.example", h2Field{"x-id", "down"}), "hello ", "world"))
+		require.Equal(t, "200", ans.status)
+		sp := snapshot(t, a).Pool
+		require.Zero(t, sp.OverflowAccepted)
+		// The pull loop may find the replica down first (then the overflow does not
+		// try it), or the overflow does.
+		require.LessOrEqual(t, sp.OverflowError, uint64(1))
+		reqs := appA.settled(t, a)
+		require.Len(t, reqs, 1, "served here exactly once")
+		require.Equal(t, "hello world", reqs[0].body)
+		require.Contains(t, reqs[0].raw, "\r\nTransfer-Encoding: chunked\r\n", "as without pooling")
+	})
 }

@@ -8,16 +8,15 @@ import (
 	"time"
 )
 
-// readAheadChunk is the most the read-ahead asks of a client's body at once, and
-// so the most it reserves of the keep budget ahead of the bytes.
+// readAheadChunk is the most the read-ahead asks of a client's body at once.
 const readAheadChunk = 16 << 10
 
 // readAhead reads the body of r, an HTTP/2 request of unknown length (a gRPC call
 // announces none) that would wait for a slot anyway, into memory so that it may
 // move with a Content-Length. It reads until the body ends, more than the pool's
 // bound has come, the keep budget (PoolConfig.KeepBudget, shared with the kept
-// bodies) has no room for the next read, the client leaves, or the decision
-// deadline passes, whichever comes first; a client that has sent its whole body
+// bodies) has no room for what came, the client leaves, or the decision deadline
+// passes, whichever comes first; a client that has sent its whole body
 // with the request (a unary call) costs no wait.
 //
 // whole: the body ended within the bound; r.Body is now an *aheadBody holding it,
@@ -42,7 +41,7 @@ func (p *Proxy) readAhead(r *http.Request) (whole bool, release func()) {
 	select {
 	case <-a.done:
 		// The reader has returned: buf and err are final.
-		if a.err == io.EOF && int64(len(a.buf)) <= a.limit {
+		if a.err == io.EOF && int64(len(a.buf)) <= a.limit && !a.over {
 			r.Body = &aheadBody{Reader: bytes.NewReader(a.buf), data: a.buf, src: a.src}
 			r.ContentLength = int64(len(a.buf))
 			return true, release
@@ -54,7 +53,10 @@ func (p *Proxy) readAhead(r *http.Request) (whole bool, release func()) {
 }
 
 // aheadReader reads a client's body ahead (Proxy.readAhead) on its own goroutine,
-// reserving each read's room in the keep budget first.
+// reserving what each read brought in the keep budget. The bytes of the read that
+// finds the budget full are kept all the same (the local path needs them: at most
+// one chunk beyond the budget per request, less than what net/http's HTTP/2 server
+// buffers for a stream), and the request does not move.
 type aheadReader struct {
 	src   io.ReadCloser
 	limit int64
@@ -66,6 +68,7 @@ type aheadReader struct {
 	err      error // the body's error once seen: io.EOF at its end
 	stop     bool  // run returns after the read in progress
 	held     int64 // bytes reserved in the budget
+	over     bool  // the budget had no room for bytes read
 	released bool
 	off      int // bytes of buf given to resumedBody
 }
@@ -76,22 +79,27 @@ func (a *aheadReader) run() {
 	for {
 		a.mu.Lock()
 		room := min(int64(readAheadChunk), a.limit+1-int64(len(a.buf)))
-		if a.stop || a.released || room <= 0 || !a.p.reserveBytes(room) {
+		if a.stop || a.released || room <= 0 {
 			a.mu.Unlock()
 			return
 		}
-		a.held += room
 		a.mu.Unlock()
 		n, err := a.src.Read(chunk[:room])
 		a.mu.Lock()
 		a.buf = append(a.buf, chunk[:n]...)
-		if !a.released {
-			a.held -= room - int64(n)
-			a.p.keptBytes.Add(-(room - int64(n)))
+		switch {
+		case n == 0:
+		case a.released || !a.p.reserveBytes(int64(n)):
+			// Kept for the local path, which needs them, but the request does
+			// not move: the budget has no room for its body.
+			a.over = true
+		default:
+			a.held += int64(n)
 		}
 		a.err = err
+		over := a.over
 		a.mu.Unlock()
-		if err != nil {
+		if err != nil || over {
 			return
 		}
 	}
