@@ -767,3 +767,138 @@ func TestH2RequestsThatStayLocal(t *testing.T) {
 		require.Contains(t, reqs[0].raw, "\r\nTransfer-Encoding: chunked\r\n", "as without pooling")
 	})
 }
+
+// responseApp answers as an app may: a short body, trailers announced and not, a
+// stream flushed in parts, 204, 304, HEAD, a body beyond carriedWhole, an
+// explicit Content-Length; X-Served-By names the app.
+func responseApp(name string) http.HandlerFunc {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/short", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "hello") })
+	mux.HandleFunc("/trailers", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Sum")
+		_, _ = io.WriteString(w, "ab")
+		w.Header().Set("X-Sum", "ab")
+		w.Header().Set(http.TrailerPrefix+"X-Status", "0")
+	})
+	mux.HandleFunc("/unannounced", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "cd")
+		_ = http.NewResponseController(w).Flush() // chunked over HTTP/1.1, the only framing with trailers
+		w.Header().Set(http.TrailerPrefix+"Grpc-Status", "7")
+		w.Header().Set(http.TrailerPrefix+"Grpc-Message", "denied")
+	})
+	mux.HandleFunc("/stream", func(w http.ResponseWriter, r *http.Request) {
+		for i := range 3 {
+			_, _ = fmt.Fprintf(w, "part%d;", i)
+			_ = http.NewResponseController(w).Flush()
+		}
+	})
+	mux.HandleFunc("/none", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("/cached", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"v1"`)
+		w.WriteHeader(http.StatusNotModified)
+	})
+	mux.HandleFunc("/sized", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "2000")
+		_, _ = io.WriteString(w, strings.Repeat("s", 2000))
+	})
+	mux.HandleFunc("/large", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", fmt.Sprint(carriedWhole+1))
+		_, _ = io.WriteString(w, strings.Repeat("l", carriedWhole+1))
+	})
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Served-By", name)
+		w.Header().Set("X-Multi", "1")
+		w.Header().Add("X-Multi", "2")
+		mux.ServeHTTP(w, r)
+	}
+}
+
+// seenResponse is what a client saw of a response, but the Date and who served.
+type seenResponse struct {
+	status           int
+	proto            string
+	header, trailer  http.Header
+	body             string
+	length           int64
+	transferEncoding []string
+}
+
+func clientSaw(t *testing.T, c *http.Client, method, url string) (seenResponse, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, url, nil)
+	require.NoError(t, err)
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	by := resp.Header.Get("X-Served-By")
+	h := resp.Header.Clone()
+	h.Del("Date")
+	h.Del("X-Served-By")
+	return seenResponse{status: resp.StatusCode, proto: resp.Proto, header: h, trailer: resp.Trailer, body: string(b),
+		length: resp.ContentLength, transferEncoding: resp.TransferEncoding}, by
+}
+
+// TestPulledResponsesAsLocal: a response from the pulling pod's app reaches the
+// sender's client as the local path gives it (status, fields, body, its framing,
+// trailers announced or not), for HTTP/1.1 and h2c apps and HTTP/1.1 and h2c
+// clients alike. The one difference: an h2c app's content-length is not carried
+// when its body is followed by trailers (to an h2c client; an HTTP/1.1 client gets
+// such a body chunked locally too) or is longer than carriedWhole.
+func TestPulledResponsesAsLocal(t *testing.T) {
+	for _, up := range []struct {
+		name     string
+		protocol UpstreamProtocol
+		newApp   func(*testing.T, http.HandlerFunc) string
+	}{{"HTTP/1.1 app", UpstreamHTTP1, app}, {"h2c app", UpstreamH2C, h2cApp}} {
+		t.Run(up.name, func(t *testing.T) {
+			secret := secretFile(t)
+			front := startFront(t, secret, 5*time.Second)
+			sidecar := func(name string) *running {
+				return start(t, up.newApp(t, responseApp(name)), Config{ConcurrencyLimit: 1, QueueLimit: 100, UpstreamProtocol: up.protocol,
+					Pool: &PoolConfig{Workload: workload, Keys: keyring(t, secret), Fronts: pool.Static{front.addr}}}, Options{})
+			}
+			a, _ := sidecar("A"), sidecar("B")
+			waitFor(t, "both sidecars pull", func() bool { return frontStats(t, front).WaitingPulls == 2 })
+			moved := uint64(0)
+			for _, client := range []struct {
+				name string
+				c    *http.Client
+			}{{"HTTP/1.1 client", &http.Client{Transport: &http.Transport{DisableCompression: true}}}, {"h2c client", h2cClient()}} {
+				for _, rq := range []struct{ method, path string }{
+					{"GET", "/short"}, {"GET", "/trailers"}, {"GET", "/unannounced"}, {"GET", "/stream"}, {"GET", "/none"},
+					{"GET", "/cached"}, {"HEAD", "/short"}, {"HEAD", "/sized"}, {"GET", "/sized"}, {"GET", "/large"},
+				} {
+					name := client.name + " " + rq.method + " " + rq.path
+					local, by := clientSaw(t, client.c, rq.method, a.url+rq.path)
+					require.Equal(t, "A", by, name)
+					release := holdSlot(t, a, false)
+					got, by := clientSaw(t, client.c, rq.method, a.url+rq.path)
+					release()
+					require.Equal(t, "B", by, "%s: served by the pod that pulled it", name)
+					moved++
+					if up.protocol == UpstreamH2C && (rq.path == "/large" || rq.path == "/trailers" && client.name == "h2c client") {
+						// The carried message is chunked (HTTP/1.1 has no other
+						// framing for trailers, and a long body is not read whole
+						// first): the app's content-length is not carried. An
+						// HTTP/2 client needs none; an HTTP/1.1 client gets the
+						// trailed body chunked locally too.
+						require.Equal(t, fmt.Sprint(len(local.body)), local.header.Get("Content-Length"), name)
+						require.Equal(t, int64(-1), got.length, "%s: no Content-Length", name)
+						local.header.Del("Content-Length")
+						local.length = -1
+						if client.name == "HTTP/1.1 client" {
+							require.Equal(t, []string{"chunked"}, got.transferEncoding, name)
+							local.transferEncoding = got.transferEncoding
+						}
+					}
+					require.True(t, local.body == got.body, "%s: the body (%d bytes, %d locally)", name, len(got.body), len(local.body))
+					local.body, got.body = "", ""
+					require.Equal(t, local, got, name)
+				}
+			}
+			require.Equal(t, moved, snapshot(t, a).Pool.OverflowAccepted)
+		})
+	}
+}

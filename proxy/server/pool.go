@@ -373,11 +373,14 @@ func (p *Proxy) overflow(w http.ResponseWriter, r *http.Request, arrived time.Ti
 // with, "HTTP/2.0", frames a body of unknown length by closing, and drops the
 // trailers the app did not announce (gRPC's status among them). Here the status,
 // the fields and the body are the app's, framed as HTTP/1.1: a body that an
-// HTTP/1.1 app framed by its length keeps its Content-Length, and every other body
-// is chunked (an HTTP/2 app may send trailers after any body), followed by every
-// trailer the app sent, announced (Trailer) or not. Each read of the app's body is
-// written at once, so streams stream.
+// HTTP/1.1 app framed by its length keeps its Content-Length, as does an HTTP/2
+// app's body of declared length up to carriedWhole bytes when no trailer follows
+// it; every other body is chunked (an HTTP/2 app may send trailers after any
+// body), followed by every trailer the app sent, announced (Trailer) or not. Each
+// read of the app's body is written at once, so streams stream.
 func writeCarried(out io.Writer, resp *http.Response, method string) error {
+	// The trailers announced before the body, not those that came after it.
+	announced := slices.Sorted(maps.Keys(resp.Trailer))
 	var head bytes.Buffer
 	text := strings.TrimPrefix(resp.Status, strconv.Itoa(resp.StatusCode)+" ")
 	if text == "" {
@@ -402,10 +405,28 @@ func writeCarried(out io.Writer, resp *http.Response, method string) error {
 		}
 	case resp.ProtoMajor == 1 && resp.ContentLength >= 0:
 		head.WriteString("Content-Length: " + strconv.FormatInt(resp.ContentLength, 10) + "\r\n")
+	case resp.ContentLength >= 0 && resp.ContentLength <= carriedWhole:
+		// An HTTP/2 app's short body of declared length (Go's server declares
+		// it for whatever a handler wrote in one go) may still be followed by
+		// trailers: it is read whole, then framed by its length if none was
+		// announced or came, as the local path relays it.
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if len(resp.Trailer) == 0 {
+			head.WriteString("Content-Length: " + strconv.Itoa(len(b)) + "\r\n\r\n")
+			_, err = out.Write(append(head.Bytes(), b...))
+			return err
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		chunked = true
 	default:
 		chunked = true
-		if len(resp.Trailer) > 0 {
-			head.WriteString("Trailer: " + strings.Join(slices.Sorted(maps.Keys(resp.Trailer)), ", ") + "\r\n")
+	}
+	if chunked {
+		if len(announced) > 0 {
+			head.WriteString("Trailer: " + strings.Join(announced, ", ") + "\r\n")
 		}
 		head.WriteString("Transfer-Encoding: chunked\r\n")
 	}
@@ -451,6 +472,10 @@ func writeCarried(out io.Writer, resp *http.Response, method string) error {
 	_, err := out.Write(tail.Bytes())
 	return err
 }
+
+// carriedWhole is the longest HTTP/2 app body of declared length that a puller
+// reads whole before framing it, to keep its Content-Length if no trailer follows.
+const carriedWhole = 64 << 10
 
 // servePulled serves a request pulled from a front in the slot the caller holds:
 // straight to the app (it is never overflowed again: hop limit 1), its response
