@@ -902,3 +902,96 @@ func TestPulledResponsesAsLocal(t *testing.T) {
 		})
 	}
 }
+
+// h2Async sends a raw HTTP/2 request on its own connection and delivers the answer.
+func h2Async(t *testing.T, addr string, fields []h2Field, data ...string) <-chan h2Answer {
+	c := dialH2(t, addr)
+	id := c.request(fields, data...)
+	ch := make(chan h2Answer, 1)
+	go func() {
+		// A failed require in a goroutine cannot stop the test: an empty answer
+		// fails it where it is received.
+		defer func() {
+			if v := recover(); v != nil {
+				ch <- h2Answer{}
+			}
+		}()
+		ch <- c.answer(id)
+	}()
+	return ch
+}
+
+// TestH2DrainPushesTheLocalQueue: HTTP/2 requests waiting in a draining pod's local
+// queue (not offered at admission: a request waited already) are pushed to the
+// front and served by the pod that stays: one of known length, and one of unknown
+// length, read ahead then, while it keeps its place.
+func TestH2DrainPushesTheLocalQueue(t *testing.T) {
+	p := newPair(t, false, 5*time.Second)
+	t.Cleanup(p.apps.unblock)
+	blocked, chunked, _ := queueBehindChunked(t, p.b, p.apps, "b")
+	known := h2Async(t, p.b.srv.Addr(), pseudo("POST", "/known", "shop.example", h2Field{"x-id", "known"}, h2Field{"content-length", "5"}), "known")
+	waitFor(t, "queued locally", func() bool { return snapshot(t, p.b).Waiting == 2 })
+	unknown := h2Async(t, p.b.srv.Addr(), pseudo("POST", "/unknown", "shop.example", h2Field{"x-id", "unknown"}), "unkn", "own")
+	waitFor(t, "queued locally", func() bool { return snapshot(t, p.b).Waiting == 3 })
+	require.Zero(t, frontStats(t, p.front).Accepted, "nothing was offered at admission")
+
+	p.b.cancel() // SIGTERM
+	for ch, want := range map[<-chan h2Answer]string{known: "A:/known:known", unknown: "A:/unknown:unknown"} {
+		a := <-ch
+		require.Equal(t, "200", a.status)
+		require.Equal(t, want, a.body, "served by the pod that stays")
+	}
+	p.apps.unblock()
+	require.Equal(t, "B", (<-blocked).by)
+	resp, _, err := (<-chunked).response("POST")
+	require.NoError(t, err)
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, map[string][]string{"held-b": {"B"}, "chunked-b": {"B"}, "known": {"A"}, "unknown": {"A"}}, p.apps.byID())
+	sb := p.b.srv.Recorder.Snapshot()
+	require.Equal(t, uint64(2), sb.Pool.DrainPushed)
+	require.Zero(t, sb.Pool.DrainKept)
+	require.Equal(t, uint64(2), sb.Pool.OverflowAccepted)
+	require.Zero(t, p.b.srv.proxy.keptBytes.Load(), "the read-ahead's budget is given back")
+}
+
+// TestH2ExpiredAtTheFrontIsServedHere: HTTP/2 requests the front gives back unseen
+// (no pod pulled them in time) are served by the sender's own app once: one of
+// known length (its body kept), and one of unknown length (read ahead), which the
+// app gets chunked, as without pooling.
+func TestH2ExpiredAtTheFrontIsServedHere(t *testing.T) {
+	path := secretFile(t)
+	front := startFront(t, path, 200*time.Millisecond)
+	appA := newRecordingApp(t)
+	a := start(t, appA.addr, Config{ConcurrencyLimit: 1, QueueLimit: 100,
+		Pool: &PoolConfig{Workload: workload, Keys: keyring(t, path), Fronts: pool.Static{front.addr}}}, Options{})
+	release := holdSlot(t, a, false)
+	// Nobody pulls (the only pod is busy): each overflows and expires.
+	known := h2Async(t, a.srv.Addr(), pseudo("POST", "/known", "shop.example", h2Field{"content-length", "5"}), "known")
+	unknown := h2Async(t, a.srv.Addr(), pseudo("POST", "/unknown", "shop.example"), "unkn", "own")
+	waitFor(t, "the front expired both", func() bool { return frontStats(t, front).Expired == 2 })
+	waitFor(t, "both wait in the local queue", func() bool { return snapshot(t, a).Waiting == 2 })
+	release()
+	for ch, want := range map[<-chan h2Answer]string{known: "seen POST /known", unknown: "seen POST /unknown"} {
+		ans := <-ch
+		require.Equal(t, "200", ans.status)
+		require.Equal(t, want, ans.body)
+	}
+	sp := snapshot(t, a).Pool
+	require.Equal(t, uint64(2), sp.OverflowAccepted)
+	require.Equal(t, uint64(2), sp.ExpiredRequeued)
+	require.Zero(t, a.srv.proxy.keptBytes.Load(), "the budget is given back")
+	reqs := appA.settled(t, a)
+	require.Len(t, reqs, 2, "each served once")
+	for _, r := range reqs {
+		switch r.target {
+		case "/known":
+			require.Equal(t, "known", r.body)
+			require.Contains(t, r.raw, "\r\nContent-Length: 5\r\n")
+		case "/unknown":
+			require.Equal(t, "unknown", r.body)
+			require.Contains(t, r.raw, "\r\nTransfer-Encoding: chunked\r\n", "as without pooling")
+		default:
+			t.Fatalf("unexpected request %q", r.raw)
+		}
+	}
+}
