@@ -718,8 +718,8 @@ func TestH2StreamingBodyStaysLocal(t *testing.T) {
 // TestH2RequestsThatStayLocal: HTTP/2 requests that may not move are served by A's
 // own app once its slot frees, their bytes exact: a body of unknown length beyond
 // --pool-max-body, one the keep budget has no room for, a content-length beyond the
-// bound; and one read ahead whole when the front is down falls back to the local
-// queue once, its body chunked to the app as without pooling.
+// bound; and one read ahead whole when the front refuses it or is down falls back
+// to the local queue once, its body chunked to the app as without pooling.
 func TestH2RequestsThatStayLocal(t *testing.T) {
 	big := strings.Repeat("0123456789abcdef", 256) // 4 KiB
 	for _, tt := range []struct {
@@ -751,6 +751,27 @@ func TestH2RequestsThatStayLocal(t *testing.T) {
 			require.Contains(t, reqsA[0].raw, "\r\n"+tt.framed+"\r\n")
 		})
 	}
+	t.Run("front refusing", func(t *testing.T) {
+		path := secretFile(t)
+		front := startFront(t, path, 5*time.Second)
+		front.srv.front.StartDrain() // a draining front refuses new overflow with 503
+		appA := newRecordingApp(t)
+		a := start(t, appA.addr, Config{ConcurrencyLimit: 1, QueueLimit: 100,
+			Pool: &PoolConfig{Workload: workload, Keys: keyring(t, path), Fronts: pool.Static{front.addr}}}, Options{})
+		waitFor(t, "A pulls", func() bool { return frontStats(t, front).WaitingPulls == 1 })
+		holdSlot(t, a, true)
+		c := dialH2(t, a.srv.Addr())
+		ans := c.answer(c.request(pseudo("POST", "/refused", "shop.example"), "hello ", "world"))
+		require.Equal(t, "200", ans.status)
+		sp := snapshot(t, a).Pool
+		require.Equal(t, uint64(1), sp.OverflowRefused, "offered once")
+		require.Zero(t, sp.OverflowAccepted+sp.OverflowTimeout+sp.OverflowError)
+		reqs := appA.settled(t, a)
+		require.Len(t, reqs, 1, "served here exactly once")
+		require.Equal(t, "hello world", reqs[0].body)
+		require.Contains(t, reqs[0].raw, "\r\nTransfer-Encoding: chunked\r\n", "as without pooling")
+		require.Zero(t, frontStats(t, front).Accepted)
+	})
 	t.Run("front down", func(t *testing.T) {
 		closed, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
