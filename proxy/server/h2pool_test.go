@@ -407,7 +407,7 @@ func TestH2HostileFieldsPooled(t *testing.T) {
 		// acceptedOrNot: the server may reset the stream before or after the front
 		// accepts it (then its body fails at once: nothing reaches an app).
 		acceptedOrNot bool
-		check    func(t *testing.T, r appRequest)
+		check         func(t *testing.T, r appRequest)
 	}{
 		{name: "CR in a value", fields: get(h2Field{"x-a", "a\rb"}), reset: true, code: refusedByServer},
 		{name: "LF in a value", fields: get(h2Field{"x-a", "a\nb"}), reset: true, code: refusedByServer},
