@@ -236,6 +236,7 @@ func (s *Sidecar) Overflow(ctx context.Context, method string, head []byte, body
 		return nil, NotAccepted, nil
 	}
 	start := s.cfg.Now()
+	client := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	g := newGate(io.MultiReader(bytes.NewReader(head), io.LimitReader(body, bodyLen)))
 	trace := &httptrace.ClientTrace{Got100Continue: g.accept}
@@ -282,6 +283,10 @@ func (s *Sidecar) Overflow(ctx context.Context, method string, head []byte, body
 		if res.resp != nil {
 			res.resp.Body.Close()
 		}
+		// A client that left (an HTTP/2 client resets a stream whenever a gRPC
+		// deadline passes) ends the exchange with an error that says nothing of
+		// the front: the attempt is counted, the front not blamed.
+		left := res.err != nil && !timedOut.Load() && client.Err() != nil
 		switch {
 		case res.err == nil:
 			s.decisions.add(d)
@@ -291,7 +296,9 @@ func (s *Sidecar) Overflow(ctx context.Context, method string, head []byte, body
 		default:
 			s.cfg.Counters.Overflow(measure.OverflowError, d)
 		}
-		s.fail(front)
+		if !left {
+			s.fail(front)
+		}
 		cancel()
 		if res.err == nil {
 			s.cfg.Log.Debug("overflow refused", zap.String("front", front), zap.Int("status", res.resp.StatusCode))

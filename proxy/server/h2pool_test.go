@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -1022,4 +1023,64 @@ func TestH2ExpiredAtTheFrontIsServedHere(t *testing.T) {
 			t.Fatalf("unexpected request %q", r.raw)
 		}
 	}
+}
+
+// TestClientLeavingDoesNotBlameTheFront: a client that resets its stream while its
+// request waits for the front's decision (a gRPC deadline) ends the attempt,
+// counted as an error, but does not make the front suspect: the next request is
+// offered to it again.
+func TestClientLeavingDoesNotBlameTheFront(t *testing.T) {
+	// A front that reads overflow heads and never decides.
+	hung, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { hung.Close() })
+	heads := make(chan struct{}, 4)
+	var mu sync.Mutex
+	var held []net.Conn
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := hung.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+			go func() {
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err == nil && req.URL.Path == pool.PathOverflow {
+					heads <- struct{}{}
+				}
+			}()
+		}
+	}()
+	appA := newRecordingApp(t)
+	a := start(t, appA.addr, Config{ConcurrencyLimit: 1, QueueLimit: 100,
+		Pool: &PoolConfig{Workload: workload, Keys: keyring(t, secretFile(t)), Fronts: pool.Static{hung.Addr().String()},
+			DecisionTimeout: time.Hour}}, Options{})
+	holdSlot(t, a, false)
+	offered := func() {
+		t.Helper()
+		select {
+		case <-heads:
+		case <-time.After(hangGuard):
+			t.Fatal("the request was not offered to the front")
+		}
+	}
+	for i := range 2 {
+		c := dialH2(t, a.srv.Addr())
+		id := c.request(pseudo("GET", "/leave", "shop.example"))
+		offered()
+		require.NoError(t, c.fr.WriteRSTStream(id, http2.ErrCodeCancel))
+		waitFor(t, "the attempt ends", func() bool { return snapshot(t, a).Pool.OverflowError == uint64(i+1) })
+		require.Zero(t, snapshot(t, a).Pool.FrontFailures, "the front is not blamed for a client that left")
+	}
+	require.Empty(t, appA.requests(), "no app saw a request whose client left")
 }
