@@ -253,7 +253,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				// It would wait: its body is read ahead meanwhile, once.
 				whole, release := p.readAhead(r)
 				defer release()
-				if m = moves; !whole {
+				if whole {
+					m = moves
+				} else {
+					// Served here with what was read and the rest; never
+					// offered, at the drain either.
 					m, drain = stays, nil
 				}
 			}
