@@ -562,11 +562,11 @@ func grpcOverHTTP1(t *testing.T, name string, serving byte) string {
 
 // grpcCall is what a client saw of one unary Check.
 type grpcCall struct {
-	status           healthgrpc.HealthCheckResponse_ServingStatus
-	code             codes.Code
-	message          string
-	header, trailer  metadata.MD
-	servedBy, marker string
+	status          healthgrpc.HealthCheckResponse_ServingStatus
+	code            codes.Code
+	message         string
+	header, trailer metadata.MD
+	servedBy        string
 }
 
 func checkCall(t *testing.T, client healthgrpc.HealthClient, service string) grpcCall {

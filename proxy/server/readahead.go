@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"sync"
@@ -41,7 +42,7 @@ func (p *Proxy) readAhead(r *http.Request) (whole bool, release func()) {
 	select {
 	case <-a.done:
 		// The reader has returned: buf and err are final.
-		if a.err == io.EOF && int64(len(a.buf)) <= a.limit && !a.over {
+		if errors.Is(a.err, io.EOF) && int64(len(a.buf)) <= a.limit && !a.over {
 			r.Body = &aheadBody{Reader: bytes.NewReader(a.buf), data: a.buf, src: a.src}
 			r.ContentLength = int64(len(a.buf))
 			return true, release
