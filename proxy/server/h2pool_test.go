@@ -1084,3 +1084,41 @@ func TestClientLeavingDoesNotBlameTheFront(t *testing.T) {
 	}
 	require.Empty(t, appA.requests(), "no app saw a request whose client left")
 }
+
+// TestMalformedH2TargetRefused: without pooling too, an HTTP/2 request whose
+// :method is not a token or whose :path has a space or a byte above 0x7e in its
+// query gets 400 and reaches no app (net/http's HTTP/2 server lets both through;
+// the app got "GET /q?a b HTTP/1.1"), and is not counted as an arrival; a
+// well-formed one on the same connection is served.
+func TestMalformedH2TargetRefused(t *testing.T) {
+	for _, proto := range []UpstreamProtocol{UpstreamHTTP1, UpstreamH2C} {
+		t.Run(string(proto), func(t *testing.T) {
+			var mu sync.Mutex
+			var got []string
+			h := func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				got = append(got, r.Method+" "+r.RequestURI)
+				mu.Unlock()
+			}
+			up := app(t, h)
+			if proto == UpstreamH2C {
+				up = h2cApp(t, h)
+			}
+			p := start(t, up, Config{UpstreamProtocol: proto}, Options{})
+			c := dialH2(t, p.srv.Addr())
+			for _, f := range [][]h2Field{
+				pseudo("GET", "/q?a b", "shop"),
+				pseudo("GET", "/q?a HTTP/1.1", "shop"),
+				pseudo("GET", "/q?\x80", "shop"),
+				pseudo("GET /smuggled", "/q", "shop"),
+			} {
+				ans := c.answer(c.request(f))
+				require.Equal(t, "400", ans.status, "%q", f)
+			}
+			ans := c.answer(c.request(pseudo("GET", "/ok?a=%20b", "shop")))
+			require.Equal(t, "200", ans.status)
+			require.Equal(t, []string{"GET /ok?a=%20b"}, got, "only the well-formed request reached the app")
+			require.Equal(t, uint64(1), snapshot(t, p).Arrivals)
+		})
+	}
+}
