@@ -1122,3 +1122,87 @@ func TestMalformedH2TargetRefused(t *testing.T) {
 		})
 	}
 }
+
+// h2cSeen is what an h2c app's handler got of a request.
+type h2cSeen struct {
+	proto, method, uri, host string
+	header                   http.Header
+	length                   int64
+	body                     string
+}
+
+// TestH2CRequestsOverflowToH2CApps: as TestH2CRequestsOverflow, with h2c apps
+// (--upstream-protocol=h2c): B's app gets what A's app gets for the same request
+// served locally (method, target, :authority, fields, body), the length of a body
+// that had none aside.
+func TestH2CRequestsOverflowToH2CApps(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string][]h2cSeen{}
+	recording := func(name string) string {
+		return h2cApp(t, func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			seen[name] = append(seen[name], h2cSeen{proto: r.Proto, method: r.Method, uri: r.RequestURI, host: r.Host,
+				header: r.Header.Clone(), length: r.ContentLength, body: string(b)})
+			mu.Unlock()
+			_, _ = fmt.Fprintf(w, "%s %s", r.Method, r.RequestURI)
+		})
+	}
+	last := func(name string) h2cSeen {
+		mu.Lock()
+		defer mu.Unlock()
+		require.NotEmpty(t, seen[name])
+		return seen[name][len(seen[name])-1]
+	}
+	secret := secretFile(t)
+	front := startFront(t, secret, 5*time.Second)
+	sidecar := func(app string) *running {
+		return start(t, app, Config{ConcurrencyLimit: 1, QueueLimit: 100, UpstreamProtocol: UpstreamH2C,
+			Pool: &PoolConfig{Workload: workload, Keys: keyring(t, secret), Fronts: pool.Static{front.addr}}}, Options{})
+	}
+	a, _ := sidecar(recording("A")), sidecar(recording("B"))
+	waitFor(t, "both sidecars pull", func() bool { return frontStats(t, front).WaitingPulls == 2 })
+	for _, tt := range []struct {
+		name    string
+		fields  []h2Field
+		data    []string
+		unknown bool
+	}{
+		{name: "GET", fields: pseudo("GET", "/get?q=1", "shop.example:8080", h2Field{"x-forwarded-for", "10.1.2.3"}, h2Field{"cookie", "a=1"},
+			h2Field{"cookie", "b=2"}, h2Field{"user-agent", "raw-h2"})},
+		{name: "POST with a length", fields: pseudo("POST", "/post", "shop.example", h2Field{"content-length", "5"}, h2Field{"te", "trailers"},
+			h2Field{"x-forwarded-proto", "https"}), data: []string{"he", "llo"}},
+		{name: "gRPC-like of unknown length", fields: pseudo("POST", "/pkg.Svc/Call", "shop.example", h2Field{"te", "trailers"},
+			h2Field{"content-type", "application/grpc"}, h2Field{"grpc-timeout", "5S"}, h2Field{"qas-hop", "1"}), data: []string{"\x00\x00\x00\x00\x01", "x"}, unknown: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := dialH2(t, a.srv.Addr())
+			local := c.answer(c.request(tt.fields, tt.data...))
+			require.Equal(t, "200", local.status)
+			want := last("A")
+			release := holdSlot(t, a, false)
+			c = dialH2(t, a.srv.Addr())
+			moved := c.answer(c.request(tt.fields, tt.data...))
+			release()
+			require.Equal(t, "200", moved.status)
+			require.Equal(t, local.body, moved.body)
+			got := last("B")
+			require.Equal(t, "HTTP/2.0", got.proto)
+			if tt.unknown {
+				require.Equal(t, int64(-1), want.length, "locally the app gets no length")
+				require.Equal(t, int64(len(want.body)), got.length, "moved, the length it has")
+				require.Equal(t, fmt.Sprint(got.length), got.header.Get("Content-Length"))
+				got.header.Del("Content-Length")
+				got.length = want.length
+			}
+			for name := range got.header {
+				require.False(t, strings.HasPrefix(name, "Qas-"), "the app sees no pooling field: %s", name)
+			}
+			require.Equal(t, want, got, "B's app gets what A's app gets locally")
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, seen["A"], 3, "A's app saw only the local requests")
+	require.Len(t, seen["B"], 3, "B's app saw each moved request once")
+}
