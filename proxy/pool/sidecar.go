@@ -139,6 +139,12 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 // MaxBody is the largest body that may overflow.
 func (s *Sidecar) MaxBody() int64 { return s.cfg.MaxBody }
 
+// DecisionDeadline is the wait the next overflow allows for a front's decision
+// (deadline.go); the sidecar bounds its other waits for an overflow's sake by it too.
+func (s *Sidecar) DecisionDeadline() time.Duration {
+	return s.decisions.deadline(s.cfg.DecisionTimeout)
+}
+
 // CloseIdle closes idle connections to the fronts.
 func (s *Sidecar) CloseIdle() { s.transport.CloseIdleConnections() }
 
@@ -230,6 +236,7 @@ func (s *Sidecar) Overflow(ctx context.Context, method string, head []byte, body
 		return nil, NotAccepted, nil
 	}
 	start := s.cfg.Now()
+	client := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	g := newGate(io.MultiReader(bytes.NewReader(head), io.LimitReader(body, bodyLen)))
 	trace := &httptrace.ClientTrace{Got100Continue: g.accept}
@@ -249,7 +256,7 @@ func (s *Sidecar) Overflow(ctx context.Context, method string, head []byte, body
 		HeaderWorkload: {s.cfg.Workload}, HeaderHop: {HopOverflow}, auth.Header: {a},
 	}
 	var timedOut atomic.Bool
-	decision := time.AfterFunc(s.decisions.deadline(s.cfg.DecisionTimeout), func() {
+	decision := time.AfterFunc(s.DecisionDeadline(), func() {
 		if g.abandon() {
 			timedOut.Store(true)
 			cancel()
@@ -276,6 +283,10 @@ func (s *Sidecar) Overflow(ctx context.Context, method string, head []byte, body
 		if res.resp != nil {
 			res.resp.Body.Close()
 		}
+		// A client that left (an HTTP/2 client resets a stream whenever a gRPC
+		// deadline passes) ends the exchange with an error that says nothing of
+		// the front: the attempt is counted, the front not blamed.
+		left := res.err != nil && !timedOut.Load() && client.Err() != nil
 		switch {
 		case res.err == nil:
 			s.decisions.add(d)
@@ -285,7 +296,9 @@ func (s *Sidecar) Overflow(ctx context.Context, method string, head []byte, body
 		default:
 			s.cfg.Counters.Overflow(measure.OverflowError, d)
 		}
-		s.fail(front)
+		if !left {
+			s.fail(front)
+		}
 		cancel()
 		if res.err == nil {
 			s.cfg.Log.Debug("overflow refused", zap.String("front", front), zap.Int("status", res.resp.StatusCode))

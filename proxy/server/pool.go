@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,15 +54,95 @@ const (
 var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
 	"Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
-// movable reports whether r may be sent to another pod: plain HTTP/1.1, not CONNECT,
-// no Upgrade or Expect, a body of known length within the limit. Everything else is
-// served here.
-func (p *Proxy) movable(r *http.Request) bool {
-	return r.ProtoMajor == 1 && r.ProtoMinor == 1 && r.Method != http.MethodConnect &&
-		r.ContentLength >= 0 && r.ContentLength <= p.pool.MaxBody() && len(r.TransferEncoding) == 0 &&
-		len(r.Header["Upgrade"]) == 0 && len(r.Header["Expect"]) == 0 &&
-		!httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade") &&
-		strings.HasPrefix(r.URL.RequestURI(), "/")
+// mobility says whether a request may be sent to another pod.
+type mobility uint8
+
+const (
+	// stays: served here.
+	stays mobility = iota
+	// moves: a body of known length within the pool's bound.
+	moves
+	// movesOnceRead: an HTTP/2 body of unknown length (a gRPC call's), which may
+	// move once it has been read ahead whole within the bound and the deadline
+	// (Proxy.readAhead).
+	movesOnceRead
+)
+
+// mobility says whether r may be sent to another pod. HTTP/1.1 without
+// Transfer-Encoding, Upgrade or Connection: upgrade; or HTTP/2 with an :authority,
+// no declared trailers, and a content-length field, if any, equal to the length the
+// request has (net/http's HTTP/2 server has refused connection-specific fields, a
+// TE other than "trailers", a Host other than :authority, and CR, LF and NUL in
+// any field). Either one not CONNECT, without Expect, with a body within the pool's
+// bound. What overflowHead writes must parse as this request and nothing else, so
+// the method is a token, the target is in origin form of visible ASCII, Host is
+// valid, and every field name and value is valid: checked here, whatever the
+// server in front checked. Everything else is served here.
+func (p *Proxy) mobility(r *http.Request) mobility {
+	switch {
+	case r.ProtoMajor == 1 && r.ProtoMinor == 1:
+		if len(r.TransferEncoding) > 0 || len(r.Header["Upgrade"]) > 0 ||
+			httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade") {
+			return stays
+		}
+	case r.ProtoMajor == 2 && r.ProtoMinor == 0:
+		// Without :authority the local path sends the app its own address as
+		// Host, which another pod's app would not get; a request's trailers
+		// would not survive a Content-Length.
+		if r.Host == "" || r.Trailer != nil {
+			return stays
+		}
+		// net/http's HTTP/2 server takes a content-length it cannot parse for 0
+		// while DATA may follow (then resets the stream), and ignores one on a
+		// request that has ended: only a field that states the length it has is
+		// taken at its word.
+		if cl, ok := r.Header["Content-Length"]; ok && (len(cl) != 1 || cl[0] != strconv.FormatInt(r.ContentLength, 10)) {
+			return stays
+		}
+	default:
+		return stays
+	}
+	if r.Method == http.MethodConnect || !httpguts.ValidHeaderFieldName(r.Method) || len(r.Header["Expect"]) > 0 ||
+		!originForm(r.URL.RequestURI()) || !httpguts.ValidHostHeader(r.Host) || !validFields(r.Header) {
+		return stays
+	}
+	switch {
+	case r.ContentLength >= 0 && r.ContentLength <= p.pool.MaxBody():
+		return moves
+	case r.ContentLength < 0 && r.ProtoMajor == 2:
+		return movesOnceRead
+	}
+	return stays
+}
+
+// originForm reports whether target is an origin-form request target of visible
+// ASCII (RFC 9112 section 3.2.1), so that it cannot split a request line.
+func originForm(target string) bool {
+	if !strings.HasPrefix(target, "/") {
+		return false
+	}
+	for i := range len(target) {
+		if target[i] <= ' ' || target[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// validFields reports whether every field name is a token and every value is free
+// of control characters other than tab.
+func validFields(h http.Header) bool {
+	for name, vs := range h {
+		if !httpguts.ValidHeaderFieldName(name) {
+			return false
+		}
+		for _, v := range vs {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // overflowHead is r's head as the local path would send it to the app: hop-by-hop
@@ -160,18 +242,7 @@ func (k *keptBody) whole(want int64) []byte {
 // reserveKept reserves n bytes of the budget for keeping a body: false if n is over
 // the per-request bound or the budget has no room (the body is then not kept).
 func (p *Proxy) reserveKept(n int64) bool {
-	if n > p.keepMax {
-		return false
-	}
-	for {
-		used := p.keptBytes.Load()
-		if used+n > p.keepBudget {
-			return false
-		}
-		if p.keptBytes.CompareAndSwap(used, used+n) {
-			return true
-		}
-	}
+	return n <= p.keepMax && p.reserveBytes(n)
 }
 
 // overflow offers r to a front (drained: r left this draining pod's local queue to
@@ -179,12 +250,18 @@ func (p *Proxy) reserveKept(n int64) bool {
 // recorded as overflowed). Otherwise r is to be served here, and it is untouched:
 // the front did not accept it in time and nothing of it was read, or the front gave
 // it back unseen and its bytes were kept (r.Body gives them again); release, when
-// not nil, frees the kept bytes once the request ends.
+// not nil, frees the kept bytes once the request ends. A body read ahead (an
+// *aheadBody) is in memory already: it is sent from there and never read or kept
+// again.
 func (p *Proxy) overflow(w http.ResponseWriter, r *http.Request, arrived time.Time, drained bool) (answered bool, release func()) {
 	var body io.Reader = http.NoBody
 	var cb *clientBody
 	var kept *keptBody
-	if r.ContentLength > 0 {
+	ahead, _ := r.Body.(*aheadBody)
+	switch {
+	case r.ContentLength > 0 && ahead != nil:
+		body = bytes.NewReader(ahead.data)
+	case r.ContentLength > 0:
 		cb = &clientBody{ReadCloser: r.Body, timeout: p.bodyTimeout}
 		if p.bodyTimeout > 0 {
 			cb.rc = http.NewResponseController(w)
@@ -209,15 +286,18 @@ func (p *Proxy) overflow(w http.ResponseWriter, r *http.Request, arrived time.Ti
 		// No app saw it. Served here if it can be sent again byte for byte: a
 		// request without a body, or one whose body was kept whole.
 		var again []byte
-		if r.ContentLength > 0 && kept != nil {
+		switch {
+		case r.ContentLength > 0 && ahead != nil:
+			again = ahead.data // r.Body gives it, unread
+		case r.ContentLength > 0 && kept != nil:
 			again = kept.whole(r.ContentLength)
+			if again != nil {
+				r.Body = io.NopCloser(bytes.NewReader(again))
+			}
 		}
 		if r.ContentLength == 0 || again != nil {
 			resp.Body.Close()
 			p.poolCounters.Expired(true)
-			if again != nil {
-				r.Body = io.NopCloser(bytes.NewReader(again))
-			}
 			return false, release
 		}
 		p.poolCounters.Expired(false)
@@ -226,7 +306,12 @@ func (p *Proxy) overflow(w http.ResponseWriter, r *http.Request, arrived time.Ti
 	if drained {
 		p.poolCounters.DrainPushed()
 	}
-	mw := &measuringWriter{ResponseWriter: w, began: arrived, rec: p.rec, body: cb}
+	mw := &measuringWriter{ResponseWriter: w, began: arrived, rec: p.rec}
+	if r.ProtoMajor == 1 {
+		// A failed body leaves an HTTP/1 connection's framing lost, so the
+		// answer closes it; an HTTP/2 stream's end is framed apart.
+		mw.body = cb
+	}
 	if p.writeTimeout > 0 {
 		mw.rc, mw.writeTimeout = http.NewResponseController(w), p.writeTimeout
 	}
@@ -238,7 +323,9 @@ func (p *Proxy) overflow(w http.ResponseWriter, r *http.Request, arrived time.Ti
 			if errors.As(cb.err, &ne) && ne.Timeout() {
 				code, msg = http.StatusRequestTimeout, "qas-proxy: request body timed out"
 			}
-			w.Header().Set("Connection", "close")
+			if r.ProtoMajor == 1 {
+				w.Header().Set("Connection", "close")
+			}
 			http.Error(mw, msg, code)
 			p.rec.EndOverflowed(arrived, code, measure.ClientCancel)
 		case r.Context().Err() != nil:
@@ -280,6 +367,116 @@ func (p *Proxy) overflow(w http.ResponseWriter, r *http.Request, arrived time.Ti
 	return true, nil
 }
 
+// writeCarried writes resp, the app's response to a pulled request (method), to out
+// as an HTTP/1.1 message for the front to relay to the sender. http.Response.Write
+// would not do for an HTTP/2 (h2c) app: it writes the version the response came
+// with, "HTTP/2.0", frames a body of unknown length by closing, and drops the
+// trailers the app did not announce (gRPC's status among them). Here the status,
+// the fields and the body are the app's, framed as HTTP/1.1: a body that an
+// HTTP/1.1 app framed by its length keeps its Content-Length, as does an HTTP/2
+// app's body of declared length up to carriedWhole bytes when no trailer follows
+// it; every other body is chunked (an HTTP/2 app may send trailers after any
+// body), followed by every trailer the app sent, announced (Trailer) or not. Each
+// read of the app's body is written at once, so streams stream.
+func writeCarried(out io.Writer, resp *http.Response, method string) error {
+	// The trailers announced before the body, not those that came after it.
+	announced := slices.Sorted(maps.Keys(resp.Trailer))
+	var head bytes.Buffer
+	text := strings.TrimPrefix(resp.Status, strconv.Itoa(resp.StatusCode)+" ")
+	if text == "" {
+		text = http.StatusText(resp.StatusCode)
+	}
+	head.WriteString("HTTP/1.1 " + strconv.Itoa(resp.StatusCode) + " " + text + "\r\n")
+	h := resp.Header.Clone()
+	for _, name := range []string{"Content-Length", "Transfer-Encoding", "Trailer"} {
+		delete(h, name)
+	}
+	_ = h.Write(&head)
+	noBody := method == http.MethodHead || resp.StatusCode/100 == 1 || resp.StatusCode == http.StatusNoContent ||
+		resp.StatusCode == http.StatusNotModified
+	chunked := false
+	switch {
+	case noBody:
+		// A HEAD response's length is the GET's, a 304's the cached one's.
+		if cl := resp.Header["Content-Length"]; len(cl) == 1 && resp.StatusCode != http.StatusNoContent && resp.StatusCode/100 != 1 {
+			if _, err := strconv.ParseUint(cl[0], 10, 63); err == nil {
+				head.WriteString("Content-Length: " + cl[0] + "\r\n")
+			}
+		}
+	case resp.ProtoMajor == 1 && resp.ContentLength >= 0:
+		head.WriteString("Content-Length: " + strconv.FormatInt(resp.ContentLength, 10) + "\r\n")
+	case resp.ContentLength >= 0 && resp.ContentLength <= carriedWhole:
+		// An HTTP/2 app's short body of declared length (Go's server declares
+		// it for whatever a handler wrote in one go) may still be followed by
+		// trailers: it is read whole, then framed by its length if none was
+		// announced or came, as the local path relays it.
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if len(resp.Trailer) == 0 {
+			head.WriteString("Content-Length: " + strconv.Itoa(len(b)) + "\r\n\r\n")
+			_, err = out.Write(append(head.Bytes(), b...))
+			return err
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		chunked = true
+	default:
+		chunked = true
+	}
+	if chunked {
+		if len(announced) > 0 {
+			head.WriteString("Trailer: " + strings.Join(announced, ", ") + "\r\n")
+		}
+		head.WriteString("Transfer-Encoding: chunked\r\n")
+	}
+	head.WriteString("\r\n")
+	if _, err := out.Write(head.Bytes()); err != nil {
+		return err
+	}
+	if noBody {
+		return nil
+	}
+	buf := make([]byte, 32<<10)
+	var chunk []byte
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			b := buf[:n]
+			if chunked {
+				chunk = strconv.AppendInt(chunk[:0], int64(n), 16)
+				chunk = append(chunk, "\r\n"...)
+				chunk = append(append(chunk, b...), "\r\n"...)
+				b = chunk
+			}
+			if _, err := out.Write(b); err != nil {
+				return err
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			// No last chunk: the sender sees a cut-off response, never a whole one.
+			return rerr
+		}
+	}
+	if !chunked {
+		return nil
+	}
+	// The trailers are complete once the body has ended.
+	var tail bytes.Buffer
+	tail.WriteString("0\r\n")
+	_ = resp.Trailer.Write(&tail)
+	tail.WriteString("\r\n")
+	_, err := out.Write(tail.Bytes())
+	return err
+}
+
+// carriedWhole is the longest HTTP/2 app body of declared length that a puller
+// reads whole before framing it, to keep its Content-Length if no trailer follows.
+const carriedWhole = 64 << 10
+
 // servePulled serves a request pulled from a front in the slot the caller holds:
 // straight to the app (it is never overflowed again: hop limit 1), its response
 // written to out as an HTTP/1.1 message, measured as this proxy's own request
@@ -311,7 +508,7 @@ func (p *Proxy) servePulled(req *http.Request, out io.Writer) {
 	}
 	ttfb := max(p.rec.Now().Sub(began), 1)
 	outcome := measure.OK
-	if werr := resp.Write(out); werr != nil {
+	if werr := writeCarried(out, resp, req.Method); werr != nil {
 		outcome = measure.ClientCancel
 		p.log.Debug("pulled request relay", zap.Error(werr))
 	}

@@ -28,7 +28,7 @@ import (
 const workload = "shop"
 
 // secretFile writes a fresh 32-byte secret (hex) and returns its path.
-func secretFile(t *testing.T) string {
+func secretFile(t testing.TB) string {
 	t.Helper()
 	var k [32]byte
 	_, _ = rand.Read(k[:])
@@ -37,7 +37,7 @@ func secretFile(t *testing.T) string {
 	return path
 }
 
-func keyring(t *testing.T, path string) *auth.Keyring {
+func keyring(t testing.TB, path string) *auth.Keyring {
 	k, err := auth.NewFileKeyring(workload, path, time.Now)
 	require.NoError(t, err)
 	return k

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/qas-dev/qas/proxy/limit"
 	"github.com/qas-dev/qas/proxy/measure"
@@ -213,6 +214,12 @@ func keepTrailers(res *http.Response) error {
 
 // ServeHTTP measures and forwards one request.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 2 && !wellFormedH2(r) {
+		// Refused before it counts as an arrival, as net/http refuses a malformed
+		// HTTP/1 request line.
+		http.Error(w, "qas-proxy: malformed request method or target", http.StatusBadRequest)
+		return
+	}
 	arrived := p.rec.Arrive()
 	if r.ProtoMajor == 1 {
 		// A proxy streams both ways. Without this, net/http's HTTP/1 server reads
@@ -237,9 +244,24 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// to a front at most twice: at admission if every slot is busy and none
 		// waits, and if it waits here when the drain begins (or would wait during
 		// the drain).
-		if p.lim.Busy() && p.movable(r) {
-			drain = p.pool.Drained()
-			if p.lim.Saturated() {
+		if p.lim.Busy() {
+			m := p.mobility(r)
+			if m != stays {
+				drain = p.pool.Drained()
+			}
+			if m == movesOnceRead && p.lim.Saturated() {
+				// It would wait: its body is read ahead meanwhile, once.
+				whole, release := p.readAhead(r)
+				defer release()
+				if whole {
+					m = moves
+				} else {
+					// Served here with what was read and the rest; never
+					// offered, at the drain either.
+					m, drain = stays, nil
+				}
+			}
+			if m == moves && p.lim.Saturated() {
 				answered, release := p.overflow(w, r, arrived, false)
 				if answered {
 					return
@@ -248,6 +270,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 					defer release()
 				}
 			}
+			unread(r)
 		}
 	}
 	res := p.lim.AdmitOrDrain(p.rec, arrived, r.Context().Done(), drain)
@@ -259,15 +282,28 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				p.lim.Leave()
 			}
 		}()
-		answered, release := p.overflow(w, r, arrived, true)
-		if answered {
-			return
-		}
-		if release != nil {
+		offer := true
+		if ab, ok := r.Body.(*aheadBody); ok {
+			r.ContentLength = int64(len(ab.data))
+		} else if r.ContentLength < 0 {
+			// An HTTP/2 body of unknown length not read ahead at admission (a
+			// request waited already): it is read now, while it keeps its place.
+			whole, release := p.readAhead(r)
 			defer release()
+			offer = whole
 		}
-		// Refused, no decision in time, no front, or given back unseen: it waits
-		// in its place and is served here.
+		if offer {
+			answered, release := p.overflow(w, r, arrived, true)
+			if answered {
+				return
+			}
+			if release != nil {
+				defer release()
+			}
+			unread(r)
+		}
+		// Refused, no decision in time, no front, given back unseen, or a body
+		// that did not end in time: it waits in its place and is served here.
 		p.poolCounters.DrainKept()
 		readmitted = true
 		res = p.lim.Readmit(p.rec, arrived, r.Context().Done())
@@ -341,6 +377,21 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		recorded = true
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// wellFormedH2 reports whether an HTTP/2 request's :method is a token and its :path
+// a request target of visible ASCII (origin form, or "*"; CONNECT has none).
+// net/http's HTTP/2 server lets through a space or a byte above 0x7e in the query
+// (it rejects only control characters), which no HTTP/1.1 request line can carry:
+// the app would get "GET /q?a b HTTP/1.1", which a lenient parser reads as another
+// target and version. RFC 9113 section 8.3.1 makes such a request malformed, and an
+// intermediary does not forward it (section 8.1.1).
+func wellFormedH2(r *http.Request) bool {
+	if !httpguts.ValidHeaderFieldName(r.Method) {
+		return false
+	}
+	target := r.URL.RequestURI()
+	return r.Method == http.MethodConnect || target == "*" || originForm(target)
 }
 
 // upstreamError answers when the application could not produce a response: 504 if it
