@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -226,25 +225,9 @@ func TestRawByteCorpusPooled(t *testing.T) {
 					a := startPooled(t, appA.addr, 1, secret, []string{front.addr}, fast)
 					b := startPooled(t, appB.addr, 1, secret, []string{front.addr}, fast)
 					waitFor(t, "B pulls", func() bool { return frontStats(t, front).WaitingPulls >= 1 })
-					require.True(t, a.srv.lim.TryAdmit(), "A's only slot is held")
-					released := make(chan struct{})
-					var once sync.Once
-					release := func() { once.Do(func() { a.srv.lim.Release(); close(released) }) }
-					t.Cleanup(release)
-					// What may not move queues at A: the slot is given back then.
-					go func() {
-						for {
-							select {
-							case <-released:
-								return
-							case <-time.After(2 * time.Millisecond):
-							}
-							if a.srv.Recorder.Snapshot().Waiting > 0 {
-								release()
-								return
-							}
-						}
-					}()
+					// A's only slot is held; what may not move queues at A, and the
+					// slot is given back then.
+					release := holdSlot(t, a, true)
 					rc := dialRaw(t, a.srv.Addr())
 					rc.send(c.raw)
 					var codes []string

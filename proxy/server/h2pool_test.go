@@ -1038,36 +1038,13 @@ func TestH2ExpiredAtTheFrontIsServedHere(t *testing.T) {
 // offered to it again.
 func TestClientLeavingDoesNotBlameTheFront(t *testing.T) {
 	// A front that reads overflow heads and never decides.
-	hung, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { hung.Close() })
 	heads := make(chan struct{}, 4)
-	var mu sync.Mutex
-	var held []net.Conn
-	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range held {
-			c.Close()
+	hung := hungFront(t, func(c net.Conn) {
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err == nil && req.URL.Path == pool.PathOverflow {
+			heads <- struct{}{}
 		}
 	})
-	go func() {
-		for {
-			c, err := hung.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			held = append(held, c)
-			mu.Unlock()
-			go func() {
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err == nil && req.URL.Path == pool.PathOverflow {
-					heads <- struct{}{}
-				}
-			}()
-		}
-	}()
 	appA := newRecordingApp(t)
 	a := start(t, appA.addr, Config{ConcurrencyLimit: 1, QueueLimit: 100,
 		Pool: &PoolConfig{Workload: workload, Keys: keyring(t, secretFile(t)), Fronts: pool.Static{hung.Addr().String()},

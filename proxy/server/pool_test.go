@@ -410,29 +410,7 @@ func TestFrontAuthentication(t *testing.T) {
 // locally, untouched, the replica is marked suspect (counted), and the next request
 // does not try it again.
 func TestFrontDownFallsBackToLocalQueue(t *testing.T) {
-	hung, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { hung.Close() })
-	var held []net.Conn
-	var mu sync.Mutex
-	go func() {
-		for {
-			c, err := hung.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			held = append(held, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range held {
-			c.Close()
-		}
-	})
+	hung := hungFront(t, nil)
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	closedAddr := closed.Addr().String()
@@ -636,4 +614,38 @@ func TestPooledStatsStayValid(t *testing.T) {
 	<-blocked
 	require.Positive(t, moved)
 	require.Equal(t, moved, snapshot(t, p.b).Pool.Pulled)
+}
+
+// hungFront is a front that accepts connections and never answers: it holds
+// each (closed when the test ends) and, when onConn is set, hands it to onConn
+// in a goroutine of its own.
+func hungFront(t *testing.T, onConn func(net.Conn)) net.Listener {
+	t.Helper()
+	hung, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { hung.Close() })
+	var mu sync.Mutex
+	var held []net.Conn
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := hung.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+			if onConn != nil {
+				go onConn(c)
+			}
+		}
+	}()
+	return hung
 }
