@@ -54,6 +54,10 @@ func FuzzDecide(f *testing.F) {
 			// The pooled fronts' expiries (a backlog and a floor under the
 			// measured late share) and refusals (shown).
 			s.FrontExpiredRate, s.FrontRefusedRate = expired, refused
+			// The requests the interval's service time is over, and a service
+			// time that moves between cycles (the pooled estimate, service.go).
+			s.ServiceSamples = queued * 37
+			s.ServiceTime = es * (1 + float64(cycle)*slope)
 			d, err := e.Decide(spec, s)
 			if err != nil {
 				return
@@ -65,7 +69,9 @@ func FuzzDecide(f *testing.F) {
 				t.Fatalf("desired %d outside [%d, %d] (current %d)", d.DesiredReplicas, spec.MinReplicas, spec.MaxReplicas, current)
 			}
 			if math.IsNaN(d.Explanation.Latency) || math.IsNaN(d.Explanation.Normalized) || math.IsNaN(d.Explanation.SizingArrivalRate) ||
-				math.IsNaN(d.Explanation.Backlog) || math.IsNaN(d.Explanation.MeasuredLateShare) || d.Explanation.MeasuredLateShare > 1 {
+				math.IsNaN(d.Explanation.Backlog) || math.IsNaN(d.Explanation.MeasuredLateShare) || d.Explanation.MeasuredLateShare > 1 ||
+				badFloat(d.Explanation.ServiceTime) || d.Explanation.ServiceTime < 0 || badFloat(d.Explanation.ServiceSamples) ||
+				d.Explanation.ServiceSamples < 0 || badFloat(d.Explanation.ServiceSCV) || d.Explanation.ServiceSCV < 0 {
 				t.Fatalf("NaN in explanation: %+v", d.Explanation)
 			}
 			for _, c := range d.Explanation.Candidates {
