@@ -664,6 +664,9 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			rec, cpu = jumpPods, 0
 			reason = fmt.Sprintf("the history's jumps over one lead (%s) need %d pods before they come: at λ's mean %.4g/s over the last lead × each jump, their late share is %.3g, within 1 − p",
 				leadQ, jumpPods, jumpBase, x.JumpLateShare)
+			if x.JumpPeak {
+				reason += " (each jump to the highest rate within its lead)"
+			}
 			x.Candidates = append(x.Candidates, m.candidate(CandidateHorizontal, jumpPods, m.cpu, lambdaSize, "the jump floor"))
 		}
 		if drain > rec {
@@ -696,12 +699,12 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		// Down to what the likely λ over one lead needs (a pod removed now
 		// takes a lead to come back), never below what the forecast or the
 		// short window need.
-		ratios := jumpRatios(snap.ArrivalRates, leadQ)
+		ratios := jumpRatios(snap.ArrivalRates, leadQ, m.peakJumps())
 		if recur.confirmed() {
 			// The onsets on the period are the forecast's to meet (pods start
 			// a lead before each): the margin keeps capacity only for the
 			// jumps it does not explain.
-			ratios = jumpRatiosExcept(snap.ArrivalRates, leadQ, func(t time.Time) bool { return recur.explains(t, leadQ) })
+			ratios = jumpRatiosExcept(snap.ArrivalRates, leadQ, m.peakJumps(), func(t time.Time) bool { return recur.explains(t, leadQ) })
 		}
 		ratios = m.jumps(ratios, leadQ)
 		lambdaDown, ok := e.downRate(snap.ArrivalRates, ratios, now, leadQ, conf, x)

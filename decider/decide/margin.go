@@ -25,9 +25,10 @@ func (e *Engine) jumpFloor(spec Spec, snap Snapshot, m *sizer, now time.Time, le
 	if spec.Percentile <= 0 || lead <= 0 {
 		return 0, 0, false
 	}
-	ratios := jumpRatios(snap.ArrivalRates, lead)
+	ratios := jumpRatios(snap.ArrivalRates, lead, m.peakJumps())
+	x.JumpPeak = m.peakJumps()
 	if recur.confirmed() {
-		ratios = jumpRatiosExcept(snap.ArrivalRates, lead, func(t time.Time) bool { return recur.explains(t, lead) })
+		ratios = jumpRatiosExcept(snap.ArrivalRates, lead, m.peakJumps(), func(t time.Time) bool { return recur.explains(t, lead) })
 		if len(ratios) == 0 {
 			return 0, 0, false
 		}
@@ -54,6 +55,11 @@ func (e *Engine) jumpFloor(spec Spec, snap Snapshot, m *sizer, now time.Time, le
 	x.JumpReplicas, x.JumpLateShare = n, probe.DownLateShare
 	return n, base, true
 }
+
+// peakJumps reports whether the jump ratios price the peak within the next
+// lead (jumpRatios): only when the model does not average over the seconds'
+// rates, whose variation would make that peak noise.
+func (s *sizer) peakJumps() bool { return s.mix == nil }
 
 // jumps are the history's jump ratios with the seconds' own noise removed
 // when the model averages over the seconds' rates (denoiseJumps); as they are

@@ -184,17 +184,24 @@ func meanRate(samples []Sample, from, to time.Time) (float64, bool) {
 }
 
 // jumpRatios are the history's jumps over one lead: for each sample time t
-// with a full lead of history before and after it, the ratio of λ's mean over
-// (t, t+lead] to its mean over (t−lead, t], ascending. Means over a lead, not
-// single samples: per-cycle counts are near-Poisson even on bursty traffic,
-// and the pods' queues absorb what lasts less than a lead.
-func jumpRatios(samples []Sample, lead time.Duration) []float64 {
-	return jumpRatiosExcept(samples, lead, nil)
+// with a full lead of history before and after it, the ratio of λ over
+// (t, t+lead] to its mean over (t−lead, t], ascending. The base is a mean over
+// a lead, not a single sample: the pods' queues absorb what lasts less than a
+// lead. Over (t, t+lead] it is the mean too, or with peak the highest sample
+// there (at least the mean): the pods there at t carry the whole next lead
+// before the ones ordered at t are ready, and a rate that climbs within it
+// overloads them at its end while its mean does not (a 2.3× climb in 40 s has a
+// mean ratio of about 1.7). The caller asks for peaks only where the cycle's
+// rates vary no more than Poisson counts (sizer.peakJumps): where seconds'
+// rates vary more (batches), the highest of a lead's samples is their noise
+// (±39 % per 15 s on NASA ×50), which denoiseJumps removes only from means.
+func jumpRatios(samples []Sample, lead time.Duration, peak bool) []float64 {
+	return jumpRatiosExcept(samples, lead, peak, nil)
 }
 
 // jumpRatiosExcept is jumpRatios without the sample times skip reports (nil:
 // none skipped).
-func jumpRatiosExcept(samples []Sample, lead time.Duration, skip func(time.Time) bool) []float64 {
+func jumpRatiosExcept(samples []Sample, lead time.Duration, peak bool, skip func(time.Time) bool) []float64 {
 	if len(samples) < 3 || lead <= 0 {
 		return nil
 	}
@@ -230,6 +237,11 @@ func jumpRatiosExcept(samples []Sample, lead time.Duration, skip func(time.Time)
 		}
 		before, ok1 := mean(t.Add(-lead), t)
 		next, ok2 := mean(t, t.Add(lead))
+		if peak && ok2 {
+			for _, s := range samples[after(t):after(t.Add(lead))] {
+				next = math.Max(next, s.Rate)
+			}
+		}
 		if !ok1 || !ok2 || before <= 0 {
 			continue
 		}

@@ -450,3 +450,63 @@ func TestWithFrontQueue(t *testing.T) {
 	require.True(t, b.known)
 	require.InDelta(t, 6, b.total, 1e-12)
 }
+
+// TestJumpRatiosPriceTheLeadsPeak: a rate that climbs within one lead (60 →
+// 140/s in 45 s, 15 s samples) has a mean ratio well below its end's; with
+// peak the ratio is the highest sample of the next lead over the last lead's
+// mean, never below the mean's ratio.
+func TestJumpRatiosPriceTheLeadsPeak(t *testing.T) {
+	var samples []Sample
+	rate := func(i int) float64 {
+		switch {
+		case i < 20:
+			return 60
+		case i < 23:
+			return 60 + float64(i-19)*80.0/3
+		default:
+			return 140
+		}
+	}
+	for i := range 40 {
+		samples = append(samples, Sample{Time: t0.Add(time.Duration(i) * 15 * time.Second), Rate: rate(i)})
+	}
+	lead := 45 * time.Second
+	means, peaks := jumpRatios(samples, lead, false), jumpRatios(samples, lead, true)
+	require.Equal(t, len(means), len(peaks))
+	require.Less(t, means[len(means)-1], 2.0, "the largest mean ratio prices the climb's average")
+	require.InDelta(t, 140.0/60, peaks[len(peaks)-1], 1e-9, "the largest peak ratio: the climb's end over 60/s")
+	for i := range means {
+		require.GreaterOrEqual(t, peaks[i], means[i]-1e-12)
+	}
+	// A flat history: both 1.
+	flat := make([]Sample, 40)
+	for i := range flat {
+		flat[i] = Sample{Time: t0.Add(time.Duration(i) * 15 * time.Second), Rate: 80}
+	}
+	for _, r := range jumpRatios(flat, lead, true) {
+		require.InDelta(t, 1, r, 1e-12)
+	}
+}
+
+// TestJumpFloorPeaksOnlyWithoutTheMixture: on Poisson-like traffic the floor
+// prices the peak within the next lead (JumpPeak); where the seconds' rates
+// vary (the mixture), a lead's highest sample is noise, and the floor keeps
+// the means.
+func TestJumpFloorPeaksOnlyWithoutTheMixture(t *testing.T) {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	spec.Predictive = Predictive{Enabled: true, LeadOverride: 45 * time.Second}
+	now := t0.Add(2 * time.Hour)
+	s := recurring(now, 20, 4, 0.04, 6)
+	d, err := NewEngine().Decide(spec, s)
+	require.NoError(t, err)
+	require.True(t, d.Explanation.JumpPeak)
+	peaked := d.Explanation.JumpReplicas
+	mixed := recurring(now, 20, 4, 0.04, 6)
+	mixed.RateCV2, mixed.RateCV2Pairs = 0.5, 1000
+	d, err = NewEngine().Decide(spec, mixed)
+	require.NoError(t, err)
+	require.False(t, d.Explanation.JumpPeak)
+	require.Positive(t, peaked)
+	require.Positive(t, d.Explanation.JumpReplicas)
+}

@@ -635,6 +635,10 @@ type Explanation struct {
 	JumpRatio       float64 `json:"jumpRatio,omitempty"`
 	JumpSamples     int     `json:"jumpSamples,omitempty"`
 	DownArrivalRate float64 `json:"downArrivalRate,omitempty"`
+	// JumpPeak says the jump ratios are the highest cycle rate within the next
+	// lead over the last lead's mean, not the next lead's mean (the cycle's
+	// rates vary no more than Poisson counts: jumpRatios).
+	JumpPeak bool `json:"jumpPeak,omitempty"`
 	// JumpRatioMax is the largest of those ratios (at least 1), which the
 	// scale-down uses instead of JumpRatio while the history spans fewer than
 	// 1/(1−p) leads, too few for the quantile (0: not used).
