@@ -645,7 +645,11 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	rec := current
 	var reason string
 	var cpu int64
-	jumpPods, jumpBase, hasJump := e.jumpFloor(spec, snap, m, now, leadQ, conf, budget, spec.MaxReplicas, recur, x)
+	// The onsets on a confirmed period are the forecast's to meet (pods start a
+	// lead before each): the floor and the margin keep capacity only for the
+	// jumps it does not explain.
+	ratios := jumpHistory(snap, m, leadQ, recur)
+	jumpPods, jumpBase, hasJump := e.jumpFloor(spec, snap, m, now, leadQ, ratios, conf, budget, spec.MaxReplicas, x)
 	// The band in pods: near the latency floor (the service-time percentile)
 	// the percentile falls slowly with the pods, so a band of ±θ on G spans
 	// far more than ±θ of the pods (lognormal cv 1.2, p95 ≤ 4·E[S]: G = 0.9
@@ -699,14 +703,6 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		// Down to what the likely λ over one lead needs (a pod removed now
 		// takes a lead to come back), never below what the forecast or the
 		// short window need.
-		ratios := jumpRatios(snap.ArrivalRates, leadQ, m.peakJumps())
-		if recur.confirmed() {
-			// The onsets on the period are the forecast's to meet (pods start
-			// a lead before each): the margin keeps capacity only for the
-			// jumps it does not explain.
-			ratios = jumpRatiosExcept(snap.ArrivalRates, leadQ, m.peakJumps(), func(t time.Time) bool { return recur.explains(t, leadQ) })
-		}
-		ratios = m.jumps(ratios, leadQ)
 		lambdaDown, ok := e.downRate(snap.ArrivalRates, ratios, now, leadQ, conf, x)
 		if !ok {
 			reason = fmt.Sprintf("G = %.3g below 1−θ, but the λ history spans less than one lead (%s): no scale-down until it shows what λ may do", x.Normalized, leadQ)

@@ -5,6 +5,18 @@ import (
 	"time"
 )
 
+// jumpHistory is the history's jump ratios over one lead as the floor and the
+// scale-down's margin both read them, computed once a decision: jumpRatios (at
+// their peak where the sizer says so), without the onsets a confirmed
+// recurrence explains, the seconds' own noise removed (sizer.jumps); ascending.
+func jumpHistory(snap Snapshot, m *sizer, lead time.Duration, recur *Recurrence) []float64 {
+	var skip func(time.Time) bool
+	if recur.confirmed() {
+		skip = func(t time.Time) bool { return recur.explains(t, lead) }
+	}
+	return m.jumps(jumpRatios(snap.ArrivalRates, lead, m.peakJumps(), skip), lead)
+}
+
 // jumpFloor is the fewest pods whose modelled late share over the likely λ of
 // the next lead is within budget: λ's mean over the last lead times each of
 // the history's jump ratios over one lead (jumpRatios), each weighted by its
@@ -21,19 +33,11 @@ import (
 // the largest jump in the history needs. The onsets a confirmed recurrence
 // explains are left out, as from the scale-down's margin: the forecast starts
 // pods a lead before each, so the steady state need not hold them all along.
-func (e *Engine) jumpFloor(spec Spec, snap Snapshot, m *sizer, now time.Time, lead time.Duration, conf, budget float64, hi int32, recur *Recurrence, x *Explanation) (n int32, base float64, ok bool) {
+func (e *Engine) jumpFloor(spec Spec, snap Snapshot, m *sizer, now time.Time, lead time.Duration, ratios []float64, conf, budget float64, hi int32, x *Explanation) (n int32, base float64, ok bool) {
 	if spec.Percentile <= 0 || lead <= 0 {
 		return 0, 0, false
 	}
-	ratios := jumpRatios(snap.ArrivalRates, lead, m.peakJumps())
 	x.JumpPeak = m.peakJumps()
-	if recur.confirmed() {
-		ratios = jumpRatiosExcept(snap.ArrivalRates, lead, m.peakJumps(), func(t time.Time) bool { return recur.explains(t, lead) })
-		if len(ratios) == 0 {
-			return 0, 0, false
-		}
-	}
-	ratios = m.jumps(ratios, lead)
 	if len(ratios) == 0 {
 		// The floor averages the late share over the ratios the history has
 		// (it reads no quantile of them), so one ratio, a history two leads

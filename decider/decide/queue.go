@@ -195,13 +195,8 @@ func meanRate(samples []Sample, from, to time.Time) (float64, bool) {
 // rates vary no more than Poisson counts (sizer.peakJumps): where seconds'
 // rates vary more (batches), the highest of a lead's samples is their noise
 // (±39 % per 15 s on NASA ×50), which denoiseJumps removes only from means.
-func jumpRatios(samples []Sample, lead time.Duration, peak bool) []float64 {
-	return jumpRatiosExcept(samples, lead, peak, nil)
-}
-
-// jumpRatiosExcept is jumpRatios without the sample times skip reports (nil:
-// none skipped).
-func jumpRatiosExcept(samples []Sample, lead time.Duration, peak bool, skip func(time.Time) bool) []float64 {
+// The sample times skip reports (nil: none) are left out.
+func jumpRatios(samples []Sample, lead time.Duration, peak bool, skip func(time.Time) bool) []float64 {
 	if len(samples) < 3 || lead <= 0 {
 		return nil
 	}

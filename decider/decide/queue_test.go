@@ -471,7 +471,7 @@ func TestJumpRatiosPriceTheLeadsPeak(t *testing.T) {
 		samples = append(samples, Sample{Time: t0.Add(time.Duration(i) * 15 * time.Second), Rate: rate(i)})
 	}
 	lead := 45 * time.Second
-	means, peaks := jumpRatios(samples, lead, false), jumpRatios(samples, lead, true)
+	means, peaks := jumpRatios(samples, lead, false, nil), jumpRatios(samples, lead, true, nil)
 	require.Equal(t, len(means), len(peaks))
 	require.Less(t, means[len(means)-1], 2.0, "the largest mean ratio prices the climb's average")
 	require.InDelta(t, 140.0/60, peaks[len(peaks)-1], 1e-9, "the largest peak ratio: the climb's end over 60/s")
@@ -483,7 +483,7 @@ func TestJumpRatiosPriceTheLeadsPeak(t *testing.T) {
 	for i := range flat {
 		flat[i] = Sample{Time: t0.Add(time.Duration(i) * 15 * time.Second), Rate: 80}
 	}
-	for _, r := range jumpRatios(flat, lead, true) {
+	for _, r := range jumpRatios(flat, lead, true, nil) {
 		require.InDelta(t, 1, r, 1e-12)
 	}
 }
