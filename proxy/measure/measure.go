@@ -190,15 +190,8 @@ func (r *Recorder) End(arrived, began time.Time, ttfb time.Duration, code int, o
 // sender, which observes its latency and status code (EndOverflowed), so a
 // workload's merged latency histogram and status codes count each request once,
 // as its client saw it. Its service time, time in flight, completion and
-// upstream failure (outcome) count here, where it was served. A ClientCancel
-// (its response did not reach the front whole: the sender's client left, the
-// front or the sender failed, or the app broke it off) counts as OK: its sender
-// counts what its client felt, the cancel or the cut-off response included, so
-// the merged counts hold it once.
+// upstream failure (outcome) count here, where it was served.
 func (r *Recorder) EndPulled(began time.Time, ttfb time.Duration, outcome Outcome) {
-	if outcome == ClientCancel {
-		outcome = OK
-	}
 	r.end(time.Time{}, began, ttfb, 0, outcome, false)
 }
 

@@ -507,11 +507,13 @@ func (p *Proxy) servePulled(req *http.Request, out io.Writer) {
 		return
 	}
 	ttfb := max(p.rec.Now().Sub(began), 1)
-	outcome := measure.OK
 	if werr := writeCarried(out, resp, req.Method); werr != nil {
-		outcome = measure.ClientCancel
+		// The response did not reach the front whole (the sender's client left,
+		// the front or the sender failed, or the app broke it off): no failure
+		// here, as the sender counts what its client felt, the cancel or the
+		// cut-off response included, so the merged counts hold it once.
 		p.log.Debug("pulled request relay", zap.Error(werr))
 	}
 	resp.Body.Close()
-	p.rec.EndPulled(began, ttfb, outcome)
+	p.rec.EndPulled(began, ttfb, measure.OK)
 }
