@@ -69,18 +69,7 @@ func pseudo(method, path, authority string, extra ...h2Field) []h2Field {
 // each of data as a DATA frame, the last with END_STREAM; it returns the stream.
 func (c *h2Conn) request(fields []h2Field, data ...string) uint32 {
 	c.t.Helper()
-	id := c.next
-	c.next += 2
-	c.hb.Reset()
-	for _, f := range fields {
-		require.NoError(c.t, c.enc.WriteField(hpack.HeaderField{Name: f.name, Value: f.value}))
-	}
-	require.NoError(c.t, c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hb.Bytes(),
-		EndHeaders: true, EndStream: len(data) == 0}))
-	for i, d := range data {
-		require.NoError(c.t, c.fr.WriteData(id, i == len(data)-1, []byte(d)))
-	}
-	return id
+	return c.send(fields, true, data...)
 }
 
 // data sends one DATA frame on stream id.
@@ -93,15 +82,23 @@ func (c *h2Conn) data(id uint32, d string, end bool) {
 // open (no END_STREAM); it returns the stream.
 func (c *h2Conn) open(fields []h2Field, data ...string) uint32 {
 	c.t.Helper()
+	return c.send(fields, false, data...)
+}
+
+// send opens a stream with HEADERS of fields and sends data as DATA frames,
+// ending the stream with the last frame (HEADERS if there is no data) when end.
+func (c *h2Conn) send(fields []h2Field, end bool, data ...string) uint32 {
+	c.t.Helper()
 	id := c.next
 	c.next += 2
 	c.hb.Reset()
 	for _, f := range fields {
 		require.NoError(c.t, c.enc.WriteField(hpack.HeaderField{Name: f.name, Value: f.value}))
 	}
-	require.NoError(c.t, c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hb.Bytes(), EndHeaders: true}))
-	for _, d := range data {
-		c.data(id, d, false)
+	require.NoError(c.t, c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hb.Bytes(),
+		EndHeaders: true, EndStream: end && len(data) == 0}))
+	for i, d := range data {
+		c.data(id, d, end && i == len(data)-1)
 	}
 	return id
 }
