@@ -45,6 +45,10 @@ func TestPooledFieldReadWithProblemsIsWarned(t *testing.T) {
 		pods := e.pods(t, workload)
 		require.Len(t, pods, 2)
 		for _, p := range pods {
+			// Every pod Ready one second after its creation, so that both
+			// workloads' init times (the engine's lead) are the same: kwok
+			// makes them Ready within a second or two, as it happens.
+			e.setReady(t, p.Name, true, p.CreationTimestamp.Add(time.Second))
 			pts = append(pts, write.NewPoint(influx.Pod, map[string]string{"namespace": e.ns, "workload": workload, "pod": p.Name, "node": p.Spec.NodeName},
 				map[string]any{influx.FieldServiceMean: 0.05, influx.FieldCPUUsage: 0.3, influx.FieldCPURequest: 0.5, influx.FieldCPULimit: 1.0}, now))
 		}
