@@ -279,3 +279,35 @@ func TestOlderProxyIsReadWithItsNewerFieldsAbsent(t *testing.T) {
 		})
 	}
 }
+
+// TestUnknownVersionIsCountedApart: a proxy whose document is of a schema
+// version this collector does not know (a change of meaning: it cannot be read
+// without misreading it) is skipped, with the reason unsupported_version, apart
+// from garbage, and a warning naming both versions; the other pods are read.
+func TestUnknownVersionIsCountedApart(t *testing.T) {
+	current := measure.New(nil, 0, 0)
+	srv := httptest.NewServer(server.NewAdmin(current, "127.0.0.1:1", new(atomic.Bool)))
+	t.Cleanup(srv.Close)
+	_, v2URL := newSkewedProxy(t, measure.New(nil, 0, 0), func(t testing.TB, doc []byte) []byte {
+		require.Contains(t, string(doc), `"version":1,`)
+		return bytes.Replace(doc, []byte(`"version":1,`), []byte(`"version":2,`), 1)
+	})
+	targets := []scrape.Target{
+		{Namespace: "ns", Workload: "w", Pod: "current", Node: "n", URL: srv.URL + "/stats"},
+		{Namespace: "ns", Workload: "w", Pod: "v2", Node: "n", URL: v2URL},
+	}
+	core, logs := observer.New(zapcore.WarnLevel)
+	sc := scrape.NewScraper(nil, 2, time.Second, prometheus.NewRegistry(), zap.New(core))
+	p := &Pipeline{Scraper: sc, Sink: &recording{}}
+	ctx := context.Background()
+	p.Run(ctx, targets)
+	serve(2, current)
+	c := p.Run(ctx, targets)
+	require.Contains(t, c.Pods, "ns/current")
+	require.NotContains(t, c.Pods, "ns/v2")
+	require.Equal(t, 2.0, sc.Failures(scrape.FailVersion))
+	require.Zero(t, sc.Failures(scrape.FailDecode))
+	skipped := logs.FilterMessage("scrape skipped").FilterField(zap.String("reason", scrape.FailVersion))
+	require.Equal(t, 2, skipped.Len())
+	require.Contains(t, skipped.All()[0].ContextMap()["error"], "stats: version 2, want 1")
+}
