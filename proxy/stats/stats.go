@@ -364,7 +364,7 @@ func decodeAny(data []byte) (Decoded, error) {
 	if err := json.Unmarshal(raw, &top); err != nil {
 		return Decoded{}, fmt.Errorf("stats: decode: %w", err)
 	}
-	if err := checkVersion(top); err != nil {
+	if err := checkVersion(raw); err != nil {
 		return Decoded{}, err
 	}
 	var doc document
@@ -398,39 +398,66 @@ func (e *VersionError) Error() string {
 	return fmt.Sprintf("stats: version %d, want %d (the only schema version this reader knows)", e.Version, SchemaVersion)
 }
 
-// checkVersion refuses a document whose version member is a number other
-// than SchemaVersion. A version that is no number, or none, is left to the
-// decoder and Validate, which name it.
-func checkVersion(top map[string]json.RawMessage) error {
-	raw, ok := member(top, "version")
-	if !ok {
+// checkVersion refuses the document doc when its version member is a number
+// other than SchemaVersion. A version that is no number, or none, is left to
+// the decoder and Validate, which name it. The member is found as the decoder
+// finds it (by encoding/json itself: a name equal under case folding, the
+// last of several), so that both read the same one.
+func checkVersion(doc json.RawMessage) error {
+	var only struct {
+		Version json.RawMessage `json:"version"`
+	}
+	if json.Unmarshal(doc, &only) != nil || only.Version == nil {
 		return nil
 	}
 	var v int
-	if err := json.Unmarshal(raw, &v); err != nil || v == SchemaVersion {
+	if err := json.Unmarshal(only.Version, &v); err != nil || v == SchemaVersion {
 		return nil // a version of the wrong type: the decoder names it
 	}
 	return &VersionError{Version: v}
 }
 
-// member is top's member name as encoding/json matches it: by its exact
-// name, or else by one equal to it under case folding.
-func member(top map[string]json.RawMessage, name string) (json.RawMessage, bool) {
-	if v, ok := top[name]; ok {
-		return v, true
-	}
-	for k, v := range top {
-		if strings.EqualFold(k, name) {
-			return v, true
+// members is the set of JSON member names of a struct type, folded
+// (foldName), each with the members of its value when that is an object this
+// package decodes member by member (a struct or a pointer to one; nil
+// otherwise).
+type members map[string]members
+
+// foldName is name as encoding/json matches a member's name to a field's
+// (bytes.EqualFold), for this package's names, which are ASCII: ASCII letters
+// in lower case, and the two non-ASCII runes whose case folding reaches an
+// ASCII letter, the Kelvin sign and the long s, as k and s. ok is false when
+// name holds any other non-ASCII rune: no ASCII name equals it under folding.
+// One map lookup per member then replaces a comparison with every name, which
+// a hostile document of 100,000 members would make costly.
+func foldName(name string) (string, bool) {
+	plain := true
+	for i := range len(name) {
+		if c := name[i]; c >= utf8.RuneSelf || ('A' <= c && c <= 'Z') {
+			plain = false
+			break
 		}
 	}
-	return nil, false
+	if plain {
+		return name, true
+	}
+	var b strings.Builder
+	b.Grow(len(name))
+	for _, r := range name {
+		switch {
+		case r == '\u212a': // Kelvin sign
+			r = 'k'
+		case r == '\u017f': // long s
+			r = 's'
+		case r >= utf8.RuneSelf:
+			return "", false
+		case 'A' <= r && r <= 'Z':
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String(), true
 }
-
-// members is the set of JSON member names of a struct type, each with the
-// members of its value when that is an object this package decodes member by
-// member (a struct or a pointer to one; nil otherwise).
-type members map[string]members
 
 // snapshotMembers are the members of a /stats document.
 var snapshotMembers = membersOf(reflect.TypeFor[Snapshot]())
@@ -458,7 +485,11 @@ func membersOf(t reflect.Type) members {
 		case "":
 			name = f.Name
 		}
-		out[name] = membersOf(f.Type)
+		folded, ok := foldName(name)
+		if !ok {
+			panic("stats: member name " + name + " is not ASCII")
+		}
+		out[folded] = membersOf(f.Type)
 	}
 	return out
 }
@@ -469,16 +500,9 @@ func membersOf(t reflect.Type) members {
 // decoder, which names it.
 func (m members) unknown(obj map[string]json.RawMessage, prefix string, d *Decoded) {
 	for k, v := range obj {
-		sub, known := m[k]
-		if !known {
-			for name, s := range m {
-				if strings.EqualFold(k, name) {
-					sub, known = s, true
-					break
-				}
-			}
-		}
-		if !known {
+		folded, ok := foldName(k)
+		sub, known := m[folded]
+		if !ok || !known {
 			d.IgnoredCount++
 			if len(d.Ignored) < MaxIgnoredListed {
 				d.Ignored = append(d.Ignored, truncateName(prefix+k))
