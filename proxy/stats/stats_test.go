@@ -499,6 +499,24 @@ func TestDecodeOtherVersion(t *testing.T) {
 		{"newer, version in another case", `{"VERSION":3,"arrivals":"many"}`, 3},
 		{"older than any", `{"version":-1,"arrivals":[]}`, -1},
 	}
+	// Two version members, in different cases: the last counts, as for the
+	// decoder, whichever the path (an unknown member takes the general one).
+	twice := func(first, last int) string {
+		return strings.Replace(string(encode(t, valid())), `"version":1`, fmt.Sprintf(`"Version":%d,"surprise":1,"VERSION":%d`, first, last), 1)
+	}
+	tests = append(tests, struct {
+		name    string
+		doc     string
+		version int
+	}{"two versions, the last newer", twice(1, 2), 2})
+	t.Run("two versions, the last this one", func(t *testing.T) {
+		for range 20 {
+			d, err := DecodeDetail(strings.NewReader(twice(2, 1)))
+			require.NoError(t, err)
+			require.Equal(t, valid(), d.Snapshot)
+			require.Equal(t, []string{"surprise"}, d.Ignored)
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := DecodeDetail(strings.NewReader(tt.doc))
