@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"github.com/qas-dev/qas/internal/influx"
 	"github.com/qas-dev/qas/proxy/measure"
 	"github.com/qas-dev/qas/proxy/server"
+	"github.com/qas-dev/qas/proxy/stats"
 )
 
 // skewedProxy serves a real recorder's /stats through the real admin handler,
@@ -310,4 +312,29 @@ func TestUnknownVersionIsCountedApart(t *testing.T) {
 	skipped := logs.FilterMessage("scrape skipped").FilterField(zap.String("reason", scrape.FailVersion))
 	require.Equal(t, 2, skipped.Len())
 	require.Contains(t, skipped.All()[0].ContextMap()["error"], "stats: version 2, want 1")
+}
+
+// TestManyUnknownFieldsLoggedOnce: a proxy adding more fields than a log line
+// lists (stats.MaxIgnoredListed) is still logged once: the same names are
+// listed every scrape, with the count of them all.
+func TestManyUnknownFieldsLoggedOnce(t *testing.T) {
+	_, url := newSkewedProxy(t, measure.New(nil, 0, 0), func(t testing.TB, doc []byte) []byte {
+		for i := range 40 {
+			doc = insertMember(t, doc, "{", fmt.Sprintf(`"added_%02d":%d`, i, i))
+		}
+		return doc
+	})
+	targets := []scrape.Target{{Namespace: "ns", Workload: "w", Pod: "newer", Node: "n", URL: url}}
+	core, logs := observer.New(zapcore.InfoLevel)
+	p := &Pipeline{Scraper: scrape.NewScraper(nil, 1, time.Second, nil, zap.New(core)), Sink: &recording{}}
+	for range 8 {
+		p.Run(context.Background(), targets)
+	}
+	skew := logs.FilterMessage(ignoredLog)
+	require.Equal(t, 1, skew.Len())
+	fields := skew.All()[0].ContextMap()["fields"].([]any)
+	require.Len(t, fields, stats.MaxIgnoredListed)
+	require.Equal(t, "added_00", fields[0])
+	require.Equal(t, "added_15", fields[15])
+	require.EqualValues(t, 40, skew.All()[0].ContextMap()["count"])
 }

@@ -373,7 +373,12 @@ func decodeAny(data []byte) (Decoded, error) {
 	}
 	var d Decoded
 	snapshotMembers.unknown(top, "", &d)
+	// The first names in order, not the first met (a map's order is random):
+	// the same document lists the same names, which the collector compares to
+	// log a proxy's skew once.
 	slices.Sort(d.Ignored)
+	d.IgnoredCount = len(d.Ignored)
+	d.Ignored = slices.Clip(d.Ignored[:min(len(d.Ignored), MaxIgnoredListed)])
 	d.Snapshot = doc.Snapshot
 	d.Snapshot.ArrivalsPerSecond = nil
 	if err := d.Snapshot.Validate(); err != nil {
@@ -494,8 +499,9 @@ func membersOf(t reflect.Type) members {
 	return out
 }
 
-// unknown adds to d the members of the object obj that m does not know, by
-// their paths under prefix, and looks into the known ones that are objects.
+// unknown adds to d.Ignored the members of the object obj that m does not
+// know, by their paths under prefix, and looks into the known ones that are
+// objects.
 // A known member that is not an object where one belongs is left to the
 // decoder, which names it.
 func (m members) unknown(obj map[string]json.RawMessage, prefix string, d *Decoded) {
@@ -503,10 +509,7 @@ func (m members) unknown(obj map[string]json.RawMessage, prefix string, d *Decod
 		folded, ok := foldName(k)
 		sub, known := m[folded]
 		if !ok || !known {
-			d.IgnoredCount++
-			if len(d.Ignored) < MaxIgnoredListed {
-				d.Ignored = append(d.Ignored, truncateName(prefix+k))
-			}
+			d.Ignored = append(d.Ignored, truncateName(prefix+k))
 			continue
 		}
 		if sub == nil {

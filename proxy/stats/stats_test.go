@@ -477,10 +477,17 @@ func TestDecodeIgnoredListIsBounded(t *testing.T) {
 	require.Equal(t, valid(), d.Snapshot)
 	require.Equal(t, 1000, d.IgnoredCount)
 	require.Len(t, d.Ignored, MaxIgnoredListed)
-	for _, name := range d.Ignored {
+	for i, name := range d.Ignored {
 		require.LessOrEqual(t, len(name), maxIgnoredName+len("…"))
 		require.True(t, utf8.ValidString(name), "cut on a rune boundary")
 		require.True(t, strings.HasSuffix(name, "…"))
+		require.True(t, strings.HasPrefix(name, fmt.Sprintf("%04d", i)), "the first names in order: %q", name)
+	}
+	// The same names every time (the collector compares them to log once).
+	for range 10 {
+		again, err := DecodeDetail(bytes.NewReader(doc))
+		require.NoError(t, err)
+		require.Equal(t, d.Ignored, again.Ignored)
 	}
 }
 
