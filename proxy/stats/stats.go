@@ -270,8 +270,9 @@ type Decoded struct {
 	Dropped error
 	// Ignored lists the members of the document that this reader does not
 	// know, which a newer writer added (the package doc's compatibility rule),
-	// by their paths ("pool.handed_off"), sorted: at most MaxIgnoredListed of
-	// them, each cut to maxIgnoredName bytes. IgnoredCount counts them all.
+	// by their paths ("pool.handed_off"), each cut to maxIgnoredName bytes:
+	// the first MaxIgnoredListed in sorted order, so that the same document
+	// lists the same names. IgnoredCount counts them all.
 	Ignored      []string
 	IgnoredCount int
 }
