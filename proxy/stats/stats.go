@@ -1,5 +1,6 @@
 // Package stats defines the JSON document qas-proxy serves on its admin port at /stats,
-// and the strict decoder consumers (qas-collector) use to read it.
+// and the decoder consumers (qas-collector) use to read it: strict about every member
+// it knows, tolerant of members a newer proxy added (Compatibility between versions).
 //
 // Every counter is monotonic from process start. StartTime and InstanceID identify the
 // process, so a consumer that sees either change, or any counter fall, knows the proxy
