@@ -2,8 +2,10 @@ package scrape
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,19 +27,29 @@ type Scraper struct {
 
 	log     *zap.Logger
 	tracker *Tracker
-	mu      sync.Mutex // guards tracker
+	mu      sync.Mutex // guards tracker and ignored
+	// ignored is, per target whose last document had members this collector
+	// does not know, the process and the names last logged.
+	ignored map[string]ignoredNote
 
-	failures *prometheus.CounterVec
-	dropped  *prometheus.CounterVec
-	rebases  *prometheus.CounterVec
-	scrapes  prometheus.Counter
+	failures    *prometheus.CounterVec
+	dropped     *prometheus.CounterVec
+	rebases     *prometheus.CounterVec
+	scrapes     prometheus.Counter
+	skewedGauge prometheus.Gauge
 }
+
+// ignoredNote is what was logged of one target's unknown members.
+type ignoredNote struct{ instance, names string }
 
 // Failure reasons, the label of qas_collector_scrape_failures_total.
 const (
 	FailRequest = "request"
 	FailStatus  = "http_status"
 	FailDecode  = "invalid_document"
+	// FailVersion: a document of a schema version this collector does not know
+	// (stats.VersionError), which it cannot read without misreading it.
+	FailVersion = "unsupported_version"
 )
 
 // NewScraper returns a scraper; reg may be nil.
@@ -53,6 +65,7 @@ func NewScraper(client *http.Client, concurrency int, timeout time.Duration, reg
 	}
 	s := &Scraper{
 		Client: client, Concurrency: concurrency, Timeout: timeout, Now: time.Now, log: log, tracker: NewTracker(),
+		ignored: map[string]ignoredNote{},
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "qas_collector_scrape_failures_total", Help: "Scrapes skipped, by reason.",
 		}, []string{"reason"}),
@@ -65,9 +78,13 @@ func NewScraper(client *http.Client, concurrency int, timeout time.Duration, reg
 		scrapes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "qas_collector_scrapes_total", Help: "Scrapes attempted.",
 		}),
+		skewedGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "qas_collector_proxies_with_unknown_fields",
+			Help: "Proxies whose last /stats document had fields this collector does not know and ignored (proxies newer than the collector, during a rollout).",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(s.failures, s.dropped, s.rebases, s.scrapes)
+		reg.MustRegister(s.failures, s.dropped, s.rebases, s.scrapes, s.skewedGauge)
 	}
 	return s
 }
@@ -88,7 +105,7 @@ func (s *Scraper) Cycle(ctx context.Context, targets []Target) []Result {
 	results := make([]Result, len(targets))
 	sem := make(chan struct{}, s.Concurrency)
 	var wg sync.WaitGroup
-	snaps := make([]stats.Snapshot, len(targets))
+	docs := make([]stats.Decoded, len(targets))
 	received := make([]time.Time, len(targets))
 	offsets := make([]time.Duration, len(targets))
 	for i, t := range targets {
@@ -97,13 +114,13 @@ func (s *Scraper) Cycle(ctx context.Context, targets []Target) []Result {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			sent := s.Now()
-			snap, reason, err := s.fetch(ctx, t.URL)
+			doc, reason, err := s.fetch(ctx, t.URL)
 			received[i] = s.Now()
 			results[i] = Result{Target: t, Reason: reason, Err: err}
-			snaps[i] = snap
+			docs[i] = doc
 			// The proxy took its snapshot while the request was out: compare its clock
 			// with the middle of the round trip.
-			offsets[i] = snap.Time.Sub(sent.Add(received[i].Sub(sent) / 2))
+			offsets[i] = doc.Snapshot.Time.Sub(sent.Add(received[i].Sub(sent) / 2))
 		}()
 	}
 	wg.Wait()
@@ -118,7 +135,8 @@ func (s *Scraper) Cycle(ctx context.Context, targets []Target) []Result {
 			s.log.Warn("scrape skipped", zap.String("pod", t.Key()), zap.String("reason", results[i].Reason), zap.Error(results[i].Err))
 			continue
 		}
-		iv, reason, ok := s.tracker.Observe(t, snaps[i])
+		s.noteIgnored(t, docs[i])
+		iv, reason, ok := s.tracker.Observe(t, docs[i].Snapshot)
 		if ok {
 			iv.ScrapedAt, iv.ClockOffset = received[i], offsets[i]
 		}
@@ -131,35 +149,63 @@ func (s *Scraper) Cycle(ctx context.Context, targets []Target) []Result {
 		}
 	}
 	s.tracker.Forget(keep)
+	for k := range s.ignored {
+		if !keep[k] {
+			delete(s.ignored, k)
+		}
+	}
+	s.skewedGauge.Set(float64(len(s.ignored)))
 	return results
 }
 
+// noteIgnored logs the members of t's document that this collector does not
+// know and ignored (the proxy is newer: version skew during a rollout, which
+// stats' compatibility rule allows), once per proxy process and set of names:
+// an operator sees the skew without a line every scrape.
+func (s *Scraper) noteIgnored(t Target, d stats.Decoded) {
+	if d.IgnoredCount == 0 {
+		delete(s.ignored, t.Key())
+		return
+	}
+	note := ignoredNote{instance: d.Snapshot.InstanceID, names: strings.Join(d.Ignored, "\x00")}
+	if s.ignored[t.Key()] == note {
+		return
+	}
+	s.ignored[t.Key()] = note
+	s.log.Info("proxy's /stats has fields this collector does not know; they are ignored (the proxy is newer than the collector)",
+		zap.String("pod", t.Key()), zap.String("instance", d.Snapshot.InstanceID), zap.Strings("fields", d.Ignored), zap.Int("count", d.IgnoredCount))
+}
+
 // fetch gets and decodes one /stats document.
-func (s *Scraper) fetch(ctx context.Context, url string) (stats.Snapshot, string, error) {
+func (s *Scraper) fetch(ctx context.Context, url string) (stats.Decoded, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return stats.Snapshot{}, FailRequest, err
+		return stats.Decoded{}, FailRequest, err
 	}
 	resp, err := s.Client.Do(req)
 	if err != nil {
-		return stats.Snapshot{}, FailRequest, err
+		return stats.Decoded{}, FailRequest, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return stats.Snapshot{}, FailStatus, fmt.Errorf("GET %s: %s", url, resp.Status)
+		return stats.Decoded{}, FailStatus, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	snap, dropped, err := stats.DecodeDropping(resp.Body)
+	d, err := stats.DecodeDetail(resp.Body)
 	if err != nil {
-		return stats.Snapshot{}, FailDecode, fmt.Errorf("GET %s: %w", url, err)
+		reason := FailDecode
+		if _, ok := errors.AsType[*stats.VersionError](err); ok {
+			reason = FailVersion
+		}
+		return stats.Decoded{}, reason, fmt.Errorf("GET %s: %w", url, err)
 	}
-	if dropped != nil {
+	if d.Dropped != nil {
 		// Only arrivals_per_second is optional in this way.
 		s.dropped.WithLabelValues(FieldArrivalsPerSecond).Inc()
-		s.log.Warn("invalid field left out", zap.String("url", url), zap.String("field", FieldArrivalsPerSecond), zap.Error(dropped))
+		s.log.Warn("invalid field left out", zap.String("url", url), zap.String("field", FieldArrivalsPerSecond), zap.Error(d.Dropped))
 	}
-	return snap, "", nil
+	return d, "", nil
 }
 
 // FieldArrivalsPerSecond is the label of qas_collector_dropped_fields_total for
@@ -171,6 +217,10 @@ func (s *Scraper) Dropped(field string) float64 { return counter(s.dropped.WithL
 
 // Failures returns the count of skipped scrapes for reason.
 func (s *Scraper) Failures(reason string) float64 { return counter(s.failures.WithLabelValues(reason)) }
+
+// ProxiesWithUnknownFields is how many proxies' last documents had fields this
+// collector does not know.
+func (s *Scraper) ProxiesWithUnknownFields() float64 { return gauge(s.skewedGauge) }
 
 // Rebases returns the count of rebases for reason.
 func (s *Scraper) Rebases(reason string) float64 { return counter(s.rebases.WithLabelValues(reason)) }

@@ -1,5 +1,6 @@
 // Package stats defines the JSON document qas-proxy serves on its admin port at /stats,
-// and the strict decoder consumers (qas-collector) use to read it.
+// and the decoder consumers (qas-collector) use to read it: strict about every member
+// it knows, tolerant of members a newer proxy added (Compatibility between versions).
 //
 // Every counter is monotonic from process start. StartTime and InstanceID identify the
 // process, so a consumer that sees either change, or any counter fall, knows the proxy
@@ -7,6 +8,33 @@
 // every snapshot served, which lets a consumer notice a stale or replayed document.
 //
 // Units are seconds for every duration and time integral.
+//
+// # Compatibility between versions
+//
+// The proxies of a cluster are sidecars, upgraded pod by pod as each
+// application rolls out, and qas-collector is upgraded on its own, so for hours
+// a collector reads documents from proxies one release newer or older than
+// itself. The document therefore evolves by these rules, as the Kubernetes API
+// does within one API version:
+//
+//   - A release may add a member, at the top or inside any object (pool, front,
+//     a histogram, arrivals_per_second), without changing SchemaVersion. A
+//     reader ignores the members it does not know, whatever their value
+//     (Decoded.Ignored lists them, so that an operator can see the skew).
+//   - A member added so is optional: a reader treats its absence (an older
+//     writer) as "not measured", never as a measured zero where zero would
+//     mislead (the service histogram and arrivals_per_second are absent, not
+//     empty, from a proxy that predates them).
+//   - Changing what a member means, its unit or its type, or removing a member
+//     that readers need, is a new SchemaVersion. A reader refuses a document of
+//     a version it does not know (*VersionError, naming both versions) before
+//     reading any member, since its members may mean something else there.
+//
+// Every member a reader knows is still checked as strictly as ever: its type,
+// finite and in-range numbers (Validate), one document with no trailing data,
+// at most MaxDocumentBytes. Version 1 is the only version so far, so a reader
+// accepts version 1 only; a reader for version 2 that must read version 1
+// proxies during a rollout would convert them.
 package stats
 
 import (
@@ -16,7 +44,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
+	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // SchemaVersion is the value of Snapshot.Version that this package reads and writes.
@@ -216,12 +248,42 @@ func (h Histogram) Total() uint64 {
 }
 
 // Decode reads and validates one snapshot. Any error names the field at fault.
-// An invalid optional series (arrivals_per_second) is left out, the rest kept:
-// DecodeDropping says why.
+// An invalid optional series (arrivals_per_second) is left out, the rest kept,
+// and members this reader does not know are ignored: DecodeDetail says which.
 func Decode(r io.Reader) (Snapshot, error) {
-	s, _, err := DecodeDropping(r)
-	return s, err
+	d, err := DecodeDetail(r)
+	return d.Snapshot, err
 }
+
+// DecodeDropping is Decode, and reports in dropped an optional field that was
+// present but invalid and left out of s (nil: none). err is for the document
+// as a whole: s is then unusable.
+func DecodeDropping(r io.Reader) (s Snapshot, dropped, err error) {
+	d, err := DecodeDetail(r)
+	return d.Snapshot, d.Dropped, err
+}
+
+// Decoded is one document read by DecodeDetail, and what was left out of it.
+type Decoded struct {
+	Snapshot Snapshot
+	// Dropped is why an optional field that was present but invalid was left
+	// out of Snapshot (nil: none was).
+	Dropped error
+	// Ignored lists the members of the document that this reader does not
+	// know, which a newer writer added (the package doc's compatibility rule),
+	// by their paths ("pool.handed_off"), each cut to maxIgnoredName bytes:
+	// the first MaxIgnoredListed in sorted order, so that the same document
+	// lists the same names. IgnoredCount counts them all.
+	Ignored      []string
+	IgnoredCount int
+}
+
+// MaxIgnoredListed bounds Decoded.Ignored: a hostile document can name
+// thousands of members, which a log line must not carry.
+const MaxIgnoredListed = 16
+
+// maxIgnoredName bounds each name in Decoded.Ignored, for the same reason.
+const maxIgnoredName = 64
 
 // document is a Snapshot whose optional series is read apart (the outer field
 // hides the embedded one of the same name), so that a malformed one, of any
@@ -231,47 +293,254 @@ type document struct {
 	ArrivalsPerSecond json.RawMessage `json:"arrivals_per_second,omitempty"`
 }
 
-// DecodeDropping is Decode, and reports in dropped an optional field that was
-// present but invalid and left out of s (nil: none). err is for the document
-// as a whole: s is then unusable.
-func DecodeDropping(r io.Reader) (s Snapshot, dropped, err error) {
+// DecodeDetail reads and validates one snapshot, as Decode, and says what it
+// left out: an invalid optional series (Decoded.Dropped) and the members it
+// does not know (Decoded.Ignored). Members it does not know are no error, at
+// any depth and of any value; every member it knows must have its type and
+// pass Validate. A document of another schema version is refused with a
+// *VersionError before its members are read, since they may mean something
+// else there. err is for the document as a whole: the Decoded is then
+// unusable.
+func DecodeDetail(r io.Reader) (Decoded, error) {
 	data, err := io.ReadAll(io.LimitReader(r, MaxDocumentBytes+1))
 	if err != nil {
-		return Snapshot{}, nil, fmt.Errorf("stats: read: %w", err)
+		return Decoded{}, fmt.Errorf("stats: read: %w", err)
 	}
 	if len(data) > MaxDocumentBytes {
-		return Snapshot{}, nil, fmt.Errorf("stats: document larger than %d bytes", MaxDocumentBytes)
+		return Decoded{}, fmt.Errorf("stats: document larger than %d bytes", MaxDocumentBytes)
 	}
+	if d, ok, err := decodeKnown(data); ok {
+		return d, err
+	}
+	return decodeAny(data)
+}
+
+// decodeKnown is DecodeDetail's fast path, for a document every member of
+// which this reader knows (no version skew): one strict pass. ok is false
+// when the document has a member it does not know or does not decode at all;
+// decodeAny then reads it (and names what is wrong), so that both paths give
+// the same answer.
+func decodeKnown(data []byte) (d Decoded, ok bool, err error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var doc document
-	if err := dec.Decode(&doc); err != nil {
-		return Snapshot{}, nil, fmt.Errorf("stats: decode: %w", err)
+	if dec.Decode(&doc) != nil {
+		return Decoded{}, false, nil
 	}
 	if dec.More() {
-		return Snapshot{}, nil, errors.New("stats: trailing data after the document")
+		return Decoded{}, true, errors.New("stats: trailing data after the document")
 	}
-	s = doc.Snapshot
-	s.ArrivalsPerSecond = nil
-	if err := s.Validate(); err != nil {
-		return Snapshot{}, nil, err
+	d.Snapshot = doc.Snapshot
+	d.Snapshot.ArrivalsPerSecond = nil
+	if err := d.Snapshot.Validate(); err != nil {
+		return Decoded{}, true, err
 	}
 	if raw := doc.ArrivalsPerSecond; len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
-		p, err := decodePerSecond(raw, s)
-		if err != nil {
-			return s, err, nil
+		sdec := json.NewDecoder(bytes.NewReader(raw))
+		sdec.DisallowUnknownFields()
+		var p PerSecond
+		if sdec.Decode(&p) != nil {
+			return Decoded{}, false, nil
 		}
-		s.ArrivalsPerSecond = p
+		if err := p.validate(d.Snapshot); err != nil {
+			d.Dropped = err
+			return d, true, nil
+		}
+		d.Snapshot.ArrivalsPerSecond = &p
 	}
-	return s, nil, nil
+	return d, true, nil
 }
 
-// decodePerSecond reads and validates the arrivals_per_second series of s.
+// decodeAny is DecodeDetail for any document: it reads the members this
+// reader knows and lists the others.
+func decodeAny(data []byte) (Decoded, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return Decoded{}, fmt.Errorf("stats: decode: %w", err)
+	}
+	if dec.More() {
+		return Decoded{}, errors.New("stats: trailing data after the document")
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return Decoded{}, fmt.Errorf("stats: decode: %w", err)
+	}
+	if err := checkVersion(raw); err != nil {
+		return Decoded{}, err
+	}
+	var doc document
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return Decoded{}, fmt.Errorf("stats: decode: %w", err)
+	}
+	var d Decoded
+	snapshotMembers.unknown(top, "", &d)
+	// The first names in order, not the first met (a map's order is random):
+	// the same document lists the same names, which the collector compares to
+	// log a proxy's skew once.
+	slices.Sort(d.Ignored)
+	d.IgnoredCount = len(d.Ignored)
+	d.Ignored = slices.Clip(d.Ignored[:min(len(d.Ignored), MaxIgnoredListed)])
+	d.Snapshot = doc.Snapshot
+	d.Snapshot.ArrivalsPerSecond = nil
+	if err := d.Snapshot.Validate(); err != nil {
+		return Decoded{}, err
+	}
+	if raw := doc.ArrivalsPerSecond; len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
+		p, err := decodePerSecond(raw, d.Snapshot)
+		if err != nil {
+			d.Dropped = err
+			return d, nil
+		}
+		d.Snapshot.ArrivalsPerSecond = p
+	}
+	return d, nil
+}
+
+// VersionError is the error for a document of a schema version this reader
+// does not know.
+type VersionError struct{ Version int }
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("stats: version %d, want %d (the only schema version this reader knows)", e.Version, SchemaVersion)
+}
+
+// checkVersion refuses the document doc when its version member is a number
+// other than SchemaVersion. A version that is no number, or none, is left to
+// the decoder and Validate, which name it. The member is found as the decoder
+// finds it (by encoding/json itself: a name equal under case folding, the
+// last of several), so that both read the same one.
+func checkVersion(doc json.RawMessage) error {
+	var only struct {
+		Version json.RawMessage `json:"version"`
+	}
+	if json.Unmarshal(doc, &only) != nil || only.Version == nil {
+		return nil
+	}
+	var v int
+	if err := json.Unmarshal(only.Version, &v); err != nil || v == SchemaVersion {
+		return nil // a version of the wrong type: the decoder names it
+	}
+	return &VersionError{Version: v}
+}
+
+// members is the set of JSON member names of a struct type, folded
+// (foldName), each with the members of its value when that is an object this
+// package decodes member by member (a struct or a pointer to one; nil
+// otherwise).
+type members map[string]members
+
+// foldName is name as encoding/json matches a member's name to a field's
+// (bytes.EqualFold), for this package's names, which are ASCII: ASCII letters
+// in lower case, and the two non-ASCII runes whose case folding reaches an
+// ASCII letter, the Kelvin sign and the long s, as k and s. ok is false when
+// name holds any other non-ASCII rune: no ASCII name equals it under folding.
+// One map lookup per member then replaces a comparison with every name, which
+// a hostile document of 100,000 members would make costly.
+func foldName(name string) (string, bool) {
+	plain := true
+	for i := range len(name) {
+		if c := name[i]; c >= utf8.RuneSelf || ('A' <= c && c <= 'Z') {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return name, true
+	}
+	var b strings.Builder
+	b.Grow(len(name))
+	for _, r := range name {
+		switch {
+		case r == '\u212a': // Kelvin sign
+			r = 'k'
+		case r == '\u017f': // long s
+			r = 's'
+		case r >= utf8.RuneSelf:
+			return "", false
+		case 'A' <= r && r <= 'Z':
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String(), true
+}
+
+// snapshotMembers are the members of a /stats document.
+var snapshotMembers = membersOf(reflect.TypeFor[Snapshot]())
+
+var jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+
+// membersOf lists t's JSON members as encoding/json names them. A type that
+// decodes itself (time.Time) is a value, not an object to look into.
+func membersOf(t reflect.Type) members {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(jsonUnmarshaler) {
+		return nil
+	}
+	out := members{}
+	for f := range t.Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch name {
+		case "-":
+			continue
+		case "":
+			name = f.Name
+		}
+		folded, ok := foldName(name)
+		if !ok {
+			panic("stats: member name " + name + " is not ASCII")
+		}
+		out[folded] = membersOf(f.Type)
+	}
+	return out
+}
+
+// unknown adds to d.Ignored the members of the object obj that m does not
+// know, by their paths under prefix, and looks into the known ones that are
+// objects.
+// A known member that is not an object where one belongs is left to the
+// decoder, which names it.
+func (m members) unknown(obj map[string]json.RawMessage, prefix string, d *Decoded) {
+	for k, v := range obj {
+		folded, ok := foldName(k)
+		sub, known := m[folded]
+		if !ok || !known {
+			d.Ignored = append(d.Ignored, truncateName(prefix+k))
+			continue
+		}
+		if sub == nil {
+			continue
+		}
+		var inner map[string]json.RawMessage
+		if json.Unmarshal(v, &inner) == nil {
+			sub.unknown(inner, prefix+k+".", d)
+		}
+	}
+}
+
+// truncateName cuts name to maxIgnoredName bytes, on a rune boundary.
+func truncateName(name string) string {
+	if len(name) <= maxIgnoredName {
+		return name
+	}
+	cut := maxIgnoredName
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return name[:cut] + "…"
+}
+
+// decodePerSecond reads and validates the arrivals_per_second series of s;
+// members it does not know are ignored, as everywhere in the document.
 func decodePerSecond(raw json.RawMessage, s Snapshot) (*PerSecond, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	var p PerSecond
-	if err := dec.Decode(&p); err != nil {
+	if err := json.Unmarshal(raw, &p); err != nil {
 		return nil, fmt.Errorf("stats: arrivals_per_second: %w", err)
 	}
 	if err := p.validate(s); err != nil {
@@ -291,7 +560,7 @@ const (
 // finite and within what the process could have measured since it started.
 func (s Snapshot) Validate() error {
 	if s.Version != SchemaVersion {
-		return fmt.Errorf("stats: version %d, want %d", s.Version, SchemaVersion)
+		return &VersionError{Version: s.Version}
 	}
 	if s.InstanceID == "" {
 		return errors.New("stats: instance_id is empty")
