@@ -709,16 +709,20 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			break
 		}
 		floor := m.minPods(math.Max(lambdaSize, lambdaHigh), m.es)
-		if spec.Percentile > 0 && x.JumpRatio > 0 {
+		if base, ok := meanRate(snap.ArrivalRates, now.Add(-leadQ), now); spec.Percentile > 0 && len(ratios) > 0 && ok {
 			// Percentile targets: the fewest pods whose late share, averaged
 			// over the history's jumps from λ's mean over the last lead (each
-			// weighted by its requests), stays within the budget 1 − p.
-			base, _ := meanRate(snap.ArrivalRates, now.Add(-leadQ), now)
+			// weighted by its requests) and one more lead at the largest
+			// (jumpLeads), stays within the budget 1 − p.
 			x.DownArrivalRate = base
-			rec = m.minPodsOverJumps(base, thinJumps(ratios, int(math.Ceil(1/(1-conf)))), floor, current, budget, x)
+			rec = m.minPodsOverJumps(base, jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, x), floor, current, budget, x)
+			quantile := "too few leads for their p-quantile"
+			if x.JumpRatio > 0 {
+				quantile = fmt.Sprintf("p-quantile %.3g", x.JumpRatio)
+			}
 			reason = fmt.Sprintf("G = %.3g below 1−θ = %.3g: fewest pods whose late share over the likely λ of the next %s "+
-				"(λ's mean %.4g/s over the last lead × the history's %d jumps over one lead, p-quantile %.3g) is within 1 − p: %d (late share %.3g)",
-				x.Normalized, 1-spec.Tolerance, leadQ, base, len(ratios), x.JumpRatio, rec, x.DownLateShare)
+				"(λ's mean %.4g/s over the last lead × the history's %d jumps over one lead, %s, and one more lead at the largest, %.3g, weighing %.3g) is within 1 − p: %d (late share %.3g)",
+				x.Normalized, 1-spec.Tolerance, leadQ, base, len(ratios), quantile, x.JumpRatioMax, x.JumpUnseenWeight, rec, x.DownLateShare)
 		} else {
 			lambdaDown = math.Max(lambdaDown, lambdaSize)
 			x.DownArrivalRate = lambdaDown

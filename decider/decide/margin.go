@@ -55,9 +55,39 @@ func (e *Engine) jumpFloor(spec Spec, snap Snapshot, m *sizer, now time.Time, le
 	// cannot meet at any count), more pods would buy nothing.
 	hi = min(hi, m.minPods(base*ratios[len(ratios)-1], m.es))
 	var probe Explanation
-	n = m.minPodsOverJumps(base, thinJumps(ratios, int(math.Ceil(1/(1-conf)))), 1, hi, budget, &probe)
+	n = m.minPodsOverJumps(base, jumpLeads(ratios, snap.ArrivalRates, lead, conf, x), 1, hi, budget, &probe)
 	x.JumpReplicas, x.JumpLateShare = n, probe.DownLateShare
 	return n, base, true
+}
+
+// jumpLeads is the set of jump ratios (ascending) the floor and the
+// scale-down's margin average the late share over: the history's, thinned
+// (thinJumps), and one more lead at the largest of them. A history of n
+// leads cannot say how often a jump as large as its largest comes: by the
+// rule of succession the next lead brings one at least that large with
+// probability 1/(n + 1), which the extra lead's weight, one lead's samples
+// among the n leads' (ratios are one per sample and overlap over a lead),
+// gives it. Without it the largest jump counts at its observed frequency,
+// 1/n, and a short history's one burst counts for nothing once it is older
+// than a lead; the margin therefore used to keep the largest jump's pods
+// whole until the history spanned 1/(1−p) leads (40 minutes at a 2-minute
+// init), and the floor waited for two leads and then priced the burst at its
+// frequency. x.JumpRatioMax and x.JumpUnseenWeight show the extra lead.
+func jumpLeads(ratios []float64, samples []Sample, lead time.Duration, conf float64, x *Explanation) []weighted {
+	set := thinJumps(ratios, int(math.Ceil(1/(1-conf))))
+	if len(ratios) == 0 {
+		return set
+	}
+	perLead := 1.0
+	if n := len(samples); n >= 2 {
+		if step := samples[n-1].Time.Sub(samples[0].Time).Seconds() / float64(n-1); step > 0 {
+			perLead = math.Max(1, lead.Seconds()/step)
+		}
+	}
+	largest := ratios[len(ratios)-1]
+	x.JumpRatioMax = math.Max(largest, 1)
+	x.JumpUnseenWeight = perLead / (perLead + float64(len(ratios)))
+	return append(set, weighted{largest, perLead})
 }
 
 // peakJumps reports whether the jump ratios price the peak within the next

@@ -510,3 +510,56 @@ func TestJumpFloorPeaksOnlyWithoutTheMixture(t *testing.T) {
 	require.Positive(t, peaked)
 	require.Positive(t, d.Explanation.JumpReplicas)
 }
+
+// burstOnce is a history of minutes, one sample per 15 s, at lo/s but for one
+// 4-minute burst at hi/s that ended ago before now (e.g. 10 minutes).
+func burstOnce(now time.Time, lo, hi float64, minutes int, ago time.Duration, n int32) Snapshot {
+	s := snapshot(now, lo, 0.04, n)
+	s.ArrivalRates = nil
+	for i := minutes * 4; i >= 0; i-- {
+		at := now.Add(-time.Duration(i) * 15 * time.Second)
+		r := lo
+		if at.After(now.Add(-ago-4*time.Minute)) && !at.After(now.Add(-ago)) {
+			r = hi
+		}
+		s.ArrivalRates = append(s.ArrivalRates, Sample{Time: at, Rate: r})
+	}
+	return s
+}
+
+// TestOneBurstCountsAsOneMoreLead: after one burst, the scale-down keeps what
+// the history's jumps need with one more lead at the largest (the rule of
+// succession: a history of n leads gives the next lead a jump that large with
+// probability 1/(n + 1)). That is more than a flat history keeps, less than
+// the burst's own steady state (what the margin kept, until 2026-11-26,
+// while the history spanned fewer than 1/(1−p) leads), and less the longer
+// the history that has seen the burst only once.
+func TestOneBurstCountsAsOneMoreLead(t *testing.T) {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	spec.Predictive = Predictive{LeadOverride: 2 * time.Minute}
+	const lo, hi = 40.0, 160.0
+	decide := func(s Snapshot) Decision {
+		d, err := NewEngine().Decide(spec, s)
+		require.NoError(t, err)
+		return d
+	}
+	flatSnap := burstOnce(t0, lo, lo, 30, 10*time.Minute, 100)
+	flat := decide(flatSnap)
+	burstNeed := newSizer(spec, flatSnap, 0.04).minPods(hi, 0.04)
+
+	short := decide(burstOnce(t0, lo, hi, 30, 10*time.Minute, 100))
+	x := short.Explanation
+	require.Zero(t, x.JumpRatio, "30 minutes are fewer than 1/(1−p) = 20 leads of 2 minutes: no quantile")
+	require.Greater(t, x.JumpRatioMax, 3.0, "the burst's jump is the largest")
+	require.InDelta(t, 8/(8+float64(x.JumpSamples)), x.JumpUnseenWeight, 1e-9, "one lead is 8 samples of 15 s")
+	require.Contains(t, x.Reason, "one more lead at the largest")
+	require.Greater(t, short.DesiredReplicas, flat.DesiredReplicas, x.Reason)
+	require.Less(t, short.DesiredReplicas, burstNeed, "the burst's steady state is not kept whole: %s", x.Reason)
+	require.LessOrEqual(t, x.DownLateShare, 0.05)
+
+	long := decide(burstOnce(t0, lo, hi, 90, 10*time.Minute, 100))
+	require.Less(t, long.Explanation.JumpUnseenWeight, x.JumpUnseenWeight)
+	require.LessOrEqual(t, long.DesiredReplicas, short.DesiredReplicas, long.Explanation.Reason)
+	require.Greater(t, long.DesiredReplicas, flat.DesiredReplicas, "the burst is still in the history")
+}

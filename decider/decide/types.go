@@ -639,10 +639,14 @@ type Explanation struct {
 	// lead over the last lead's mean, not the next lead's mean (the cycle's
 	// rates vary no more than Poisson counts: jumpRatios).
 	JumpPeak bool `json:"jumpPeak,omitempty"`
-	// JumpRatioMax is the largest of those ratios (at least 1), which the
-	// scale-down uses instead of JumpRatio while the history spans fewer than
-	// 1/(1−p) leads, too few for the quantile (0: not used).
-	JumpRatioMax float64 `json:"jumpRatioMax,omitempty"`
+	// JumpRatioMax is the largest of those ratios (at least 1). A percentile
+	// target's floor and scale-down count it as one more lead of the history
+	// (by the rule of succession, the chance that the next lead brings a jump
+	// that large), JumpUnseenWeight being that lead's share of the leads
+	// (jumpLeads); a mean target's scale-down uses it instead of JumpRatio
+	// while the history spans fewer than 1/(1−p) leads (0: not used).
+	JumpRatioMax     float64 `json:"jumpRatioMax,omitempty"`
+	JumpUnseenWeight float64 `json:"jumpUnseenWeight,omitempty"`
 	// JumpReplicas is the floor the history's jumps put under the steady
 	// state: the fewest pods whose modelled late share over the likely λ of
 	// the next lead (λ's mean over the last lead × each jump ratio) is within

@@ -79,6 +79,8 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 		"transient_late_share":   x.TransientLateShare,
 		"effective_percentile":   x.EffectivePercentile,
 		"jump_replicas":          float64(x.JumpReplicas),
+		"jump_ratio_max":         x.JumpRatioMax,
+		"jump_unseen_weight":     x.JumpUnseenWeight,
 		"service_late_share":     x.ServiceLateShare,
 		// The rate mixture (docs/model.md section 2c).
 		"rate_cv2":             x.RateCV2,
