@@ -622,8 +622,11 @@ func TestVerticalDoesNotHelpIOBoundPods(t *testing.T) {
 	require.False(t, d.Action.Has(ActionVertical), d.Explanation.Reason)
 }
 
+// hotCluster is three pods, web-a slowed on a hot node (0.3 s) and two at
+// 0.1 s; the workload's E[S] is their mean, as the proxies' equal shares of
+// the requests make it.
 func hotCluster() Snapshot {
-	s := snapshot(t0, 95, 0.1, 3)
+	s := snapshot(t0, 95, 0.5/3, 3)
 	s.Pods = []Pod{
 		{Name: "web-a", Node: "hot", Owned: true, CPURequest: 500, CPUUsage: 0.5, ThrottledFraction: 0.3, ServiceTime: 0.3},
 		{Name: "web-b", Node: "cool", Owned: true, CPURequest: 500, CPUUsage: 0.4, ServiceTime: 0.1},
@@ -955,4 +958,37 @@ func TestPlanMigrationOnItsOwnCycle(t *testing.T) {
 	spec.MinReplicas = 0
 	_, _, _, err = PlanMigration(spec, hotCluster())
 	require.Error(t, err)
+}
+
+// TestMigrationSizesWithThePooledServiceTime: while a move is planned, the
+// engine sizes with the pooled E[S] scaled by the not-slowed pods' share of the
+// interval's per-pod means, not with the not-slowed pods' raw means of one
+// interval (a few requests a pod, which moved the jump floor by a factor of
+// eight between two cycles at a constant rate).
+func TestMigrationSizesWithThePooledServiceTime(t *testing.T) {
+	spec := baseSpec()
+	spec.Target = time.Second
+	spec.Migration = Migration{Enabled: true, NodeThreshold: 0.8}
+	at := func(i int, slowed, healthy float64) Snapshot {
+		hot := hotCluster()
+		s := snapshot(t0.Add(time.Duration(i)*15*time.Second), 95, (slowed+2*healthy)/3, 3)
+		s.ServiceSamples = 95 * 15
+		s.Pods, s.Nodes = hot.Pods, hot.Nodes
+		s.Pods[0].ServiceTime, s.Pods[1].ServiceTime, s.Pods[2].ServiceTime = slowed, healthy, healthy
+		return s
+	}
+	e := NewEngine()
+	for i := range 20 {
+		d, err := e.Decide(spec, at(i, 0.36, 0.12)) // E[S] 0.2 s over 20 intervals.
+		require.NoError(t, err)
+		e.Revert(d)
+	}
+	// One interval reads the healthy pods low (0.06 s, their mean 0.14 s).
+	d, err := e.Decide(spec, at(20, 0.3, 0.06))
+	require.NoError(t, err)
+	require.NotNil(t, d.Migration, d.Explanation.Reason)
+	x := d.Explanation
+	require.InDelta(t, 0.14, x.ServiceTimeInterval, 1e-9)
+	pooled := 0.2 // What 21 intervals of ~1,400 requests pool to, nearly.
+	require.InDelta(t, pooled*0.06/0.14, x.ServiceTime, 0.01, "the pooled E[S] × the move's share, not the interval's 0.06 s")
 }

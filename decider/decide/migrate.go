@@ -106,6 +106,24 @@ func planMigration(spec Spec, snap Snapshot, hold func(node string) string) (*Mi
 	return nil, 0, "no migration: " + joinNotes(notes)
 }
 
+// meanPodServiceTime is the mean of the pods' last-interval service times,
+// each pod once, as planMigration averages the not-slowed ones (0: none
+// known).
+func meanPodServiceTime(pods []Pod) float64 {
+	var sum float64
+	var n int
+	for _, p := range pods {
+		if p.ServiceTime > 0 {
+			sum += p.ServiceTime
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
+}
+
 func joinNotes(n []string) string {
 	out := ""
 	for i, s := range n {
