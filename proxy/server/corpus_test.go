@@ -104,6 +104,18 @@ var corpus = []corpusCase{
 	{name: "get-with-body", raw: "GET /g HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", answers: 1, nginx: "200"},
 	{name: "trailer-after-chunks", raw: "POST /t HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-Trailer: 1\r\n\r\n", answers: 1, nginx: "200"},
 	{name: "x-forwarded-spoof", raw: "GET /xff HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 6.6.6.6\r\nConnection: X-Forwarded-For\r\n\r\n", answers: 1, nginx: "200"},
+	// CONNECT: the proxy is in front of one app and opens no tunnel. Every form and
+	// case of it gets 405 and the connection closed, before any of it reaches the
+	// app: what follows a CONNECT head is meant for a tunnel, never the next request
+	// (nginx answers 405 to a CONNECT it can parse, 400 to the authority form and to
+	// any method with a lower-case letter, which its parser refuses).
+	{name: "connect-authority-form", raw: "CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\n", answers: 1, closes: true, nginx: "400 close"},
+	{name: "connect-origin-form", raw: "CONNECT / HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, closes: true, nginx: "405 close"},
+	{name: "connect-absolute-form", raw: "CONNECT http://x:443/ HTTP/1.1\r\nHost: x:443\r\n\r\n", answers: 1, closes: true, nginx: "405 close"},
+	{name: "connect-lowercase", raw: "connect x:443 HTTP/1.1\r\nHost: x:443\r\n\r\n", answers: 1, closes: true, nginx: "400 close"},
+	{name: "connect-lowercase-origin-form", raw: "connect / HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, closes: true, nginx: "400 close"},
+	{name: "connect-then-tunnel-bytes", raw: "CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, closes: true, nginx: "400 close"},
+	{name: "pipelined-get-connect-get", raw: "GET /1 HTTP/1.1\r\nHost: x\r\n\r\nCONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\nGET /3 HTTP/1.1\r\nHost: x\r\n\r\n", answers: 2, closes: true, nginx: "200 400 close"},
 }
 
 // corpusRun sends c's bytes through a proxy on one path and returns what the app
@@ -155,6 +167,7 @@ func corpusRunWith(t *testing.T, c corpusCase, fast, pooled bool) (app string, c
 		}
 		fmt.Fprintf(&b, "=== app connection %d\n%s\n", r.conn, r.raw)
 		require.NotEqual(t, "/smuggled", r.target, "a smuggled request reached the app")
+		require.False(t, strings.EqualFold(r.method, "CONNECT"), "a CONNECT reached the app")
 		require.NotEmpty(t, r.host, "the app got a request without Host")
 		require.False(t, r.header.Get("Content-Length") != "" && len(r.header.Values("Transfer-Encoding")) > 0, "the app got CL with TE")
 	}
@@ -248,6 +261,7 @@ func TestRawByteCorpusPooled(t *testing.T) {
 							continue
 						}
 						require.NotEqual(t, "/smuggled", r.target, "a smuggled request reached an app")
+						require.False(t, strings.EqualFold(r.method, "CONNECT"), "a CONNECT reached an app")
 						require.NotEmpty(t, r.host, "an app got a request without Host")
 						require.False(t, r.header.Get("Content-Length") != "" && len(r.header.Values("Transfer-Encoding")) > 0, "an app got CL with TE")
 						for name := range r.header {
