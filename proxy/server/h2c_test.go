@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"sync"
 	"testing"
 
@@ -194,4 +196,39 @@ func TestH2CConnectRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestH2CExtendedConnectRefused: with extended CONNECT turned on in net/http's HTTP/2
+// server (GODEBUG=http2xconnect=1, read once at start, so the test runs itself in a
+// child process), a CONNECT with :protocol (a WebSocket over HTTP/2) reaches the
+// proxy, which refuses it as any CONNECT: 405, not counted, nothing to the app.
+// The server's reset (TestH2CConnectRefused) is the default, not the only guard.
+func TestH2CExtendedConnectRefused(t *testing.T) {
+	if os.Getenv("QAS_TEST_XCONNECT_CHILD") != "1" {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*hangGuard)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestH2CExtendedConnectRefused$", "-test.v")
+		cmd.Env = append(os.Environ(), "GODEBUG=http2xconnect=1", "QAS_TEST_XCONNECT_CHILD=1")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Contains(t, string(out), "server offers extended CONNECT", "the child ran the check")
+		require.Contains(t, string(out), "--- PASS: TestH2CExtendedConnectRefused")
+		return
+	}
+	rec := newRecordingApp(t)
+	p := start(t, rec.addr, Config{}, Options{})
+	c := dialH2(t, p.srv.Addr())
+	f, err := c.fr.ReadFrame()
+	require.NoError(t, err)
+	settings, ok := f.(*http2.SettingsFrame)
+	require.True(t, ok, "the server's first frame is its SETTINGS, got %T", f)
+	v, ok := settings.Value(http2.SettingEnableConnectProtocol)
+	require.True(t, ok && v == 1, "the server offers extended CONNECT (RFC 8441)")
+	t.Log("server offers extended CONNECT")
+	require.NoError(t, c.fr.WriteSettingsAck())
+	a := c.answer(c.open(append(pseudo("CONNECT", "/ws", "shop.example"), h2Field{":protocol", "websocket"}), "tunnel bytes"))
+	require.False(t, a.reset, "got %+v", a)
+	require.Equal(t, "405", a.status, "body %q", a.body)
+	require.Zero(t, snapshot(t, p).Arrivals, "a refused CONNECT is not an arrival")
+	require.Empty(t, rec.settled(t, p), "the app gets nothing")
 }
