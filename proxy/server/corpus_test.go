@@ -86,6 +86,12 @@ var corpus = []corpusCase{
 	{name: "absolute-form-other-host", raw: "GET http://evil/abs HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, nginx: "200"},
 	{name: "asterisk-options", raw: "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, nginx: "400 close", laxer: "net/http answers OPTIONS * itself; nothing reaches the app"},
 	{name: "fragment-in-target", raw: "GET /a#frag HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, nginx: "200"},
+	// A target that is neither origin form nor an http(s) absolute URI (other than
+	// OPTIONS *) reached the app as another target; refused, as nginx does.
+	{name: "target-scheme-opaque", raw: "GET x:443 HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, closes: true, nginx: "400 close"},
+	{name: "target-scheme-other", raw: "GET x:/admin HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, closes: true, nginx: "400 close"},
+	{name: "target-scheme-no-host", raw: "GET http:/admin HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, closes: true, nginx: "400 close"},
+	{name: "asterisk-get", raw: "GET * HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, closes: true, nginx: "400 close"},
 	{name: "space-in-target", raw: "GET /a b HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, closes: true, nginx: "400 close"},
 	{name: "http10-keep-alive", raw: "GET /a HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n\r\nGET /b HTTP/1.0\r\nHost: x\r\n\r\n", answers: 2, closes: true, nginx: "200 200 close"},
 	{name: "http09", raw: "GET /\r\n\r\n", answers: 1, closes: true, nginx: "close"},

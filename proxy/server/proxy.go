@@ -225,6 +225,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "qas-proxy: malformed request method or target", http.StatusBadRequest)
 		return
 	}
+	if r.ProtoMajor == 1 && !forwardableH1Target(r) {
+		w.Header().Set("Connection", "close")
+		http.Error(w, "qas-proxy: request target is neither origin form nor an http or https absolute URI", http.StatusBadRequest)
+		return
+	}
 	arrived := p.rec.Arrive()
 	if r.ProtoMajor == 1 {
 		// A proxy streams both ways. Without this, net/http's HTTP/1 server reads
@@ -422,6 +427,23 @@ func wellFormedH2(r *http.Request) bool {
 	}
 	target := r.URL.RequestURI()
 	return target == "*" || originForm(target)
+}
+
+// forwardableH1Target reports whether an HTTP/1 request's target is one the app gets
+// as the client meant it: origin form ("/a?q"), or absolute form with the http or
+// https scheme and a host (the app gets its path and query, as RFC 9112 section
+// 3.2.2 has a server take it). net/http accepts any URI there, and the request to
+// the app then carried another target: "x:443" became "443", "mailto:a@b" "a@b",
+// "x:/admin" and "http:/admin" (no host) "/admin", "*" (other than OPTIONS *,
+// which net/http answers itself) "/%2A". nginx refuses each with 400 and closes,
+// and so does the proxy (ServeHTTP), before the request counts.
+func forwardableH1Target(r *http.Request) bool {
+	target := r.RequestURI
+	if strings.HasPrefix(target, "/") {
+		return true
+	}
+	u := r.URL
+	return (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.Opaque == ""
 }
 
 // upstreamError answers when the application could not produce a response: 504 if it
