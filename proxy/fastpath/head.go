@@ -345,7 +345,7 @@ const (
 
 // parseRequest parses a complete request head (through its empty line) into h,
 // reusing h's storage. It returns handOver for anything the fast path leaves to the
-// general path: not HTTP/1.1, a target that is not plain origin-form, Upgrade, Expect,
+// general path: not HTTP/1.1, CONNECT, a target that is not plain origin-form, Upgrade, Expect,
 // a request body that is not a single Content-Length, TE, HTTP2-Settings, a missing or
 // repeated Host, or any line net/http would parse differently or reject; and refuse
 // for an ambiguous length, whatever else the head holds.
@@ -378,6 +378,11 @@ func parseRequest(head []byte, h *requestHead) verdict {
 	var conn connHeader
 	hosts, lengths := 0, 0
 	v := forward
+	if asciiEqualFold(line[:sp1], "connect") {
+		// The general path refuses a CONNECT, in any case (the proxy opens no
+		// tunnel), and closes the connection.
+		v = handOver
+	}
 	te := false
 	for i := range h.fields {
 		f := &h.fields[i]

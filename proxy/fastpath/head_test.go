@@ -61,6 +61,11 @@ func TestParseRequest(t *testing.T) {
 		{name: "space in name", head: "GET / HTTP/1.1\r\nHost: a\r\nX Y: 1\r\n\r\n"},
 		{name: "control in value", head: "GET / HTTP/1.1\r\nHost: a\r\nX: 1\x01\r\n\r\n"},
 		{name: "garbage", head: "GARBAGE\r\n\r\n"},
+		// The general path refuses CONNECT (the proxy opens no tunnel), in any case.
+		{name: "CONNECT origin form", head: "CONNECT / HTTP/1.1\r\nHost: a\r\n\r\n"},
+		{name: "CONNECT lower case", head: "connect / HTTP/1.1\r\nHost: a\r\n\r\n"},
+		{name: "CONNECT mixed case", head: "Connect /x HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n"},
+		{name: "CONNECT authority form", head: "CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -225,6 +230,8 @@ func FuzzParseRequest(f *testing.F) {
 		"GET / HTTP/1.1\r\nX-Forwarded-For: 1.2.3.4, 5.6.7.8\r\nHost: a\r\nx-forwarded-for: 9.9.9.9\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: b\r\nForwarded: for=1.2.3.4;proto=https\r\n\r\n",
 		"GET / HTTP/1.1\r\nHost: a\r\nConnection: x-forwarded-host, Forwarded\r\nX-Forwarded-Host: b\r\nForwarded: for=x\r\nX-Forwarded-Proto:\r\n\r\n",
 		"GET / HTTP/1.1\r\nHost: a\r\nForwarded:\r\nX-Forwarded-For:\r\n\r\n",
+		"CONNECT / HTTP/1.1\r\nHost: a\r\n\r\n",
+		"cOnNeCt /x HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\n",
 	}, func(t *testing.T, head []byte) {
 		var h requestHead
 		v := parseRequest(head, &h)
@@ -233,6 +240,9 @@ func FuzzParseRequest(f *testing.F) {
 		}
 		if v != forward {
 			return
+		}
+		if sp := bytes.IndexByte(head, ' '); sp >= 0 && strings.EqualFold(string(head[:sp]), "CONNECT") {
+			t.Fatalf("fast path forwards a CONNECT: %q", head)
 		}
 		req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
 		if err != nil {

@@ -285,14 +285,19 @@ func (s *Sidecar) servePulled(front, id string, data []byte, local Local, serve 
 }
 
 // parsePulled parses a pulled request with net/http and refuses one the sidecar
-// would not have sent: a body of unknown length, a Qas- field, bytes after the
-// request.
+// would not have sent: a CONNECT (in any case: the sidecar refuses every one, and
+// no app behind the pool is a tunnel's end), a body of unknown length, a Qas-
+// field, bytes after the request. The front refuses such a request before queueing
+// it, and a puller before its app sees it.
 func parsePulled(data []byte) (*http.Request, error) {
 	r := bytes.NewReader(data)
 	br := bufio.NewReaderSize(r, 4<<10)
 	req, err := http.ReadRequest(br)
 	if err != nil {
 		return nil, err
+	}
+	if strings.EqualFold(req.Method, http.MethodConnect) {
+		return nil, errors.New("pulled request is a CONNECT")
 	}
 	if req.ContentLength < 0 || len(req.TransferEncoding) > 0 {
 		return nil, errors.New("pulled request has no Content-Length")

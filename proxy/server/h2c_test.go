@@ -8,6 +8,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -110,4 +113,122 @@ func TestHTTP1UpstreamToH2COnlyApp(t *testing.T) {
 		require.Equal(t, http.StatusBadGateway, resp.StatusCode)
 		require.Equal(t, uint64(1), snapshot(t, p).UpstreamErrors)
 	})
+}
+
+// TestH2CConnectRefused sends raw HTTP/2 CONNECTs (h2c, prior knowledge) to a proxy
+// without pooling, in front of an HTTP/1.1 app and of an h2c app: the proxy opens no
+// tunnel, so a CONNECT, in any case and with tunnel bytes after it, gets 405 on its
+// stream before any of it reaches the app, and is not counted, as the other requests
+// the proxy refuses are not. The connection stays usable (HTTP/2 frames each
+// stream apart): a GET after them reaches the app, the only request it gets. An
+// extended CONNECT (:protocol) is reset by net/http's HTTP/2 server, as on the
+// pooled path (TestH2HostileFieldsPooled). Until 2026-11-26 the HTTP/1.1 app got
+// "CONNECT / HTTP/1.1" and the client its 200.
+func TestH2CConnectRefused(t *testing.T) {
+	connect := []h2Field{{":method", "CONNECT"}, {":authority", "shop.example:443"}}
+	for _, tt := range []struct {
+		name   string
+		fields []h2Field
+		data   []string // tunnel bytes: the stream is left open after them
+		status string
+		reset  bool
+	}{
+		{name: "CONNECT", fields: connect, status: "405"},
+		{name: "CONNECT with tunnel bytes", fields: connect, data: []string{"GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"}, status: "405"},
+		{name: "lower-case connect", fields: pseudo("connect", "/", "shop.example"), status: "405"},
+		{name: "extended CONNECT", fields: append(pseudo("CONNECT", "/ws", "shop.example"), h2Field{":protocol", "websocket"}), reset: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, up := range []struct {
+				name string
+				cfg  Config
+			}{{"HTTP/1.1 app", Config{}}, {"h2c app", Config{UpstreamProtocol: UpstreamH2C}}} {
+				t.Run(up.name, func(t *testing.T) {
+					var got []string // what the app received: method and target
+					var mu sync.Mutex
+					var addr string
+					var rec *recordingApp
+					if up.cfg.UpstreamProtocol == UpstreamH2C {
+						addr = h2cApp(t, func(w http.ResponseWriter, r *http.Request) {
+							mu.Lock()
+							got = append(got, r.Method+" "+r.RequestURI)
+							mu.Unlock()
+						})
+					} else {
+						rec = newRecordingApp(t)
+						addr = rec.addr
+					}
+					p := start(t, addr, up.cfg, Options{})
+					c := dialH2(t, p.srv.Addr())
+					var id uint32
+					if len(tt.data) > 0 {
+						id = c.open(tt.fields, tt.data...)
+					} else {
+						id = c.request(tt.fields)
+					}
+					a := c.answer(id)
+					if tt.reset {
+						require.True(t, a.reset, "the stream is reset, got %+v", a)
+						require.Equal(t, http2.ErrCodeProtocol, a.code)
+					} else {
+						require.False(t, a.reset, "got %+v", a)
+						require.Equal(t, tt.status, a.status, "body %q", a.body)
+						require.Contains(t, a.body, "CONNECT is not allowed")
+					}
+					s := snapshot(t, p)
+					require.Zero(t, s.Arrivals, "a refused CONNECT is not an arrival")
+					require.Zero(t, s.Completions)
+					// The connection serves the next stream.
+					next := c.answer(c.request(pseudo("GET", "/after", "shop.example")))
+					require.Equal(t, "200", next.status)
+					require.Equal(t, uint64(1), snapshot(t, p).Arrivals)
+					if rec != nil {
+						var reqs []string
+						for _, r := range rec.settled(t, p) {
+							reqs = append(reqs, r.method+" "+r.target)
+						}
+						got = reqs
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					require.Equal(t, []string{"GET /after"}, got, "the app gets the GET and nothing of the CONNECT")
+				})
+			}
+		})
+	}
+}
+
+// TestH2CExtendedConnectRefused: with extended CONNECT turned on in net/http's HTTP/2
+// server (GODEBUG=http2xconnect=1, read once at start, so the test runs itself in a
+// child process), a CONNECT with :protocol (a WebSocket over HTTP/2) reaches the
+// proxy, which refuses it as any CONNECT: 405, not counted, nothing to the app.
+// The server's reset (TestH2CConnectRefused) is the default, not the only guard.
+func TestH2CExtendedConnectRefused(t *testing.T) {
+	if os.Getenv("QAS_TEST_XCONNECT_CHILD") != "1" {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*hangGuard)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestH2CExtendedConnectRefused$", "-test.v")
+		cmd.Env = append(os.Environ(), "GODEBUG=http2xconnect=1", "QAS_TEST_XCONNECT_CHILD=1")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Contains(t, string(out), "server offers extended CONNECT", "the child ran the check")
+		require.Contains(t, string(out), "--- PASS: TestH2CExtendedConnectRefused")
+		return
+	}
+	rec := newRecordingApp(t)
+	p := start(t, rec.addr, Config{}, Options{})
+	c := dialH2(t, p.srv.Addr())
+	f, err := c.fr.ReadFrame()
+	require.NoError(t, err)
+	settings, ok := f.(*http2.SettingsFrame)
+	require.True(t, ok, "the server's first frame is its SETTINGS, got %T", f)
+	v, ok := settings.Value(http2.SettingEnableConnectProtocol)
+	require.True(t, ok && v == 1, "the server offers extended CONNECT (RFC 8441)")
+	t.Log("server offers extended CONNECT")
+	require.NoError(t, c.fr.WriteSettingsAck())
+	a := c.answer(c.open(append(pseudo("CONNECT", "/ws", "shop.example"), h2Field{":protocol", "websocket"}), "tunnel bytes"))
+	require.False(t, a.reset, "got %+v", a)
+	require.Equal(t, "405", a.status, "body %q", a.body)
+	require.Zero(t, snapshot(t, p).Arrivals, "a refused CONNECT is not an arrival")
+	require.Empty(t, rec.settled(t, p), "the app gets nothing")
 }

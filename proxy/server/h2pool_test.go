@@ -388,7 +388,7 @@ func TestH2CClientOverflows(t *testing.T) {
 // app receives. Bad bytes in names and values, connection-specific fields and a bad
 // :authority are refused by net/http's HTTP/2 server before the proxy sees them
 // (no app gets anything); a method or target no HTTP/1.1 request line can carry is
-// refused by the proxy (400) on every path; a content-length the DATA frames
+// refused by the proxy (400) on every path, and a CONNECT (405: it opens no tunnel); a content-length the DATA frames
 // contradict never reaches an app, locally or moved; a Qas- field is stripped and the
 // request moves; what may not move is served by A's own app once its slot frees.
 func TestH2HostileFieldsPooled(t *testing.T) {
@@ -458,8 +458,13 @@ func TestH2HostileFieldsPooled(t *testing.T) {
 			check: func(t *testing.T, r appRequest) { require.Equal(t, "hello", r.body) }},
 		{name: "declared trailer", fields: post(h2Field{"content-length", "5"}, h2Field{"trailer", "x-sum"}), data: []string{"hello"}, status: "200", app: "A",
 			check: func(t *testing.T, r appRequest) { require.Equal(t, "hello", r.body) }},
-		{name: "CONNECT", fields: []h2Field{{":method", "CONNECT"}, {":authority", "shop.example:443"}}, status: "200", app: "A",
-			check: func(t *testing.T, r appRequest) { require.Equal(t, "CONNECT", r.method) }},
+		// The proxy opens no tunnel: 405, nothing queued at A, moved or seen by an
+		// app (until 2026-11-26 A's app got "CONNECT / HTTP/1.1" and the client its
+		// 200).
+		{name: "CONNECT", fields: []h2Field{{":method", "CONNECT"}, {":authority", "shop.example:443"}}, status: "405"},
+		{name: "CONNECT with tunnel bytes", fields: []h2Field{{":method", "CONNECT"}, {":authority", "shop.example:443"}},
+			data: []string{"GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"}, status: "405"},
+		{name: "lower-case connect", fields: pseudo("connect", "/h", "shop.example"), status: "405"},
 		{name: "expect 100-continue", fields: post(h2Field{"content-length", "5"}, h2Field{"expect", "100-continue"}), data: []string{"hello"},
 			status: "200", app: "B", accepted: 1, check: func(t *testing.T, r appRequest) {
 				require.Equal(t, "hello", r.body)

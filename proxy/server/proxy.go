@@ -14,6 +14,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -214,10 +215,19 @@ func keepTrailers(res *http.Response) error {
 
 // ServeHTTP measures and forwards one request.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if tunnelMethod(r.Method) {
+		refuseTunnel(w, r)
+		return
+	}
 	if r.ProtoMajor == 2 && !wellFormedH2(r) {
 		// Refused before it counts as an arrival, as net/http refuses a malformed
 		// HTTP/1 request line.
 		http.Error(w, "qas-proxy: malformed request method or target", http.StatusBadRequest)
+		return
+	}
+	if r.ProtoMajor == 1 && !forwardableH1Target(r) {
+		w.Header().Set("Connection", "close")
+		http.Error(w, "qas-proxy: request target is neither origin form nor an http or https absolute URI", http.StatusBadRequest)
 		return
 	}
 	arrived := p.rec.Arrive()
@@ -379,8 +389,33 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// tunnelMethod reports whether method asks for a tunnel: CONNECT, in any case. The
+// proxy is in front of one application, not a forward proxy, and opens no tunnel.
+// Methods are case-sensitive (RFC 9110 section 9.1), so "connect" is another token,
+// but one a parser that folds case reads as CONNECT; no application in front of
+// which the proxy sits needs it, so it is refused alike.
+func tunnelMethod(method string) bool { return strings.EqualFold(method, http.MethodConnect) }
+
+// refuseTunnel answers a CONNECT (tunnelMethod) with 405, as nginx answers one it
+// can parse, before the request counts as an arrival (as the other requests the
+// proxy refuses do) and before any of it reaches the application, a peer or a
+// front. Forwarded, it reached an HTTP/1.1 app as "CONNECT / HTTP/1.1", which is
+// not what the client sent, and the app's 200 told the client that a tunnel was
+// open. No Allow field: the application's methods are not the proxy's to list. An
+// HTTP/1 connection is closed: whatever the client sends after a CONNECT head is
+// meant for a tunnel (a TLS handshake, or another request smuggled past a proxy in
+// front that took the 200 for an open tunnel), never the next request. An HTTP/2
+// CONNECT ends only its stream.
+func refuseTunnel(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 1 {
+		w.Header().Set("Connection", "close")
+	}
+	http.Error(w, "qas-proxy: CONNECT is not allowed: this is a reverse proxy and opens no tunnel", http.StatusMethodNotAllowed)
+}
+
 // wellFormedH2 reports whether an HTTP/2 request's :method is a token and its :path
-// a request target of visible ASCII (origin form, or "*"; CONNECT has none).
+// a request target of visible ASCII (origin form, or "*"; a CONNECT, which has no
+// :path, is refused before: tunnelMethod).
 // net/http's HTTP/2 server lets through a space or a byte above 0x7e in the query
 // (it rejects only control characters), which no HTTP/1.1 request line can carry:
 // the app would get "GET /q?a b HTTP/1.1", which a lenient parser reads as another
@@ -391,7 +426,24 @@ func wellFormedH2(r *http.Request) bool {
 		return false
 	}
 	target := r.URL.RequestURI()
-	return r.Method == http.MethodConnect || target == "*" || originForm(target)
+	return target == "*" || originForm(target)
+}
+
+// forwardableH1Target reports whether an HTTP/1 request's target is one the app gets
+// as the client meant it: origin form ("/a?q"), or absolute form with the http or
+// https scheme and a host (the app gets its path and query, as RFC 9112 section
+// 3.2.2 has a server take it). net/http accepts any URI there, and the request to
+// the app then carried another target: "x:443" became "443", "mailto:a@b" "a@b",
+// "x:/admin" and "http:/admin" (no host) "/admin", "*" (other than OPTIONS *,
+// which net/http answers itself) "/%2A". nginx refuses each with 400 and closes,
+// and so does the proxy (ServeHTTP), before the request counts.
+func forwardableH1Target(r *http.Request) bool {
+	target := r.RequestURI
+	if strings.HasPrefix(target, "/") {
+		return true
+	}
+	u := r.URL
+	return (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.Opaque == ""
 }
 
 // upstreamError answers when the application could not produce a response: 504 if it
