@@ -294,33 +294,27 @@ current-context: kubetest
 }
 
 // componentArgs are the flags kube-scheduler and kube-controller-manager share.
-func (c *Cluster) componentArgs() ([]string, error) {
-	ports, _, err := freePorts(1)
-	if err != nil {
-		return nil, err
-	}
+// Neither serves HTTPS (--secure-port=0): nothing here reads their health or
+// metrics, and a port picked free a moment before the process binds it can be
+// taken in between by another test's listener (make test runs packages in
+// parallel); kube-controller-manager then exited, "bind: address already in
+// use", and every test on the shared cluster failed a minute later waiting for
+// the default ServiceAccount.
+func (c *Cluster) componentArgs() []string {
 	return []string{
 		"--kubeconfig=" + c.Kubeconfig, "--authentication-kubeconfig=" + c.Kubeconfig,
 		"--authorization-kubeconfig=" + c.Kubeconfig, "--leader-elect=false",
-		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(ports[0]),
-	}, nil
+		"--secure-port=0",
+	}
 }
 
 func (c *Cluster) startScheduler() error {
-	args, err := c.componentArgs()
-	if err != nil {
-		return err
-	}
-	_, err = c.run("kube-scheduler", filepath.Join(c.binDir, "kube-scheduler"), args...)
+	_, err := c.run("kube-scheduler", filepath.Join(c.binDir, "kube-scheduler"), c.componentArgs()...)
 	return err
 }
 
 func (c *Cluster) startControllerManager(pki string) error {
-	args, err := c.componentArgs()
-	if err != nil {
-		return err
-	}
-	args = append(args,
+	args := append(c.componentArgs(),
 		"--service-account-private-key-file="+filepath.Join(pki, "sa.key"),
 		"--root-ca-file="+filepath.Join(pki, "ca.crt"),
 		"--use-service-account-credentials=false",
@@ -328,7 +322,7 @@ func (c *Cluster) startControllerManager(pki string) error {
 		// Scale decisions in tests should show at once, not after the default 5 minutes.
 		"--horizontal-pod-autoscaler-sync-period=5s",
 	)
-	_, err = c.run("kube-controller-manager", filepath.Join(c.binDir, "kube-controller-manager"), args...)
+	_, err := c.run("kube-controller-manager", filepath.Join(c.binDir, "kube-controller-manager"), args...)
 	return err
 }
 
