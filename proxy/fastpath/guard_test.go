@@ -22,7 +22,7 @@ func guardRead(t *testing.T, stream string, step int) string {
 		}
 		client.Close()
 	}()
-	g := Guard(server, 1<<10)
+	g := Guard(server, 1<<10, nil)
 	var out strings.Builder
 	buf := make([]byte, 7) // odd, small reads, as a parser's buffer may make
 	for {
