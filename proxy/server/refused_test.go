@@ -9,9 +9,10 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
-
-	"github.com/qas-dev/qas/proxy/measure"
 )
+
+// refusalReasons are qas_proxy_refused_total's reasons, as documented.
+var refusalReasons = []string{"connect", "malformed_h2", "request_target", "ambiguous_framing"}
 
 // scrapeRefusals scrapes p's /metrics and returns qas_proxy_refused_total by reason
 // (every reason has a sample, zero included) and qas_proxy_requests_arrived_total.
@@ -32,7 +33,7 @@ func scrapeRefusals(t *testing.T, p *running) (refused map[string]uint64, arriva
 		require.Equal(t, "reason", m.GetLabel()[0].GetName())
 		refused[m.GetLabel()[0].GetValue()] = uint64(m.GetCounter().GetValue())
 	}
-	require.Len(t, refused, len(measure.Refusals), "one sample per reason: %v", refused)
+	require.Len(t, refused, len(refusalReasons), "one sample per reason: %v", refused)
 	arrived := families["qas_proxy_requests_arrived_total"]
 	require.NotNil(t, arrived)
 	return refused, uint64(arrived.Metric[0].GetCounter().GetValue())
@@ -41,8 +42,8 @@ func scrapeRefusals(t *testing.T, p *running) (refused map[string]uint64, arriva
 // refusedWant is every reason's count: those in counts, the others zero.
 func refusedWant(counts map[string]uint64) map[string]uint64 {
 	want := map[string]uint64{}
-	for _, f := range measure.Refusals {
-		want[f.String()] = counts[f.String()]
+	for _, r := range refusalReasons {
+		want[r] = counts[r]
 	}
 	return want
 }
@@ -136,4 +137,49 @@ func TestRefusalsCountedByReason(t *testing.T) {
 		}
 		require.Equal(t, []string{"GET /ok", "GET /1", "GET /ok", "GET /ok2"}, reqs, "the app got the accepted requests only")
 	})
+}
+
+// corpusCounts sends c's bytes through a proxy on one path, reads its answers, and
+// returns the refusals by reason and the arrivals that /metrics then shows.
+func corpusCounts(t *testing.T, c corpusCase, fast bool) (map[string]uint64, uint64) {
+	t.Helper()
+	a := newRecordingApp(t)
+	p := start(t, a.addr, Config{}, Options{FastPath: fast})
+	rc := dialRaw(t, p.srv.Addr())
+	rc.send(c.raw)
+	for i := range c.answers {
+		_, _, err := rc.response(methodOf(c))
+		require.NoError(t, err, "response %d", i+1)
+	}
+	if c.closes {
+		require.True(t, rc.closed(), "the proxy closes the connection")
+	}
+	return scrapeRefusals(t, p)
+}
+
+// TestCorpusRefusalsCounted runs every corpus case on both paths and scrapes /metrics:
+// a case the proxy refuses itself is counted once under its reason (corpusCase.refused)
+// and not as an arrival (only the requests answered before it arrive), whichever path
+// refused it; any other case (forwarded, or refused by net/http's parser, which the
+// proxy cannot count) moves no refusal; and both paths count the same arrivals.
+func TestCorpusRefusalsCounted(t *testing.T) {
+	for _, c := range corpus {
+		t.Run(c.name, func(t *testing.T) {
+			want := refusedWant(nil)
+			if c.refused != "" {
+				require.Contains(t, want, c.refused, "a known reason")
+				want[c.refused] = 1
+			}
+			var arrivals [2]uint64
+			for i, fast := range []bool{false, true} {
+				var got map[string]uint64
+				got, arrivals[i] = corpusCounts(t, c, fast)
+				require.Equal(t, want, got, "refusals by reason, fast path %v", fast)
+				if c.refused != "" {
+					require.Equal(t, uint64(c.answers-1), arrivals[i], "arrivals: the requests answered before the refused one, fast path %v", fast)
+				}
+			}
+			require.Equal(t, arrivals[0], arrivals[1], "the general and the fast path count the same arrivals")
+		})
+	}
 }
