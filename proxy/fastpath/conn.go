@@ -187,9 +187,10 @@ func (c *conn) serve() {
 			c.handOver()
 			return
 		case refuse:
-			// Not recorded, as the general path's 400s are not: it never reaches
-			// the application.
-			c.s.refused.Add(1)
+			// Not an arrival, as the general path's refusals are not: it never
+			// reaches the application. Counted by reason, once: the fast path
+			// never hands an ambiguous head over.
+			c.s.rec.Refuse(measure.RefusedAmbiguousFraming)
 			c.writeError(400, "qas-proxy: ambiguous request framing (RFC 9112 section 6.3)", "", true)
 			_ = c.bw.Flush()
 			return
@@ -217,7 +218,7 @@ func (c *conn) handOver() {
 	c.s.handedOver.Add(1)
 	c.s.forget(c)
 	_ = c.rwc.SetReadDeadline(time.Time{})
-	c.s.fallback.push(Guard(&handedConn{Conn: c.rwc, br: c.br}, c.s.cfg.MaxHeaderBytes+4<<10))
+	c.s.fallback.push(Guard(&handedConn{Conn: c.rwc, br: c.br}, c.s.cfg.MaxHeaderBytes+4<<10, c.s.rec))
 }
 
 // readHead peeks at the client's bytes until a whole request head is buffered and

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"sync"
+
+	"github.com/qas-dev/qas/proxy/measure"
 )
 
 // Guard wraps a client connection that the general net/http path serves so that a
@@ -17,19 +19,23 @@ import (
 // closing the connection. After something it does
 // not follow (an Upgrade, the h2c preface, a head larger than maxHead, a length or
 // transfer coding net/http refuses anyway) it passes bytes through unchecked: net/http
-// then closes the connection or it no longer carries HTTP/1 requests.
-func Guard(nc net.Conn, maxHead int) net.Conn {
-	return &guardConn{Conn: nc, maxHead: maxHead}
+// then closes the connection or it no longer carries HTTP/1 requests. Each ambiguous
+// head it replaces is counted in rec (measure.RefusedAmbiguousFraming; nil: not
+// counted), as the fast path counts the ones it refuses itself: net/http's 400 to the
+// substitute is not the proxy's to count.
+func Guard(nc net.Conn, maxHead int, rec *measure.Recorder) net.Conn {
+	return &guardConn{Conn: nc, maxHead: maxHead, rec: rec}
 }
 
 // GuardListener wraps every connection ln accepts with Guard.
-func GuardListener(ln net.Listener, maxHead int) net.Listener {
-	return guardListener{ln, maxHead}
+func GuardListener(ln net.Listener, maxHead int, rec *measure.Recorder) net.Listener {
+	return guardListener{ln, maxHead, rec}
 }
 
 type guardListener struct {
 	net.Listener
 	maxHead int
+	rec     *measure.Recorder
 }
 
 func (l guardListener) Accept() (net.Conn, error) {
@@ -37,7 +43,7 @@ func (l guardListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Guard(c, l.maxHead), nil
+	return Guard(c, l.maxHead, l.rec), nil
 }
 
 // States of a guardConn's parse.
@@ -57,6 +63,7 @@ const maxGuardLine = 4096
 type guardConn struct {
 	net.Conn
 	maxHead int
+	rec     *measure.Recorder
 
 	mu      sync.Mutex // Read may race with a Close's caller; the fields are Read's
 	buf     []byte     // read from the socket: buf[:ready] may be returned, the rest is held
@@ -92,6 +99,9 @@ func (g *guardConn) Read(p []byte) (int, error) {
 			// responses to the requests before it. Until then the client's
 			// further bytes are discarded; an EOF here would look to net/http
 			// like a client that left, cancelling those requests.
+			if g.rec != nil {
+				g.rec.Refuse(measure.RefusedAmbiguousFraming)
+			}
 			g.buf = append(g.buf[:g.ready], refusedHead...)
 			g.ready, g.state, g.discard = len(g.buf), gOpaque, true
 			continue

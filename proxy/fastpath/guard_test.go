@@ -7,11 +7,21 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/qas-dev/qas/proxy/measure"
 )
 
 // guardRead feeds stream to a Guard in pieces of size step and returns what a reader
 // of the guarded connection gets before the end of the stream.
 func guardRead(t *testing.T, stream string, step int) string {
+	t.Helper()
+	out, _ := guardReadCounted(t, stream, step)
+	return out
+}
+
+// guardReadCounted is guardRead, also returning how many ambiguous heads the guard
+// counted as refused.
+func guardReadCounted(t *testing.T, stream string, step int) (string, uint64) {
 	t.Helper()
 	client, server := net.Pipe()
 	go func() {
@@ -22,7 +32,8 @@ func guardRead(t *testing.T, stream string, step int) string {
 		}
 		client.Close()
 	}()
-	g := Guard(server, 1<<10)
+	rec := measure.New(nil, 0, 0)
+	g := Guard(server, 1<<10, rec)
 	var out strings.Builder
 	buf := make([]byte, 7) // odd, small reads, as a parser's buffer may make
 	for {
@@ -33,7 +44,13 @@ func guardRead(t *testing.T, stream string, step int) string {
 		}
 	}
 	g.Close()
-	return out.String()
+	for _, f := range measure.Refusals {
+		if f != measure.RefusedAmbiguousFraming {
+			require.Zero(t, rec.Refused(f), "the guard counts only ambiguous framing")
+		}
+	}
+	require.Zero(t, rec.Snapshot().Arrivals)
+	return out.String(), rec.Refused(measure.RefusedAmbiguousFraming)
 }
 
 func TestGuardPassesUnambiguousStreams(t *testing.T) {
@@ -50,7 +67,9 @@ func TestGuardPassesUnambiguousStreams(t *testing.T) {
 	}
 	for name, s := range streams {
 		for _, step := range []int{1, 3, len(s)} {
-			require.Equal(t, s, guardRead(t, s, step), "%s in steps of %d", name, step)
+			out, refused := guardReadCounted(t, s, step)
+			require.Equal(t, s, out, "%s in steps of %d", name, step)
+			require.Zero(t, refused, "%s in steps of %d: nothing refused", name, step)
 		}
 	}
 }
@@ -64,14 +83,19 @@ func TestGuardReplacesAmbiguousHead(t *testing.T) {
 		"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3, 4\r\n\r\nabcd",
 	} {
 		for _, step := range []int{1, 5, 1000} {
-			require.Equal(t, good+string(refusedHead), guardRead(t, good+bad, step), "%q in steps of %d", bad, step)
+			// A second ambiguous head after it is discarded unread, not counted:
+			// the connection carries no request after the first.
+			out, refused := guardReadCounted(t, good+bad+bad, step)
+			require.Equal(t, good+string(refusedHead), out, "%q in steps of %d", bad, step)
+			require.Equal(t, uint64(1), refused, "%q in steps of %d: counted once", bad, step)
 		}
 	}
 }
 
 // FuzzGuard: a guarded stream reaches net/http unchanged, except that from the first
 // request head with an ambiguous length on, it is replaced by refusedHead; that head
-// really is ambiguous, and whatever is cut into pieces, the output is the same.
+// really is ambiguous and is counted once, and whatever is cut into pieces, the output
+// is the same.
 func FuzzGuard(f *testing.F) {
 	for _, s := range []string{
 		"GET / HTTP/1.1\r\nHost: a\r\n\r\nPOST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc",
@@ -84,12 +108,18 @@ func FuzzGuard(f *testing.F) {
 		if len(stream) > 4096 {
 			return
 		}
-		whole := guardRead(t, stream, len(stream)+1)
+		whole, refused := guardReadCounted(t, stream, len(stream)+1)
 		if pieces := guardRead(t, stream, int(step)+1); pieces != whole {
 			t.Fatalf("in pieces of %d: %q, whole: %q", int(step)+1, pieces, whole)
 		}
 		if whole == stream {
+			if refused != 0 {
+				t.Fatalf("passed unchanged but counted %d refusals: %q", refused, stream)
+			}
 			return
+		}
+		if refused != 1 {
+			t.Fatalf("refused, counted %d times: %q", refused, stream)
 		}
 		prefix, ok := strings.CutSuffix(whole, string(refusedHead))
 		if !ok || !strings.HasPrefix(stream, prefix) {

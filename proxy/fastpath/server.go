@@ -69,9 +69,9 @@ type Server struct {
 	closing  atomic.Bool // StartDrain began: every response closes its connection
 	stop     chan struct{}
 
-	served, handedOver, refused atomic.Uint64
-	epoch                       time.Time     // the sweeper's generations count watchTicks since
-	gen                         atomic.Uint64 // the sweeper's latest generation
+	served, handedOver atomic.Uint64
+	epoch              time.Time     // the sweeper's generations count watchTicks since
+	gen                atomic.Uint64 // the sweeper's latest generation
 }
 
 // New returns a fast-path server forwarding to cfg.Upstream, recording into rec and
@@ -113,9 +113,6 @@ func (s *Server) Fallback() net.Listener { return s.fallback }
 // given to the general path.
 func (s *Server) Served() uint64     { return s.served.Load() }
 func (s *Server) HandedOver() uint64 { return s.handedOver.Load() }
-
-// Refused counts the requests refused with 400 for ambiguous framing.
-func (s *Server) Refused() uint64 { return s.refused.Load() }
 
 // Serve accepts connections on ln until Shutdown or Close.
 func (s *Server) Serve(ln net.Listener) error {

@@ -38,6 +38,8 @@ type Recorder struct {
 	clientCancels    atomic.Uint64
 	codes            [5]atomic.Uint64
 	waiting          atomic.Int64
+	// refused counts the requests the proxy refused itself, by reason (Refuse).
+	refused [numRefusals]atomic.Uint64
 
 	// Float sums are kept in nanoseconds (service, TTFB, queue wait, latency) so
 	// they can be atomic integers; the sum of squares is kept in µs² to stay within

@@ -98,6 +98,13 @@ var (
 	descQueued      = prometheus.NewDesc("qas_proxy_queued_total", "Requests that waited for a concurrency slot.", nil, nil)
 	descQueueWait   = prometheus.NewDesc("qas_proxy_queue_wait_seconds_total", "Sum of waits for a concurrency slot.", nil, nil)
 	descRejected    = prometheus.NewDesc("qas_proxy_rejected_total", "Requests refused with 503 because the queue was full.", nil, nil)
+	descRefused     = prometheus.NewDesc("qas_proxy_refused_total",
+		"Requests the proxy refused itself before they reached the app or counted as arrivals, by reason: "+
+			"connect (CONNECT in any case, 405), malformed_h2 (HTTP/2 :method or :path, 400), "+
+			"request_target (HTTP/1 target neither origin form nor http(s) absolute URI, 400), "+
+			"ambiguous_framing (Content-Length with Transfer-Encoding or disagreeing lengths, 400). "+
+			"Requests net/http's own parser refuses (malformed request line or fields, missing Host, oversized head) are not counted.",
+		[]string{"reason"}, nil)
 	descInFlight    = prometheus.NewDesc("qas_proxy_in_flight", "Requests being served now.", nil, nil)
 	descWaiting     = prometheus.NewDesc("qas_proxy_waiting", "Requests waiting for a slot now.", nil, nil)
 	descInFlightInt = prometheus.NewDesc("qas_proxy_in_flight_seconds_total", "Integral of in-flight requests over time (Little's law).", nil, nil)
@@ -124,7 +131,7 @@ var (
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descArrivals, descCompletions, descResponses, descService, descServiceSq, descTTFB,
-		descQueued, descQueueWait, descRejected, descInFlight, descWaiting, descInFlightInt, descBusy, descErrors, descLatency, descServiceTime, descStart,
+		descQueued, descQueueWait, descRejected, descRefused, descInFlight, descWaiting, descInFlightInt, descBusy, descErrors, descLatency, descServiceTime, descStart,
 		descPoolOverflow, descPoolPulled, descPoolFailures, descPoolDecision, descPoolDrain, descPoolExpired,
 		descFrontQueue, descFrontPulls, descFrontAccepted, descFrontRefused, descFrontLeft, descFrontWait} {
 		ch <- d
@@ -148,6 +155,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descQueued, float64(s.Queued))
 	counter(descQueueWait, s.QueueWaitSecondsSum)
 	counter(descRejected, float64(s.Rejected))
+	// Not in the /stats document: read from the recorder directly.
+	for _, f := range measure.Refusals {
+		counter(descRefused, float64(c.rec.Refused(f)), f.String())
+	}
 	gauge(descInFlight, float64(s.InFlight))
 	gauge(descWaiting, float64(s.Waiting))
 	counter(descInFlightInt, s.InFlightSeconds)

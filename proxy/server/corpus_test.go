@@ -36,6 +36,10 @@ type corpusCase struct {
 	nginx string
 	// laxer says why the proxy may forward what nginx refuses (empty: it must not).
 	laxer string
+	// refused is the reason qas_proxy_refused_total counts the case's last request
+	// under, on both paths (empty: the proxy refuses nothing itself; net/http's
+	// parser may).
+	refused string
 }
 
 // corpus covers the categories of issue #17: framing fields named in Connection,
@@ -48,10 +52,10 @@ var corpus = []corpusCase{
 	{name: "connection-host", raw: "GET /h HTTP/1.1\r\nHost: x\r\nConnection: Host\r\n\r\n", answers: 1, nginx: "200"},
 	{name: "connection-hop-field", raw: "GET /h HTTP/1.1\r\nHost: x\r\nConnection: X-Hop, keep-alive\r\nX-Hop: gone\r\nKeep-Alive: 5\r\n\r\n", answers: 1, nginx: "200"},
 	// Ambiguous lengths: refused, connection closed.
-	{name: "cl-then-te", raw: "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled, answers: 1, closes: true, nginx: "400 close"},
-	{name: "te-then-cl", raw: "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 40\r\n\r\n0\r\n\r\n" + smuggled, answers: 1, closes: true, nginx: "400 close"},
-	{name: "cl-conflicting", raw: "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 40\r\n\r\nhello" + smuggled, answers: 1, closes: true, nginx: "400 close"},
-	{name: "cl-conflicting-list", raw: "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 40\r\n\r\nhello" + smuggled, answers: 1, closes: true, nginx: "400 close"},
+	{name: "cl-then-te", raw: "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled, answers: 1, closes: true, nginx: "400 close", refused: "ambiguous_framing"},
+	{name: "te-then-cl", raw: "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 40\r\n\r\n0\r\n\r\n" + smuggled, answers: 1, closes: true, nginx: "400 close", refused: "ambiguous_framing"},
+	{name: "cl-conflicting", raw: "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 40\r\n\r\nhello" + smuggled, answers: 1, closes: true, nginx: "400 close", refused: "ambiguous_framing"},
+	{name: "cl-conflicting-list", raw: "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 40\r\n\r\nhello" + smuggled, answers: 1, closes: true, nginx: "400 close", refused: "ambiguous_framing"},
 	{name: "cl-duplicate-same", raw: "POST /dup HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello", answers: 1, nginx: "400 close", laxer: "identical Content-Length fields: net/http keeps one (RFC 9110 §8.6 allows it) and the app gets one"},
 	{name: "cl-plus-sign", raw: "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: +5\r\n\r\nhello", answers: 1, closes: true, nginx: "400 close"},
 	{name: "cl-leading-zeros", raw: "POST /z HTTP/1.1\r\nHost: x\r\nContent-Length: 005\r\n\r\nhello", answers: 1, nginx: "200"},
@@ -65,7 +69,7 @@ var corpus = []corpusCase{
 	{name: "te-two-fields", raw: "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", answers: 1, closes: true, nginx: "400 close"},
 	{name: "te-tab", raw: "POST /tab HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:\tchunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", answers: 1, nginx: "501 close", laxer: "a tab is optional white space (RFC 9110 §5.6.3); the app gets the body re-framed"},
 	{name: "te-vertical-tab", raw: "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: \x0bchunked\r\n\r\n0\r\n\r\n", answers: 1, closes: true, nginx: "501 close"},
-	{name: "te-http10", raw: "POST /old HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\nhello", answers: 1, closes: true, nginx: "400 close"},
+	{name: "te-http10", raw: "POST /old HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\nhello", answers: 1, closes: true, nginx: "400 close", refused: "ambiguous_framing"},
 	// obs-fold, bare LF, NUL and CR.
 	{name: "obs-fold", raw: "GET /fold HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n 2\r\n\r\n", answers: 1, nginx: "400 close", laxer: "net/http replaces obs-fold with a space before forwarding, as RFC 9112 §5.2 allows"},
 	{name: "obs-fold-te", raw: "POST / HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\nhello", answers: 1, nginx: "400 close", laxer: "net/http folds the line into X-A's value (RFC 9112 §5.2); the app gets no Transfer-Encoding"},
@@ -88,10 +92,10 @@ var corpus = []corpusCase{
 	{name: "fragment-in-target", raw: "GET /a#frag HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, nginx: "200"},
 	// A target that is neither origin form nor an http(s) absolute URI (other than
 	// OPTIONS *) reached the app as another target; refused, as nginx does.
-	{name: "target-scheme-opaque", raw: "GET x:443 HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, closes: true, nginx: "400 close"},
-	{name: "target-scheme-other", raw: "GET x:/admin HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, closes: true, nginx: "400 close"},
-	{name: "target-scheme-no-host", raw: "GET http:/admin HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, closes: true, nginx: "400 close"},
-	{name: "asterisk-get", raw: "GET * HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, closes: true, nginx: "400 close"},
+	{name: "target-scheme-opaque", raw: "GET x:443 HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, closes: true, nginx: "400 close", refused: "request_target"},
+	{name: "target-scheme-other", raw: "GET x:/admin HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, closes: true, nginx: "400 close", refused: "request_target"},
+	{name: "target-scheme-no-host", raw: "GET http:/admin HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, closes: true, nginx: "400 close", refused: "request_target"},
+	{name: "asterisk-get", raw: "GET * HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, closes: true, nginx: "400 close", refused: "request_target"},
 	{name: "space-in-target", raw: "GET /a b HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, closes: true, nginx: "400 close"},
 	{name: "http10-keep-alive", raw: "GET /a HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n\r\nGET /b HTTP/1.0\r\nHost: x\r\n\r\n", answers: 2, closes: true, nginx: "200 200 close"},
 	{name: "http09", raw: "GET /\r\n\r\n", answers: 1, closes: true, nginx: "close"},
@@ -106,7 +110,7 @@ var corpus = []corpusCase{
 	// Pipelining and bodies.
 	{name: "pipelined-get-post-get", raw: "GET /1 HTTP/1.1\r\nHost: x\r\n\r\nPOST /2 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcGET /3 HTTP/1.1\r\nHost: x\r\n\r\n", answers: 3, nginx: "200 200 200"},
 	{name: "pipelined-chunked-then-get", raw: "POST /1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\nGET /2 HTTP/1.1\r\nHost: x\r\n\r\n", answers: 2, nginx: "200 200"},
-	{name: "pipelined-then-ambiguous", raw: "GET /1 HTTP/1.1\r\nHost: x\r\n\r\nPOST /2 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", answers: 2, closes: true, nginx: "200 400 close"},
+	{name: "pipelined-then-ambiguous", raw: "GET /1 HTTP/1.1\r\nHost: x\r\n\r\nPOST /2 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", answers: 2, closes: true, nginx: "200 400 close", refused: "ambiguous_framing"},
 	{name: "get-with-body", raw: "GET /g HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", answers: 1, nginx: "200"},
 	{name: "trailer-after-chunks", raw: "POST /t HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-Trailer: 1\r\n\r\n", answers: 1, nginx: "200"},
 	{name: "x-forwarded-spoof", raw: "GET /xff HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 6.6.6.6\r\nConnection: X-Forwarded-For\r\n\r\n", answers: 1, nginx: "200"},
@@ -115,13 +119,13 @@ var corpus = []corpusCase{
 	// app: what follows a CONNECT head is meant for a tunnel, never the next request
 	// (nginx answers 405 to a CONNECT it can parse, 400 to the authority form and to
 	// any method with a lower-case letter, which its parser refuses).
-	{name: "connect-authority-form", raw: "CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\n", answers: 1, closes: true, nginx: "400 close"},
-	{name: "connect-origin-form", raw: "CONNECT / HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, closes: true, nginx: "405 close"},
-	{name: "connect-absolute-form", raw: "CONNECT http://x:443/ HTTP/1.1\r\nHost: x:443\r\n\r\n", answers: 1, closes: true, nginx: "405 close"},
-	{name: "connect-lowercase", raw: "connect x:443 HTTP/1.1\r\nHost: x:443\r\n\r\n", answers: 1, closes: true, nginx: "400 close"},
-	{name: "connect-lowercase-origin-form", raw: "connect / HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, closes: true, nginx: "400 close"},
-	{name: "connect-then-tunnel-bytes", raw: "CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, closes: true, nginx: "400 close"},
-	{name: "pipelined-get-connect-get", raw: "GET /1 HTTP/1.1\r\nHost: x\r\n\r\nCONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\nGET /3 HTTP/1.1\r\nHost: x\r\n\r\n", answers: 2, closes: true, nginx: "200 400 close"},
+	{name: "connect-authority-form", raw: "CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\n", answers: 1, closes: true, nginx: "400 close", refused: "connect"},
+	{name: "connect-origin-form", raw: "CONNECT / HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, closes: true, nginx: "405 close", refused: "connect"},
+	{name: "connect-absolute-form", raw: "CONNECT http://x:443/ HTTP/1.1\r\nHost: x:443\r\n\r\n", answers: 1, closes: true, nginx: "405 close", refused: "connect"},
+	{name: "connect-lowercase", raw: "connect x:443 HTTP/1.1\r\nHost: x:443\r\n\r\n", answers: 1, closes: true, nginx: "400 close", refused: "connect"},
+	{name: "connect-lowercase-origin-form", raw: "connect / HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, closes: true, nginx: "400 close", refused: "connect"},
+	{name: "connect-then-tunnel-bytes", raw: "CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n", answers: 1, closes: true, nginx: "400 close", refused: "connect"},
+	{name: "pipelined-get-connect-get", raw: "GET /1 HTTP/1.1\r\nHost: x\r\n\r\nCONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\nGET /3 HTTP/1.1\r\nHost: x\r\n\r\n", answers: 2, closes: true, nginx: "200 400 close", refused: "connect"},
 }
 
 // corpusRun sends c's bytes through a proxy on one path and returns what the app

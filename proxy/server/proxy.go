@@ -215,17 +215,21 @@ func keepTrailers(res *http.Response) error {
 
 // ServeHTTP measures and forwards one request.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// A refused request is counted by reason (/metrics), not as an arrival.
 	if tunnelMethod(r.Method) {
+		p.rec.Refuse(measure.RefusedConnect)
 		refuseTunnel(w, r)
 		return
 	}
 	if r.ProtoMajor == 2 && !wellFormedH2(r) {
 		// Refused before it counts as an arrival, as net/http refuses a malformed
 		// HTTP/1 request line.
+		p.rec.Refuse(measure.RefusedMalformedH2)
 		http.Error(w, "qas-proxy: malformed request method or target", http.StatusBadRequest)
 		return
 	}
 	if r.ProtoMajor == 1 && !forwardableH1Target(r) {
+		p.rec.Refuse(measure.RefusedRequestTarget)
 		w.Header().Set("Connection", "close")
 		http.Error(w, "qas-proxy: request target is neither origin form nor an http or https absolute URI", http.StatusBadRequest)
 		return

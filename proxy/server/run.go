@@ -145,7 +145,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		if maxHead == 0 {
 			maxHead = http.DefaultMaxHeaderBytes
 		}
-		go func() { errc <- s.serving.Serve(fastpath.GuardListener(s.servingL, maxHead+4<<10)) }()
+		go func() { errc <- s.serving.Serve(fastpath.GuardListener(s.servingL, maxHead+4<<10, s.Recorder)) }()
 	}
 	go func() { errc <- s.admin.Serve(s.adminL) }()
 	// The per-second arrival counts (issue #15) run beside the request path, on
