@@ -38,8 +38,6 @@ type Recorder struct {
 	clientCancels    atomic.Uint64
 	codes            [5]atomic.Uint64
 	waiting          atomic.Int64
-	// refused counts the requests the proxy refused itself, by reason (Refuse).
-	refused [numRefusals]atomic.Uint64
 
 	// Float sums are kept in nanoseconds (service, TTFB, queue wait, latency) so
 	// they can be atomic integers; the sum of squares is kept in µs² to stay within
@@ -69,6 +67,10 @@ type Recorder struct {
 	lastChange    time.Time
 	inFlightNanos float64 // ∫ in-flight dt, ns
 	busyNanos     float64 // time with in-flight > 0, ns
+
+	// refused counts the requests the proxy refused itself, by reason (Refuse):
+	// last, so that the counters every request touches keep their layout.
+	refused [numRefusals]atomic.Uint64
 }
 
 // New returns a Recorder whose clock starts now. limit and queue are the configured
