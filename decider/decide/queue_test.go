@@ -145,20 +145,27 @@ func TestNoScaleDownWhileQueued(t *testing.T) {
 	require.Less(t, d.DesiredReplicas, int32(20))
 }
 
-// jumpy is λ history alternating every 2 minutes between lo and hi, 30
-// minutes of 15 s samples, ending at lo.
-func jumpy(now time.Time, lo, hi float64, n int32) Snapshot {
+// history is a snapshot of n pods whose λ history has a 15 s sample every
+// step back from now, samples of them, each at hi where high says so (at the
+// sample's time and its index counted back from now) and at lo otherwise.
+func history(now time.Time, lo, hi float64, samples int, n int32, high func(at time.Time, back int) bool) Snapshot {
 	s := snapshot(now, lo, 0.04, n)
 	s.ArrivalRates = nil
-	for i := 120; i >= 0; i-- {
+	for i := samples - 1; i >= 0; i-- {
 		at := now.Add(-time.Duration(i) * 15 * time.Second)
 		r := lo
-		if (i/8)%2 == 1 {
+		if high(at, i) {
 			r = hi
 		}
 		s.ArrivalRates = append(s.ArrivalRates, Sample{Time: at, Rate: r})
 	}
 	return s
+}
+
+// jumpy is λ history alternating every 2 minutes between lo and hi, 30
+// minutes of 15 s samples, ending at lo.
+func jumpy(now time.Time, lo, hi float64, n int32) Snapshot {
+	return history(now, lo, hi, 121, n, func(_ time.Time, back int) bool { return (back/8)%2 == 1 })
 }
 
 func TestScaleDownKeepsTheMarginTheHistoryShows(t *testing.T) {
@@ -514,17 +521,9 @@ func TestJumpFloorPeaksOnlyWithoutTheMixture(t *testing.T) {
 // burstOnce is a history of minutes, one sample per 15 s, at lo/s but for one
 // 4-minute burst at hi/s that ended ago before now (e.g. 10 minutes).
 func burstOnce(now time.Time, lo, hi float64, minutes int, ago time.Duration, n int32) Snapshot {
-	s := snapshot(now, lo, 0.04, n)
-	s.ArrivalRates = nil
-	for i := minutes * 4; i >= 0; i-- {
-		at := now.Add(-time.Duration(i) * 15 * time.Second)
-		r := lo
-		if at.After(now.Add(-ago-4*time.Minute)) && !at.After(now.Add(-ago)) {
-			r = hi
-		}
-		s.ArrivalRates = append(s.ArrivalRates, Sample{Time: at, Rate: r})
-	}
-	return s
+	return history(now, lo, hi, minutes*4+1, n, func(at time.Time, _ int) bool {
+		return at.After(now.Add(-ago-4*time.Minute)) && !at.After(now.Add(-ago))
+	})
 }
 
 // TestOneBurstCountsAsOneMoreLead: after one burst, the scale-down keeps what
