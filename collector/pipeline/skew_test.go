@@ -130,11 +130,8 @@ func TestNewerProxyIsReadAndItsSkewLoggedOnce(t *testing.T) {
 		{Namespace: "ns", Workload: "w", Pod: "current", Node: "n", URL: srv.URL + "/stats"},
 		{Namespace: "ns", Workload: "w", Pod: "newer", Node: "n", URL: newerURL},
 	}
-	core, logs := observer.New(zapcore.DebugLevel)
-	sc := scrape.NewScraper(nil, 2, time.Second, prometheus.NewRegistry(), zap.New(core))
-	mem := store.NewMemory()
-	var sink recording
-	p := &Pipeline{Scraper: sc, Sink: multi{mem, &sink}}
+	p, mem, sink, logs := observedPipeline()
+	sc := p.Scraper
 	ctx := context.Background()
 
 	p.Run(ctx, targets) // baselines
@@ -227,11 +224,8 @@ func TestOlderProxyIsReadWithItsNewerFieldsAbsent(t *testing.T) {
 					tk.Tick()
 				}
 			}
-			core, logs := observer.New(zapcore.DebugLevel)
-			sc := scrape.NewScraper(nil, 2, time.Second, prometheus.NewRegistry(), zap.New(core))
-			mem := store.NewMemory()
-			var sink recording
-			p := &Pipeline{Scraper: sc, Sink: multi{mem, &sink}}
+			p, mem, sink, logs := observedPipeline()
+			sc := p.Scraper
 			ctx := context.Background()
 			second(0)
 			p.Run(ctx, targets)
@@ -337,4 +331,14 @@ func TestManyUnknownFieldsLoggedOnce(t *testing.T) {
 	require.Equal(t, "added_00", fields[0])
 	require.Equal(t, "added_15", fields[15])
 	require.EqualValues(t, 40, skew.All()[0].ContextMap()["count"])
+}
+
+// observedPipeline is a pipeline whose scraper logs to the returned observer
+// and whose points go to a memory store and a recording sink.
+func observedPipeline() (*Pipeline, *store.Memory, *recording, *observer.ObservedLogs) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	sc := scrape.NewScraper(nil, 2, time.Second, prometheus.NewRegistry(), zap.New(core))
+	mem := store.NewMemory()
+	sink := &recording{}
+	return &Pipeline{Scraper: sc, Sink: multi{mem, sink}}, mem, sink, logs
 }
