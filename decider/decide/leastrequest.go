@@ -10,17 +10,23 @@ import "math"
 // M/M/(n·k) model gives 0.51–0.90 of the simulated p95 for k = 1, so sizing
 // with it buys too few pods. For k = 1 the engine uses the mean-field model of
 // the power of two choices instead (Vvedenskaya, Dobrushin and Karpelevich
-// 1996; Mitzenmacher 2001): as n grows, the share of pods holding at least i
-// requests tends to s_i = ρ^(2^i − 1), and an arrival joins the shorter of two,
-// so it finds i requests ahead with probability s_i² − s_{i+1}². It then waits
-// for those i services (exponential, as the pooled tail assumes), each
-// stretched by the wait's variability factor κ (Allen–Cunneen and the closed
-// loop's correction, as for the other layouts), and is served. The model is
-// exact in the limit of many pods; with few it is optimistic (a pair of pods
-// is often both busy), so the engine takes the larger of it and the pooled
-// model's latency, within 0.70–0.98 of the simulated p95 for n ≥ 2 (that
-// test's table), and the closed loop corrects the rest. With k > 1 a pod's
-// slots hide most of the imbalance and the engine keeps the pooled model.
+// 1996; Mitzenmacher 2001), with the balancer's two draws as they are made:
+// independent, so with n pods both are the same pod with probability 1/n and
+// the arrival joins it whatever it holds. The pod an arrival joins then holds
+// at least i requests with probability J(s_i) = s_i/n + (1 − 1/n)·s_i², s_i the
+// share of pods holding at least i, and flow balance gives s_{i+1} = ρ·J(s_i):
+// an arrival finds i requests ahead with probability J(s_i) − J(s_{i+1}). With
+// one pod that is its M/M/1 queue exactly; as n grows it tends to the
+// mean-field limit s_i = ρ^(2^i − 1). It then waits for those i services
+// (exponential, as the pooled tail assumes), each stretched by the wait's
+// variability factor κ (Allen–Cunneen and the closed loop's correction, as for
+// the other layouts), and is served. Taking the pods as independent is still
+// optimistic with few of them (a pair of pods is often both busy), so the
+// engine takes the larger of it and the pooled model's latency: within
+// 0.78–0.99 of the simulated p95 for n ≥ 2 (that test's table; 0.70–0.98
+// before the draws of the same pod were counted), the closed loop correcting
+// the rest. With k > 1 a pod's slots hide most of the imbalance and the engine
+// keeps the pooled model.
 
 // leastRequestTerms caps the queue lengths summed: s_i falls doubly
 // exponentially (ρ = 0.999 gives s_14 < 1e−7).
@@ -48,12 +54,17 @@ func newLeastRequest(lambda, es, kappa float64, n int32) (leastRequest, bool) {
 		return leastRequest{}, false
 	}
 	m := leastRequest{rho: rho, mu: 1 / es, kappa: math.Max(kappa, 0)}
+	// The balancer draws its two pods independently (Envoy's LEAST_REQUEST):
+	// with n pods both draws are the same pod with probability 1/n, and the
+	// arrival then joins it whatever it holds.
+	same := 1 / float64(n)
+	joins := func(s float64) float64 { return same*s + (1-same)*s*s }
 	s := 1.0 // s_0: every pod holds at least 0 requests.
 	for i := 0; i < leastRequestTerms; i++ {
-		next := rho * s * s
-		m.ahead = append(m.ahead, s*s-next*next)
+		next := rho * joins(s)
+		m.ahead = append(m.ahead, joins(s)-joins(next))
 		s = next
-		if s*s < 1e-15 {
+		if joins(s) < 1e-15 {
 			break
 		}
 	}

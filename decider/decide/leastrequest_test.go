@@ -19,7 +19,9 @@ func erlangTail(i int, rate, t float64) float64 {
 // TestLeastRequestTail: with κ = 1 a request finding i ahead stays i + 1
 // exponential services, so the tail is a mixture of Erlang tails; with κ = 0
 // nobody waits; the mean is the tail's integral; the percentile solves the
-// tail; the share of arrivals finding i ahead is s_i² − s_{i+1}², s_i = ρ^(2^i−1).
+// tail; the share of arrivals finding i ahead is J(s_i) − J(s_{i+1}), J(s) =
+// s/n + (1 − 1/n)s² the chance the pod joined holds at least i (two draws, the
+// same pod with probability 1/n), s_{i+1} = ρ·J(s_i).
 func TestLeastRequestTail(t *testing.T) {
 	for _, tc := range []struct {
 		lambda, es float64
@@ -32,9 +34,12 @@ func TestLeastRequestTail(t *testing.T) {
 		m, ok := newLeastRequest(tc.lambda, tc.es, 1, tc.n)
 		require.True(t, ok)
 		rho := tc.lambda * tc.es / float64(tc.n)
-		s := func(i int) float64 { return math.Pow(rho, math.Pow(2, float64(i))-1) }
+		join := func(s float64) float64 { return s/float64(tc.n) + (1-1/float64(tc.n))*s*s }
+		s := 1.0
 		for i := 0; i < 4; i++ {
-			require.InDelta(t, s(i)*s(i)-s(i+1)*s(i+1), m.ahead[i], 1e-12, "ρ %.2f, %d ahead", rho, i)
+			next := rho * join(s)
+			require.InDelta(t, join(s)-join(next), m.ahead[i], 1e-12, "ρ %.2f, %d ahead", rho, i)
+			s = next
 		}
 		var sum float64
 		for _, a := range m.ahead {
@@ -64,4 +69,23 @@ func TestLeastRequestTail(t *testing.T) {
 	}
 	_, ok := newLeastRequest(100, 0.05, 1, 5)
 	require.False(t, ok, "ρ = 1 is unstable")
+}
+
+// TestLeastRequestLimits: with one pod both draws are that pod and the model is
+// its M/M/1 queue exactly (an arrival finds i ahead with probability
+// (1 − ρ)ρ^i); as the pods grow it tends to the mean-field limit, s_i =
+// ρ^(2^i − 1), where an arrival finds i ahead with probability s_i² − s_{i+1}².
+func TestLeastRequestLimits(t *testing.T) {
+	const es = 0.05
+	one, ok := newLeastRequest(0.6/es, es, 1, 1)
+	require.True(t, ok)
+	for i := 0; i < 6; i++ {
+		require.InDelta(t, 0.4*math.Pow(0.6, float64(i)), one.ahead[i], 1e-12, "%d ahead", i)
+	}
+	many, ok := newLeastRequest(0.6*1e6/es, es, 1, 1e6)
+	require.True(t, ok)
+	s := func(i int) float64 { return math.Pow(0.6, math.Pow(2, float64(i))-1) }
+	for i := 0; i < 4; i++ {
+		require.InDelta(t, s(i)*s(i)-s(i+1)*s(i+1), many.ahead[i], 1e-5, "%d ahead", i)
+	}
 }

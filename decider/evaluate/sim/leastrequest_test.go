@@ -34,7 +34,9 @@ func modelledP95(t *testing.T, routing decide.Routing, lambda, es float64, n int
 // (the less loaded of two random pods), at utilisations ρ, against the p95
 // the engine models for them. The pooled M/M/n model alone gives 0.52–0.90 of
 // the simulated p95 here (too few pods); the engine's (the larger of it and
-// the power of two choices' mean-field model) must stay within [0.65, 1.05]
+// the power of two choices' mean-field model, its two draws the same pod one
+// time in n) must stay within [0.75, 1.05] (0.70–0.98 before the draws were
+// counted; 0.78–0.99 with them)
 // of it in every row, never below the pooled model's, and per-pod queues
 // (random routing's model) must be slower than all of them.
 func TestLeastRequestModel(t *testing.T) {
@@ -50,7 +52,7 @@ func TestLeastRequestModel(t *testing.T) {
 			perPod := modelledP95(t, decide.RoutingRandom, lambda, es, n)
 			t.Logf("n %2d ρ %.2f: simulated p95 %.4f s; engine %.4f (%.2f×), pooled %.4f (%.2f×), per-pod %.4f (%.2f×)",
 				n, rho, simulated, lr, lr/simulated, pooled, pooled/simulated, perPod, perPod/simulated)
-			require.GreaterOrEqual(t, lr/simulated, 0.65, "n %d ρ %.2f", n, rho)
+			require.GreaterOrEqual(t, lr/simulated, 0.75, "n %d ρ %.2f", n, rho)
 			require.LessOrEqual(t, lr/simulated, 1.05, "n %d ρ %.2f", n, rho)
 			require.GreaterOrEqual(t, lr, pooled, "n %d ρ %.2f", n, rho)
 			require.Greater(t, perPod, simulated, "n %d ρ %.2f", n, rho)
