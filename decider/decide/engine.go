@@ -658,7 +658,11 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	// lead before each): the floor and the margin keep capacity only for the
 	// jumps it does not explain.
 	ratios := jumpHistory(snap, m, leadQ, recur)
-	jumpPods, jumpBase, hasJump := e.jumpFloor(spec, snap, m, now, leadQ, ratios, conf, budget, spec.MaxReplicas, x)
+	var leads []weighted
+	if spec.Percentile > 0 {
+		leads = jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, x)
+	}
+	jumpPods, jumpBase, hasJump := e.jumpFloor(spec, snap, m, now, leadQ, ratios, leads, budget, spec.MaxReplicas, x)
 	// The band in pods: near the latency floor (the service-time percentile)
 	// the percentile falls slowly with the pods, so a band of ±θ on G spans
 	// far more than ±θ of the pods (lognormal cv 1.2, p95 ≤ 4·E[S]: G = 0.9
@@ -724,7 +728,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			// weighted by its requests) and one more lead at the largest
 			// (jumpLeads), stays within the budget 1 − p.
 			x.DownArrivalRate = base
-			rec = m.minPodsOverJumps(base, jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, x), floor, current, budget, x)
+			rec = m.minPodsOverJumps(base, leads, floor, current, budget, x)
 			quantile := "too few leads for their p-quantile"
 			if x.JumpRatio > 0 {
 				quantile = fmt.Sprintf("p-quantile %.3g", x.JumpRatio)

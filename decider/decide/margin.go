@@ -33,7 +33,7 @@ func jumpHistory(snap Snapshot, m *sizer, lead time.Duration, recur *Recurrence)
 // the largest jump in the history needs. The onsets a confirmed recurrence
 // explains are left out, as from the scale-down's margin: the forecast starts
 // pods a lead before each, so the steady state need not hold them all along.
-func (e *Engine) jumpFloor(spec Spec, snap Snapshot, m *sizer, now time.Time, lead time.Duration, ratios []float64, conf, budget float64, hi int32, x *Explanation) (n int32, base float64, ok bool) {
+func (e *Engine) jumpFloor(spec Spec, snap Snapshot, m *sizer, now time.Time, lead time.Duration, ratios []float64, leads []weighted, budget float64, hi int32, x *Explanation) (n int32, base float64, ok bool) {
 	if spec.Percentile <= 0 || lead <= 0 {
 		return 0, 0, false
 	}
@@ -55,7 +55,7 @@ func (e *Engine) jumpFloor(spec Spec, snap Snapshot, m *sizer, now time.Time, le
 	// cannot meet at any count), more pods would buy nothing.
 	hi = min(hi, m.minPods(base*ratios[len(ratios)-1], m.es))
 	var probe Explanation
-	n = m.minPodsOverJumps(base, jumpLeads(ratios, snap.ArrivalRates, lead, conf, x), 1, hi, budget, &probe)
+	n = m.minPodsOverJumps(base, leads, 1, hi, budget, &probe)
 	x.JumpReplicas, x.JumpLateShare = n, probe.DownLateShare
 	return n, base, true
 }
@@ -73,16 +73,15 @@ func (e *Engine) jumpFloor(spec Spec, snap Snapshot, m *sizer, now time.Time, le
 // whole until the history spanned 1/(1−p) leads (40 minutes at a 2-minute
 // init), and the floor waited for two leads and then priced the burst at its
 // frequency. x.JumpRatioMax and x.JumpUnseenWeight show the extra lead.
+// Computed once a decision, for both (nil: no ratio).
 func jumpLeads(ratios []float64, samples []Sample, lead time.Duration, conf float64, x *Explanation) []weighted {
-	set := thinJumps(ratios, int(math.Ceil(1/(1-conf))))
 	if len(ratios) == 0 {
-		return set
+		return nil
 	}
+	set := thinJumps(ratios, int(math.Ceil(1/(1-conf))))
 	perLead := 1.0
-	if n := len(samples); n >= 2 {
-		if step := samples[n-1].Time.Sub(samples[0].Time).Seconds() / float64(n-1); step > 0 {
-			perLead = math.Max(1, lead.Seconds()/step)
-		}
+	if step := sampleStep(samples); step > 0 {
+		perLead = math.Max(1, lead.Seconds()/step.Seconds())
 	}
 	largest := ratios[len(ratios)-1]
 	x.JumpRatioMax = math.Max(largest, 1)
