@@ -462,7 +462,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		e.forgetCooledNodes(spec.Migration.NodeThreshold, snap)
 		pods := ownPodsOn(snap)
 		var plan *MigrationPlan
-		var esAfter float64
+		var kept float64
 		var note string
 		if why := e.migrationCooldown(spec.Migration, pods, now); why != "" {
 			// The workload's cooldown comes first; the node's back-off may also hold.
@@ -470,15 +470,15 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 				plan, note = nil, fmt.Sprintf("no migration: %s (otherwise: %s)", why, note)
 			}
 		} else {
-			plan, esAfter, note = planMigration(spec, snap, e.nodeHold(spec.Migration, pods, now))
+			plan, kept, note = planMigration(spec, snap, e.nodeHold(spec.Migration, pods, now))
 		}
 		if plan != nil {
 			d.Migration = plan
 			d.Action |= ActionMigrate
 			x.Candidates = append(x.Candidates, Candidate{Kind: CandidateMigrate, Replicas: current, Feasible: true, Note: note})
-			if all := meanPodServiceTime(snap.Pods); esAfter > 0 && all > 0 {
+			if kept > 0 {
 				// The pooled E[S] scaled by what the move is expected to
-				// take off it: the not-slowed pods' mean over all pods', in
+				// leave of it: the not-slowed pods' mean over all pods', in
 				// the same interval. The not-slowed pods' own mean is one
 				// interval's, a few requests a pod: sized with it, the jump
 				// floor went from 3 to 24 pods between two 5 s cycles at a
@@ -486,7 +486,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 				// scale-up it ordered landed on the emptied hot node. The
 				// interval's noise is mostly common to both means and cancels
 				// in their ratio.
-				es *= math.Min(1, esAfter/all)
+				es *= kept
 			}
 		} else if note != "" {
 			noMigration = note

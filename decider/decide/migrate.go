@@ -14,9 +14,10 @@ import (
 // coolest node that has room for its CPU request and, for node-local data, for
 // all its volumes together. Only pods that can be moved (Pod.Move) are
 // planned, and a hot node for which hold returns a reason (the per-node
-// back-off) is left alone; hold may be nil. It returns the plan, the expected
-// E[S] once the slowed pods run normally (the mean over the pods that are not
-// slowed; 0 when unknown), and a note explaining the outcome.
+// back-off) is left alone; hold may be nil. It returns the plan, what E[S]
+// keeps once the slowed pods run normally (the not-slowed pods' mean service
+// time over all pods' in the interval, at most 1; 0 when unknown), and a note
+// explaining the outcome.
 func planMigration(spec Spec, snap Snapshot, hold func(node string) string) (*MigrationPlan, float64, string) {
 	mig := spec.Migration
 	nodes := map[string]Node{}
@@ -41,9 +42,13 @@ func planMigration(spec Spec, snap Snapshot, hold func(node string) string) (*Mi
 			healthyN++
 		}
 	}
-	esAfter := 0.0
+	kept := 0.0
 	if healthyN > 0 {
-		esAfter = healthySum / float64(healthyN)
+		var all float64
+		for _, t := range times {
+			all += t
+		}
+		kept = min(1, healthySum/float64(healthyN)/(all/float64(len(times))))
 	}
 
 	// Our slowed pods on hot nodes, hottest node first.
@@ -95,7 +100,7 @@ func planMigration(spec Spec, snap Snapshot, hold func(node string) string) (*Mi
 				if plan.DataBytes > 0 {
 					note += fmt.Sprintf(" with %d bytes of local data (about %s)", plan.DataBytes, plan.MoveTime.Round(time.Second))
 				}
-				return plan, esAfter, note
+				return plan, kept, note
 			}
 			notes = append(notes, fmt.Sprintf("cannot move %s off %s: %s", p.Name, hot.Name, why))
 		}
@@ -104,24 +109,6 @@ func planMigration(spec Spec, snap Snapshot, hold func(node string) string) (*Mi
 		}
 	}
 	return nil, 0, "no migration: " + joinNotes(notes)
-}
-
-// meanPodServiceTime is the mean of the pods' last-interval service times,
-// each pod once, as planMigration averages the not-slowed ones (0: none
-// known).
-func meanPodServiceTime(pods []Pod) float64 {
-	var sum float64
-	var n int
-	for _, p := range pods {
-		if p.ServiceTime > 0 {
-			sum += p.ServiceTime
-			n++
-		}
-	}
-	if n == 0 {
-		return 0
-	}
-	return sum / float64(n)
 }
 
 func joinNotes(n []string) string {
@@ -238,8 +225,9 @@ func medianOf(v []float64) float64 {
 
 // PlanMigration runs only the migration check, for a controller that runs it
 // on its own shorter cycle τ (seed 003) between full decisions. It returns the
-// plan (nil when none), the expected E[S] once the slowed pods run normally (0
-// when unknown) and a note explaining the outcome. It keeps no state: the
+// plan (nil when none), the expected E[S] once the slowed pods run normally (the
+// snapshot's E[S] × what planMigration says it keeps; 0 when unknown) and a note
+// explaining the outcome. It keeps no state: the
 // cooldown after a migration and the per-node back-off are the Engine's.
 func PlanMigration(spec Spec, snap Snapshot) (*MigrationPlan, float64, string, error) {
 	if err := Validate(spec); err != nil {
@@ -252,9 +240,9 @@ func PlanMigration(spec Spec, snap Snapshot) (*MigrationPlan, float64, string, e
 	if !spec.Migration.Enabled {
 		return nil, 0, "migration is disabled", nil
 	}
-	plan, es, note := planMigration(spec, snap, nil)
+	plan, kept, note := planMigration(spec, snap, nil)
 	if plan != nil {
 		plan.Mover = spec.Migration.Mover
 	}
-	return plan, es, note, nil
+	return plan, snap.ServiceTime * kept, note, nil
 }
