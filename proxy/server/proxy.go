@@ -215,23 +215,8 @@ func keepTrailers(res *http.Response) error {
 
 // ServeHTTP measures and forwards one request.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// A refused request is counted by reason (/metrics), not as an arrival.
-	if tunnelMethod(r.Method) {
-		p.rec.Refuse(measure.RefusedConnect)
-		refuseTunnel(w, r)
-		return
-	}
-	if r.ProtoMajor == 2 && !wellFormedH2(r) {
-		// Refused before it counts as an arrival, as net/http refuses a malformed
-		// HTTP/1 request line.
-		p.rec.Refuse(measure.RefusedMalformedH2)
-		http.Error(w, "qas-proxy: malformed request method or target", http.StatusBadRequest)
-		return
-	}
-	if r.ProtoMajor == 1 && !forwardableH1Target(r) {
-		p.rec.Refuse(measure.RefusedRequestTarget)
-		w.Header().Set("Connection", "close")
-		http.Error(w, "qas-proxy: request target is neither origin form nor an http or https absolute URI", http.StatusBadRequest)
+	if f, ok := refusal(r); ok {
+		p.refuse(w, r, f)
 		return
 	}
 	arrived := p.rec.Arrive()
@@ -393,33 +378,62 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// tunnelMethod reports whether method asks for a tunnel: CONNECT, in any case. The
-// proxy is in front of one application, not a forward proxy, and opens no tunnel.
-// Methods are case-sensitive (RFC 9110 section 9.1), so "connect" is another token,
-// but one a parser that folds case reads as CONNECT; no application in front of
-// which the proxy sits needs it, so it is refused alike.
-func tunnelMethod(method string) bool { return strings.EqualFold(method, http.MethodConnect) }
+// refusal says why the proxy refuses r itself, if it does: a CONNECT
+// (tunnelMethod), a malformed HTTP/2 method or target (wellFormedH2), an
+// HTTP/1 target the app would get rewritten (forwardableH1Target).
+func refusal(r *http.Request) (measure.Refusal, bool) {
+	switch {
+	case tunnelMethod(r.Method):
+		return measure.RefusedConnect, true
+	case r.ProtoMajor == 2 && !wellFormedH2(r):
+		return measure.RefusedMalformedH2, true
+	case r.ProtoMajor == 1 && !forwardableH1Target(r):
+		return measure.RefusedRequestTarget, true
+	}
+	return 0, false
+}
 
-// refuseTunnel answers a CONNECT (tunnelMethod) with 405, as nginx answers one it
-// can parse, before the request counts as an arrival (as the other requests the
-// proxy refuses do) and before any of it reaches the application, a peer or a
-// front. Forwarded, it reached an HTTP/1.1 app as "CONNECT / HTTP/1.1", which is
-// not what the client sent, and the app's 200 told the client that a tunnel was
-// open. No Allow field: the application's methods are not the proxy's to list. An
-// HTTP/1 connection is closed: whatever the client sends after a CONNECT head is
-// meant for a tunnel (a TLS handshake, or another request smuggled past a proxy in
-// front that took the 200 for an open tunnel), never the next request. An HTTP/2
-// CONNECT ends only its stream.
-func refuseTunnel(w http.ResponseWriter, r *http.Request) {
+// refusals are the answers to the requests the proxy refuses itself.
+var refusals = map[measure.Refusal]struct {
+	code int
+	msg  string
+}{
+	// 405, as nginx answers a CONNECT it can parse. No Allow field: the
+	// application's methods are not the proxy's to list.
+	measure.RefusedConnect:       {http.StatusMethodNotAllowed, "qas-proxy: CONNECT is not allowed: this is a reverse proxy and opens no tunnel"},
+	measure.RefusedMalformedH2:   {http.StatusBadRequest, "qas-proxy: malformed request method or target"},
+	measure.RefusedRequestTarget: {http.StatusBadRequest, "qas-proxy: request target is neither origin form nor an http or https absolute URI"},
+}
+
+// refuse answers a request the proxy refuses itself (refusal), before it
+// counts as an arrival, as net/http refuses a malformed request line, and
+// before any of it reaches the application, a peer or a front; it is counted
+// by reason (/metrics). An HTTP/1 connection is closed: after a CONNECT head
+// the client's bytes are meant for a tunnel (a TLS handshake, or a request
+// smuggled past a proxy in front that took a 200 for an open tunnel), and
+// after a target the proxy does not take, the rest of the connection is not
+// to be trusted either. An HTTP/2 refusal ends only its stream.
+func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, f measure.Refusal) {
+	p.rec.Refuse(f)
 	if r.ProtoMajor == 1 {
 		w.Header().Set("Connection", "close")
 	}
-	http.Error(w, "qas-proxy: CONNECT is not allowed: this is a reverse proxy and opens no tunnel", http.StatusMethodNotAllowed)
+	a := refusals[f]
+	http.Error(w, a.msg, a.code)
 }
+
+// tunnelMethod reports whether method asks for a tunnel: CONNECT, in any case. The
+// proxy is in front of one application, not a forward proxy, and opens no tunnel:
+// forwarded, a CONNECT reached an HTTP/1.1 app as "CONNECT / HTTP/1.1", which is
+// not what the client sent, and the app's 200 told the client that a tunnel was
+// open. Methods are case-sensitive (RFC 9110 section 9.1), so "connect" is another
+// token, but one a parser that folds case reads as CONNECT; no application in front
+// of which the proxy sits needs it, so it is refused alike.
+func tunnelMethod(method string) bool { return strings.EqualFold(method, http.MethodConnect) }
 
 // wellFormedH2 reports whether an HTTP/2 request's :method is a token and its :path
 // a request target of visible ASCII (origin form, or "*"; a CONNECT, which has no
-// :path, is refused before: tunnelMethod).
+// :path, is refused before: refusal).
 // net/http's HTTP/2 server lets through a space or a byte above 0x7e in the query
 // (it rejects only control characters), which no HTTP/1.1 request line can carry:
 // the app would get "GET /q?a b HTTP/1.1", which a lenient parser reads as another
@@ -440,7 +454,7 @@ func wellFormedH2(r *http.Request) bool {
 // the app then carried another target: "x:443" became "443", "mailto:a@b" "a@b",
 // "x:/admin" and "http:/admin" (no host) "/admin", "*" (other than OPTIONS *,
 // which net/http answers itself) "/%2A". nginx refuses each with 400 and closes,
-// and so does the proxy (ServeHTTP), before the request counts.
+// and so does the proxy (refuse), before the request counts.
 func forwardableH1Target(r *http.Request) bool {
 	target := r.RequestURI
 	if strings.HasPrefix(target, "/") {
