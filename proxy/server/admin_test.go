@@ -35,12 +35,7 @@ func TestAdminClosesIdleConnections(t *testing.T) {
 func TestMetricsHaveRuntimeAndProcess(t *testing.T) {
 	up := app(t, func(w http.ResponseWriter, r *http.Request) {})
 	p := start(t, up, Config{}, Options{})
-	resp, err := http.Get(p.admin + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	require.NoError(t, err)
+	families := scrapeMetrics(t, p.admin)
 	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "process_open_fds", "process_resident_memory_bytes", "process_cpu_seconds_total"} {
 		require.Contains(t, families, name)
 	}
@@ -112,12 +107,7 @@ func TestMetricsServiceTimeHistogram(t *testing.T) {
 	require.Equal(t, 200, <-codes)
 	require.Eventually(t, func() bool { return snapshot(t, p).Completions == 3 }, 10*time.Second, 5*time.Millisecond)
 
-	resp, err = http.Get(p.admin + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	require.NoError(t, err)
+	families := scrapeMetrics(t, p.admin)
 	s := snapshot(t, p) // no request since the scrape: the same counts
 
 	fam := families["qas_proxy_service_time_seconds"]
@@ -150,4 +140,16 @@ func TestMetricsServiceTimeHistogram(t *testing.T) {
 	// admission and service, and its service.
 	require.Equal(t, s.LatencySecondsSum, latency.GetSampleSum(), "the sum of every observed latency")
 	require.GreaterOrEqual(t, latency.GetSampleSum(), s.QueueWaitSecondsSum+s.ServiceSecondsSum)
+}
+
+// scrapeMetrics gets admin's /metrics and parses it into its families.
+func scrapeMetrics(t *testing.T, admin string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(admin + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err)
+	return families
 }

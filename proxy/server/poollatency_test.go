@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
 	"github.com/qas-dev/qas/proxy/stats"
@@ -68,12 +66,7 @@ func TestLatencySumCountsOverflowedRequests(t *testing.T) {
 		require.Zero(t, sb.Codes[1], "and its status")
 		require.EqualValues(t, moved+1, s.Codes[1], "A counts its clients' six answers")
 
-		resp, err := http.Get(p.a.admin + "/metrics")
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		families, err := parser.TextToMetricFamilies(resp.Body)
-		require.NoError(t, err)
+		families := scrapeMetrics(t, p.a.admin)
 		h := families["qas_proxy_latency_seconds"].Metric[0].GetHistogram()
 		require.Equal(t, s.Latency.Total(), h.GetSampleCount())
 		require.Equal(t, s.LatencySecondsSum, h.GetSampleSum(), "no request since the snapshot: the same sum")

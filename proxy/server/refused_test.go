@@ -1,13 +1,10 @@
 package server
 
 import (
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 )
 
@@ -18,12 +15,7 @@ var refusalReasons = []string{"connect", "malformed_h2", "request_target", "ambi
 // (every reason has a sample, zero included) and qas_proxy_requests_arrived_total.
 func scrapeRefusals(t *testing.T, p *running) (refused map[string]uint64, arrivals uint64) {
 	t.Helper()
-	resp, err := http.Get(p.admin + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	require.NoError(t, err)
+	families := scrapeMetrics(t, p.admin)
 	fam, ok := families["qas_proxy_refused_total"]
 	require.True(t, ok, "/metrics has qas_proxy_refused_total")
 	require.Contains(t, fam.GetHelp(), "net/http's own parser refuses", "the help says what is not counted")

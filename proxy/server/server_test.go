@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 	"golang.org/x/net/http2"
@@ -374,12 +372,7 @@ func TestAdminIsNotOnServingPort(t *testing.T) {
 		}
 		require.Equal(t, []string{"/stats", "/metrics", "/healthz", "/readyz"}, paths)
 
-		resp, err := http.Get(p.admin + "/metrics")
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		families, err := parser.TextToMetricFamilies(resp.Body)
-		require.NoError(t, err)
+		families := scrapeMetrics(t, p.admin)
 		require.Contains(t, families, "qas_proxy_requests_arrived_total")
 		require.Equal(t, 4.0, families["qas_proxy_requests_arrived_total"].Metric[0].GetCounter().GetValue())
 		for name := range families {
