@@ -293,6 +293,22 @@ type document struct {
 	ArrivalsPerSecond json.RawMessage `json:"arrivals_per_second,omitempty"`
 }
 
+// validated is the document's snapshot without its optional series (read
+// apart: series), and Validate's verdict on it.
+func (doc document) validated() (Snapshot, error) {
+	s := doc.Snapshot
+	s.ArrivalsPerSecond = nil
+	return s, s.Validate()
+}
+
+// series is the document's arrivals_per_second as sent, nil when absent or null.
+func (doc document) series() json.RawMessage {
+	if raw := doc.ArrivalsPerSecond; len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
+		return raw
+	}
+	return nil
+}
+
 // DecodeDetail reads and validates one snapshot, as Decode, and says what it
 // left out: an invalid optional series (Decoded.Dropped) and the members it
 // does not know (Decoded.Ignored). Members it does not know are no error, at
@@ -330,12 +346,10 @@ func decodeKnown(data []byte) (d Decoded, ok bool, err error) {
 	if dec.More() {
 		return Decoded{}, true, errors.New("stats: trailing data after the document")
 	}
-	d.Snapshot = doc.Snapshot
-	d.Snapshot.ArrivalsPerSecond = nil
-	if err := d.Snapshot.Validate(); err != nil {
+	if d.Snapshot, err = doc.validated(); err != nil {
 		return Decoded{}, true, err
 	}
-	if raw := doc.ArrivalsPerSecond; len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
+	if raw := doc.series(); raw != nil {
 		sdec := json.NewDecoder(bytes.NewReader(raw))
 		sdec.DisallowUnknownFields()
 		var p PerSecond
@@ -381,12 +395,11 @@ func decodeAny(data []byte) (Decoded, error) {
 	slices.Sort(d.Ignored)
 	d.IgnoredCount = len(d.Ignored)
 	d.Ignored = slices.Clip(d.Ignored[:min(len(d.Ignored), MaxIgnoredListed)])
-	d.Snapshot = doc.Snapshot
-	d.Snapshot.ArrivalsPerSecond = nil
-	if err := d.Snapshot.Validate(); err != nil {
+	var err error
+	if d.Snapshot, err = doc.validated(); err != nil {
 		return Decoded{}, err
 	}
-	if raw := doc.ArrivalsPerSecond; len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
+	if raw := doc.series(); raw != nil {
 		p, err := decodePerSecond(raw, d.Snapshot)
 		if err != nil {
 			d.Dropped = err
