@@ -69,6 +69,46 @@ func Start(t testing.TB) *Server {
 func StartWith(t testing.TB, opts Options) *Server {
 	t.Helper()
 	bin := testenv.Tool(t, "QAS_INFLUXD")
+	var s *Server
+	for attempt := 1; ; attempt++ {
+		s = newServer(t, opts, bin)
+		err := s.start()
+		if err == nil {
+			break
+		}
+		tail := s.logTail()
+		s.Stop()
+		// Its ports were free when picked (testenv.FreePort), but make test runs
+		// packages in parallel and another one's listener can take a port before
+		// influxd binds it: start again on other ports.
+		if attempt < 3 && strings.Contains(tail, "address already in use") {
+			continue
+		}
+		t.Fatalf("influxd: %v%s", err, tail)
+	}
+	t.Cleanup(s.Stop)
+	if opts.Auth {
+		// The first user may be created without credentials, and must be an admin.
+		if err := s.Query(fmt.Sprintf("CREATE USER %s WITH PASSWORD '%s' WITH ALL PRIVILEGES", AdminUser, AdminPassword)); err != nil {
+			t.Fatalf("influxd: %v", err)
+		}
+		s.Token = AdminToken
+	}
+	if opts.Empty {
+		return s
+	}
+	if err := s.Query("CREATE DATABASE " + Database); err != nil {
+		t.Fatalf("influxd: %v", err)
+	}
+	if err := s.waitWritable(); err != nil {
+		t.Fatalf("influxd: %v%s", err, s.logTail())
+	}
+	return s
+}
+
+// newServer is an influxd for t as opts say, on ports free a moment ago and in
+// a directory of its own, not started.
+func newServer(t testing.TB, opts Options, bin string) *Server {
 	dir := t.TempDir()
 	httpPort, rpcPort := testenv.FreePort(t), testenv.FreePort(t)
 	s := &Server{
@@ -89,26 +129,6 @@ func StartWith(t testing.TB, opts Options) *Server {
 	}
 	if opts.Auth {
 		s.env = append(s.env, "INFLUXDB_HTTP_AUTH_ENABLED=true")
-	}
-	t.Cleanup(s.Stop)
-	if err := s.start(); err != nil {
-		t.Fatalf("influxd: %v%s", err, s.logTail())
-	}
-	if opts.Auth {
-		// The first user may be created without credentials, and must be an admin.
-		if err := s.Query(fmt.Sprintf("CREATE USER %s WITH PASSWORD '%s' WITH ALL PRIVILEGES", AdminUser, AdminPassword)); err != nil {
-			t.Fatalf("influxd: %v", err)
-		}
-		s.Token = AdminToken
-	}
-	if opts.Empty {
-		return s
-	}
-	if err := s.Query("CREATE DATABASE " + Database); err != nil {
-		t.Fatalf("influxd: %v", err)
-	}
-	if err := s.waitWritable(); err != nil {
-		t.Fatalf("influxd: %v%s", err, s.logTail())
 	}
 	return s
 }
