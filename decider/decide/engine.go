@@ -657,7 +657,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	// The onsets on a confirmed period are the forecast's to meet (pods start a
 	// lead before each): the floor and the margin keep capacity only for the
 	// jumps it does not explain.
-	ratios := jumpHistory(snap, m, leadQ, recur)
+	ratios := jumpHistory(snap, m, now, leadQ, recur, x)
 	var leads []weighted
 	if spec.Percentile > 0 {
 		leads = jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, x)

@@ -2,19 +2,62 @@ package decide
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
 // jumpHistory is the history's jump ratios over one lead as the floor and the
-// scale-down's margin both read them, computed once a decision: jumpRatios (at
+// scale-down's margin both read them, computed once a decision: jumpsOver (at
 // their peak where the sizer says so), without the onsets a confirmed
-// recurrence explains, the seconds' own noise removed (sizer.jumps); ascending.
-func jumpHistory(snap Snapshot, m *sizer, lead time.Duration, recur *Recurrence) []float64 {
+// recurrence explains, the seconds' own noise removed (sizer.jumps), each at
+// the present's base (atBase); ascending.
+func jumpHistory(snap Snapshot, m *sizer, now time.Time, lead time.Duration, recur *Recurrence, x *Explanation) []float64 {
 	var skip func(time.Time) bool
 	if recur.confirmed() {
 		skip = func(t time.Time) bool { return recur.explains(t, lead) }
 	}
-	return m.jumps(jumpRatios(snap.ArrivalRates, lead, m.peakJumps(), skip), lead)
+	js := jumpsOver(snap.ArrivalRates, lead, m.peakJumps(), skip)
+	ratios := make([]float64, len(js))
+	for i, j := range js {
+		ratios[i] = j.ratio
+	}
+	ratios = m.jumps(ratios, lead)
+	base, ok := meanRate(snap.ArrivalRates, now.Add(-lead), now)
+	if !ok || base <= 0 {
+		return ratios
+	}
+	for i := range js {
+		js[i].ratio = ratios[i]
+	}
+	ratios, x.JumpsRescaled = atBase(js, base)
+	return ratios
+}
+
+// atBase is the jumps' ratios as they apply at the present base, ascending,
+// and how many were rescaled. A jump seen from a lower base counts as the
+// same rise in requests per second, not the same ratio: the ratio 1 + (r −
+// 1)·b₀/b. The history cannot say whether a rise scales with the base (a
+// flash crowd of a share of the users) or not (a ramp that adds users at a
+// steady pace, the Poisson noise of a low rate, which grows only as √λ), and
+// the ratio alone read the quiet hours' rises as multiples of the busy
+// hour's rate: on six hours of NASA from 04:00, the night's noise and the
+// morning ramp made the engine hold 4.6–5.6× the pods of the reactive oracle
+// (docs/model.md section 2c). A jump seen from a higher base keeps its ratio
+// (the rise it would bring here is smaller, but a ratio seen on more requests
+// is better evidence than the same rise on fewer). Rises only: a fall is the
+// same whichever way it is read.
+func atBase(js []jump, base float64) ([]float64, int) {
+	out := make([]float64, len(js))
+	n := 0
+	for i, j := range js {
+		out[i] = j.ratio
+		if j.ratio > 1 && j.base < base {
+			out[i] = 1 + (j.ratio-1)*j.base/base
+			n++
+		}
+	}
+	slices.Sort(out)
+	return out, n
 }
 
 // jumpFloor is the fewest pods whose modelled late share over the likely λ of

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -197,6 +198,20 @@ func meanRate(samples []Sample, from, to time.Time) (float64, bool) {
 // (±39 % per 15 s on NASA ×50), which denoiseJumps removes only from means.
 // The sample times skip reports (nil: none) are left out.
 func jumpRatios(samples []Sample, lead time.Duration, peak bool, skip func(time.Time) bool) []float64 {
+	js := jumpsOver(samples, lead, peak, skip)
+	ratios := make([]float64, len(js))
+	for i, j := range js {
+		ratios[i] = j.ratio
+	}
+	return ratios
+}
+
+// jump is one of the history's jumps over a lead: the ratio of the next
+// lead's rate to the last one's, and that last lead's mean (its base).
+type jump struct{ ratio, base float64 }
+
+// jumpsOver is jumpRatios with each ratio's base, ascending by ratio.
+func jumpsOver(samples []Sample, lead time.Duration, peak bool, skip func(time.Time) bool) []jump {
 	if len(samples) < 3 || lead <= 0 {
 		return nil
 	}
@@ -224,7 +239,7 @@ func jumpRatios(samples []Sample, lead time.Duration, peak bool, skip func(time.
 		}
 		return (sums[j] - sums[i]) / float64(j-i), true
 	}
-	var ratios []float64
+	var jumps []jump
 	for _, s := range samples {
 		t := s.Time
 		if t.Add(-lead).Before(first.Add(-step)) || t.Add(lead).After(last) || (skip != nil && skip(t)) {
@@ -240,10 +255,10 @@ func jumpRatios(samples []Sample, lead time.Duration, peak bool, skip func(time.
 		if !ok1 || !ok2 || before <= 0 {
 			continue
 		}
-		ratios = append(ratios, next/before)
+		jumps = append(jumps, jump{next / before, before})
 	}
-	slices.Sort(ratios)
-	return ratios
+	slices.SortFunc(jumps, func(a, b jump) int { return cmp.Compare(a.ratio, b.ratio) })
+	return jumps
 }
 
 // weighted is a value standing for w of the original values.

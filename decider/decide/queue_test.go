@@ -562,3 +562,85 @@ func TestOneBurstCountsAsOneMoreLead(t *testing.T) {
 	require.LessOrEqual(t, long.DesiredReplicas, short.DesiredReplicas, long.Explanation.Reason)
 	require.Greater(t, long.DesiredReplicas, flat.DesiredReplicas, "the burst is still in the history")
 }
+
+func TestAtBase(t *testing.T) {
+	tests := []struct {
+		name    string
+		jumps   []jump
+		base    float64
+		want    []float64
+		rescale int
+	}{
+		{"a rise from a quarter of the base counts as the same rise in req/s", []jump{{3, 25}}, 100, []float64{1.5}, 1},
+		{"a rise from the base itself keeps its ratio", []jump{{3, 100}}, 100, []float64{3}, 0},
+		{"a rise from a higher base keeps its ratio", []jump{{3, 400}}, 100, []float64{3}, 0},
+		{"a fall keeps its ratio", []jump{{0.5, 25}}, 100, []float64{0.5}, 0},
+		{"the result is ascending", []jump{{1.2, 100}, {5, 10}}, 100, []float64{1.2, 1.4}, 1},
+		{"no jump", nil, 100, []float64{}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, n := atBase(tt.jumps, tt.base)
+			require.Equal(t, tt.rescale, n)
+			require.Len(t, got, len(tt.want))
+			for i := range tt.want {
+				require.InDelta(t, tt.want[i], got[i], 1e-12)
+			}
+		})
+	}
+}
+
+// quietNightBusyDay is three hours of history at 15 s: two hours of a quiet
+// night whose rate doubles for a lead every 20 minutes (lo → 2·lo), then a
+// ramp over 20 minutes to the day's rate hi, held for the last 40 minutes.
+func quietNightBusyDay(now time.Time, lo, hi, es float64, n int32) Snapshot {
+	s := Snapshot{Now: now, ServiceTime: es, CurrentReplicas: n, ReadyReplicas: n, Complete: true, DataTime: now}
+	const samples = 720
+	for i := samples - 1; i >= 0; i-- {
+		k := samples - 1 - i
+		rate := hi
+		switch {
+		case k < 480:
+			rate = lo
+			if k%80 >= 40 && k%80 < 48 {
+				rate = 2 * lo
+			}
+		case k < 560:
+			rate = lo + (hi-lo)*float64(k-480)/80
+		}
+		s.ArrivalRates = append(s.ArrivalRates, Sample{Time: now.Add(-time.Duration(i) * 15 * time.Second), Rate: rate})
+	}
+	return s
+}
+
+// TestTheNightsJumpsDoNotScaleTheDay: jumps the history shows at a quiet
+// night's rate count at the day's rate as the same rise in requests per
+// second, not the same ratio; so the day keeps about what its own history
+// needs, where the same ratios seen at the day's rate keep far more. Before,
+// the night's 2× rises and the ramp's ratios (up to 1.8× over a 2-minute
+// lead) made the day hold pods for twice its rate.
+func TestTheNightsJumpsDoNotScaleTheDay(t *testing.T) {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	spec.Predictive = Predictive{LeadOverride: 2 * time.Minute}
+	now := t0.Add(3 * time.Hour)
+	const lo, hi, es = 5.0, 200.0, 0.04
+	sz := newSizer(spec, snapshot(now, hi, es, 1), es)
+	dayNeed := sz.minPods(hi, es)
+	doubleNeed := sz.minPods(2*hi, es)
+
+	d, err := NewEngine().Decide(spec, quietNightBusyDay(now, lo, hi, es, doubleNeed))
+	require.NoError(t, err)
+	x := d.Explanation
+	require.Positive(t, x.JumpsRescaled, x.Reason)
+	require.Less(t, x.JumpRatioMax, 1.2, "the night's 2× rises are 5 req/s here: %s", x.Reason)
+	require.Less(t, d.DesiredReplicas, doubleNeed, x.Reason)
+	require.LessOrEqual(t, d.DesiredReplicas, dayNeed+2, x.Reason)
+	require.GreaterOrEqual(t, d.DesiredReplicas, dayNeed, x.Reason)
+
+	// The same 2× rises seen at the day's rate keep their ratio.
+	day, err := NewEngine().Decide(spec, recurring(now, hi, 2, es, doubleNeed))
+	require.NoError(t, err)
+	require.Zero(t, day.Explanation.JumpsRescaled)
+	require.Greater(t, day.DesiredReplicas, d.DesiredReplicas+2, day.Explanation.Reason)
+}

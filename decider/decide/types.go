@@ -647,6 +647,10 @@ type Explanation struct {
 	// while the history spans fewer than 1/(1−p) leads (0: not used).
 	JumpRatioMax     float64 `json:"jumpRatioMax,omitempty"`
 	JumpUnseenWeight float64 `json:"jumpUnseenWeight,omitempty"`
+	// JumpsRescaled counts the history's jump ratios seen from a base below
+	// the present's (λ's mean over the last lead), which count here as the
+	// same rise in requests per second, not the same ratio (atBase).
+	JumpsRescaled int `json:"jumpsRescaled,omitempty"`
 	// JumpReplicas is the floor the history's jumps put under the steady
 	// state: the fewest pods whose modelled late share over the likely λ of
 	// the next lead (λ's mean over the last lead × each jump ratio) is within

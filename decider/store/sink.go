@@ -81,6 +81,7 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 		"jump_replicas":          float64(x.JumpReplicas),
 		"jump_ratio_max":         x.JumpRatioMax,
 		"jump_unseen_weight":     x.JumpUnseenWeight,
+		"jumps_rescaled":         float64(x.JumpsRescaled),
 		"service_late_share":     x.ServiceLateShare,
 		// The rate mixture (docs/model.md section 2c).
 		"rate_cv2":             x.RateCV2,

@@ -161,6 +161,7 @@ var Schema = []Measurement{
 			{"jump_replicas", "1", "the jump floor: pods whose late share over the history's jumps over one lead is within 1 − p (0: none)"},
 			{"jump_ratio_max", "1", "the largest of λ's jumps over one lead in the history (0: no jump ratio yet)"},
 			{"jump_unseen_weight", "1", "the share of the leads the floor and the scale-down give one more lead at the largest jump: 1/(n + 1) for a history of n leads, the rule of succession (0: not used)"},
+			{"jumps_rescaled", "1", "how many of those jumps were seen from a base below λ's mean over the last lead, and count at that base as the same rise in requests per second rather than the same ratio"},
 			{"tail_calibrated", "bool", "true when the latency tail was modelled from the measured service-time quantiles, false when service was taken as exponential"},
 			{"service_late_share", "1", "the modelled share of service times alone over the target (measured shape, or e^(−T/E[S]) when exponential)"},
 			{"rate_cv2", "1", "averaged relative variance of the per-second arrival rate beyond Poisson noise; from 0.01 the model averages latencies over the seconds' rates"},

@@ -91,16 +91,20 @@ func hours(h0, h1 float64) itrace.Window {
 }
 
 // Workloads are the matrix's traces, each a one-hour real-time window (the
-// seeds' patterns are 40 minutes): three NASA windows at ×20, ×50 and ×100
-// (the ×100 one with Poisson scaling, the others with counts multiplied, so
-// both scalings are in the matrix), seed 000's two patterns at ×5 (peaks of
-// 100 req/s), synthetic bursts and MMPP at ×20, and the diurnal day's morning
-// ramp at ×40. nasa is the NASA trace's path.
+// seeds' patterns are 40 minutes) but one: three NASA hours at ×20, ×50 and
+// ×100 (the ×100 one with Poisson scaling, the others with counts
+// multiplied, so both scalings are in the matrix), six NASA hours from
+// 2 July 04:00 at ×50 with Poisson scaling (a quiet night, the morning ramp
+// and the busy morning: what a long history does to the jumps' margin), seed
+// 000's two patterns at ×5 (peaks of 100 req/s), synthetic bursts and MMPP at
+// ×20, and the diurnal day's morning ramp at ×40. nasa is the NASA trace's
+// path.
 func Workloads(nasa string) []Workload {
 	return []Workload{
 		{Name: "nasa-2jul-10h-x50", Source: nasa, Window: hours(34, 35), Scale: 50},
 		{Name: "nasa-2jul-14h-x100-poisson", Source: nasa, Window: hours(38, 39), Scale: 100, Smooth: 60},
 		{Name: "nasa-3jul-12h-x20", Source: nasa, Window: hours(60, 61), Scale: 20},
+		{Name: "nasa-2jul-04h-6h-x50-poisson", Source: nasa, Window: hours(28, 34), Scale: 50, Smooth: 60},
 		{Name: "flash-crowd-x5", Source: trace.PatternFlashCrowd, Scale: 5},
 		{Name: "increase-decrease-x5", Source: trace.PatternIncreaseDecrease, Scale: 5},
 		{Name: "bursts-x20", Source: trace.PatternBursts, Window: hours(0, 1), Scale: 20},

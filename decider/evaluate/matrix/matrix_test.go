@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -50,7 +51,7 @@ func TestDefaultMatrix(t *testing.T) {
 		}
 	}
 	require.Equal(t, 3, recurring)
-	scales, smooth, sources := map[float64]bool{}, 0, map[string]bool{}
+	scales, smooth, long, sources := map[float64]bool{}, 0, 0, map[string]bool{}
 	for _, w := range ws {
 		sources[w.Source] = true
 		if w.Source == "nasa.gz" {
@@ -58,10 +59,14 @@ func TestDefaultMatrix(t *testing.T) {
 			if w.Smooth > 0 {
 				smooth++
 			}
+			if w.Window.End-w.Window.Start >= 6*time.Hour {
+				long++
+			}
 		}
 	}
 	require.Equal(t, map[float64]bool{20: true, 50: true, 100: true}, scales)
-	require.Equal(t, 1, smooth, "one NASA window with Poisson scaling")
+	require.Equal(t, 2, smooth, "two NASA windows with Poisson scaling")
+	require.Equal(t, 1, long, "one NASA window of six hours: a night, a ramp and a morning")
 	for _, p := range []string{trace.PatternFlashCrowd, trace.PatternIncreaseDecrease, trace.PatternBursts, trace.PatternMMPP, trace.PatternDiurnal} {
 		require.True(t, sources[p], p)
 	}
