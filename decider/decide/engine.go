@@ -684,6 +684,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			if x.JumpPeak {
 				reason += " (each jump to the highest rate within its lead)"
 			}
+			reason += x.rescaledNote()
 			x.Candidates = append(x.Candidates, m.candidate(CandidateHorizontal, jumpPods, m.cpu, lambdaSize, "the jump floor"))
 		}
 		if drain > rec {
@@ -736,6 +737,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			reason = fmt.Sprintf("G = %.3g below 1−θ = %.3g: fewest pods whose late share over the likely λ of the next %s "+
 				"(λ's mean %.4g/s over the last lead × the history's %d jumps over one lead, %s, and one more lead at the largest, %.3g, weighing %.3g) is within 1 − p: %d (late share %.3g)",
 				x.Normalized, 1-spec.Tolerance, leadQ, base, len(ratios), quantile, x.JumpRatioMax, x.JumpUnseenWeight, rec, x.DownLateShare)
+			reason += x.rescaledNote()
 		} else {
 			lambdaDown = math.Max(lambdaDown, lambdaSize)
 			x.DownArrivalRate = lambdaDown

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -31,6 +32,14 @@ func jumpHistory(snap Snapshot, m *sizer, now time.Time, lead time.Duration, rec
 	}
 	ratios, x.JumpsRescaled = atBase(js, base)
 	return ratios
+}
+
+// rescaledNote says, for a reason, how many jumps atBase rescaled ("" if none).
+func (x *Explanation) rescaledNote() string {
+	if x.JumpsRescaled == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d of the jumps rose from a lower rate and count here as the same rise in requests per second, not the same ratio", x.JumpsRescaled)
 }
 
 // atBase is the jumps' ratios as they apply at the present base, ascending,

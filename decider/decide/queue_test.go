@@ -633,6 +633,7 @@ func TestTheNightsJumpsDoNotScaleTheDay(t *testing.T) {
 	require.NoError(t, err)
 	x := d.Explanation
 	require.Positive(t, x.JumpsRescaled, x.Reason)
+	require.Contains(t, x.Reason, "count here as the same rise in requests per second", "the explanation says so")
 	require.Less(t, x.JumpRatioMax, 1.2, "the night's 2× rises are 5 req/s here: %s", x.Reason)
 	require.Less(t, d.DesiredReplicas, doubleNeed, x.Reason)
 	require.LessOrEqual(t, d.DesiredReplicas, dayNeed+2, x.Reason)
