@@ -71,7 +71,7 @@ func atBase(js []jump, base float64) ([]float64, int) {
 
 // jumpFloor is the fewest pods whose modelled late share over the likely λ of
 // the next lead is within budget: λ's mean over the last lead times each of
-// the history's jump ratios over one lead (jumpRatios), each weighted by its
+// the history's jump ratios over one lead (jumpsOver), each weighted by its
 // requests, as the scale-down's margin keeps (docs/model.md section 2c). A
 // reactive policy serves the first lead of a jump with the pods it already
 // has, whatever it orders then, so the capacity for the jumps the history
@@ -142,7 +142,7 @@ func jumpLeads(ratios []float64, samples []Sample, lead time.Duration, conf floa
 }
 
 // peakJumps reports whether the jump ratios price the peak within the next
-// lead (jumpRatios): only when the model does not average over the seconds'
+// lead (jumpsOver): only when the model does not average over the seconds'
 // rates, whose variation would make that peak noise.
 func (s *sizer) peakJumps() bool { return s.mix == nil }
 

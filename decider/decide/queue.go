@@ -184,9 +184,14 @@ func meanRate(samples []Sample, from, to time.Time) (float64, bool) {
 	return s / float64(n), true
 }
 
-// jumpRatios are the history's jumps over one lead: for each sample time t
+// jump is one of the history's jumps over a lead: the ratio of the next
+// lead's rate to the last one's, and that last lead's mean (its base).
+type jump struct{ ratio, base float64 }
+
+// jumpsOver are the history's jumps over one lead: for each sample time t
 // with a full lead of history before and after it, the ratio of λ over
-// (t, t+lead] to its mean over (t−lead, t], ascending. The base is a mean over
+// (t, t+lead] to its mean over (t−lead, t] (the jump's base, kept with it),
+// ascending by ratio. The base is a mean over
 // a lead, not a single sample: the pods' queues absorb what lasts less than a
 // lead. Over (t, t+lead] it is the mean too, or with peak the highest sample
 // there (at least the mean): the pods there at t carry the whole next lead
@@ -197,20 +202,6 @@ func meanRate(samples []Sample, from, to time.Time) (float64, bool) {
 // rates vary more (batches), the highest of a lead's samples is their noise
 // (±39 % per 15 s on NASA ×50), which denoiseJumps removes only from means.
 // The sample times skip reports (nil: none) are left out.
-func jumpRatios(samples []Sample, lead time.Duration, peak bool, skip func(time.Time) bool) []float64 {
-	js := jumpsOver(samples, lead, peak, skip)
-	ratios := make([]float64, len(js))
-	for i, j := range js {
-		ratios[i] = j.ratio
-	}
-	return ratios
-}
-
-// jump is one of the history's jumps over a lead: the ratio of the next
-// lead's rate to the last one's, and that last lead's mean (its base).
-type jump struct{ ratio, base float64 }
-
-// jumpsOver is jumpRatios with each ratio's base, ascending by ratio.
 func jumpsOver(samples []Sample, lead time.Duration, peak bool, skip func(time.Time) bool) []jump {
 	if len(samples) < 3 || lead <= 0 {
 		return nil
@@ -288,7 +279,7 @@ func thinJumps(sorted []float64, n int) []weighted {
 }
 
 // jumpQuantile is the p-quantile (nearest rank) of ratios, the jump ratios of
-// samples (jumpRatios), and their number. Ratios a sample apart overlap; only a
+// samples (jumpsOver), and their number. Ratios a sample apart overlap; only a
 // history spanning 1/(1−p) leads holds that many independent ones, fewer cannot
 // show a p-quantile: ok is false.
 func jumpQuantile(samples []Sample, ratios []float64, lead time.Duration, p float64) (float64, int, bool) {

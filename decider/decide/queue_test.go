@@ -478,7 +478,7 @@ func TestJumpRatiosPriceTheLeadsPeak(t *testing.T) {
 		samples = append(samples, Sample{Time: t0.Add(time.Duration(i) * 15 * time.Second), Rate: rate(i)})
 	}
 	lead := 45 * time.Second
-	means, peaks := jumpRatios(samples, lead, false, nil), jumpRatios(samples, lead, true, nil)
+	means, peaks := ratiosOf(samples, lead, false, nil), ratiosOf(samples, lead, true, nil)
 	require.Equal(t, len(means), len(peaks))
 	require.Less(t, means[len(means)-1], 2.0, "the largest mean ratio prices the climb's average")
 	require.InDelta(t, 140.0/60, peaks[len(peaks)-1], 1e-9, "the largest peak ratio: the climb's end over 60/s")
@@ -490,7 +490,7 @@ func TestJumpRatiosPriceTheLeadsPeak(t *testing.T) {
 	for i := range flat {
 		flat[i] = Sample{Time: t0.Add(time.Duration(i) * 15 * time.Second), Rate: 80}
 	}
-	for _, r := range jumpRatios(flat, lead, true, nil) {
+	for _, r := range ratiosOf(flat, lead, true, nil) {
 		require.InDelta(t, 1, r, 1e-12)
 	}
 }
@@ -644,4 +644,13 @@ func TestTheNightsJumpsDoNotScaleTheDay(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, day.Explanation.JumpsRescaled)
 	require.Greater(t, day.DesiredReplicas, d.DesiredReplicas+2, day.Explanation.Reason)
+}
+
+// ratiosOf is jumpsOver's ratios alone, ascending.
+func ratiosOf(samples []Sample, lead time.Duration, peak bool, skip func(time.Time) bool) []float64 {
+	var out []float64
+	for _, j := range jumpsOver(samples, lead, peak, skip) {
+		out = append(out, j.ratio)
+	}
+	return out
 }

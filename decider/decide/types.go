@@ -637,7 +637,7 @@ type Explanation struct {
 	DownArrivalRate float64 `json:"downArrivalRate,omitempty"`
 	// JumpPeak says the jump ratios are the highest cycle rate within the next
 	// lead over the last lead's mean, not the next lead's mean (the cycle's
-	// rates vary no more than Poisson counts: jumpRatios).
+	// rates vary no more than Poisson counts: jumpsOver).
 	JumpPeak bool `json:"jumpPeak,omitempty"`
 	// JumpRatioMax is the largest of those ratios (at least 1). A percentile
 	// target's floor and scale-down count it as one more lead of the history
