@@ -521,6 +521,10 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		leadQ = DefaultLead
 	}
 	conf := confidence(spec)
+	// λ's mean over the last lead: what the pods there now carry until pods
+	// ordered now are ready; the trigger, the jumps' base, the floor and the
+	// scale-down's margin all read it.
+	leadMean, hasLeadMean := meanRate(snap.ArrivalRates, now.Add(-leadQ), now)
 
 	// Evidence for a scale-up: a rate counts only as far as its count proves
 	// it at the SLO's confidence, given how dispersed the counts are (measured
@@ -551,8 +555,8 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		if recur != nil && recur.Active {
 			lambdaTrigger = math.Max(lambdaTrigger, recur.Rate)
 		}
-		if mean, ok := meanRate(snap.ArrivalRates, now.Add(-leadQ), now); ok {
-			lambdaTrigger = math.Max(lambdaTrigger, math.Min(mean, lambdaNow))
+		if hasLeadMean {
+			lambdaTrigger = math.Max(lambdaTrigger, math.Min(leadMean, lambdaNow))
 		}
 	}
 	if snap.ShortWindow > 0 {
@@ -657,12 +661,12 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	// The onsets on a confirmed period are the forecast's to meet (pods start a
 	// lead before each): the floor and the margin keep capacity only for the
 	// jumps it does not explain.
-	ratios := jumpHistory(snap, m, now, leadQ, recur, x)
+	ratios := jumpHistory(snap, m, leadQ, leadMean, recur, x)
 	var leads []weighted
 	if spec.Percentile > 0 {
 		leads = jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, x)
 	}
-	jumpPods, jumpBase, hasJump := e.jumpFloor(spec, snap, m, now, leadQ, ratios, leads, budget, spec.MaxReplicas, x)
+	jumpPods, hasJump := e.jumpFloor(spec, m, leadQ, ratios, leads, leadMean, budget, spec.MaxReplicas, x)
 	// The band in pods: near the latency floor (the service-time percentile)
 	// the percentile falls slowly with the pods, so a band of ±θ on G spans
 	// far more than ±θ of the pods (lognormal cv 1.2, p95 ≤ 4·E[S]: G = 0.9
@@ -680,7 +684,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		if hasJump && jumpPods > rec {
 			rec, cpu = jumpPods, 0
 			reason = fmt.Sprintf("the history's jumps over one lead (%s) need %d pods before they come: at λ's mean %.4g/s over the last lead × each jump, their late share is %.3g, within 1 − p",
-				leadQ, jumpPods, jumpBase, x.JumpLateShare)
+				leadQ, jumpPods, leadMean, x.JumpLateShare)
 			if x.JumpPeak {
 				reason += " (each jump to the highest rate within its lead)"
 			}
@@ -717,13 +721,13 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		// Down to what the likely λ over one lead needs (a pod removed now
 		// takes a lead to come back), never below what the forecast or the
 		// short window need.
-		lambdaDown, ok := e.downRate(snap.ArrivalRates, ratios, now, leadQ, conf, x)
+		lambdaDown, ok := e.downRate(snap.ArrivalRates, ratios, now, leadQ, leadMean, hasLeadMean, conf, x)
 		if !ok {
 			reason = fmt.Sprintf("G = %.3g below 1−θ, but the λ history spans less than one lead (%s): no scale-down until it shows what λ may do", x.Normalized, leadQ)
 			break
 		}
 		floor := m.minPods(math.Max(lambdaSize, lambdaHigh), m.es)
-		if base, ok := meanRate(snap.ArrivalRates, now.Add(-leadQ), now); spec.Percentile > 0 && len(ratios) > 0 && ok {
+		if base := leadMean; spec.Percentile > 0 && len(ratios) > 0 && hasLeadMean {
 			// Percentile targets: the fewest pods whose late share, averaged
 			// over the history's jumps from λ's mean over the last lead (each
 			// weighted by its requests) and one more lead at the largest

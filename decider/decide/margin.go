@@ -12,7 +12,8 @@ import (
 // their peak where the sizer says so), without the onsets a confirmed
 // recurrence explains, the seconds' own noise removed (sizer.jumps), each at
 // the present's base (atBase); ascending.
-func jumpHistory(snap Snapshot, m *sizer, now time.Time, lead time.Duration, recur *Recurrence, x *Explanation) []float64 {
+// base is λ's mean over the last lead (0: none), which the rescaling needs.
+func jumpHistory(snap Snapshot, m *sizer, lead time.Duration, base float64, recur *Recurrence, x *Explanation) []float64 {
 	var skip func(time.Time) bool
 	if recur.confirmed() {
 		skip = func(t time.Time) bool { return recur.explains(t, lead) }
@@ -23,8 +24,7 @@ func jumpHistory(snap Snapshot, m *sizer, now time.Time, lead time.Duration, rec
 		ratios[i] = j.ratio
 	}
 	ratios = m.jumps(ratios, lead)
-	base, ok := meanRate(snap.ArrivalRates, now.Add(-lead), now)
-	if !ok || base <= 0 {
+	if base <= 0 {
 		return ratios
 	}
 	for i := range js {
@@ -85,9 +85,10 @@ func atBase(js []jump, base float64) ([]float64, int) {
 // the largest jump in the history needs. The onsets a confirmed recurrence
 // explains are left out, as from the scale-down's margin: the forecast starts
 // pods a lead before each, so the steady state need not hold them all along.
-func (e *Engine) jumpFloor(spec Spec, snap Snapshot, m *sizer, now time.Time, lead time.Duration, ratios []float64, leads []weighted, budget float64, hi int32, x *Explanation) (n int32, base float64, ok bool) {
+// base is λ's mean over the last lead (0: none, and no floor).
+func (e *Engine) jumpFloor(spec Spec, m *sizer, lead time.Duration, ratios []float64, leads []weighted, base, budget float64, hi int32, x *Explanation) (n int32, ok bool) {
 	if spec.Percentile <= 0 || lead <= 0 {
-		return 0, 0, false
+		return 0, false
 	}
 	x.JumpPeak = m.peakJumps()
 	if len(ratios) == 0 {
@@ -96,11 +97,10 @@ func (e *Engine) jumpFloor(spec Spec, snap Snapshot, m *sizer, now time.Time, le
 		// long, is evidence enough; waiting for the 1/(1−p) leads a p-quantile
 		// needs left the first 40 minutes of a 2-minute init without a floor,
 		// where every ramp then ran late for one init time.
-		return 0, 0, false
+		return 0, false
 	}
-	base, ok = meanRate(snap.ArrivalRates, now.Add(-lead), now)
-	if !ok || base <= 0 {
-		return 0, 0, false
+	if base <= 0 {
+		return 0, false
 	}
 	// Never more than the steady state of the largest jump in the history
 	// needs: when even that misses the budget on average (a target the model
@@ -109,7 +109,7 @@ func (e *Engine) jumpFloor(spec Spec, snap Snapshot, m *sizer, now time.Time, le
 	var probe Explanation
 	n = m.minPodsOverJumps(base, leads, 1, hi, budget, &probe)
 	x.JumpReplicas, x.JumpLateShare = n, probe.DownLateShare
-	return n, base, true
+	return n, true
 }
 
 // jumpLeads is the set of jump ratios (ascending) the floor and the

@@ -476,8 +476,12 @@ func lateShare(qs []LatencyQuantile, t float64) (float64, bool) {
 // times the jump ratio of the history. With too little history for the
 // ratio's quantile, the largest ratio seen instead (the highest λ in the
 // history while there is no ratio yet) if it spans at least a lead, and false
-// (hold) if it does not.
-func (e *Engine) downRate(samples []Sample, ratios []float64, now time.Time, lead time.Duration, conf float64, x *Explanation) (float64, bool) {
+// (hold) if it does not. mean is λ's mean over the last lead (ok false: no
+// sample in it, and the last sample's rate stands in).
+func (e *Engine) downRate(samples []Sample, ratios []float64, now time.Time, lead time.Duration, mean float64, hasMean bool, conf float64, x *Explanation) (float64, bool) {
+	if !hasMean && len(samples) > 0 {
+		mean = samples[len(samples)-1].Rate
+	}
 	j, n, ok := jumpQuantile(samples, ratios, lead, conf)
 	x.JumpSamples = n
 	if !ok {
@@ -491,10 +495,6 @@ func (e *Engine) downRate(samples []Sample, ratios []float64, now time.Time, lea
 			// highest λ in the history: with a 2-minute init that held the
 			// peak's pods for the first 40 minutes after any peak.)
 			x.JumpRatioMax = math.Max(ratios[len(ratios)-1], 1)
-			mean, ok := meanRate(samples, now.Add(-lead), now)
-			if !ok {
-				mean = samples[len(samples)-1].Rate
-			}
 			return mean * x.JumpRatioMax, true
 		}
 		hi := 0.0
@@ -504,10 +504,6 @@ func (e *Engine) downRate(samples []Sample, ratios []float64, now time.Time, lea
 		return hi, true
 	}
 	x.JumpRatio = j
-	mean, ok := meanRate(samples, now.Add(-lead), now)
-	if !ok {
-		mean = samples[len(samples)-1].Rate
-	}
 	return mean * j, true
 }
 
