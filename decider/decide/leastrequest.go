@@ -59,12 +59,14 @@ func newLeastRequest(lambda, es, kappa float64, n int32) (leastRequest, bool) {
 	// arrival then joins it whatever it holds.
 	same := 1 / float64(n)
 	joins := func(s float64) float64 { return same*s + (1-same)*s*s }
-	s := 1.0 // s_0: every pod holds at least 0 requests.
+	// j is J(s_i), the chance that the pod joined holds at least i; s_0 = 1:
+	// every pod holds at least 0 requests.
+	j := joins(1)
 	for i := 0; i < leastRequestTerms; i++ {
-		next := rho * joins(s)
-		m.ahead = append(m.ahead, joins(s)-joins(next))
-		s = next
-		if joins(s) < 1e-15 {
+		next := joins(rho * j)
+		m.ahead = append(m.ahead, j-next)
+		j = next
+		if j < 1e-15 {
 			break
 		}
 	}
