@@ -356,11 +356,7 @@ func decodeKnown(data []byte) (d Decoded, ok bool, err error) {
 		if sdec.Decode(&p) != nil {
 			return Decoded{}, false, nil
 		}
-		if err := p.validate(d.Snapshot); err != nil {
-			d.Dropped = err
-			return d, true, nil
-		}
-		d.Snapshot.ArrivalsPerSecond = &p
+		d = d.withSeries(&p)
 	}
 	return d, true, nil
 }
@@ -400,14 +396,26 @@ func decodeAny(data []byte) (Decoded, error) {
 		return Decoded{}, err
 	}
 	if raw := doc.series(); raw != nil {
-		p, err := decodePerSecond(raw, d.Snapshot)
-		if err != nil {
-			d.Dropped = err
+		// Members it does not know are ignored, as everywhere in the document.
+		var p PerSecond
+		if err := json.Unmarshal(raw, &p); err != nil {
+			d.Dropped = fmt.Errorf("stats: arrivals_per_second: %w", err)
 			return d, nil
 		}
-		d.Snapshot.ArrivalsPerSecond = p
+		d = d.withSeries(&p)
 	}
 	return d, nil
+}
+
+// withSeries is d with the arrivals_per_second series p if it is valid for
+// d's snapshot, and otherwise d with p left out and Dropped saying why.
+func (d Decoded) withSeries(p *PerSecond) Decoded {
+	if err := p.validate(d.Snapshot); err != nil {
+		d.Dropped = err
+		return d
+	}
+	d.Snapshot.ArrivalsPerSecond = p
+	return d
 }
 
 // VersionError is the error for a document of a schema version this reader
@@ -547,19 +555,6 @@ func truncateName(name string) string {
 		cut--
 	}
 	return name[:cut] + "…"
-}
-
-// decodePerSecond reads and validates the arrivals_per_second series of s;
-// members it does not know are ignored, as everywhere in the document.
-func decodePerSecond(raw json.RawMessage, s Snapshot) (*PerSecond, error) {
-	var p PerSecond
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return nil, fmt.Errorf("stats: arrivals_per_second: %w", err)
-	}
-	if err := p.validate(s); err != nil {
-		return nil, err
-	}
-	return &p, nil
 }
 
 // A document's time sums may exceed its uptime by the wall clock's error:
