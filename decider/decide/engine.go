@@ -494,6 +494,13 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		}
 	}
 
+	// How dispersed the arrival counts are (1: Poisson), measured from the
+	// short windows against the cycle's λ: the forecast and the rates' bounds
+	// discount their noise by it.
+	conf := confidence(spec)
+	disp := e.dispersion(snap, lambdaNow)
+	x.CountDispersion = disp
+
 	// Predictive lead and forecast (scale-up only).
 	lambdaSize := lambdaNow
 	if spec.Predictive.Enabled {
@@ -506,8 +513,14 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		if x.Lead > 0 {
 			window := time.Duration(float64(x.Lead) * spec.Predictive.WindowFactor)
 			if f, ok := forecast(spec.Predictive.Method, snap.ArrivalRates, now, x.Lead, window); ok {
+				// The forecast counts as far as the counts prove it: its
+				// lower confidence bound at the SLO's confidence, given
+				// how dispersed the counts are. A line through noisy counts
+				// rises and falls with the noise, and the lead multiplies
+				// its slope.
 				x.ForecastArrivalRate = f
-				lambdaSize = math.Max(lambdaNow, f)
+				x.ForecastArrivalRateLow = math.Max(f-normalQuantile(conf)*forecastError(snap.ArrivalRates, now, x.Lead, window, disp), 0)
+				lambdaSize = math.Max(lambdaNow, x.ForecastArrivalRateLow)
 			}
 		}
 	}
@@ -520,7 +533,6 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	if leadQ <= 0 {
 		leadQ = DefaultLead
 	}
-	conf := confidence(spec)
 	// λ's mean over the last lead: what the pods there now carry until pods
 	// ordered now are ready; the trigger, the jumps' base, the floor and the
 	// scale-down's margin all read it.
@@ -533,8 +545,6 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	// rather than a cycle later; the cycle's λ triggers one only when its
 	// proven rate needs more pods, or λ's mean over the last lead does (noise
 	// alone does not, a lasting rise does).
-	disp := e.dispersion(snap, lambdaNow)
-	x.CountDispersion = disp
 	// Recurring bursts: from one lead before a forecast onset, size for the
 	// rate the past occurrences reached (never lower than the present).
 	var recur *Recurrence
@@ -548,7 +558,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	}
 	lambdaTrigger := lambdaSize
 	if step := sampleStep(snap.ArrivalRates); step > 0 {
-		lambdaTrigger = math.Max(provenRate(cycleRate, step, conf, disp), x.ForecastArrivalRate)
+		lambdaTrigger = math.Max(provenRate(cycleRate, step, conf, disp), x.ForecastArrivalRateLow)
 		if x.LevelWindow > 0 {
 			lambdaSize = math.Max(lambdaSize, provenRate(cycleRate, step, conf, disp))
 		}
@@ -666,7 +676,19 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	if spec.Percentile > 0 {
 		leads = jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, x)
 	}
-	jumpPods, hasJump := e.jumpFloor(spec, m, leadQ, ratios, leads, leadMean, budget, spec.MaxReplicas, x)
+	// Where the seconds' rates vary beyond Poisson (the model averages the
+	// latency over them), λ's mean over one lead is itself uncertain by far
+	// more than Poisson noise: the floor raises pods only as far as the counts
+	// prove that mean (its lower confidence bound, given their dispersion),
+	// while the scale-down keeps pods for the mean itself. A mean that the
+	// seconds' noise lifts for a lead then orders no pods that wait out their
+	// start only to be removed.
+	floorBase := leadMean
+	if hasLeadMean && m.mix != nil {
+		floorBase = provenRate(leadMean, leadQ, conf, disp)
+	}
+	x.JumpBase = floorBase
+	jumpPods, hasJump := e.jumpFloor(spec, m, leadQ, ratios, leads, floorBase, budget, spec.MaxReplicas, x)
 	// The band in pods: near the latency floor (the service-time percentile)
 	// the percentile falls slowly with the pods, so a band of ±θ on G spans
 	// far more than ±θ of the pods (lognormal cv 1.2, p95 ≤ 4·E[S]: G = 0.9
@@ -684,7 +706,10 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		if hasJump && jumpPods > rec {
 			rec, cpu = jumpPods, 0
 			reason = fmt.Sprintf("the history's jumps over one lead (%s) need %d pods before they come: at λ's mean %.4g/s over the last lead × each jump, their late share is %.3g, within 1 − p",
-				leadQ, jumpPods, leadMean, x.JumpLateShare)
+				leadQ, jumpPods, floorBase, x.JumpLateShare)
+			if floorBase < leadMean {
+				reason += fmt.Sprintf(" (the mean as far as its counts prove it, at dispersion %.3g: %.4g/s measured)", disp, leadMean)
+			}
 			if x.JumpPeak {
 				reason += " (each jump to the highest rate within its lead)"
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -438,8 +439,12 @@ func TestPredictiveScalesUpForTheForecast(t *testing.T) {
 	x := d.Explanation
 	require.Equal(t, 110*time.Second, x.Lead)
 	require.InDelta(t, 510, x.ForecastArrivalRate, 1e-6)
-	require.Equal(t, x.ForecastArrivalRate, x.SizingArrivalRate)
-	want, err := queueing.Load{ArrivalRate: 510, ServiceTime: 0.1}.MinServers(0.12, 0)
+	// Sized for the forecast as far as Poisson counts at these rates prove
+	// it: a few requests per second below the line, far above λ now.
+	require.Equal(t, x.ForecastArrivalRateLow, x.SizingArrivalRate)
+	require.Less(t, x.ForecastArrivalRateLow, x.ForecastArrivalRate)
+	require.Greater(t, x.ForecastArrivalRateLow, 500.0)
+	want, err := queueing.Load{ArrivalRate: x.ForecastArrivalRateLow, ServiceTime: 0.1}.MinServers(0.12, 0)
 	require.NoError(t, err)
 	require.Equal(t, int32(want), d.DesiredReplicas)
 	require.Contains(t, x.Reason, "forecast")
@@ -991,4 +996,96 @@ func TestMigrationSizesWithThePooledServiceTime(t *testing.T) {
 	require.InDelta(t, 0.14, x.ServiceTimeInterval, 1e-9)
 	pooled := 0.2 // What 21 intervals of ~1,400 requests pool to, nearly.
 	require.InDelta(t, pooled*0.06/0.14, x.ServiceTime, 0.01, "the pooled E[S] × the move's share, not the interval's 0.06 s")
+}
+
+// TestForecastLowerBoundCoversTheNoise draws cycle rates of a flat λ from
+// Poisson counts (one request at a time, and in batches of 20) and checks
+// that the forecast's lower confidence bound, f − z·forecastError, lies above
+// the true λ in about 1 − p of the draws, as a bound at level p must, when
+// the counts' dispersion is known; and that ignoring a batch size of 20
+// (dispersion 1) lets the noisy line overshoot far more often.
+func TestForecastLowerBoundCoversTheNoise(t *testing.T) {
+	const (
+		rate  = 20.0 // requests per second
+		draws = 2000
+		conf  = 0.95
+	)
+	step, lead := 5*time.Second, 45*time.Second
+	window := 5 * lead
+	z := normalQuantile(conf)
+	rng := rand.New(rand.NewPCG(1, 2))
+	// poisson draws a Poisson count of the given mean (exponential gaps).
+	poisson := func(mean float64) float64 {
+		n, s := 0.0, rng.ExpFloat64()
+		for s < mean {
+			n++
+			s += rng.ExpFloat64()
+		}
+		return n
+	}
+	over := func(batch float64, dispersion float64) float64 {
+		n := 0
+		for range draws {
+			var samples []Sample
+			for i := 45; i >= 0; i-- {
+				count := batch * poisson(rate*step.Seconds()/batch)
+				samples = append(samples, Sample{Time: t0.Add(-time.Duration(i) * step), Rate: count / step.Seconds()})
+			}
+			f, ok := forecast(ForecastLeastSquares, samples, t0, lead, window)
+			require.True(t, ok)
+			if f-z*forecastError(samples, t0, lead, window, dispersion) > rate {
+				n++
+			}
+		}
+		return float64(n) / draws
+	}
+	for _, tc := range []struct {
+		name              string
+		batch, dispersion float64
+	}{
+		{"poisson", 1, 1},
+		{"batches of 20, dispersion known", 20, 20},
+	} {
+		share := over(tc.batch, tc.dispersion)
+		require.InDelta(t, 1-conf, share, 0.02, "%s: share of draws whose bound overshoots λ", tc.name)
+	}
+	require.Greater(t, over(20, 1), 0.25, "batches of 20 read as Poisson: the line's noise passes for a rise")
+	require.Zero(t, forecastError(nil, t0, lead, window, 1), "no samples, no spread")
+}
+
+// TestNoisyCountsDoNotForecastARise: λ has risen from 40/s to 52/s over five
+// minutes, in a straight line, and the forecast extrapolates it to 54.4/s a
+// lead ahead. Whether that rise counts depends on the counts' noise: in
+// batches of 50 (the dispersion the engine has measured) five minutes of
+// cycles cannot tell it from noise and the scale-up sizes for the present;
+// Poisson counts prove it, and it sizes for the forecast's lower bound.
+func TestNoisyCountsDoNotForecastARise(t *testing.T) {
+	spec := baseSpec()
+	spec.Predictive = Predictive{Enabled: true, LeadOverride: time.Minute}
+	s := snapshot(t0, 40, 0.1, 8)
+	for i := range s.ArrivalRates {
+		s.ArrivalRates[i].Rate = 40 + 12*float64(i)/float64(len(s.ArrivalRates)-1)
+	}
+	for _, tc := range []struct {
+		name       string
+		dispersion float64
+		proven     bool
+	}{
+		{"batches of 50", 50, false},
+		{"poisson", 1, true},
+	} {
+		d, err := NewEngineFromState(State{CountDispersion: tc.dispersion}).Decide(spec, s)
+		require.NoError(t, err, tc.name)
+		x := d.Explanation
+		require.InDelta(t, 52, x.ArrivalRate, 1e-9, tc.name)
+		require.InDelta(t, 54.4, x.ForecastArrivalRate, 1e-9, tc.name)
+		require.Less(t, x.ForecastArrivalRateLow, x.ForecastArrivalRate, tc.name)
+		if tc.proven {
+			require.Greater(t, x.ForecastArrivalRateLow, x.ArrivalRate, tc.name)
+			require.Equal(t, x.ForecastArrivalRateLow, x.SizingArrivalRate, tc.name)
+		} else {
+			require.Less(t, x.ForecastArrivalRateLow, x.ArrivalRate, tc.name)
+			require.Equal(t, x.ArrivalRate, x.SizingArrivalRate, tc.name)
+		}
+	}
 }

@@ -124,3 +124,40 @@ func holt(w []Sample, at time.Time) float64 {
 	}
 	return level + trend*at.Sub(prev).Seconds()
 }
+
+// forecastError is the standard error of a least-squares line's value at
+// now + lead through the samples of the forecast's window, when each
+// sample's rate carries the noise of its count: dispersion × λ̄ / step per
+// second² (λ̄ the window's mean rate; dispersion 1 for Poisson counts). It is
+// the spread of the line's extrapolation that noise alone would give, for
+// Holt's smoothing too (whose own spread is wider). 0 with fewer than three
+// samples.
+func forecastError(samples []Sample, now time.Time, lead, window time.Duration, dispersion float64) float64 {
+	start := now.Add(-window)
+	step := sampleStep(samples)
+	var n, st, sy float64
+	for _, s := range samples {
+		if !s.Time.Before(start) && !s.Time.After(now) {
+			n++
+			st += s.Time.Sub(now).Seconds()
+			sy += s.Rate
+		}
+	}
+	if n < 3 || step <= 0 {
+		return 0
+	}
+	tm := st / n
+	var sxx float64
+	for _, s := range samples {
+		if !s.Time.Before(start) && !s.Time.After(now) {
+			dt := s.Time.Sub(now).Seconds() - tm
+			sxx += dt * dt
+		}
+	}
+	if sxx <= 0 {
+		return 0
+	}
+	noise := math.Max(dispersion, 1) * math.Max(sy/n, 0) / step.Seconds()
+	d := lead.Seconds() - tm
+	return math.Sqrt(noise * (1/n + d*d/sxx))
+}

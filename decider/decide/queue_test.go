@@ -654,3 +654,38 @@ func ratiosOf(samples []Sample, lead time.Duration, peak bool, skip func(time.Ti
 	}
 	return out
 }
+
+// TestTheFloorCountsAnOverdispersedMeanAsFarAsProven: where the seconds'
+// rates vary beyond Poisson (RateCV2 in force), the jump floor multiplies the
+// jumps by λ's mean over the last lead at its lower confidence bound, given
+// the counts' dispersion: in batches of 50 a lead's mean is uncertain by far
+// more than the floor's pods, and a floor raised by its noise ordered pods
+// that waited out their start to be removed. Counts of single requests keep
+// almost the whole mean; and where the rate varies no more than Poisson the
+// floor reads the mean itself.
+func TestTheFloorCountsAnOverdispersedMeanAsFarAsProven(t *testing.T) {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	spec.Predictive = Predictive{LeadOverride: time.Minute}
+	now := t0.Add(time.Hour)
+	const base, es = 40.0, 0.04
+	decide := func(cv2, dispersion float64) Explanation {
+		s := recurring(now, base, 2, es, 4)
+		s.RateCV2, s.RateCV2Pairs = cv2, 15
+		d, err := NewEngineFromState(State{CountDispersion: dispersion}).Decide(spec, s)
+		require.NoError(t, err)
+		require.Positive(t, d.Explanation.JumpReplicas, d.Explanation.Reason)
+		return d.Explanation
+	}
+	mean, ok := meanRate(recurring(now, base, 2, es, 4).ArrivalRates, now.Add(-time.Minute), now)
+	require.True(t, ok)
+
+	poisson := decide(0, 50)
+	require.Equal(t, mean, poisson.JumpBase, "no mixture: the mean itself, whatever the dispersion")
+	single := decide(2.5, 1)
+	batches := decide(2.5, 50)
+	require.Less(t, single.JumpBase, mean)
+	require.Greater(t, single.JumpBase, 0.9*mean, "single requests: a few percent off the mean")
+	require.Less(t, batches.JumpBase, 0.85*single.JumpBase, "batches of 50: far less proven")
+	require.Less(t, batches.JumpReplicas, single.JumpReplicas, "fewer pods before the jumps")
+}

@@ -534,9 +534,13 @@ type NodeLoad struct {
 type Explanation struct {
 	ArrivalRate         float64 `json:"arrivalRate"`         // λ now, per second
 	ForecastArrivalRate float64 `json:"forecastArrivalRate"` // λ at now + lead (0 when not predictive)
-	SizingArrivalRate   float64 `json:"sizingArrivalRate"`   // the λ used for scale-up: max(now, forecast)
-	ServiceTime         float64 `json:"serviceTime"`         // E[S] seconds (at the current CPU): the pooled estimate
-	ServiceSCV          float64 `json:"serviceSCV"`
+	// ForecastArrivalRateLow is the forecast's lower confidence bound at the
+	// SLO's confidence, given the counts' dispersion: what the scale-up sizes
+	// for (forecastError).
+	ForecastArrivalRateLow float64 `json:"forecastArrivalRateLow,omitempty"`
+	SizingArrivalRate      float64 `json:"sizingArrivalRate"` // the λ used for scale-up: the highest of now, the forecast's lower bound and the proven short-window and cycle rates
+	ServiceTime            float64 `json:"serviceTime"`       // E[S] seconds (at the current CPU): the pooled estimate
+	ServiceSCV             float64 `json:"serviceSCV"`
 	// ServiceTimeInterval is E[S] as the newest interval measured it (0: none
 	// served), ServiceSamples the requests the pooled estimate ServiceTime is
 	// over, and ServiceNote how it was formed (service.go).
@@ -657,6 +661,11 @@ type Explanation struct {
 	// 1 − p; JumpLateShare that share (0: no floor, too little history).
 	JumpReplicas  int32   `json:"jumpReplicas,omitempty"`
 	JumpLateShare float64 `json:"jumpLateShare,omitempty"`
+	// JumpBase is the λ the floor multiplies by each jump: λ's mean over the
+	// last lead, at its lower confidence bound where the seconds' rates vary
+	// beyond Poisson (RateCV2 in force); the scale-down's margin multiplies
+	// the mean itself (DownArrivalRate).
+	JumpBase float64 `json:"jumpBase,omitempty"`
 	// DownLateShare is the modelled late share, over the history's jumps, of
 	// the pods a percentile target's scale-down keeps.
 	DownLateShare float64 `json:"downLateShare,omitempty"`

@@ -57,9 +57,10 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 		fields["tail_calibrated"] = x.TailModel == decide.TailMeasured
 	}
 	for k, v := range map[string]float64{
-		"arrival_rate":          x.ArrivalRate,
-		"forecast_arrival_rate": x.ForecastArrivalRate,
-		"service_mean_seconds":  x.ServiceTime,
+		"arrival_rate":              x.ArrivalRate,
+		"forecast_arrival_rate":     x.ForecastArrivalRate,
+		"forecast_arrival_rate_low": x.ForecastArrivalRateLow,
+		"service_mean_seconds":      x.ServiceTime,
 		// The pooled service-time estimate (decide/service.go).
 		"service_mean_interval_seconds": x.ServiceTimeInterval,
 		"service_samples":               x.ServiceSamples,
@@ -82,6 +83,7 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 		"jump_ratio_max":         x.JumpRatioMax,
 		"jump_unseen_weight":     x.JumpUnseenWeight,
 		"jumps_rescaled":         float64(x.JumpsRescaled),
+		"jump_base":              x.JumpBase,
 		"service_late_share":     x.ServiceLateShare,
 		// The rate mixture (docs/model.md section 2c).
 		"rate_cv2":             x.RateCV2,
