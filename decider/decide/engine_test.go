@@ -1014,21 +1014,12 @@ func TestForecastLowerBoundCoversTheNoise(t *testing.T) {
 	window := 5 * lead
 	z := normalQuantile(conf)
 	rng := rand.New(rand.NewPCG(1, 2))
-	// poisson draws a Poisson count of the given mean (exponential gaps).
-	poisson := func(mean float64) float64 {
-		n, s := 0.0, rng.ExpFloat64()
-		for s < mean {
-			n++
-			s += rng.ExpFloat64()
-		}
-		return n
-	}
 	over := func(batch float64, dispersion float64) float64 {
 		n := 0
 		for range draws {
 			var samples []Sample
 			for i := 45; i >= 0; i-- {
-				count := batch * poisson(rate*step.Seconds()/batch)
+				count := batch * float64(poissonCount(rng, rate*step.Seconds()/batch))
 				samples = append(samples, Sample{Time: t0.Add(-time.Duration(i) * step), Rate: count / step.Seconds()})
 			}
 			f, ok := forecast(ForecastLeastSquares, samples, t0, lead, window)

@@ -254,6 +254,17 @@ func TestClosedLoopReadsTheHistogramBeforeTheQuantiles(t *testing.T) {
 	require.InDelta(t, fromQuantiles, late, 1e-12)
 }
 
+// poissonCount draws a Poisson count of the given mean by exponential gaps
+// (means of a few hundred at most in these tests).
+func poissonCount(rng *rand.Rand, mean float64) int {
+	n, s := 0, rng.ExpFloat64()
+	for s < mean {
+		n++
+		s += rng.ExpFloat64()
+	}
+	return n
+}
+
 // simulateSeconds runs one FCFS queue of c exponential servers of mean es
 // whose arrivals are Poisson at a rate drawn afresh each second, λ·V with
 // V = cv²·N, N Poisson of mean 1/cv² (rateMixture's law), and returns the
@@ -261,17 +272,9 @@ func TestClosedLoopReadsTheHistogramBeforeTheQuantiles(t *testing.T) {
 func simulateSeconds(rng *rand.Rand, lambda, cv2, es float64, c int, t float64, seconds int) float64 {
 	free := make([]float64, c) // when each server is next free
 	var late, all float64
-	poisson := func(mean float64) int {
-		n, s := 0, rng.ExpFloat64()
-		for s < mean {
-			n++
-			s += rng.ExpFloat64()
-		}
-		return n
-	}
 	now := 0.0
 	for sec := range seconds {
-		rate := lambda * cv2 * float64(poisson(1/cv2))
+		rate := lambda * cv2 * float64(poissonCount(rng, 1/cv2))
 		end := float64(sec + 1)
 		if rate <= 0 {
 			now = end
