@@ -512,14 +512,14 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		}
 		if x.Lead > 0 {
 			window := time.Duration(float64(x.Lead) * spec.Predictive.WindowFactor)
-			if f, ok := forecast(spec.Predictive.Method, snap.ArrivalRates, now, x.Lead, window); ok {
+			if f, se, ok := forecast(spec.Predictive.Method, snap.ArrivalRates, now, x.Lead, window, disp); ok {
 				// The forecast counts as far as the counts prove it: its
 				// lower confidence bound at the SLO's confidence, given
 				// how dispersed the counts are. A line through noisy counts
 				// rises and falls with the noise, and the lead multiplies
 				// its slope.
 				x.ForecastArrivalRate = f
-				x.ForecastArrivalRateLow = math.Max(f-normalQuantile(conf)*forecastError(snap.ArrivalRates, now, x.Lead, window, disp), 0)
+				x.ForecastArrivalRateLow = math.Max(f-normalQuantile(conf)*se, 0)
 				lambdaSize = math.Max(lambdaNow, x.ForecastArrivalRateLow)
 			}
 		}
@@ -558,9 +558,10 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	}
 	lambdaTrigger := lambdaSize
 	if step := sampleStep(snap.ArrivalRates); step > 0 {
-		lambdaTrigger = math.Max(provenRate(cycleRate, step, conf, disp), x.ForecastArrivalRateLow)
+		proven := provenRate(cycleRate, step, conf, disp)
+		lambdaTrigger = math.Max(proven, x.ForecastArrivalRateLow)
 		if x.LevelWindow > 0 {
-			lambdaSize = math.Max(lambdaSize, provenRate(cycleRate, step, conf, disp))
+			lambdaSize = math.Max(lambdaSize, proven)
 		}
 		if recur != nil && recur.Active {
 			lambdaTrigger = math.Max(lambdaTrigger, recur.Rate)

@@ -392,16 +392,17 @@ func TestForecasters(t *testing.T) {
 	now := samples[len(samples)-1].Time
 	want := 100 + 2*(300+60.0)
 	for _, m := range []ForecastMethod{ForecastHolt, ForecastLeastSquares} {
-		f, ok := forecast(m, samples, now, time.Minute, 5*time.Minute)
+		f, _, ok := forecast(m, samples, now, time.Minute, 5*time.Minute, 1)
 		require.True(t, ok)
 		require.InDelta(t, want, f, 1e-9, string(m))
 	}
 	// Too few samples in the window: no forecast.
-	_, ok := forecast(ForecastHolt, samples, now, time.Minute, 20*time.Second)
+	_, se, ok := forecast(ForecastHolt, samples, now, time.Minute, 20*time.Second, 1)
 	require.False(t, ok)
+	require.Zero(t, se, "no forecast, no spread")
 	// A steep fall never forecasts a negative rate.
 	down := []Sample{{t0, 100}, {t0.Add(time.Minute), 50}, {t0.Add(2 * time.Minute), 0}}
-	f, ok := forecast(ForecastLeastSquares, down, t0.Add(2*time.Minute), 10*time.Minute, time.Hour)
+	f, _, ok := forecast(ForecastLeastSquares, down, t0.Add(2*time.Minute), 10*time.Minute, time.Hour, 1)
 	require.True(t, ok)
 	require.Zero(t, f)
 	// p90 of init times, nearest rank.
@@ -1000,7 +1001,7 @@ func TestMigrationSizesWithThePooledServiceTime(t *testing.T) {
 
 // TestForecastLowerBoundCoversTheNoise draws cycle rates of a flat λ from
 // Poisson counts (one request at a time, and in batches of 20) and checks
-// that the forecast's lower confidence bound, f − z·forecastError, lies above
+// that the forecast's lower confidence bound, f − z·SE (forecast), lies above
 // the true λ in about 1 − p of the draws, as a bound at level p must, when
 // the counts' dispersion is known; and that ignoring a batch size of 20
 // (dispersion 1) lets the noisy line overshoot far more often.
@@ -1022,9 +1023,9 @@ func TestForecastLowerBoundCoversTheNoise(t *testing.T) {
 				count := batch * float64(poissonCount(rng, rate*step.Seconds()/batch))
 				samples = append(samples, Sample{Time: t0.Add(-time.Duration(i) * step), Rate: count / step.Seconds()})
 			}
-			f, ok := forecast(ForecastLeastSquares, samples, t0, lead, window)
+			f, se, ok := forecast(ForecastLeastSquares, samples, t0, lead, window, dispersion)
 			require.True(t, ok)
-			if f-z*forecastError(samples, t0, lead, window, dispersion) > rate {
+			if f-z*se > rate {
 				n++
 			}
 		}
@@ -1041,7 +1042,6 @@ func TestForecastLowerBoundCoversTheNoise(t *testing.T) {
 		require.InDelta(t, 1-conf, share, 0.02, "%s: share of draws whose bound overshoots λ", tc.name)
 	}
 	require.Greater(t, over(20, 1), 0.25, "batches of 20 read as Poisson: the line's noise passes for a rise")
-	require.Zero(t, forecastError(nil, t0, lead, window, 1), "no samples, no spread")
 }
 
 // TestNoisyCountsDoNotForecastARise: λ has risen from 40/s to 52/s over five

@@ -52,9 +52,11 @@ func percentileDuration(samples []time.Duration, pct float64) time.Duration {
 }
 
 // forecast returns λ predicted at now+lead from the samples inside
-// [now − window, now], and whether there were enough samples (at least three
-// at distinct times) to fit a trend. The forecast is never negative.
-func forecast(method ForecastMethod, samples []Sample, now time.Time, lead, window time.Duration) (float64, bool) {
+// [now − window, now], the standard error of that prediction that the counts'
+// noise alone gives (line.spread, at the counts' index of dispersion), and
+// whether there were enough samples (at least three at distinct times) to fit
+// a trend. The forecast is never negative.
+func forecast(method ForecastMethod, samples []Sample, now time.Time, lead, window time.Duration, dispersion float64) (f, se float64, ok bool) {
 	start := now.Add(-window)
 	var w []Sample
 	for _, s := range samples {
@@ -63,43 +65,65 @@ func forecast(method ForecastMethod, samples []Sample, now time.Time, lead, wind
 		}
 	}
 	if len(w) < 3 || !w[len(w)-1].Time.After(w[0].Time) {
-		return 0, false
+		return 0, 0, false
 	}
-	var f float64
+	l := fitRateLine(w)
 	switch method {
 	case ForecastLeastSquares:
-		f = leastSquares(w, now.Add(lead))
+		f = l.at(now.Add(lead))
 	default:
 		f = holt(w, now.Add(lead))
 	}
 	if math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
 		f = 0
 	}
-	return f, true
+	return f, l.spread(now.Add(lead), dispersion, sampleStep(samples)), true
 }
 
-// leastSquares fits rate = a + b·(t − t̄) with t̄ the mean sample time (centring
-// keeps the normal equations well conditioned) and evaluates it at at.
-func leastSquares(w []Sample, at time.Time) float64 {
-	t0 := w[0].Time
+// line is the least-squares line (fitRateLine) rate = xm + b·(t − t̄) through n samples, t̄
+// (tm, seconds after t0) their mean time: centring keeps the normal equations
+// well conditioned. sxx is Σ(tᵢ − t̄)².
+type line struct {
+	t0                time.Time
+	n, tm, xm, sxx, b float64
+}
+
+func fitRateLine(w []Sample) line {
+	l := line{t0: w[0].Time, n: float64(len(w))}
 	var st, sx float64
 	for _, s := range w {
-		st += s.Time.Sub(t0).Seconds()
+		st += s.Time.Sub(l.t0).Seconds()
 		sx += s.Rate
 	}
-	n := float64(len(w))
-	tm, xm := st/n, sx/n
-	var sxy, sxx float64
+	l.tm, l.xm = st/l.n, sx/l.n
+	var sxy float64
 	for _, s := range w {
-		dt := s.Time.Sub(t0).Seconds() - tm
-		sxy += dt * (s.Rate - xm)
-		sxx += dt * dt
+		dt := s.Time.Sub(l.t0).Seconds() - l.tm
+		sxy += dt * (s.Rate - l.xm)
+		l.sxx += dt * dt
 	}
-	b := 0.0
-	if sxx > 0 {
-		b = sxy / sxx
+	if l.sxx > 0 {
+		l.b = sxy / l.sxx
 	}
-	return xm + b*(at.Sub(t0).Seconds()-tm)
+	return l
+}
+
+// at is the line's value at t.
+func (l line) at(t time.Time) float64 { return l.xm + l.b*(t.Sub(l.t0).Seconds()-l.tm) }
+
+// spread is the standard error of the line's value at t when each sample's
+// rate carries the noise of its count over step: dispersion × λ̄ / step per
+// second² (λ̄ the samples' mean rate; dispersion 1 for Poisson counts), so
+// SE² = noise·(1/n + (t − t̄)²/sxx). It is the spread of the extrapolation that
+// noise alone would give, for Holt's smoothing too (whose own spread is
+// wider). 0 with fewer than three samples or no step.
+func (l line) spread(t time.Time, dispersion float64, step time.Duration) float64 {
+	if l.n < 3 || step <= 0 || l.sxx <= 0 {
+		return 0
+	}
+	noise := math.Max(dispersion, 1) * math.Max(l.xm, 0) / step.Seconds()
+	d := t.Sub(l.t0).Seconds() - l.tm
+	return math.Sqrt(noise * (1/l.n + d*d/l.sxx))
 }
 
 // holt runs Holt's linear smoothing over irregularly spaced samples (trend per
@@ -123,41 +147,4 @@ func holt(w []Sample, at time.Time) float64 {
 		prev = s.Time
 	}
 	return level + trend*at.Sub(prev).Seconds()
-}
-
-// forecastError is the standard error of a least-squares line's value at
-// now + lead through the samples of the forecast's window, when each
-// sample's rate carries the noise of its count: dispersion × λ̄ / step per
-// second² (λ̄ the window's mean rate; dispersion 1 for Poisson counts). It is
-// the spread of the line's extrapolation that noise alone would give, for
-// Holt's smoothing too (whose own spread is wider). 0 with fewer than three
-// samples.
-func forecastError(samples []Sample, now time.Time, lead, window time.Duration, dispersion float64) float64 {
-	start := now.Add(-window)
-	step := sampleStep(samples)
-	var n, st, sy float64
-	for _, s := range samples {
-		if !s.Time.Before(start) && !s.Time.After(now) {
-			n++
-			st += s.Time.Sub(now).Seconds()
-			sy += s.Rate
-		}
-	}
-	if n < 3 || step <= 0 {
-		return 0
-	}
-	tm := st / n
-	var sxx float64
-	for _, s := range samples {
-		if !s.Time.Before(start) && !s.Time.After(now) {
-			dt := s.Time.Sub(now).Seconds() - tm
-			sxx += dt * dt
-		}
-	}
-	if sxx <= 0 {
-		return 0
-	}
-	noise := math.Max(dispersion, 1) * math.Max(sy/n, 0) / step.Seconds()
-	d := lead.Seconds() - tm
-	return math.Sqrt(noise * (1/n + d*d/sxx))
 }

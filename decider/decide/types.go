@@ -536,7 +536,7 @@ type Explanation struct {
 	ForecastArrivalRate float64 `json:"forecastArrivalRate"` // λ at now + lead (0 when not predictive)
 	// ForecastArrivalRateLow is the forecast's lower confidence bound at the
 	// SLO's confidence, given the counts' dispersion: what the scale-up sizes
-	// for (forecastError).
+	// for (line.spread).
 	ForecastArrivalRateLow float64 `json:"forecastArrivalRateLow,omitempty"`
 	SizingArrivalRate      float64 `json:"sizingArrivalRate"` // the λ used for scale-up: the highest of now, the forecast's lower bound and the proven short-window and cycle rates
 	ServiceTime            float64 `json:"serviceTime"`       // E[S] seconds (at the current CPU): the pooled estimate
