@@ -144,19 +144,12 @@ func upperRate(rate float64, w time.Duration, p, dispersion float64) float64 {
 	return r * r / w.Seconds()
 }
 
-// normalQuantile is Φ⁻¹(p) by bisection on math.Erf (exact enough for a
-// confidence level; p in (0,1)).
+// normalQuantile is Φ⁻¹(p) = √2·erf⁻¹(2p − 1), clamped to [−10, 10] (p within
+// 10⁻²³ of 0 or 1, where 2p − 1 rounds to ±1). Every statistical bound of a
+// decision reads it, several times a decision: until 2026-11-26 it bisected
+// on math.Erf, 100 steps and about 1 µs a call.
 func normalQuantile(p float64) float64 {
-	lo, hi := -10.0, 10.0
-	for range 100 {
-		m := (lo + hi) / 2
-		if 0.5*(1+math.Erf(m/math.Sqrt2)) < p {
-			lo = m
-		} else {
-			hi = m
-		}
-	}
-	return (lo + hi) / 2
+	return min(max(math.Sqrt2*math.Erfinv(2*p-1), -10), 10)
 }
 
 // confidence is the level the engine uses for its statistical bounds: the

@@ -689,3 +689,17 @@ func TestTheFloorCountsAnOverdispersedMeanAsFarAsProven(t *testing.T) {
 	require.Less(t, batches.JumpBase, 0.85*single.JumpBase, "batches of 50: far less proven")
 	require.Less(t, batches.JumpReplicas, single.JumpReplicas, "fewer pods before the jumps")
 }
+
+// TestNormalQuantile: Φ⁻¹ inverts Φ (math.Erf) across the levels a spec can
+// ask for, gives the textbook values, and stays finite at the edges.
+func TestNormalQuantile(t *testing.T) {
+	for _, p := range []float64{0.001, 0.05, 0.5, 0.9, 0.95, 0.99, 0.999, 0.99999} {
+		z := normalQuantile(p)
+		require.InDelta(t, p, 0.5*(1+math.Erf(z/math.Sqrt2)), 1e-13, "p %v", p)
+	}
+	require.InDelta(t, 1.6448536269514722, normalQuantile(0.95), 1e-15)
+	require.InDelta(t, 2.3263478740408408, normalQuantile(0.99), 1e-14)
+	require.Zero(t, normalQuantile(0.5))
+	require.Equal(t, 10.0, normalQuantile(1))
+	require.Equal(t, -10.0, normalQuantile(0))
+}
