@@ -80,36 +80,50 @@ func forecast(method ForecastMethod, samples []Sample, now time.Time, lead, wind
 	return f, l.spread(now.Add(lead), dispersion, sampleStep(samples)), true
 }
 
-// line is the least-squares line (fitRateLine) rate = xm + b·(t − t̄) through n samples, t̄
-// (tm, seconds after t0) their mean time: centring keeps the normal equations
-// well conditioned. sxx is Σ(tᵢ − t̄)².
+// centredFit is the least-squares line y = ym + slope·(x − xm) through n
+// points, centred on their means (centring keeps the normal equations well
+// conditioned); sxx is Σ(x − xm)². The rate's line (fitRateLine) and the
+// recurrence's onsets (fitLine) both fit one.
+type centredFit struct{ n, xm, ym, sxx, slope float64 }
+
+// fitCentred fits the n points at(0) … at(n−1); the slope is 0 when every x is
+// the same.
+func fitCentred(n int, at func(i int) (x, y float64)) centredFit {
+	f := centredFit{n: float64(n)}
+	var sx, sy float64
+	for i := range n {
+		x, y := at(i)
+		sx += x
+		sy += y
+	}
+	f.xm, f.ym = sx/f.n, sy/f.n
+	var sxy float64
+	for i := range n {
+		x, y := at(i)
+		dx := x - f.xm
+		sxy += dx * (y - f.ym)
+		f.sxx += dx * dx
+	}
+	if f.sxx > 0 {
+		f.slope = sxy / f.sxx
+	}
+	return f
+}
+
+// line is the rate's least-squares line through samples: rate against seconds
+// after t0, the first sample's time.
 type line struct {
-	t0                time.Time
-	n, tm, xm, sxx, b float64
+	t0 time.Time
+	centredFit
 }
 
 func fitRateLine(w []Sample) line {
-	l := line{t0: w[0].Time, n: float64(len(w))}
-	var st, sx float64
-	for _, s := range w {
-		st += s.Time.Sub(l.t0).Seconds()
-		sx += s.Rate
-	}
-	l.tm, l.xm = st/l.n, sx/l.n
-	var sxy float64
-	for _, s := range w {
-		dt := s.Time.Sub(l.t0).Seconds() - l.tm
-		sxy += dt * (s.Rate - l.xm)
-		l.sxx += dt * dt
-	}
-	if l.sxx > 0 {
-		l.b = sxy / l.sxx
-	}
-	return l
+	t0 := w[0].Time
+	return line{t0, fitCentred(len(w), func(i int) (float64, float64) { return w[i].Time.Sub(t0).Seconds(), w[i].Rate })}
 }
 
 // at is the line's value at t.
-func (l line) at(t time.Time) float64 { return l.xm + l.b*(t.Sub(l.t0).Seconds()-l.tm) }
+func (l line) at(t time.Time) float64 { return l.ym + l.slope*(t.Sub(l.t0).Seconds()-l.xm) }
 
 // spread is the standard error of the line's value at t when each sample's
 // rate carries the noise of its count over step: dispersion × λ̄ / step per
@@ -121,8 +135,8 @@ func (l line) spread(t time.Time, dispersion float64, step time.Duration) float6
 	if l.n < 3 || step <= 0 || l.sxx <= 0 {
 		return 0
 	}
-	noise := math.Max(dispersion, 1) * math.Max(l.xm, 0) / step.Seconds()
-	d := t.Sub(l.t0).Seconds() - l.tm
+	noise := math.Max(dispersion, 1) * math.Max(l.ym, 0) / step.Seconds()
+	d := t.Sub(l.t0).Seconds() - l.xm
 	return math.Sqrt(noise * (1/l.n + d*d/l.sxx))
 }
 

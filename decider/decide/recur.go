@@ -406,24 +406,8 @@ func findOnsets(hist []Sample, step time.Duration, base int, lead time.Duration,
 
 // fitLine fits t = icpt + slope·k (seconds from t0) by least squares.
 func fitLine(ks []float64, ts []time.Time, t0 time.Time) (slope, icpt float64) {
-	n := float64(len(ks))
-	var sk, st float64
-	for i := range ks {
-		sk += ks[i]
-		st += ts[i].Sub(t0).Seconds()
-	}
-	km, tm := sk/n, st/n
-	var skk, skt float64
-	for i := range ks {
-		dk := ks[i] - km
-		skk += dk * dk
-		skt += dk * (ts[i].Sub(t0).Seconds() - tm)
-	}
-	if skk == 0 {
-		return 0, tm
-	}
-	slope = skt / skk
-	return slope, tm - slope*km
+	f := fitCentred(len(ks), func(i int) (float64, float64) { return ks[i], ts[i].Sub(t0).Seconds() })
+	return f.slope, f.ym - f.slope*f.xm
 }
 
 // binomialTail is P(X ≥ k) for X ~ Binomial(n, q), summed in logs.
