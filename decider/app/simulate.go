@@ -56,6 +56,7 @@ func runSimulate(args []string, env Env) error {
 	fs.SetOutput(env.Stdout) // --help, as for model and run
 	src := fs.String("trace", "", "trace file (.gz or plain) or "+strings.Join(trace.PatternNames(), " | ")+" (required)")
 	win := fs.String("window", "", "part of the trace, in trace time, e.g. 2h:8h")
+	history := fs.Duration("history", 0, "give qas this much of the trace before --window as the workload's past, as InfluxDB would hold it for a decider that has run a while (0: a cold start; the other policies read no history)")
 	scale := fs.Float64("scale", 1, "multiply the trace's rates")
 	scaling := fs.String("scaling", "counts", "how --scale applies: counts (each second's count × scale: a logged request becomes a correlated batch) or poisson (Poisson arrivals at scale × the count's centred mean over --poisson-window)")
 	poissonWindow := fs.Duration("poisson-window", time.Minute, "with --scaling poisson, the centred window the trace's counts are averaged over")
@@ -201,7 +202,13 @@ func runSimulate(args []string, env Env) error {
 	if *scaling == "poisson" {
 		smooth = int(poissonWindow.Seconds())
 	}
-	opts := trace.Options{Source: *src, Window: w, Scale: *scale, Compress: *compress, Smooth: smooth, Seed: *seed}
+	if *history < 0 {
+		return cli.Usagef("history", "must not be negative, got %s", *history)
+	}
+	if *history > 0 && w.Start == 0 {
+		return cli.Usagef("history", "needs a --window that starts after the trace's first second: the history is the trace before it")
+	}
+	opts := trace.Options{Source: *src, Window: w, Scale: *scale, Compress: *compress, Smooth: smooth, Seed: *seed, History: *history}
 	target := slo.Seconds()
 	mode := ""
 	timeNote := "real time"
@@ -231,6 +238,7 @@ func runSimulate(args []string, env Env) error {
 		}
 		return err
 	}
+	params.History = prof.History
 	cfg := sim.Config{Rates: prof.Rates, Service: service, Init: initDist, Concurrency: *conc, CPU: *cpu,
 		Target: target, Percentile: *pct, InitialReplicas: *initial, Seed: *seed, Routing: routing, Handoff: sim.DefaultHandoff,
 		Nodes: *nodes, NodeCPU: *nodeCPU, Backgrounds: backgrounds, Sharing: *sharing, BusyCPU: *busyCPU, CPUBound: *cpuBound,

@@ -240,6 +240,8 @@ func TestSimulateBadFlags(t *testing.T) {
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--migration"}, code: 2, contains: "--migration"},
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--sharing"}, code: 2, contains: "--concurrency"},
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--alg1-period", "0s"}, code: 2, contains: "--alg1-period"},
+		{args: []string{"--trace", "pattern:bursts", "--slo", "200ms", "--window", "1h:2h", "--history", "-1m"}, code: 2, contains: "--history"},
+		{args: []string{"--trace", "pattern:bursts", "--slo", "200ms", "--window", "0s:1h", "--history", "1h"}, code: 2, contains: "--history"},
 		{args: []string{"--trace", bad, "--slo", "200ms"}, code: 1, contains: "line 3"},
 		{args: []string{"--trace", filepath.Join(t.TempDir(), "missing"), "--slo", "200ms"}, code: 1, contains: "no such file"},
 	} {
@@ -249,4 +251,40 @@ func TestSimulateBadFlags(t *testing.T) {
 			require.Contains(t, stderr, tc.contains)
 		})
 	}
+}
+
+// TestSimulateHistory: --history gives qas the trace before the window as the
+// workload's past, as InfluxDB would hold it: the conditions say how much,
+// qas decides otherwise for having seen the first hour's bursts, and the
+// policies that read no history (the HPA, the oracles) run exactly as from a
+// cold start.
+func TestSimulateHistory(t *testing.T) {
+	run := func(history string) (string, map[string]map[string]any) {
+		js := filepath.Join(t.TempDir(), "o.json")
+		code, out, stderr := runSim(t, "--trace", "pattern:mmpp", "--window", "1h:1h20m", "--history", history, "--scale", "20",
+			"--slo", "200ms", "--service", "exp:50ms", "--init", "2m", "--policies", "qas,hpa,oracle", "--json", js)
+		require.Equal(t, 0, code, stderr)
+		b, err := os.ReadFile(js)
+		require.NoError(t, err)
+		var doc struct {
+			Policies []map[string]any `json:"policies"`
+		}
+		require.NoError(t, json.Unmarshal(b, &doc))
+		by := map[string]map[string]any{}
+		for _, p := range doc.Policies {
+			by[p["name"].(string)] = p
+		}
+		return out, by
+	}
+	coldOut, cold := run("0s")
+	warmOut, warm := run("1h")
+	require.NotContains(t, coldOut, "history before it")
+	require.Contains(t, warmOut, "with 3600 simulated s of history before it")
+	for _, p := range []string{"hpa", "oracle"} {
+		require.Equal(t, cold[p]["pod_seconds"], warm[p]["pod_seconds"], p)
+		require.Equal(t, cold[p]["requests_over_target_pct"], warm[p]["requests_over_target_pct"], p)
+	}
+	// MMPP's first hour holds 5× bursts: having seen them, qas keeps more
+	// capacity through the quiet twenty minutes that follow.
+	require.Greater(t, warm["qas"]["pod_seconds"].(float64), cold["qas"]["pod_seconds"].(float64))
 }

@@ -34,7 +34,8 @@ func nasaPath(t *testing.T) string {
 func TestDefaultMatrix(t *testing.T) {
 	cells := Default("nasa.gz")
 	ws, ss := Workloads("nasa.gz"), Settings()
-	require.Len(t, cells, len(ws)*len(ss)*3+len(ws)+3)
+	warm := WarmWorkloads()
+	require.Len(t, cells, len(ws)*len(ss)*3+len(ws)+3+len(warm)*len(ss)*3)
 	seen := map[string]bool{}
 	planes := map[sim.Routing]int{}
 	for _, c := range cells {
@@ -51,6 +52,29 @@ func TestDefaultMatrix(t *testing.T) {
 		}
 	}
 	require.Equal(t, 3, recurring)
+	// Each warm workload is a bursty cold workload one window later, with
+	// that window as its history; under both settings and three seeds.
+	cold := map[string]Workload{}
+	for _, w := range ws {
+		cold[w.Source] = w
+	}
+	warmCells := map[string]int{}
+	for _, c := range cells {
+		if strings.HasSuffix(c.Workload.Name, "-warm") {
+			warmCells[c.Workload.Name]++
+			require.Equal(t, sim.RouteRandom, c.Routing, c.Name())
+		}
+	}
+	for _, w := range warm {
+		require.Equal(t, len(ss)*3, warmCells[w.Name], w.Name)
+		c, ok := cold[w.Source]
+		require.True(t, ok, "%s has a cold twin", w.Name)
+		require.Contains(t, []string{trace.PatternBursts, trace.PatternMMPP}, w.Source, w.Name)
+		require.Equal(t, c.Scale, w.Scale, w.Name)
+		require.Equal(t, c.Window.End, w.Window.Start, "%s replays the window after its cold twin's", w.Name)
+		require.Equal(t, c.Window.End-c.Window.Start, w.Window.End-w.Window.Start, w.Name)
+		require.Equal(t, w.Window.Start-c.Window.Start, w.History, "%s's history is its cold twin's window", w.Name)
+	}
 	scales, smooth, long, sources := map[float64]bool{}, 0, 0, map[string]bool{}
 	for _, w := range ws {
 		sources[w.Source] = true
@@ -89,11 +113,20 @@ func TestRunCell(t *testing.T) {
 	require.Equal(t, append([]string{"qas", "kpa"}, policy.Yardsticks...), names)
 	require.Contains(t, r.Conditions, "real time; routing leastRequest; p95 ≤ 200ms; service lognormal:50ms,cv=1.2; init const:45s")
 	require.Contains(t, r.Conditions, "seed 2")
+	cpu := func(name string) float64 { return r.Summaries[r.Comparison.Index(name)].CPUCoreSeconds }
 	for i, s := range r.Summaries {
 		require.NotNil(t, r.CostRatio[i], s.Name)
+		require.NotNil(t, r.ReactiveCostRatio[i], s.Name)
 		if s.Name == policy.OracleName || s.Name == policy.PooledOracleName {
 			require.InDelta(t, 1, *r.CostRatio[i], 1e-12)
 		}
+		// Each policy over the reactive oracle of its own data plane: the
+		// KPA's and the -pooled yardsticks' is the pooled one.
+		reactive := policy.ReactiveOracleName
+		if s.Name == "kpa" || strings.HasSuffix(s.Name, "-pooled") {
+			reactive = policy.PooledReactiveOracleName
+		}
+		require.InDelta(t, s.CPUCoreSeconds/cpu(reactive), *r.ReactiveCostRatio[i], 1e-12, s.Name)
 	}
 	require.Equal(t, "leastRequest", r.Summaries[0].Routing)
 	// The matrix's coarser search grid: windows 10, 60 and 300 s, 7 steps.
@@ -110,6 +143,7 @@ func TestRunCell(t *testing.T) {
 	hs := Headlines([]*Result{r, r}, o)
 	require.Len(t, hs, len(names))
 	require.Equal(t, 2, hs[0].Cells)
+	require.InDelta(t, *r.ReactiveCostRatio[0], hs[0].ReactiveCostMedian, 1e-12, "the median of two equal ratios")
 	md := Markdown([]*Result{r}, o, "test conditions")
 	require.Contains(t, md, "test conditions")
 	require.Contains(t, md, "| qas | ")

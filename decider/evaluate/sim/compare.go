@@ -275,7 +275,23 @@ func (c *Comparison) Index(name string) int {
 // oracle of its data plane (YardstickOf); NaN when that oracle did not run.
 func (c *Comparison) CostRatio(i int) float64 {
 	o, _ := YardstickOf(c.Summaries[i].Name)
-	j := c.Index(o)
+	return c.costOver(i, o)
+}
+
+// ReactiveCostRatio is policy i's CPU-core-seconds over those of the reactive
+// oracle of its data plane (the pooled one where YardstickOf names the pooled
+// clairvoyant oracle), the yardstick of issue #15's cost goal; NaN when that
+// oracle did not run.
+func (c *Comparison) ReactiveCostRatio(i int) float64 {
+	o, _ := YardstickOf(c.Summaries[i].Name)
+	if o == policy.PooledOracleName {
+		return c.costOver(i, policy.PooledReactiveOracleName)
+	}
+	return c.costOver(i, policy.ReactiveOracleName)
+}
+
+func (c *Comparison) costOver(i int, yardstick string) float64 {
+	j := c.Index(yardstick)
 	if j < 0 || c.Summaries[j].CPUCoreSeconds == 0 {
 		return math.NaN()
 	}
