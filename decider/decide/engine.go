@@ -51,9 +51,10 @@ type Engine struct {
 	// cv2Sum and cv2Pairs are the pairs-weighted sums of the measured relative
 	// variance of the per-second rate (mixture.go), forgetting as pairs come.
 	cv2Sum, cv2Pairs float64
-	// reqs and lateTransient are exponentially weighted counts of the
-	// requests measured and of those over the target in transient cycles.
-	reqs, lateTransient float64
+	// reqs, lateTransient and late are exponentially weighted counts of the
+	// requests measured, of those over the target in transient cycles and of
+	// all those over the target.
+	reqs, lateTransient, late float64
 	// recur is the last recurring-burst detection (recur.go), kept while
 	// the long history is unchanged; not part of State: the history it is
 	// computed from is in the store.
@@ -636,21 +637,26 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	// maxPayback of the budget (beyond, at a tight target, that percentile's
 	// floor nears the target and the pods it needs grow without bound): the
 	// jump floor below keeps, before a jump, the capacity the history says its
-	// first lead needs.
+	// first lead needs. The other way, where the recent requests ran late by
+	// less than the budget less the tolerance θ, the steady state sizes for a
+	// looser percentile by the difference (spendBudget).
 	budget := 1 - conf
 	if spec.Percentile > 0 {
 		e.recordTransients(snap, lambdaNow, target, transient, budget)
-		if eff := math.Max(budget-e.transientShare(), budget*(1-maxPayback)); eff < budget {
-			// The steady state gives back what recent transients took, up to
-			// maxPayback of the budget, and only where the stricter percentile's
-			// service-time floor is still below the target.
-			pct := 100 * (1 - eff)
-			if m.load(lambdaNow, m.es).ServicePercentile(pct) < target {
-				m.pct = pct
-			}
+		eff, spent := e.spendBudget(budget, spec.Tolerance)
+		x.SpentLateShare = spent
+		pct := 100 * (1 - eff)
+		switch {
+		case eff > budget:
+			m.pct = pct
+		case eff < budget && m.load(lambdaNow, m.es).ServicePercentile(pct) < target:
+			// The payback only where the stricter percentile's service-time
+			// floor is still below the target.
+			m.pct = pct
 		}
 		x.EffectivePercentile = m.pct
 		x.TransientLateShare = e.transientShare()
+		x.RecentLateShare, x.RecentRequests = e.recentLateShare(), e.reqs
 	}
 
 	lNow := m.latency(lambdaNow, m.es, serving)
@@ -794,6 +800,10 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	}
 	if bias != 1 {
 		reason += fmt.Sprintf(" (model corrected: waiting-time variability × %.3g from measured latency)", bias)
+	}
+	if x.SpentLateShare > 0 {
+		reason += fmt.Sprintf(" (the last %.0f requests ran %.3g%% late, under the budget %.3g%% by more than θ: %.3g%% of it spent, sized at p%.4g)",
+			x.RecentRequests, 100*x.RecentLateShare, 100*budget, 100*x.SpentLateShare, x.EffectivePercentile)
 	}
 	if x.TailModel == TailMeasured && spec.Percentile > 0 {
 		reason += fmt.Sprintf(" (service tail measured: %.3g%% of service times over the target, %.3g%% if exponential)",

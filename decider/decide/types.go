@@ -674,11 +674,19 @@ type Explanation struct {
 	CountDispersion float64 `json:"countDispersion,omitempty"`
 	// TransientLateShare is the share of recent requests that transients
 	// (backlogs) put over the target, measured; EffectivePercentile the
-	// percentile the model sized for (the spec's: since issue #15's second
-	// round transients no longer tighten it, the jump floor keeps capacity
-	// for them instead).
+	// percentile the model sized for: the spec's, stricter by up to
+	// maxPayback of the budget while recent transients' late requests are paid
+	// back, looser by SpentLateShare (Engine.spendBudget).
 	TransientLateShare  float64 `json:"transientLateShare,omitempty"`
 	EffectivePercentile float64 `json:"effectivePercentile,omitempty"`
+	// RecentLateShare is the share of the last RecentRequests requests (an
+	// exponentially weighted count, the closed loop's memory) over the target,
+	// measured; SpentLateShare what the steady state spent of the budget they
+	// left unused (beyond θ of it): EffectivePercentile is then looser than
+	// the spec's by that much (Engine.spendBudget).
+	RecentLateShare float64 `json:"recentLateShare,omitempty"`
+	RecentRequests  float64 `json:"recentRequests,omitempty"`
+	SpentLateShare  float64 `json:"spentLateShare,omitempty"`
 	// Recurrence is the recurring-burst detector's finding over the long
 	// history (period, occurrences, evidence, the next onset and its forecast
 	// λ, whether it applies now; Note says why not); nil when the snapshot

@@ -78,6 +78,8 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 		"jump_ratio":             x.JumpRatio,
 		"count_dispersion":       x.CountDispersion,
 		"transient_late_share":   x.TransientLateShare,
+		"recent_late_share":      x.RecentLateShare,
+		"spent_late_share":       x.SpentLateShare,
 		"effective_percentile":   x.EffectivePercentile,
 		"jump_replicas":          float64(x.JumpReplicas),
 		"jump_ratio_max":         x.JumpRatioMax,

@@ -214,7 +214,8 @@ func TestDashboardsCoverIssue(t *testing.T) {
 		// Why it sized as it did (issue #15): the rate mixture and the closed loop.
 		"qas_workload.arrival_rate_cv2", "qas_decision.rate_cv2", "qas_decision.arrival_rate_level",
 		"qas_decision.level_window_seconds", "qas_decision.measured_late_share", "qas_decision.modelled_late_share",
-		"qas_decision.transient_late_share", "qas_decision.latency_bias", "qas_decision.effective_percentile",
+		"qas_decision.transient_late_share", "qas_decision.recent_late_share", "qas_decision.spent_late_share",
+		"qas_decision.latency_bias", "qas_decision.effective_percentile",
 	}
 	for _, w := range want {
 		if !read[w] {

@@ -24,7 +24,8 @@ import (
 var sizingFields = map[string][]string{
 	influx.Workload: {influx.FieldArrivalRateCV2},
 	influx.Decision: {"rate_cv2", "arrival_rate_level", "level_window_seconds",
-		"measured_late_share", "modelled_late_share", "transient_late_share", "latency_bias", "effective_percentile"},
+		"measured_late_share", "modelled_late_share", "transient_late_share", "recent_late_share", "spent_late_share",
+		"latency_bias", "effective_percentile"},
 }
 
 // drawnWhenPositive are the sizing fields the dashboard draws only when above 0: for
