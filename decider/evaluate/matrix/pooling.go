@@ -12,13 +12,14 @@ import (
 )
 
 // Pooling is the matrix that compares the pooled data planes of issue #20
-// (docs/pooling.md): every workload and setting of the matrix, seeds 1–3,
-// each through a Service (random), peer handoff between sidecars (peer), a
-// capacity-aware front (front) and sidecars overflowing to a front
-// (overflow), with the extra hop of sim.DefaultHandoff.
+// (docs/pooling.md): every workload of the matrix, the warm ones too, and
+// every setting, seeds 1–3, each through a Service (random), peer handoff
+// between sidecars (peer), a capacity-aware front (front) and sidecars
+// overflowing to a front (overflow), with the extra hop of
+// sim.DefaultHandoff.
 func Pooling(nasa string) []Cell {
 	var cells []Cell
-	for _, w := range Workloads(nasa) {
+	for _, w := range append(Workloads(nasa), WarmWorkloads()...) {
 		for _, s := range Settings() {
 			for seed := uint64(1); seed <= 3; seed++ {
 				for _, r := range []sim.Routing{sim.RouteRandom, sim.RoutePeer, sim.RouteFront, sim.RouteOverflow} {
@@ -32,8 +33,8 @@ func Pooling(nasa string) []Cell {
 
 // PoolingOptions are DefaultOptions with the policies qas, kpa and hpa and
 // two yardsticks, the clairvoyant oracle of the cell's data plane and the
-// one on the ideal pooled queue (oracle-pooled), which keeps the 192 cells
-// within about 6 minutes on 2 cores.
+// one on the ideal pooled queue (oracle-pooled), which keeps the 264 cells
+// within about 9 minutes on 2 cores.
 func PoolingOptions() Options {
 	o := DefaultOptions()
 	o.Policies = []string{"qas", "kpa", "hpa"}

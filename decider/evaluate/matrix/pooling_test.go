@@ -12,11 +12,11 @@ import (
 	itrace "github.com/qas-dev/qas/internal/trace"
 )
 
-// TestPoolingMatrix: every workload, setting and seed 1–3 through the three
-// data planes, each combination once.
+// TestPoolingMatrix: every workload (the warm ones too), setting and seed 1–3
+// through the four data planes, each combination once.
 func TestPoolingMatrix(t *testing.T) {
 	cells := Pooling("nasa.gz")
-	require.Len(t, cells, len(Workloads(""))*len(Settings())*3*4)
+	require.Len(t, cells, (len(Workloads(""))+len(WarmWorkloads()))*len(Settings())*3*4)
 	seen := map[string]bool{}
 	for _, c := range cells {
 		require.False(t, seen[c.Name()], c.Name())
