@@ -639,7 +639,8 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	// jump floor below keeps, before a jump, the capacity the history says its
 	// first lead needs. The other way, where the recent requests ran late by
 	// less than the budget less the tolerance θ, the steady state sizes for a
-	// looser percentile by the difference (spendBudget).
+	// looser percentile by the difference (spendBudget), and a scale-down
+	// reads λ rather than its upper confidence bound.
 	budget := 1 - conf
 	if spec.Percentile > 0 {
 		e.recordTransients(snap, lambdaNow, target, transient, budget)
@@ -657,6 +658,13 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		x.EffectivePercentile = m.pct
 		x.TransientLateShare = e.transientShare()
 		x.RecentLateShare, x.RecentRequests = e.recentLateShare(), e.reqs
+		if spent > 0 {
+			// λ's upper bound is the scale-down's evidence against noise; the
+			// measured late share, under the budget by more than θ, is
+			// evidence enough: the scale-down reads λ itself while it is.
+			lambdaHigh = lambdaNow
+			x.ArrivalRateHigh = lambdaHigh
+		}
 	}
 
 	lNow := m.latency(lambdaNow, m.es, serving)
@@ -802,7 +810,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		reason += fmt.Sprintf(" (model corrected: waiting-time variability × %.3g from measured latency)", bias)
 	}
 	if x.SpentLateShare > 0 {
-		reason += fmt.Sprintf(" (the last %.0f requests ran %.3g%% late, under the budget %.3g%% by more than θ: %.3g%% of it spent, sized at p%.4g)",
+		reason += fmt.Sprintf(" (the last %.0f requests ran %.3g%% late, under the budget %.3g%% by more than θ: %.3g%% of it spent, sized at p%.4g, and a scale-down needs no upper bound on λ)",
 			x.RecentRequests, 100*x.RecentLateShare, 100*budget, 100*x.SpentLateShare, x.EffectivePercentile)
 	}
 	if x.TailModel == TailMeasured && spec.Percentile > 0 {

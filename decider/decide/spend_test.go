@@ -73,13 +73,15 @@ func TestSpendsTheUnusedBudget(t *testing.T) {
 	// maxPayback of the budget, 1 point, is spent.
 	require.InDelta(t, 0.01, x.SpentLateShare, 1e-9)
 	require.InDelta(t, 94, x.EffectivePercentile, 1e-9)
-	require.Contains(t, x.Reason, "ran 2% late, under the budget 5% by more than θ: 1% of it spent, sized at p94")
+	require.Contains(t, x.Reason, "ran 2% late, under the budget 5% by more than θ: 1% of it spent, sized at p94, and a scale-down needs no upper bound on λ")
+	require.Equal(t, x.ArrivalRate, x.ArrivalRateHigh, "the scale-down reads λ itself while the budget is spent")
 
 	y := near.Explanation
 	require.InDelta(t, 0.048, y.RecentLateShare, 1e-9)
 	require.Zero(t, y.SpentLateShare)
 	require.Equal(t, 95.0, y.EffectivePercentile)
 	require.NotContains(t, y.Reason, "spent")
+	require.Greater(t, y.ArrivalRateHigh, y.ArrivalRate, "near the budget, λ's upper bound guards the scale-down")
 
 	// The same pods at the same λ are further from the target at the looser
 	// percentile.
