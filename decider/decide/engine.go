@@ -578,13 +578,6 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		lambdaTrigger = math.Max(lambdaTrigger, x.ShortArrivalRateLow)
 	}
 	x.SizingArrivalRate = lambdaSize
-	// The scale-down's evidence: the rate not disproven by the cycle's count.
-	lambdaHigh := lambdaNow
-	if step := sampleStep(snap.ArrivalRates); step > 0 && es > 0 {
-		// (Without a service time there was no traffic to model: nothing to bound.)
-		lambdaHigh = upperRate(lambdaNow, max(step, levelWindow), conf, disp)
-	}
-	x.ArrivalRateHigh = lambdaHigh
 
 	target := spec.Target.Seconds()
 	serving := servingPods(snap)
@@ -643,7 +636,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	// reads λ rather than its upper confidence bound.
 	budget := 1 - conf
 	if spec.Percentile > 0 {
-		e.recordTransients(snap, lambdaNow, target, transient, budget)
+		e.recordLate(snap, lambdaNow, target, transient, budget)
 		eff, spent := e.spendBudget(budget, spec.Tolerance)
 		x.SpentLateShare = spent
 		pct := 100 * (1 - eff)
@@ -658,14 +651,17 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		x.EffectivePercentile = m.pct
 		x.TransientLateShare = e.transientShare()
 		x.RecentLateShare, x.RecentRequests = e.recentLateShare(), e.reqs
-		if spent > 0 {
-			// λ's upper bound is the scale-down's evidence against noise; the
-			// measured late share, under the budget by more than θ, is
-			// evidence enough: the scale-down reads λ itself while it is.
-			lambdaHigh = lambdaNow
-			x.ArrivalRateHigh = lambdaHigh
-		}
 	}
+	// The scale-down's evidence: the rate not disproven by the cycle's count,
+	// λ's upper confidence bound. While the budget is spent, the measured late
+	// share, under the budget by more than θ, is evidence enough: the
+	// scale-down reads λ itself. (Without a service time there was no traffic
+	// to model: nothing to bound.)
+	lambdaHigh := lambdaNow
+	if step := sampleStep(snap.ArrivalRates); step > 0 && es > 0 && x.SpentLateShare == 0 {
+		lambdaHigh = upperRate(lambdaNow, max(step, levelWindow), conf, disp)
+	}
+	x.ArrivalRateHigh = lambdaHigh
 
 	lNow := m.latency(lambdaNow, m.es, serving)
 	lSize := m.latency(lambdaSize, m.es, serving)

@@ -334,13 +334,13 @@ func (e *Engine) dispersion(snap Snapshot, lambda float64) float64 {
 	return d
 }
 
-// recordTransients counts the recent requests, those over the target and
+// recordLate counts the recent requests, those over the target and
 // those that transients (cycles while a backlog outlasted the lead, or right
 // after one) put over the target, read from the measured histogram or
 // quantiles: the payback and the spending of the budget (spendBudget) read
 // them. Counts decay over biasTailSamples/budget requests, the closed loop's
 // memory in requests.
-func (e *Engine) recordTransients(snap Snapshot, lambda, target float64, transient bool, budget float64) {
+func (e *Engine) recordLate(snap Snapshot, lambda, target float64, transient bool, budget float64) {
 	n := snap.LatencySamples
 	if n <= 0 {
 		n = lambda * sampleStep(snap.ArrivalRates).Seconds()

@@ -594,7 +594,9 @@ type Explanation struct {
 	ShortArrivalRate    float64 `json:"shortArrivalRate,omitempty"`
 	ShortArrivalRateLow float64 `json:"shortArrivalRateLow,omitempty"`
 	// ArrivalRateHigh is λ now's upper confidence bound: a scale-down needs G
-	// below the band at it too, and keeps the pods it needs.
+	// below the band at it too, and keeps the pods it needs. While the budget
+	// is spent (SpentLateShare > 0) it is λ now: the measured late share is
+	// the evidence.
 	ArrivalRateHigh float64 `json:"arrivalRateHigh,omitempty"`
 	// Backlog is the requests queued beyond what the pods clear within the
 	// target (k·T/E[S] each), summed over pods; BacklogMaxPod the largest on one

@@ -131,19 +131,28 @@ func Settings() []Setting {
 // pooled data plane is in every cell: the -pooled yardsticks and the KPA's
 // activator.)
 func Default(nasa string) []Cell {
-	var cells []Cell
-	for _, w := range Workloads(nasa) {
-		for _, s := range Settings() {
-			for seed := uint64(1); seed <= 3; seed++ {
-				cells = append(cells, Cell{Workload: w, Setting: s, Seed: seed, Routing: sim.RouteRandom})
-			}
-		}
-	}
+	cells := everySettingAndSeed(Workloads(nasa), sim.RouteRandom)
 	for _, w := range Workloads(nasa) {
 		cells = append(cells, Cell{Workload: w, Setting: Settings()[0], Seed: 1, Routing: sim.RouteLeastRequest})
 	}
 	cells = append(cells, recurringCells()...)
-	return append(cells, warmCells()...)
+	return append(cells, everySettingAndSeed(WarmWorkloads(), sim.RouteRandom)...)
+}
+
+// everySettingAndSeed is each workload under every setting, seeds 1–3, each
+// through every routing given, in that order (routing innermost).
+func everySettingAndSeed(ws []Workload, routings ...sim.Routing) []Cell {
+	var cells []Cell
+	for _, w := range ws {
+		for _, s := range Settings() {
+			for seed := uint64(1); seed <= 3; seed++ {
+				for _, r := range routings {
+					cells = append(cells, Cell{Workload: w, Setting: s, Seed: seed, Routing: r})
+				}
+			}
+		}
+	}
+	return cells
 }
 
 // WarmHistory is how much of the bursty patterns' past the warm cells give
@@ -160,21 +169,6 @@ func WarmWorkloads() []Workload {
 		{Name: "bursts-x20-warm", Source: trace.PatternBursts, Window: hours(1, 2), Scale: 20, History: WarmHistory},
 		{Name: "mmpp-x20-warm", Source: trace.PatternMMPP, Window: hours(1, 2), Scale: 20, History: WarmHistory},
 	}
-}
-
-// warmCells are the warm workloads under both settings, seeds 1–3, through a
-// Service. The history is read, not simulated, so a cell costs what its cold
-// twin does.
-func warmCells() []Cell {
-	var cells []Cell
-	for _, w := range WarmWorkloads() {
-		for _, s := range Settings() {
-			for seed := uint64(1); seed <= 3; seed++ {
-				cells = append(cells, Cell{Workload: w, Setting: s, Seed: seed, Routing: sim.RouteRandom})
-			}
-		}
-	}
-	return cells
 }
 
 // Demo is `make demo`'s taste of the matrix: half an hour of each of the

@@ -18,17 +18,7 @@ import (
 // overflowing to a front (overflow), with the extra hop of
 // sim.DefaultHandoff.
 func Pooling(nasa string) []Cell {
-	var cells []Cell
-	for _, w := range append(Workloads(nasa), WarmWorkloads()...) {
-		for _, s := range Settings() {
-			for seed := uint64(1); seed <= 3; seed++ {
-				for _, r := range []sim.Routing{sim.RouteRandom, sim.RoutePeer, sim.RouteFront, sim.RouteOverflow} {
-					cells = append(cells, Cell{Workload: w, Setting: s, Seed: seed, Routing: r})
-				}
-			}
-		}
-	}
-	return cells
+	return everySettingAndSeed(append(Workloads(nasa), WarmWorkloads()...), sim.RouteRandom, sim.RoutePeer, sim.RouteFront, sim.RouteOverflow)
 }
 
 // PoolingOptions are DefaultOptions with the policies qas, kpa and hpa and

@@ -253,11 +253,17 @@ func Table(s []Summary) string {
 // activator pools requests whenever it is in the path) and for the -pooled
 // yardsticks, the run's own otherwise.
 func YardstickOf(name string) (oracle, lowerBound string) {
-	switch {
-	case name == "kpa" || name == policy.KPADelayName || strings.HasSuffix(name, "-pooled"):
+	if judgedPooled(name) {
 		return policy.PooledOracleName, policy.PooledLowerBoundName
 	}
 	return policy.OracleName, policy.LowerBoundName
+}
+
+// judgedPooled reports whether policy name is held to the pooled data plane's
+// yardsticks: the KPA's (its activator pools requests whenever it is in the
+// path) and the -pooled yardsticks themselves.
+func judgedPooled(name string) bool {
+	return name == "kpa" || name == policy.KPADelayName || strings.HasSuffix(name, "-pooled")
 }
 
 // Index is the position of policy name in the comparison, −1 when it did
@@ -279,12 +285,11 @@ func (c *Comparison) CostRatio(i int) float64 {
 }
 
 // ReactiveCostRatio is policy i's CPU-core-seconds over those of the reactive
-// oracle of its data plane (the pooled one where YardstickOf names the pooled
-// clairvoyant oracle), the yardstick of issue #15's cost goal; NaN when that
+// oracle of its data plane (the pooled one for the policies YardstickOf holds
+// to the pooled plane), the yardstick of issue #15's cost goal; NaN when that
 // oracle did not run.
 func (c *Comparison) ReactiveCostRatio(i int) float64 {
-	o, _ := YardstickOf(c.Summaries[i].Name)
-	if o == policy.PooledOracleName {
+	if judgedPooled(c.Summaries[i].Name) {
 		return c.costOver(i, policy.PooledReactiveOracleName)
 	}
 	return c.costOver(i, policy.ReactiveOracleName)
