@@ -669,7 +669,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	x.Normalized = lNow / target
 	_ = lSize
 	gUp := m.latency(lambdaTrigger, m.es, serving) / target
-	x.SizingNormalized = gUp
+	x.SizingNormalized, x.TriggerArrivalRate = gUp, lambdaTrigger
 
 	x.BacklogAtLead, x.DrainReplicas = left, drain
 	if drain > 0 {
@@ -1235,8 +1235,14 @@ func (s *sizer) scaleUp(lambda float64, current int32, x *Explanation) (int32, i
 			}
 		}
 	}
-	reason := fmt.Sprintf("G = %.3g above 1+θ = %.3g at λ = %.4g/s: ", x.Latency/s.target, 1+s.spec.Tolerance, lambda)
-	if lambda > x.ArrivalRate {
+	reason := fmt.Sprintf("G = %.3g above 1+θ = %.3g at λ = %.4g/s (G = %.3g at λ now = %.4g/s), sized at λ = %.4g/s: ",
+		x.SizingNormalized, 1+s.spec.Tolerance, x.TriggerArrivalRate, x.Normalized, x.ArrivalRate, lambda)
+	if x.SizingNormalized <= 1+s.spec.Tolerance {
+		// The jump floor or the backlog called the scale-up: their reasons
+		// replace this one; the model's own test did not fire.
+		reason = fmt.Sprintf("G = %.3g at λ = %.4g/s, sized at λ = %.4g/s: ", x.SizingNormalized, x.TriggerArrivalRate, lambda)
+	}
+	if lambda > x.ArrivalRate && lambda == x.ForecastArrivalRateLow {
 		reason = fmt.Sprintf("forecast λ = %.4g/s at now+%s above λ now = %.4g/s, G = %.3g above 1+θ: ",
 			lambda, x.Lead, x.ArrivalRate, s.latency(lambda, s.es, servingPods(s.snap))/s.target)
 	}

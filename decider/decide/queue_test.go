@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -119,6 +120,14 @@ func TestFastPathNeedsAProvenRate(t *testing.T) {
 	require.InDelta(t, math.Pow(math.Sqrt(750)-z/2, 2)/5, low, 1e-6)
 	require.InDelta(t, low, d.Explanation.SizingArrivalRate, 1e-9)
 	require.Greater(t, d.DesiredReplicas, int32(5))
+	// The reason names the G the test compared and the λ it read (the short
+	// window's proven rate), not λ now's G, which is within the band here.
+	x := d.Explanation
+	require.InDelta(t, low, x.TriggerArrivalRate, 1e-9)
+	require.Greater(t, x.SizingNormalized, 1+spec.Tolerance)
+	require.Less(t, x.Normalized, 1+spec.Tolerance)
+	require.Contains(t, x.Reason, fmt.Sprintf("G = %.3g above 1+θ = %.3g at λ = %.4g/s (G = %.3g at λ now = %.4g/s)",
+		x.SizingNormalized, 1+spec.Tolerance, low, x.Normalized, 60.0))
 	// 63/s over 5 s (315 requests) is within the noise of 60/s: no change.
 	s.ShortArrivalRate = 63
 	d, err = NewEngine().Decide(spec, s)

@@ -571,12 +571,17 @@ type Explanation struct {
 	Latency          float64       `json:"latency"`    // L modelled for the current allocation, seconds (+Inf when unstable)
 	MeasuredLatency  float64       `json:"measuredLatency"`
 	Normalized       float64       `json:"normalized"` // G = L / T, at λ now
-	// SizingNormalized is L/T at the sizing λ (max of now and forecast) and the
+	// SizingNormalized is L/T at the trigger λ (TriggerArrivalRate) and the
 	// serving pods: what the scale-up test compares with 1 + θ.
-	SizingNormalized float64       `json:"sizingNormalized"`
-	Lead             time.Duration `json:"-"`
-	Nodes            []NodeLoad    `json:"nodes,omitempty"`
-	Candidates       []Candidate   `json:"candidates,omitempty"`
+	SizingNormalized float64 `json:"sizingNormalized"`
+	// TriggerArrivalRate is the λ the scale-up test reads: the largest of the
+	// cycle's and the short window's rates as far as their counts prove them,
+	// the forecast's lower bound, a recurring onset's rate and λ's mean over
+	// the last lead (capped at λ now).
+	TriggerArrivalRate float64       `json:"triggerArrivalRate,omitempty"`
+	Lead               time.Duration `json:"-"`
+	Nodes              []NodeLoad    `json:"nodes,omitempty"`
+	Candidates         []Candidate   `json:"candidates,omitempty"`
 	// Recommendation is the replica count the model wanted before
 	// stabilisation, rate limits and bounds.
 	Recommendation int32 `json:"recommendation"`
