@@ -1018,7 +1018,7 @@ func (s *sizer) leastRequest(lambda, es float64, n int32) (leastRequest, bool) {
 	if l.AllenCunneen {
 		kappa = (l.ArrivalSCV + l.ServiceSCV) / 2
 	}
-	return newLeastRequest(lambda, es, kappa, n)
+	return newLeastRequest(lambda, es, kappa, n, s.shape)
 }
 
 // minPodsOverJumps is the fewest pods in [lo, hi] whose late share, P(T > T)

@@ -1,6 +1,10 @@
 package decide
 
-import "math"
+import (
+	"math"
+
+	"github.com/qas-dev/qas/decider/queueing"
+)
 
 // Least-request balancing (Envoy's LEAST_REQUEST with its default two
 // choices, Istio, Linkerd) sends each request to the less loaded of two pods
@@ -20,7 +24,13 @@ import "math"
 // mean-field limit s_i = ρ^(2^i − 1). It then waits for those i services
 // (exponential, as the pooled tail assumes), each stretched by the wait's
 // variability factor κ (Allen–Cunneen and the closed loop's correction, as for
-// the other layouts), and is served. Taking the pods as independent is still
+// the other layouts), and is served: its own service has the measured shape
+// (tail.go) when the proxies report service-time quantiles. Taken as
+// exponential there, it left out the heavier tail of lognormal service at
+// the target (2.6 % of 50 ms cv 1.2 services exceed 200 ms, 1.8 % of
+// exponential ones) wherever the arrival waits: 0.79–0.97 of the simulated
+// p95 for that service (n ≥ 4, ρ 0.2–0.7), 0.81–0.99 with the shape
+// (decider/evaluate/sim TestLeastRequestModelMeasuredShape). Taking the pods as independent is still
 // optimistic with few of them (a pair of pods is often both busy), so the
 // engine takes the larger of it and the pooled model's latency: within
 // 0.78–0.99 of the simulated p95 for n ≥ 2 (that test's table; 0.70–0.98
@@ -39,13 +49,16 @@ const leastRequestNodes = 64
 // leastRequest is the power-of-two-choices model of n single-slot pods.
 type leastRequest struct {
 	rho, mu, kappa float64
+	// shape is the measured service-time distribution relative to E[S], for
+	// the request's own service (nil: exponential).
+	shape *queueing.ServiceShape
 	// ahead[i] is the probability an arrival finds i requests ahead of it.
 	ahead []float64
 }
 
 // newLeastRequest returns the model, or false when the pods are saturated
 // (ρ ≥ 1) or the input is degenerate.
-func newLeastRequest(lambda, es, kappa float64, n int32) (leastRequest, bool) {
+func newLeastRequest(lambda, es, kappa float64, n int32, shape *queueing.ServiceShape) (leastRequest, bool) {
 	if es <= 0 || n < 1 || lambda < 0 {
 		return leastRequest{}, false
 	}
@@ -53,7 +66,7 @@ func newLeastRequest(lambda, es, kappa float64, n int32) (leastRequest, bool) {
 	if rho >= 1 {
 		return leastRequest{}, false
 	}
-	m := leastRequest{rho: rho, mu: 1 / es, kappa: math.Max(kappa, 0)}
+	m := leastRequest{rho: rho, mu: 1 / es, kappa: math.Max(kappa, 0), shape: shape}
 	// The balancer draws its two pods independently (Envoy's LEAST_REQUEST):
 	// with n pods both draws are the same pod with probability 1/n, and the
 	// arrival then joins it whatever it holds.
@@ -109,22 +122,31 @@ func (m leastRequest) waitDensity(w float64) float64 {
 	return f
 }
 
-// tail is P(T > t) for the sojourn T = W + S, S exponential with rate μ:
-// P(W > t) + P(W = 0)·e^{−μt} + ∫₀ᵗ f_W(w)·e^{−μ(t−w)} dw (Simpson's rule).
+// service is P(S > u) for the request's own service: the measured shape's
+// survival, or exponential with rate μ when none was measured.
+func (m leastRequest) service(u float64) float64 {
+	if m.shape != nil {
+		return m.shape.Survival(u * m.mu)
+	}
+	return math.Exp(-m.mu * u)
+}
+
+// tail is P(T > t) for the sojourn T = W + S, S the request's own service:
+// P(W > t) + P(W = 0)·P(S > t) + ∫₀ᵗ f_W(w)·P(S > t − w) dw (Simpson's rule).
 func (m leastRequest) tail(t float64) float64 {
 	if t <= 0 {
 		return 1
 	}
 	if m.kappa == 0 {
-		return math.Exp(-m.mu * t)
+		return m.service(t)
 	}
-	p := m.waitTail(t) + m.ahead[0]*math.Exp(-m.mu*t)
+	p := m.waitTail(t) + m.ahead[0]*m.service(t)
 	if len(m.ahead) > 1 {
 		h := t / leastRequestNodes
 		var integral float64
 		for j := 0; j <= leastRequestNodes; j++ {
 			w := float64(j) * h
-			f := m.waitDensity(w) * math.Exp(-m.mu*(t-w))
+			f := m.waitDensity(w) * m.service(t-w)
 			switch {
 			case j == 0 || j == leastRequestNodes:
 				integral += f
@@ -149,13 +171,17 @@ func (m leastRequest) mean() float64 {
 }
 
 // latency is the mean (pct 0) or the pct-th percentile of the sojourn time,
-// by bisection on the monotone tail from the service time's own percentile.
+// by bisection on the monotone tail from the service time's own percentile
+// (waiting only adds to it).
 func (m leastRequest) latency(pct float64) float64 {
 	if pct <= 0 {
 		return m.mean()
 	}
 	q := 1 - pct/100
 	lo := -math.Log(q) / m.mu
+	if m.shape != nil {
+		lo = m.shape.Quantile(pct) / m.mu
+	}
 	hi := 2 * lo
 	for m.tail(hi) > q {
 		lo, hi = hi, 2*hi

@@ -31,7 +31,7 @@ func TestLeastRequestTail(t *testing.T) {
 		{lambda: 70, es: 0.05, n: 5},
 		{lambda: 190, es: 0.05, n: 10},
 	} {
-		m, ok := newLeastRequest(tc.lambda, tc.es, 1, tc.n)
+		m, ok := newLeastRequest(tc.lambda, tc.es, 1, tc.n, nil)
 		require.True(t, ok)
 		rho := tc.lambda * tc.es / float64(tc.n)
 		join := func(s float64) float64 { return s/float64(tc.n) + (1-1/float64(tc.n))*s*s }
@@ -62,12 +62,12 @@ func TestLeastRequestTail(t *testing.T) {
 			integral += m.tail(x) * h
 		}
 		require.InEpsilon(t, m.mean(), integral, 1e-3)
-		none, _ := newLeastRequest(tc.lambda, tc.es, 0, tc.n)
+		none, _ := newLeastRequest(tc.lambda, tc.es, 0, tc.n, nil)
 		require.InDelta(t, math.Exp(-0.1/tc.es), none.tail(0.1), 1e-12, "κ = 0: nobody waits")
-		slow, _ := newLeastRequest(tc.lambda, tc.es, 2, tc.n)
+		slow, _ := newLeastRequest(tc.lambda, tc.es, 2, tc.n, nil)
 		require.Greater(t, slow.latency(95), p95, "a more variable wait is slower")
 	}
-	_, ok := newLeastRequest(100, 0.05, 1, 5)
+	_, ok := newLeastRequest(100, 0.05, 1, 5, nil)
 	require.False(t, ok, "ρ = 1 is unstable")
 }
 
@@ -77,12 +77,12 @@ func TestLeastRequestTail(t *testing.T) {
 // ρ^(2^i − 1), where an arrival finds i ahead with probability s_i² − s_{i+1}².
 func TestLeastRequestLimits(t *testing.T) {
 	const es = 0.05
-	one, ok := newLeastRequest(0.6/es, es, 1, 1)
+	one, ok := newLeastRequest(0.6/es, es, 1, 1, nil)
 	require.True(t, ok)
 	for i := 0; i < 6; i++ {
 		require.InDelta(t, 0.4*math.Pow(0.6, float64(i)), one.ahead[i], 1e-12, "%d ahead", i)
 	}
-	many, ok := newLeastRequest(0.6*1e6/es, es, 1, 1e6)
+	many, ok := newLeastRequest(0.6*1e6/es, es, 1, 1e6, nil)
 	require.True(t, ok)
 	s := func(i int) float64 { return math.Pow(0.6, math.Pow(2, float64(i))-1) }
 	for i := 0; i < 4; i++ {
