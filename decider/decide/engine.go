@@ -915,8 +915,10 @@ type sizer struct {
 	// its relative variance.
 	mix []weighted
 	cv2 float64
-	cpu int64   // current CPU request per pod, millicores (0 if unknown)
-	f   float64 // CPU-bound share of the service time
+	// seconds caches the one-second transients of the decision (second.go).
+	seconds map[secondKey]float64
+	cpu     int64   // current CPU request per pod, millicores (0 if unknown)
+	f       float64 // CPU-bound share of the service time
 }
 
 func newSizer(spec Spec, snap Snapshot, es float64) *sizer {

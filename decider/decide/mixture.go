@@ -95,9 +95,18 @@ func (e *Engine) rateCV2(snap Snapshot) (float64, bool) {
 }
 
 // mixTail is P(T > t) averaged over the seconds' rates, each weighted by its
-// requests.
+// requests. A second whose steady state runs late beyond the budget at the
+// target is scaled down to its one-second transient's share there
+// (second.go), the same factor at every t: exact at the target, where every
+// sizing test compares, and a percentile that stays monotone in t.
 func (s *sizer) mixTail(lambda, es float64, n int32, t float64) float64 {
-	return s.mixAverage(lambda, func(rate float64) float64 { return s.tail0(rate, es, n, t) })
+	return s.mixAverage(lambda, func(rate float64) float64 {
+		p := s.tail0(rate, es, n, t)
+		if f := s.secondFactor(rate, lambda, es, n); f < 1 {
+			return p * f
+		}
+		return p
+	})
 }
 
 // mixMean is the mean latency averaged the same way.

@@ -265,11 +265,13 @@ func poissonCount(rng *rand.Rand, mean float64) int {
 	return n
 }
 
-// simulateSeconds runs one FCFS queue of c exponential servers of mean es
-// whose arrivals are Poisson at a rate drawn afresh each second, λ·V with
-// V = cv²·N, N Poisson of mean 1/cv² (rateMixture's law), and returns the
-// share of requests whose time in the system exceeded t.
-func simulateSeconds(rng *rand.Rand, lambda, cv2, es float64, c int, t float64, seconds int) float64 {
+// simulateSeconds runs c exponential servers of mean es whose arrivals are
+// Poisson at a rate drawn afresh each second, λ·V with V = cv²·N, N Poisson of
+// mean 1/cv² (rateMixture's law), and returns the share of requests whose time
+// in the system exceeded t. Pooled: one FCFS queue in front of all c; else
+// each arrival joins one server at random and waits in its own FCFS queue (a
+// Service in front of single-slot pods).
+func simulateSeconds(rng *rand.Rand, lambda, cv2, es float64, c int, pooled bool, t float64, seconds int) float64 {
 	free := make([]float64, c) // when each server is next free
 	var late, all float64
 	now := 0.0
@@ -287,9 +289,13 @@ func simulateSeconds(rng *rand.Rand, lambda, cv2, es float64, c int, t float64, 
 				break
 			}
 			i := 0
-			for j := range free {
-				if free[j] < free[i] {
-					i = j
+			if !pooled {
+				i = rng.IntN(c)
+			} else {
+				for j := range free {
+					if free[j] < free[i] {
+						i = j
+					}
 				}
 			}
 			start := math.Max(now, free[i])
@@ -303,18 +309,19 @@ func simulateSeconds(rng *rand.Rand, lambda, cv2, es float64, c int, t float64, 
 	return late / all
 }
 
-// TestTheMixtureIsNeverOptimisticAgainstASimulatedQueue: one pooled queue of
-// exponential servers whose seconds' rates vary (rateMixture's law), simulated
-// for four hours in each of eight regimes; the quasi-static mixture (each
-// second at its own steady state, every request of a second beyond the
-// capacity late) must never promise fewer late requests than the simulated
-// queue has: the engine sizes pods by it. It is pessimistic, 1.4–4.4× in these
-// regimes (docs/model.md section 2b: a queue near saturation does not reach a
-// second's steady state within the second), and the closed loop and the
-// measured late share take back part of that; a reading that moves each
-// second's queue from the mean's state towards its own at the queue's
-// relaxation rate came out 1.3–2.6× optimistic here, and was not adopted.
-func TestTheMixtureIsNeverOptimisticAgainstASimulatedQueue(t *testing.T) {
+// TestTheMixtureAgainstASimulatedQueue: c exponential servers whose seconds'
+// rates vary (rateMixture's law), simulated for four hours in each regime,
+// pooled and behind random routing; the mixture's late share, each second's
+// at the smaller of its steady state and the second's own transient
+// (second.go), must be within [0.8, 1.3] of the simulated share (measured: 0.84–1.25×). The steady
+// state alone was 1.4–4.4× pessimistic in the pooled regimes (a queue near
+// saturation does not reach a second's steady state within the second): it
+// bought a second pod for seconds one pod serves (docs/model.md section 2c).
+// The transient started idle, without the state the queue enters with and
+// leaves behind, came out 0.61–0.95×, and a reading that moved each second's
+// queue from the mean's state towards its own at the queue's relaxation rate
+// 1.3–2.6× optimistic.
+func TestTheMixtureAgainstASimulatedQueue(t *testing.T) {
 	for _, c := range []struct {
 		lambda, cv2, es float64
 		servers         int32
@@ -324,15 +331,26 @@ func TestTheMixtureIsNeverOptimisticAgainstASimulatedQueue(t *testing.T) {
 		{150, 0.1, 0.04, 8, 0.16}, {150, 0.1, 0.04, 10, 0.16},
 		{30, 2.5, 0.04, 6, 0.2}, {30, 2.5, 0.04, 10, 0.2},
 		{200, 0.05, 0.04, 10, 0.16}, {60, 1, 0.04, 6, 0.2},
+		{3, 2.5, 0.04, 1, 0.25}, {5, 2.5, 0.04, 1, 0.25}, {8, 1, 0.04, 1, 0.25},
+		{30, 2.5, 0.04, 3, 0.2}, {60, 1, 0.04, 6, 0.3},
 	} {
-		spec := queueSpec()
-		spec.Model = ModelPooled
-		spec.Target = time.Duration(c.target * float64(time.Second))
-		s := newSizer(spec, snapshot(t0, c.lambda, c.es, c.servers), c.es)
-		s.mix, s.cv2 = rateMixture(c.cv2), c.cv2
-		model := s.tail(c.lambda, c.es, c.servers, c.target)
-		simulated := simulateSeconds(rand.New(rand.NewPCG(3, 4)), c.lambda, c.cv2, c.es, int(c.servers), c.target, 4*3600)
-		require.Greater(t, model, simulated, "%+v", c)
-		require.Less(t, model, 5*simulated, "%+v: pessimistic, but within reason", c)
+		for _, pooled := range []bool{true, false} {
+			spec := queueSpec()
+			spec.Model = ModelPooled
+			if !pooled {
+				spec.Model = ModelPerPod
+			}
+			spec.Target = time.Duration(c.target * float64(time.Second))
+			s := newSizer(spec, snapshot(t0, c.lambda, c.es, c.servers), c.es)
+			s.mix, s.cv2 = rateMixture(c.cv2), c.cv2
+			model := s.tail(c.lambda, c.es, c.servers, c.target)
+			steady := s.mixAverage(c.lambda, func(rate float64) float64 { return s.tail0(rate, c.es, c.servers, c.target) })
+			simulated := simulateSeconds(rand.New(rand.NewPCG(3, 4)), c.lambda, c.cv2, c.es, int(c.servers), pooled, c.target, 4*3600)
+			t.Logf("%+v pooled %v: simulated %.4f, model %.4f (%.2f×), steady state alone %.4f (%.2f×)",
+				c, pooled, simulated, model, model/simulated, steady, steady/simulated)
+			require.GreaterOrEqual(t, model/simulated, 0.8, "%+v pooled %v", c, pooled)
+			require.LessOrEqual(t, model/simulated, 1.3, "%+v pooled %v", c, pooled)
+			require.GreaterOrEqual(t, steady, model, "%+v pooled %v: never above the steady state", c, pooled)
+		}
 	}
 }
