@@ -88,9 +88,9 @@ func TestDefaultMatrix(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, map[float64]bool{20: true, 50: true, 100: true}, scales)
+	require.Equal(t, map[float64]bool{5: true, 20: true, 50: true, 100: true}, scales)
 	require.Equal(t, 2, smooth, "two NASA windows with Poisson scaling")
-	require.Equal(t, 1, long, "one NASA window of six hours: a night, a ramp and a morning")
+	require.Equal(t, 2, long, "two NASA windows of six hours: a night, a ramp and a morning, at ×50 and at ×5")
 	for _, p := range []string{trace.PatternFlashCrowd, trace.PatternIncreaseDecrease, trace.PatternBursts, trace.PatternMMPP, trace.PatternDiurnal} {
 		require.True(t, sources[p], p)
 	}
