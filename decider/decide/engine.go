@@ -800,7 +800,12 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			current, need, math.Max(lambdaHigh, lambdaSize), x.Normalized) + reason
 	}
 	if m.mix != nil {
-		reason += fmt.Sprintf(" (the arrival rate varies from second to second, cv² %.3g: latencies are averaged over the seconds' rates)", m.cv2)
+		reason += fmt.Sprintf(" (the arrival rate varies from second to second, cv² %.3g: latencies are averaged over the seconds' rates", m.cv2)
+		if x.SteadyLateShare > x.ModelledLateShare*(1+1e-9) {
+			reason += fmt.Sprintf("; the seconds near the pods' capacity at their one-second transient: %.3g%% late modelled at the current pods, %.3g%% were each at its steady state",
+				100*x.ModelledLateShare, 100*x.SteadyLateShare)
+		}
+		reason += ")"
 	}
 	if bias != 1 {
 		reason += fmt.Sprintf(" (model corrected: waiting-time variability × %.3g from measured latency)", bias)

@@ -109,6 +109,15 @@ func (s *sizer) mixTail(lambda, es float64, n int32, t float64) float64 {
 	})
 }
 
+// steadyTail is tail with every second at its steady state: the mixture
+// without secondFactor (tail itself at a constant rate).
+func (s *sizer) steadyTail(lambda, es float64, n int32, t float64) float64 {
+	if s.mix != nil && lambda > 0 && es > 0 && n >= 1 {
+		return s.mixAverage(lambda, func(rate float64) float64 { return s.tail0(rate, es, n, t) })
+	}
+	return s.tail0(lambda, es, n, t)
+}
+
 // mixMean is the mean latency averaged the same way.
 func (s *sizer) mixMean(lambda, es float64, n int32) float64 {
 	return s.mixAverage(lambda, func(rate float64) float64 { return s.latency0(rate, es, n) })

@@ -455,7 +455,7 @@ func (e *Engine) calibrate(spec Spec, snap Snapshot, m *sizer, lambda, es float6
 		// of ln P(T > t) in the wait's variability factor at the target point,
 		// where the wait's tail is about e^{−θt/κ} and θt/κ ≈ ln(1/(1−p)).
 		modelled := m.tail(lambda, es, serving, m.target)
-		x.MeasuredLateShare, x.ModelledLateShare = late, modelled
+		x.MeasuredLateShare, x.ModelledLateShare, x.SteadyLateShare = late, modelled, m.steadyTail(lambda, es, serving, m.target)
 		diff := n * (late - modelled)
 		step := diff / math.Max(biasTailSamples, n*(late+modelled))
 		gain := 1 / -math.Log1p(-confidence(spec))

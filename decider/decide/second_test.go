@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -134,4 +135,34 @@ func TestOneSecondOverloadsDoNotBuyAPod(t *testing.T) {
 	steady := s.mixAverage(lambda, func(rate float64) float64 { return s.tail0(rate, es, 1, 0.25) })
 	require.Greater(t, steady, 0.05, "the steady state alone would buy a second pod")
 	require.InDelta(t, simulated, s.tail(lambda, es, 1, 0.25), 0.3*simulated)
+}
+
+// TestTheTransientIsExplained: a decision whose seconds reach the pod's
+// capacity shows, beside the modelled late share, the share were each second
+// at its steady state, in the explanation and its reason; with a constant
+// rate the two are the same and the reason says nothing of it.
+func TestTheTransientIsExplained(t *testing.T) {
+	spec := queueSpec()
+	spec.Model = ModelPerPod
+	snap := func(cv2 float64) Snapshot {
+		s := snapshot(t0, 3, 0.04, 1)
+		s.RateCV2, s.RateCV2Pairs = cv2, 300
+		s.MeasuredLatency = 0.2
+		s.MeasuredQuantiles = []LatencyQuantile{{50, 0.05}, {95, 0.2}, {99, 0.4}}
+		return s
+	}
+	d, err := NewEngine().Decide(spec, snap(2.5))
+	require.NoError(t, err)
+	x := d.Explanation
+	require.Positive(t, x.ModelledLateShare)
+	require.Greater(t, x.SteadyLateShare, x.ModelledLateShare)
+	require.Contains(t, x.Reason, fmt.Sprintf("the seconds near the pods' capacity at their one-second transient: %.3g%% late modelled at the current pods, %.3g%% were each at its steady state",
+		100*x.ModelledLateShare, 100*x.SteadyLateShare))
+
+	d, err = NewEngine().Decide(spec, snap(0))
+	require.NoError(t, err)
+	x = d.Explanation
+	require.Positive(t, x.ModelledLateShare)
+	require.Equal(t, x.ModelledLateShare, x.SteadyLateShare)
+	require.NotContains(t, x.Reason, "one-second transient")
 }

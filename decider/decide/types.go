@@ -638,7 +638,13 @@ type Explanation struct {
 	// compare this cycle.
 	MeasuredLateShare float64 `json:"measuredLateShare,omitempty"`
 	ModelledLateShare float64 `json:"modelledLateShare,omitempty"`
-	LatencyBiasNote   string  `json:"latencyBiasNote,omitempty"`
+	// SteadyLateShare is ModelledLateShare with every second at its steady
+	// state (second.go): above it by what the seconds near the pods' capacity
+	// priced at their one-second transient took off; equal to it where the
+	// rate does not vary from second to second or the transient changed
+	// nothing. 0 with the other two.
+	SteadyLateShare float64 `json:"steadyLateShare,omitempty"`
+	LatencyBiasNote string  `json:"latencyBiasNote,omitempty"`
 	// JumpRatio is the margin kept on scale-down: the spec's percentile of the
 	// ratio of λ's mean over the next lead to its mean over the previous lead,
 	// over the λ history (JumpSamples ratios); DownArrivalRate is the λ a

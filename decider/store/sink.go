@@ -52,6 +52,7 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 		// request late" on a dashboard.
 		fields["measured_late_share"] = x.MeasuredLateShare
 		fields["modelled_late_share"] = x.ModelledLateShare
+		fields["steady_late_share"] = x.SteadyLateShare
 	}
 	if x.TailModel != "" {
 		fields["tail_calibrated"] = x.TailModel == decide.TailMeasured

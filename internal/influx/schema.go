@@ -147,6 +147,7 @@ var Schema = []Measurement{
 			{"latency_bias", "1", "the closed loop's correction of the waiting time's variability (1: none)"},
 			{"measured_late_share", "1", "share of the last interval's requests over the target, from the proxies' latency histogram (from the measured quantiles without one), at least expired_late_share"},
 			{"modelled_late_share", "1", "the model's P(latency > target) for the same allocation"},
+			{"steady_late_share", "1", "modelled_late_share with every second at its steady state: above it by what the seconds near the pods' capacity, priced at their one-second transient, took off"},
 			{"jump_ratio", "1", "p-quantile of λ's jumps over one lead in the history: the scale-down's margin"},
 			{"count_dispersion", "1", "measured variance/mean of short-window arrival counts (1: Poisson)"},
 			{"transient_late_share", "1", "share of recent requests that backlogs put over the target (measured)"},

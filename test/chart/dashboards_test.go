@@ -215,6 +215,7 @@ func TestDashboardsCoverIssue(t *testing.T) {
 		"qas_workload.arrival_rate_cv2", "qas_decision.rate_cv2", "qas_decision.arrival_rate_level",
 		"qas_decision.level_window_seconds", "qas_decision.measured_late_share", "qas_decision.modelled_late_share",
 		"qas_decision.transient_late_share", "qas_decision.recent_late_share", "qas_decision.spent_late_share",
+		"qas_decision.steady_late_share",
 		"qas_decision.latency_bias", "qas_decision.effective_percentile",
 	}
 	for _, w := range want {

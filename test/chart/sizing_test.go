@@ -25,7 +25,7 @@ var sizingFields = map[string][]string{
 	influx.Workload: {influx.FieldArrivalRateCV2},
 	influx.Decision: {"rate_cv2", "arrival_rate_level", "level_window_seconds",
 		"measured_late_share", "modelled_late_share", "transient_late_share", "recent_late_share", "spent_late_share",
-		"latency_bias", "effective_percentile"},
+		"steady_late_share", "latency_bias", "effective_percentile"},
 }
 
 // drawnWhenPositive are the sizing fields the dashboard draws only when above 0: for
@@ -115,7 +115,7 @@ func sizingDecision(at time.Time, base float64, i int, plain bool) decide.Decisi
 	x := decide.Explanation{CurrentReplicas: 4, ArrivalRate: v(0), ForecastArrivalRate: v(1), ServiceTime: 0.05,
 		Latency: 0.12, MeasuredLatency: 0.13, Target: 0.2, Lead: 20 * time.Second, Normalized: 0.6,
 		RateCV2: v(2) / 1e3, ArrivalRateLevel: v(3), LevelWindow: time.Duration(v(4)) * time.Second,
-		MeasuredLateShare: v(5) / 1e4, ModelledLateShare: v(6) / 1e4, TransientLateShare: v(7) / 1e5,
+		MeasuredLateShare: v(5) / 1e4, ModelledLateShare: v(6) / 1e4, SteadyLateShare: v(10) / 1e4, TransientLateShare: v(7) / 1e5,
 		LatencyBias: v(8) / 1e3, EffectivePercentile: 95 + v(9)/1e4, Reason: "modelled latency within tolerance"}
 	if plain {
 		x.ArrivalRateLevel, x.LevelWindow, x.EffectivePercentile = 0, 0, 0
