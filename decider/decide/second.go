@@ -62,7 +62,10 @@ func (s *sizer) secondFactor(rate, mean, es float64, n int32) float64 {
 	}
 	// per converts a rate of the workload to a per-server utilisation.
 	per := es / float64(int(n)*s.k)
-	key := secondKey{es: es}
+	// The factor depends on what the model is this moment: the closed loop's
+	// correction (calibrate tries many) and the percentile (the budget's gate)
+	// are part of the key.
+	key := secondKey{es: es, bias: s.waitBias, pct: s.pct}
 	if s.layout != queueing.LayoutPerPod {
 		key.n = n
 	}
@@ -94,8 +97,8 @@ func (s *sizer) secondFactor(rate, mean, es float64, n int32) float64 {
 }
 
 type secondKey struct {
-	rho, mean, es float64
-	n             int32
+	rho, mean, es, bias, pct float64
+	n                        int32
 }
 
 // secondTail0 is P(T > t) for a one-second stretch at rate rate on n pods

@@ -93,6 +93,18 @@ func TestSecondFactor(t *testing.T) {
 	require.Equal(t, f, s.secondFactor(30*(1+secondRateStep/4), 3, 0.04, 1))
 	require.Equal(t, f, s.secondFactor(60, 6, 0.04, 2))
 	require.Len(t, s.seconds, cached)
+	// The closed loop's correction (calibrate tries many) and the percentile
+	// are part of the model the factor was computed for: not read across.
+	s.waitBias = 2
+	require.NotEqual(t, f, s.secondFactor(30, 3, 0.04, 1))
+	s.waitBias = 1
+	g := s.secondFactor(18, 3, 0.04, 1) // steady share 0.17 > 0.05
+	require.Less(t, g, 1.0)
+	s.pct = 80 // a budget of 0.2: within it at the steady state
+	require.Equal(t, 1.0, s.secondFactor(18, 3, 0.04, 1))
+	s.pct = spec.Percentile
+	require.Equal(t, f, s.secondFactor(30, 3, 0.04, 1))
+	require.Equal(t, g, s.secondFactor(18, 3, 0.04, 1))
 
 	// Overloaded on average (the jump floor prices a rate sustained for a
 	// lead): no typical state to return to, every second stays at the
