@@ -1081,10 +1081,7 @@ func (s *sizer) tail0(lambda, es float64, n int32, t float64) float64 {
 		return 1
 	}
 	if lambda == 0 {
-		if s.shape != nil {
-			return s.shape.Survival(t / es)
-		}
-		return math.Exp(-t / es)
+		return s.shape.Survival(t / es)
 	}
 	m, err := s.load(lambda, es).Pods(int(n), s.k, s.layout)
 	if err != nil {

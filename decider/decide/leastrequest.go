@@ -123,12 +123,9 @@ func (m leastRequest) waitDensity(w float64) float64 {
 }
 
 // service is P(S > u) for the request's own service: the measured shape's
-// survival, or exponential with rate μ when none was measured.
+// survival, or exponential with rate μ when none was measured (nil).
 func (m leastRequest) service(u float64) float64 {
-	if m.shape != nil {
-		return m.shape.Survival(u * m.mu)
-	}
-	return math.Exp(-m.mu * u)
+	return m.shape.Survival(u * m.mu)
 }
 
 // tail is P(T > t) for the sojourn T = W + S, S the request's own service:

@@ -100,20 +100,26 @@ func (e *Engine) rateCV2(snap Snapshot) (float64, bool) {
 // (second.go), the same factor at every t: exact at the target, where every
 // sizing test compares, and a percentile that stays monotone in t.
 func (s *sizer) mixTail(lambda, es float64, n int32, t float64) float64 {
+	return s.mixTailAt(lambda, es, n, t, true)
+}
+
+// mixTailAt is mixTail, each second at its transient where it runs late
+// beyond the budget when transient is set, at its steady state otherwise.
+func (s *sizer) mixTailAt(lambda, es float64, n int32, t float64, transient bool) float64 {
 	return s.mixAverage(lambda, func(rate float64) float64 {
 		p := s.tail0(rate, es, n, t)
-		if f := s.secondFactor(rate, lambda, es, n); f < 1 {
-			return p * f
+		if transient {
+			p *= s.secondFactor(rate, lambda, es, n)
 		}
 		return p
 	})
 }
 
-// steadyTail is tail with every second at its steady state: the mixture
-// without secondFactor (tail itself at a constant rate).
+// steadyTail is tail with every second at its steady state (tail itself at a
+// constant rate).
 func (s *sizer) steadyTail(lambda, es float64, n int32, t float64) float64 {
 	if s.mix != nil && lambda > 0 && es > 0 && n >= 1 {
-		return s.mixAverage(lambda, func(rate float64) float64 { return s.tail0(rate, es, n, t) })
+		return s.mixTailAt(lambda, es, n, t, false)
 	}
 	return s.tail0(lambda, es, n, t)
 }

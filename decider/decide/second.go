@@ -47,6 +47,10 @@ const (
 	secondMinRho = 0.7
 )
 
+// secondBelowMinRho is the utilisation below which the rounded one is sure to
+// be below secondMinRho: ⌈ln ρ/step⌉ < ln ρ/step + 1.
+var secondBelowMinRho = secondMinRho * math.Exp(-secondRateStep)
+
 // secondFactor is the factor a second at rate rate (of mean mean) takes its
 // steady-state late share at the target down by: its transient share over the
 // steady state's, at most 1; 1 when the steady state is within the budget
@@ -62,6 +66,9 @@ func (s *sizer) secondFactor(rate, mean, es float64, n int32) float64 {
 	}
 	// per converts a rate of the workload to a per-server utilisation.
 	per := es / float64(int(n)*s.k)
+	if rate*per < secondBelowMinRho {
+		return 1 // below secondMinRho whichever way it rounds: no logarithm needed
+	}
 	// The factor depends on what the model is this moment: the closed loop's
 	// correction (calibrate tries many) and the percentile (the budget's gate)
 	// are part of the key.
@@ -120,15 +127,7 @@ func (s *sizer) secondTail0(rate, mean, es float64, n int32, t float64) (float64
 	}
 	drift := rho - 1
 	sigma2 := a * es * es * kappa / (c * c)
-	service := func(x float64) float64 {
-		if x <= 0 {
-			return 1
-		}
-		if s.shape != nil {
-			return s.shape.Survival(x / es)
-		}
-		return math.Exp(-x / es)
-	}
+	service := func(x float64) float64 { return s.shape.Survival(x / es) }
 	// The queue enters the second in its typical state, the steady state at
 	// the mean rate: idle with probability 1 − C, else holding an exponential
 	// wait of mean E[W]/C (two Gauss–Laguerre nodes).

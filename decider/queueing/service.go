@@ -112,13 +112,17 @@ func (d *ServiceShape) moment(n int) float64 {
 	return float64(n) * m
 }
 
-// Survival returns P(S > x·E[S]).
+// Survival returns P(S > x·E[S]); a nil shape is exponential service, as in a
+// Load, e^{−x}.
 func (d *ServiceShape) Survival(x float64) float64 {
 	if math.IsNaN(x) {
 		return math.NaN()
 	}
 	if x <= 0 {
 		return 1
+	}
+	if d == nil {
+		return math.Exp(-x)
 	}
 	i := d.segment(x)
 	return d.s[i] * math.Exp(-d.r[i]*(x-d.x[i]))

@@ -271,3 +271,15 @@ func TestShapeMomentsAndWaitVariability(t *testing.T) {
 	require.Positive(t, m.waitP1)
 	require.InDelta(t, 1/m.waitRate, m.waitP1/m.waitRate1+(1-m.waitP1)/m.waitRate2, 1e-12)
 }
+
+// TestNilShapeIsExponential: a nil shape, a Load's exponential service, has
+// the exponential survival, 1 at and below 0, and passes NaN through.
+func TestNilShapeIsExponential(t *testing.T) {
+	var d *ServiceShape
+	for _, x := range []float64{1e-9, 0.5, 1, 3, 20} {
+		require.Equal(t, math.Exp(-x), d.Survival(x), "x %v", x)
+	}
+	require.Equal(t, 1.0, d.Survival(0))
+	require.Equal(t, 1.0, d.Survival(-1))
+	require.True(t, math.IsNaN(d.Survival(math.NaN())))
+}

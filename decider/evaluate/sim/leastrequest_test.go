@@ -11,21 +11,31 @@ import (
 )
 
 // modelledP95 is the engine's p95 for n pods at λ, E[S] and routing: the
-// modelled latency of the current allocation in its explanation.
+// modelled latency of the current allocation in its explanation (M/M/c
+// service, no quantiles measured).
 func modelledP95(t *testing.T, routing decide.Routing, lambda, es float64, n int) float64 {
 	t.Helper()
+	spec, snap := p95Decision(routing, lambda, es, n)
+	spec.ServiceModel = decide.ServiceMMc
+	snap.ServiceSCV = 1
+	d, err := decide.NewEngine().Decide(spec, snap)
+	require.NoError(t, err)
+	return d.Explanation.Latency
+}
+
+// p95Decision is the spec (p95 ≤ 1 s, k = 1) and snapshot (λ steady over the
+// last minute, n pods ready) of modelledP95 and modelledP95Measured.
+func p95Decision(routing decide.Routing, lambda, es float64, n int) (decide.Spec, decide.Snapshot) {
 	now := time.Date(2026, 1, 1, 0, 10, 0, 0, time.UTC)
 	var rates []decide.Sample
 	for i := range 4 {
 		rates = append(rates, decide.Sample{Time: now.Add(time.Duration(i-3) * 15 * time.Second), Rate: lambda})
 	}
 	spec := decide.Spec{MinReplicas: 1, MaxReplicas: 1000, Target: time.Second, Percentile: 95, Tolerance: 0.1,
-		Concurrency: 1, Routing: routing, ServiceModel: decide.ServiceMMc}
-	snap := decide.Snapshot{Now: now, DataTime: now, ArrivalRates: rates, ServiceTime: es, ServiceSCV: 1,
+		Concurrency: 1, Routing: routing}
+	snap := decide.Snapshot{Now: now, DataTime: now, ArrivalRates: rates, ServiceTime: es,
 		CurrentReplicas: int32(n), ReadyReplicas: int32(n), Complete: true}
-	d, err := decide.NewEngine().Decide(spec, snap)
-	require.NoError(t, err)
-	return d.Explanation.Latency
+	return spec, snap
 }
 
 // TestLeastRequestModel justifies the engine's model of least-request
@@ -65,19 +75,11 @@ func TestLeastRequestModel(t *testing.T) {
 // models the tail with the measured shape (decide/tail.go).
 func modelledP95Measured(t *testing.T, lambda float64, svc Dist, n int) float64 {
 	t.Helper()
-	now := time.Date(2026, 1, 1, 0, 10, 0, 0, time.UTC)
-	var rates []decide.Sample
-	for i := range 4 {
-		rates = append(rates, decide.Sample{Time: now.Add(time.Duration(i-3) * 15 * time.Second), Rate: lambda})
-	}
-	var qs []decide.LatencyQuantile
+	spec, snap := p95Decision(decide.RoutingLeastRequest, lambda, 0.05, n)
+	snap.ServiceSCV = svc.SCV()
 	for _, p := range []float64{50, 75, 90, 95, 97.5, 99, 99.5, 99.9} {
-		qs = append(qs, decide.LatencyQuantile{Percentile: p, Seconds: svc.Quantile(p)})
+		snap.ServiceQuantiles = append(snap.ServiceQuantiles, decide.LatencyQuantile{Percentile: p, Seconds: svc.Quantile(p)})
 	}
-	spec := decide.Spec{MinReplicas: 1, MaxReplicas: 1000, Target: time.Second, Percentile: 95, Tolerance: 0.1,
-		Concurrency: 1, Routing: decide.RoutingLeastRequest}
-	snap := decide.Snapshot{Now: now, DataTime: now, ArrivalRates: rates, ServiceTime: 0.05, ServiceSCV: svc.SCV(),
-		ServiceQuantiles: qs, CurrentReplicas: int32(n), ReadyReplicas: int32(n), Complete: true}
 	d, err := decide.NewEngine().Decide(spec, snap)
 	require.NoError(t, err)
 	require.Equal(t, decide.TailMeasured, d.Explanation.TailModel)
