@@ -54,7 +54,7 @@ type Metrics struct {
 	// the last above the last bound). Empty when no pod sent one.
 	Latency stats.Histogram
 	// LatencySkipped names the pods (namespace/pod) whose latency histograms
-	// were left out of Latency, the percentiles and ServiceQuantiles because
+	// were left out of Latency, the percentiles, Service and ServiceQuantiles because
 	// their bucket bounds differ from the ones kept (latencyBounds: those most
 	// of the interval's completions were counted in): counts of different
 	// buckets cannot be added. Only pods with completions are named. The
@@ -65,6 +65,11 @@ type Metrics struct {
 	// (stats.Histogram.TailQuantile); nil when no served request completed or
 	// no proxy measures them.
 	ServiceQuantiles []float64
+	// Service is the merged service histogram they are taken from: the served
+	// requests' service times per bucket, in Latency's bounds (a proxy counts
+	// them in its latency buckets), over the same pods (those of LatencySkipped
+	// left out). Empty when no pod sent one.
+	Service stats.Histogram
 	// Completions counts the requests that completed, each once: a pulled
 	// request completes at its puller and at its sender, and counts at the
 	// sender. Served counts the completions that have a service time here.
@@ -330,7 +335,7 @@ func combine(end time.Time, ivs []scrape.Interval) Metrics {
 	if queued > 0 {
 		m.QueueWaitMean = wait / float64(queued)
 	}
-	m.Latency = merged
+	m.Latency, m.Service = merged, service
 	m.LatencyP50 = Quantile(merged, 0.50)
 	m.LatencyP95 = Quantile(merged, 0.95)
 	m.LatencyP99 = Quantile(merged, 0.99)
@@ -444,8 +449,13 @@ func (m Metrics) Check() error {
 			return fmt.Errorf("aggregate: service quantile p%v is %v, want a finite number ≥ 0 and ≥ the one below", stats.ServicePercentiles[i], v)
 		}
 	}
-	if err := checkLatency(m.Latency); err != nil {
-		return err
+	for _, h := range []struct {
+		name string
+		h    stats.Histogram
+	}{{"workload latency histogram", m.Latency}, {"workload service histogram", m.Service}} {
+		if err := checkHistogram(h.name, h.h); err != nil {
+			return err
+		}
 	}
 	if math.IsNaN(m.ClockOffset) || math.IsInf(m.ClockOffset, 0) {
 		return fmt.Errorf("aggregate: clock_offset_seconds is %v, want a finite number", m.ClockOffset)

@@ -268,6 +268,7 @@ func TestServiceQuantiles(t *testing.T) {
 	m, err := Workload([]scrape.Interval{a, b})
 	require.NoError(t, err)
 	merged := stats.Histogram{Bounds: bounds, Counts: []uint64{90, 60, 45, 5}}
+	require.Equal(t, merged, m.Service, "the merged histogram, kept for its buckets")
 	require.Len(t, m.ServiceQuantiles, len(stats.ServicePercentiles))
 	for i, p := range stats.ServicePercentiles {
 		require.Equal(t, merged.TailQuantile(p/100), m.ServiceQuantiles[i], "p%v", p)

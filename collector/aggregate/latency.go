@@ -54,15 +54,15 @@ func latencyBounds(ivs []scrape.Interval) (bounds []float64, skipped []string) {
 // histograms combine merges).
 func inBounds(h stats.Histogram, bounds []float64) bool { return slices.Equal(h.Bounds, bounds) }
 
-// checkLatency checks what the workload point writes of the merged histogram:
-// none, or one of a valid shape (stats.Histogram.CheckShape). The counts are
-// whole numbers ≥ 0 whatever a validated /stats document holds, and are written
-// as floats (exact up to 2⁵³).
-func checkLatency(h stats.Histogram) error {
+// checkHistogram checks what the workload point writes of a merged histogram
+// (Latency, Service), named name: none, or one of a valid shape
+// (stats.Histogram.CheckShape). The counts are whole numbers ≥ 0 whatever a
+// validated /stats document holds, and are written as floats (exact up to 2⁵³).
+func checkHistogram(name string, h stats.Histogram) error {
 	if len(h.Bounds) == 0 && len(h.Counts) == 0 {
 		return nil
 	}
-	if err := h.CheckShape("workload latency histogram"); err != nil {
+	if err := h.CheckShape(name); err != nil {
 		return fmt.Errorf("aggregate: %w", err)
 	}
 	return nil

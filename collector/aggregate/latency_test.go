@@ -22,11 +22,13 @@ func withLatency(pod string, h stats.Histogram) scrape.Interval {
 
 // TestWorkloadKeepsTheMergedLatencyHistogram: the workload's Latency is the
 // pods' histograms added bucket by bucket, the one its percentiles are read
-// from; a front replica's is no part of it.
+// from, and its Service the pods' service histograms added the same way; a
+// front replica's is no part of either.
 func TestWorkloadKeepsTheMergedLatencyHistogram(t *testing.T) {
 	bounds := []float64{0.0001, 0.2, 60}
 	a := withLatency("a", stats.Histogram{Bounds: bounds, Counts: []uint64{1, 2, 3, 4}})
 	b := withLatency("b", stats.Histogram{Bounds: bounds, Counts: []uint64{0, 10, 0, 1}})
+	b.Service.Counts = []uint64{7, 3, 0, 0} // served faster than its latency
 	front := withLatency("front-0", stats.Histogram{Bounds: bounds, Counts: []uint64{100, 100, 100, 100}})
 	front.Front = true
 	m, err := Workload([]scrape.Interval{a, b, front})
@@ -35,15 +37,22 @@ func TestWorkloadKeepsTheMergedLatencyHistogram(t *testing.T) {
 	require.Equal(t, want, m.Latency)
 	require.Empty(t, m.LatencySkipped)
 	require.Equal(t, Quantile(want, 0.95), m.LatencyP95)
+	require.Equal(t, stats.Histogram{Bounds: bounds, Counts: []uint64{8, 5, 3, 4}}, m.Service)
+	for i, p := range stats.ServicePercentiles {
+		require.Equal(t, m.Service.TailQuantile(p/100), m.ServiceQuantiles[i], "p%v from the histogram kept", p)
+	}
 	require.Equal(t, []uint64{1, 2, 3, 4}, a.Latency.Counts, "the pods' histograms are not changed")
+	require.Equal(t, []uint64{1, 2, 3, 4}, a.Service.Counts, "the pods' histograms are not changed")
 	require.NoError(t, m.Check())
 
 	p := Pod(a)
 	require.Equal(t, a.Latency, p.Latency)
+	require.Equal(t, a.Service, p.Service)
 
 	idle, err := Workload([]scrape.Interval{interval(5, 0, nil)})
 	require.NoError(t, err)
 	require.Zero(t, idle.Latency.Total())
+	require.Zero(t, idle.Service.Total())
 }
 
 // TestWorkloadLeavesOutOtherBounds: pods whose histograms have other bounds are
@@ -85,6 +94,7 @@ func TestWorkloadLeavesOutOtherBounds(t *testing.T) {
 			require.Equal(t, tc.skipped, m.LatencySkipped)
 			require.Equal(t, Quantile(tc.want, 0.5), m.LatencyP50)
 			// The service histograms follow: the same pods, the same buckets.
+			require.Equal(t, tc.want, m.Service)
 			require.Len(t, m.ServiceQuantiles, len(stats.ServicePercentiles))
 			for i, p := range stats.ServicePercentiles {
 				require.Equal(t, tc.want.TailQuantile(p/100), m.ServiceQuantiles[i], "p%v", p)
@@ -94,9 +104,16 @@ func TestWorkloadLeavesOutOtherBounds(t *testing.T) {
 	}
 }
 
-// TestMetricsCheckLatencyHistogram: a histogram the workload point could not
-// carry as buckets is an error naming it.
+// TestMetricsCheckLatencyHistogram: a latency or service histogram the
+// workload point could not carry as buckets is an error naming it.
 func TestMetricsCheckLatencyHistogram(t *testing.T) {
+	histograms := []struct {
+		name string
+		set  func(*Metrics, stats.Histogram)
+	}{
+		{"latency histogram", func(m *Metrics, h stats.Histogram) { m.Latency = h }},
+		{"service histogram", func(m *Metrics, h stats.Histogram) { m.Service = h }},
+	}
 	for _, tc := range []struct {
 		name string
 		h    stats.Histogram
@@ -109,13 +126,21 @@ func TestMetricsCheckLatencyHistogram(t *testing.T) {
 		{"falling bounds", stats.Histogram{Bounds: []float64{1, 0.1}, Counts: []uint64{1, 2, 3}}, "bound 1 (0.1)"},
 		{"repeated bound", stats.Histogram{Bounds: []float64{1, 1}, Counts: []uint64{1, 2, 3}}, "bound 1 (1)"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m := Metrics{Latency: tc.h}
-			require.ErrorContains(t, m.Check(), "latency histogram")
-			require.ErrorContains(t, m.Check(), tc.want)
-		})
+		for _, h := range histograms {
+			t.Run(h.name+"/"+tc.name, func(t *testing.T) {
+				var m Metrics
+				h.set(&m, tc.h)
+				require.ErrorContains(t, m.Check(), "workload "+h.name)
+				require.ErrorContains(t, m.Check(), tc.want)
+			})
+		}
 	}
 	require.NoError(t, Metrics{}.Check(), "no histogram")
-	require.NoError(t, Metrics{Latency: stats.Histogram{Counts: []uint64{7}}}.Check(), "one bucket, +Inf")
-	require.NoError(t, Metrics{Latency: stats.Histogram{Bounds: []float64{0.1}, Counts: []uint64{math.MaxUint64, 0}}}.Check())
+	for _, h := range histograms {
+		for _, good := range []stats.Histogram{{Counts: []uint64{7}}, {Bounds: []float64{0.1}, Counts: []uint64{math.MaxUint64, 0}}} {
+			var m Metrics
+			h.set(&m, good)
+			require.NoError(t, m.Check(), "%s %v", h.name, good)
+		}
+	}
 }

@@ -220,7 +220,7 @@ func (p *Pipeline) logMixedBounds(k WorkloadKey, m aggregate.Metrics) string {
 	switch {
 	case now == before:
 	case now != "":
-		p.log().Warn("pods' latency histograms have other bucket bounds than most of the workload's: left out of its latency histogram, percentiles and service quantiles",
+		p.log().Warn("pods' latency histograms have other bucket bounds than most of the workload's: left out of its latency histogram, percentiles, service histogram and service quantiles",
 			zap.String("workload", k.Namespace+"/"+k.Workload), zap.Strings("pods", m.LatencySkipped), zap.Float64s("bounds", m.Latency.Bounds))
 	default:
 		p.log().Info("the workload's pods agree on latency histogram bounds again", zap.String("workload", k.Namespace+"/"+k.Workload))

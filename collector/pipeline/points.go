@@ -3,6 +3,8 @@
 package pipeline
 
 import (
+	"math"
+
 	"github.com/influxdata/influxdb-client-go/v2/api/write"
 
 	"github.com/qas-dev/qas/collector/aggregate"
@@ -87,33 +89,35 @@ func workloadPoint(namespace, workload string, m aggregate.Metrics) *write.Point
 			fields[f] = m.ServiceQuantiles[i]
 		}
 	}
-	addLatencyBuckets(fields, m.Latency)
+	addBuckets(fields, influx.LatencyBucketPrefix, m.Latency)
+	addBuckets(fields, influx.ServiceBucketPrefix, m.Service)
 	return write.NewPoint(influx.Workload, map[string]string{"namespace": namespace, "workload": workload}, fields, m.Time)
 }
 
-// addLatencyBuckets adds the merged latency histogram's buckets, one field per
-// bucket named by its upper bound (influx.LatencyBucketField), when a request
-// completed: an idle interval has no distribution. An empty bucket whose next
-// bucket is empty too is left out: read without it, the bucket above holds its
-// interval as well, and still counts exactly what lies in it (nothing), so the
-// share of requests over any bound of the proxies' histogram is what the full
-// histogram gives, while the point carries the few buckets the traffic filled
-// and the empty ones just below them (a point with every bucket is about 940
-// bytes longer). The +Inf bucket is always there. The counts are floats, as
-// every field the decider reads (whole numbers, exact up to 2⁵³): InfluxDB 1.8
+// addBuckets adds a merged histogram's buckets (the latency histogram's, the
+// service histogram's), one field per bucket named by its upper bound
+// (influx.BucketField of prefix), when it counted a request: an idle interval
+// has no distribution. An empty bucket whose next bucket is empty too is left
+// out: read without it, the bucket above holds its interval as well, and
+// still counts exactly what lies in it (nothing), so the share of requests
+// over any bound of the proxies' histogram is what the full histogram gives,
+// while the point carries the few buckets the traffic filled and the empty
+// ones just below them (a point with every latency bucket is about 940 bytes
+// longer). The +Inf bucket is always there. The counts are floats, as every
+// field the decider reads (whole numbers, exact up to 2⁵³): InfluxDB 1.8
 // cannot group fields of different types, and no count a validated /stats
 // document holds overflows them.
-func addLatencyBuckets(fields map[string]any, h stats.Histogram) {
+func addBuckets(fields map[string]any, prefix string, h stats.Histogram) {
 	if h.Total() == 0 || len(h.Counts) != len(h.Bounds)+1 {
 		return
 	}
 	for i, c := range h.Counts {
 		if i == len(h.Bounds) {
-			fields[influx.FieldLatencyBucketInf] = float64(c)
+			fields[influx.BucketField(prefix, math.Inf(1))] = float64(c)
 			break
 		}
 		if c > 0 || h.Counts[i+1] > 0 {
-			fields[influx.LatencyBucketField(h.Bounds[i])] = float64(c)
+			fields[influx.BucketField(prefix, h.Bounds[i])] = float64(c)
 		}
 	}
 }

@@ -259,6 +259,20 @@ func TestOlderProxyIsReadWithItsNewerFieldsAbsent(t *testing.T) {
 					require.NotContains(t, f, q, "no service histogram: not measured, not 0")
 				}
 			}
+			// The service histogram's buckets likewise, over the served
+			// requests of the pods that send one (20 at each current pod).
+			current := 0
+			for _, older := range tt.older {
+				if !older {
+					current++
+				}
+			}
+			var serviceBuckets float64
+			for _, v := range bucketFields(f, influx.ServiceBucketPrefix) {
+				serviceBuckets += v.(float64)
+			}
+			require.Equal(t, tt.wantQuantiles, f[influx.FieldServiceBucketInf] != nil, "service_bucket_le_inf written")
+			require.Equal(t, 20.0*float64(current), serviceBuckets)
 			snap, err := mem.Snapshot(ctx, store.Query{Namespace: "ns", Workload: "w", Now: clock.now(), Window: time.Hour})
 			require.NoError(t, err)
 			require.Len(t, snap.Pods, 2)
@@ -269,6 +283,8 @@ func TestOlderProxyIsReadWithItsNewerFieldsAbsent(t *testing.T) {
 				require.Zero(t, snap.RateCV2Pairs, "the decider reads no cv²")
 			}
 			require.Equal(t, tt.wantQuantiles, snap.ServiceQuantiles != nil)
+			require.Equal(t, tt.wantQuantiles, snap.ServiceBuckets != nil)
+			require.Empty(t, snap.ServiceBucketsError)
 			require.Zero(t, sc.ProxiesWithUnknownFields())
 			require.Zero(t, logs.FilterMessage(ignoredLog).Len())
 			require.Zero(t, logs.FilterLevelExact(zapcore.WarnLevel).Len(), "an older proxy is no fault")

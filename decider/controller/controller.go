@@ -381,6 +381,12 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 		c.Log.Warn("latency histogram read with problems", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name),
 			zap.Int("buckets", len(m.LatencyBuckets)), zap.String("error", m.LatencyBucketsError))
 	}
+	if err == nil && m.ServiceBucketsError != "" {
+		// Optional as well: without the service histogram the engine reads the
+		// service tail from the service quantiles.
+		c.Log.Warn("service-time histogram read with problems", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name),
+			zap.Int("buckets", len(m.ServiceBuckets)), zap.String("error", m.ServiceBucketsError))
+	}
 	if err == nil && m.PooledError != "" {
 		// Each bad field reads as none; the rest of the measurement stands.
 		c.Log.Warn("pooled data plane fields read with problems", zap.String("queueautoscaler", qa.Namespace+"/"+qa.Name),
@@ -410,7 +416,7 @@ func (c *Controller) snapshot(ctx context.Context, qa *v1alpha1.QueueAutoscaler,
 		ArrivalRates: m.ArrivalRates, History: m.History, ServiceTime: m.ServiceTime, ServiceSCV: m.ServiceSCV,
 		ServiceSamples: m.ServiceSamples, LatencySamples: latencySamples(m.LatencyBuckets),
 		MeasuredLatency: m.MeasuredLatency, MeasuredQuantiles: m.MeasuredQuantiles, ServiceQuantiles: m.ServiceQuantiles,
-		LatencyBuckets:   m.LatencyBuckets,
+		LatencyBuckets: m.LatencyBuckets, ServiceBuckets: m.ServiceBuckets,
 		ShortArrivalRate: m.ShortArrivalRate, ShortWindow: m.ShortWindow,
 		RateCV2: m.RateCV2, RateCV2Pairs: m.RateCV2Pairs,
 		CurrentReplicas: t.replicas, ReadyReplicas: ready,

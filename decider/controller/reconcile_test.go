@@ -290,6 +290,58 @@ func TestReconcileCarriesTheLatencyBuckets(t *testing.T) {
 	require.Zero(t, seen[0].LatencySamples, "unknown: the engine takes λ × the interval")
 }
 
+// TestReconcileCarriesTheServiceBuckets: the measurement's service-time
+// histogram reaches the engine's snapshot as it is, beside the latency
+// histogram, and the problems the store met reading it are logged apart from
+// the latency histogram's (the cycle goes on: the histogram is optional).
+func TestReconcileCarriesTheServiceBuckets(t *testing.T) {
+	const (
+		latencyLog = "latency histogram read with problems"
+		serviceLog = "service-time histogram read with problems"
+	)
+	service := []decide.LatencyBucket{{UpperBound: 0.025, Count: 40}, {UpperBound: 0.05, Count: 45}, {UpperBound: 0.1, Count: 15}, {UpperBound: math.Inf(1), Count: 0}}
+	latency := []decide.LatencyBucket{{UpperBound: 0.05, Count: 70}, {UpperBound: 0.1, Count: 30}, {UpperBound: math.Inf(1), Count: 0}}
+	malformed := `influx: field "service_bucket_le_0.10" is not in its canonical form "service_bucket_le_0.1": skipped`
+	failed := "store: latency and service buckets: store: flux query: connection reset by peer"
+	for _, tc := range []struct {
+		name                       string
+		service, latency           []decide.LatencyBucket
+		serviceErr, latencyErr     string
+		serviceWarns, latencyWarns int
+	}{
+		{"both histograms", service, latency, "", "", 0, 0},
+		{"a malformed service bucket skipped", service, latency, malformed, "", 1, 0},
+		{"no service histogram, said", nil, latency, "store: 3 service buckets without service_bucket_le_inf: no whole histogram", "", 1, 0},
+		{"the read failed: both said", nil, nil, failed, failed, 1, 1},
+		{"none measured: none passed, nothing said", nil, nil, "", "", 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := load(60, 0.05)
+			w.ServiceBuckets, w.ServiceBucketsError = tc.service, tc.serviceErr
+			w.LatencyBuckets, w.LatencyBucketsError = tc.latency, tc.latencyErr
+			f := newFakeCluster(t, 2, nil, measured{w: w}, nil)
+			core, logs := observer.New(zapcore.WarnLevel)
+			f.ctrl.Log = zap.New(core)
+			var seen []decide.Snapshot
+			controller.SetDecideHook(f.ctrl, func(s decide.Snapshot) { seen = append(seen, s) })
+			_, err := f.ctrl.Reconcile(context.Background(), "ns", "web")
+			require.NoError(t, err)
+			require.Len(t, seen, 1)
+			require.Equal(t, tc.service, seen[0].ServiceBuckets)
+			require.Equal(t, tc.latency, seen[0].LatencyBuckets)
+			require.Len(t, f.scaledTo, 1, "the cycle decides with or without them")
+			warned := logs.FilterMessage(serviceLog).All()
+			require.Len(t, warned, tc.serviceWarns)
+			if tc.serviceWarns > 0 {
+				require.Equal(t, tc.serviceErr, warned[0].ContextMap()["error"])
+				require.EqualValues(t, len(tc.service), warned[0].ContextMap()["buckets"])
+				require.Equal(t, "ns/web", warned[0].ContextMap()["queueautoscaler"])
+			}
+			require.Equal(t, tc.latencyWarns, logs.FilterMessage(latencyLog).Len(), "the latency histogram's problems are its own")
+		})
+	}
+}
+
 // TestReconcileCarriesTheServiceSamples: the requests the newest point's
 // service times are over reach the engine's snapshot, which pools the
 // intervals by them; none (a collector from before the field) passes as 0.

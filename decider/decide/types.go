@@ -403,6 +403,13 @@ type Snapshot struct {
 	// p95 and p99). The model's latency tail uses them instead of taking
 	// service as exponential (docs/model.md section 1); none: exponential.
 	ServiceQuantiles []LatencyQuantile
+	// ServiceBuckets are the proxies' merged service-time histogram over the
+	// same interval (the collector stores its bucket counts), in the form of
+	// LatencyBuckets. The engine adds the intervals' counts over the memory
+	// it pools E[S] over, and reads the service tail's shape from the sum,
+	// which resolves any percentile at any rate; without them it averages
+	// the intervals' ServiceQuantiles (docs/model.md section 1).
+	ServiceBuckets []LatencyBucket
 	// LatencySamples is how many requests MeasuredLatency was measured over; 0
 	// means unknown (the engine then takes λ now × the last sample interval).
 	// It weighs the measurement when the model is corrected against it.
@@ -709,11 +716,15 @@ type Explanation struct {
 	// TailMeasured (from ServiceQuantiles, the averaged measured service-time
 	// quantiles, seconds at E[S]) or TailExponential; TailNote says why and
 	// compares. ServiceLateShare is the modelled share of service times alone
-	// over the target (the latency floor's share).
-	TailModel        string            `json:"tailModel,omitempty"`
-	ServiceQuantiles []LatencyQuantile `json:"serviceQuantiles,omitempty"`
-	ServiceLateShare float64           `json:"serviceLateShare,omitempty"`
-	TailNote         string            `json:"tailNote,omitempty"`
+	// over the target (the latency floor's share). ServiceShapeWeight is the
+	// measured quantiles' weight against the exponential's in
+	// ServiceQuantiles (below 1 until enough requests were measured to know
+	// the tail: tail.go shapeEvidence).
+	TailModel          string            `json:"tailModel,omitempty"`
+	ServiceQuantiles   []LatencyQuantile `json:"serviceQuantiles,omitempty"`
+	ServiceLateShare   float64           `json:"serviceLateShare,omitempty"`
+	ServiceShapeWeight float64           `json:"serviceShapeWeight,omitempty"`
+	TailNote           string            `json:"tailNote,omitempty"`
 }
 
 // Decision is the outcome of one cycle for one workload.

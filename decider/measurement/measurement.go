@@ -73,6 +73,18 @@ type Workload struct {
 	// (proxy/stats.ServicePercentiles; nil unless all were measured, positive
 	// and ascending), for the engine's latency tail.
 	ServiceQuantiles []decide.LatencyQuantile
+	// ServiceBuckets are the newest workload point's service-time histogram
+	// (the proxies' merged service histograms, over the requests served in the
+	// interval of ServiceQuantiles), in the form of LatencyBuckets and in the
+	// same bounds: count per bucket, ascending by UpperBound, the last +Inf,
+	// an empty bucket below an empty one left out. Nil when the point has none
+	// (no request served, no proxy that measures service times, a collector
+	// from before them) or they do not make a histogram; ServiceBucketsError
+	// then says why, and also names bucket fields skipped for a malformed name
+	// (the others are kept). A failed read of the buckets loses both
+	// histograms (one query reads them) and nothing else.
+	ServiceBuckets      []decide.LatencyBucket
+	ServiceBucketsError string
 	// ShortArrivalRate is the newest point's rate, over ShortWindow (one scrape
 	// interval): the engine's fast path sees a burst in it seconds after it starts.
 	ShortArrivalRate float64

@@ -123,9 +123,9 @@ func (f *Flux) Snapshot(ctx context.Context, q Query) (measurement.Workload, err
 	if len(rates) == 0 {
 		return measurement.Workload{}, ErrNoData
 	}
-	// The newest point's latency buckets join its other fields; without them the
-	// rest of the measurement stands.
-	bucketsErr := f.readLatencyBuckets(ctx, q, lastTime, last)
+	// The newest point's latency and service buckets join its other fields;
+	// without them the rest of the measurement stands.
+	bucketsErr := f.readBuckets(ctx, q, lastTime, last)
 	podTime := func(p podRow) time.Time { return p.time }
 	latest := map[string]podRow{}
 	err = f.each(ctx, PodsQuery(f.Bucket, q), func(r *query.FluxRecord) {
@@ -164,7 +164,9 @@ func (f *Flux) Snapshot(ctx context.Context, q Query) (measurement.Workload, err
 	}
 	w := assemble(q, rates, rv, last, lastTime, pods, values(neighbours), values(nodes))
 	if bucketsErr != nil {
+		// One read of both histograms: both are lost, nothing else.
 		w.LatencyBuckets, w.LatencyBucketsError = nil, bucketsErr.Error()
+		w.ServiceBuckets, w.ServiceBucketsError = nil, bucketsErr.Error()
 	}
 	return w, nil
 }

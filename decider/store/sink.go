@@ -88,6 +88,7 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 		"jumps_rescaled":         float64(x.JumpsRescaled),
 		"jump_base":              x.JumpBase,
 		"service_late_share":     x.ServiceLateShare,
+		"service_shape_weight":   x.ServiceShapeWeight,
 		// The rate mixture (docs/model.md section 2c).
 		"rate_cv2":             x.RateCV2,
 		"arrival_rate_level":   x.ArrivalRateLevel,

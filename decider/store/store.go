@@ -210,8 +210,9 @@ func assemble(q Query, rates []decide.Sample, rv rateCV2, last map[string]float6
 	if p50, p95, p99 := last[influx.FieldLatencyP50], last[influx.FieldLatencyP95], last[influx.FieldLatencyP99]; p50 > 0 && p95 >= p50 && p99 >= p95 {
 		w.MeasuredQuantiles = []decide.LatencyQuantile{{Percentile: 50, Seconds: p50}, {Percentile: 95, Seconds: p95}, {Percentile: 99, Seconds: p99}}
 	}
-	w.LatencyBuckets, w.LatencyBucketsError = latencyBuckets(last)
+	w.LatencyBuckets, w.LatencyBucketsError = latencyHistogram.buckets(last)
 	w.ServiceQuantiles = serviceQuantiles(last)
+	w.ServiceBuckets, w.ServiceBucketsError = serviceHistogram.buckets(last)
 	w.RateCV2, w.RateCV2Pairs = rv.value()
 	// The newest point is one scrape interval: the fast path's short window.
 	if n := len(rates); n >= 2 && rates[n-1].Time.After(rates[n-2].Time) {

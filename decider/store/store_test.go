@@ -51,6 +51,11 @@ func fixture() []*write.Point {
 	pts[0].AddField("latency_bucket_le_0.2", 7.0).AddField("latency_bucket_le_5", 2.0).AddField("latency_bucket_le_inf", 1.0)
 	pts[2].AddField("latency_bucket_le_60", 6.0).AddField("latency_bucket_le_inf", 1.0).AddField("latency_bucket_le_0.0001", 3.0).
 		AddField("latency_bucket_le_0.2", 90.0).AddField("latency_bucket_le_0.20", 50.0)
+	// So do service-time buckets, the newest one's with a malformed name too
+	// (skipped, said, apart from the latency buckets' problems).
+	pts[0].AddField("service_bucket_le_0.05", 5.0).AddField("service_bucket_le_inf", 2.0)
+	pts[2].AddField("service_bucket_le_0.0025", 0.0).AddField("service_bucket_le_0.005", 300.0).AddField("service_bucket_le_0.1", 140.0).
+		AddField("service_bucket_le_inf", 10.0).AddField("service_bucket_le_1e-4", 8.0)
 	// The newest point carries the requests its service times are over (an
 	// older point's count is not the newest's).
 	pts[2].AddField("service_samples", 450.0)
@@ -103,6 +108,9 @@ func want() measurement.Workload {
 		LatencyBuckets: []decide.LatencyBucket{{UpperBound: 0.0001, Count: 3}, {UpperBound: 0.2, Count: 90}, {UpperBound: 60, Count: 6},
 			{UpperBound: math.Inf(1), Count: 1}},
 		LatencyBucketsError: `influx: field "latency_bucket_le_0.20" is not in its canonical form "latency_bucket_le_0.2": skipped`,
+		ServiceBuckets: []decide.LatencyBucket{{UpperBound: 0.0025, Count: 0}, {UpperBound: 0.005, Count: 300}, {UpperBound: 0.1, Count: 140},
+			{UpperBound: math.Inf(1), Count: 10}},
+		ServiceBucketsError: `influx: field "service_bucket_le_1e-4" is not in its canonical form "service_bucket_le_0.0001": skipped`,
 		ShortArrivalRate:    30, ShortWindow: 5 * time.Second,
 		RateCV2: (0.5*8 - 0.25*24) / 32, RateCV2Pairs: 32,
 		OverflowShare: 0.4, FrontQueue: 17,
@@ -366,6 +374,8 @@ func checkAhead(t *testing.T, st Store) {
 	require.Equal(t, 20.0, got.ArrivalRates[1].Rate)
 	require.Nil(t, got.LatencyBuckets, "the newest point read has none; an older point's are not taken")
 	require.Empty(t, got.LatencyBucketsError)
+	require.Nil(t, got.ServiceBuckets, "the newest point read has none; an older point's are not taken")
+	require.Empty(t, got.ServiceBucketsError)
 }
 
 // checkPercentiles asserts that the measured latency follows the query's percentile,

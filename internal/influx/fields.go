@@ -72,32 +72,53 @@ var ServiceQuantileFields = []string{FieldServiceP50, FieldServiceP75, FieldServ
 const (
 	LatencyBucketPrefix   = "latency_bucket_le_"
 	FieldLatencyBucketInf = LatencyBucketPrefix + "inf"
-	LatencyBucketPattern  = LatencyBucketPrefix + "<bound>"
+	LatencyBucketPattern  = LatencyBucketPrefix + boundPlaceholder
 )
 
-// LatencyBucketField names the field of the bucket with upper bound bound:
-// LatencyBucketPrefix and the shortest decimal that reads back as bound
-// ("latency_bucket_le_0.0001", "latency_bucket_le_60"), or FieldLatencyBucketInf
-// for +Inf. A bound ParseLatencyBucketField refuses (not a positive number) gives
-// a name it refuses too.
-func LatencyBucketField(bound float64) string {
+// The service-time histogram's buckets (qas_workload), as the latency
+// histogram's are written (in the same bounds: a proxy counts service times in
+// its latency buckets): the served requests whose service time is at most the
+// bound and above the next lower bucket field's.
+const (
+	ServiceBucketPrefix   = "service_bucket_le_"
+	FieldServiceBucketInf = ServiceBucketPrefix + "inf"
+	ServiceBucketPattern  = ServiceBucketPrefix + boundPlaceholder
+)
+
+// BucketPrefixes are the prefixes of every histogram written as bucket fields
+// (BucketField): none is a prefix of another.
+var BucketPrefixes = []string{LatencyBucketPrefix, ServiceBucketPrefix}
+
+// boundPlaceholder stands for the bound in a bucket field pattern: no bound
+// ParseBucketField accepts reads so.
+const boundPlaceholder = "<bound>"
+
+// BucketPattern is how the schema declares the bucket fields of prefix.
+func BucketPattern(prefix string) string { return prefix + boundPlaceholder }
+
+// BucketField names the field of the bucket with upper bound bound among the
+// bucket fields of prefix (one of BucketPrefixes): prefix and the shortest
+// decimal that reads back as bound ("latency_bucket_le_0.0001",
+// "service_bucket_le_60"), or prefix + "inf" for +Inf. A bound ParseBucketField
+// refuses (not a positive number) gives a name it refuses too.
+func BucketField(prefix string, bound float64) string {
 	if math.IsInf(bound, 1) {
-		return FieldLatencyBucketInf
+		return prefix + "inf"
 	}
-	return LatencyBucketPrefix + strconv.FormatFloat(bound, 'f', -1, 64)
+	return prefix + strconv.FormatFloat(bound, 'f', -1, 64)
 }
 
-// ParseLatencyBucketField reads a field name back. isBucket is false for a name
-// without LatencyBucketPrefix (another field, no error). A bucket field's name
-// must be one LatencyBucketField writes: a positive finite bound in its shortest
+// ParseBucketField reads a bucket field's name of prefix back. isBucket is
+// false for a name without prefix (another field, no error). A bucket field's
+// name must be one BucketField writes: a positive finite bound in its shortest
 // decimal form, or "inf"; anything else ("0.20", "+0.2", "1e-4", "NaN", "-1")
 // is an error naming it, so that two names never stand for one bucket.
-func ParseLatencyBucketField(name string) (bound float64, isBucket bool, err error) {
-	suffix, ok := strings.CutPrefix(name, LatencyBucketPrefix)
+func ParseBucketField(prefix, name string) (bound float64, isBucket bool, err error) {
+	suffix, ok := strings.CutPrefix(name, prefix)
 	if !ok {
 		return 0, false, nil
 	}
-	if name == FieldLatencyBucketInf {
+	if suffix == "inf" {
 		return math.Inf(1), true, nil
 	}
 	v, perr := strconv.ParseFloat(suffix, 64)
@@ -106,8 +127,26 @@ func ParseLatencyBucketField(name string) (bound float64, isBucket bool, err err
 		return 0, true, fmt.Errorf("influx: field %q: the bound %q is not a number", name, suffix)
 	case v <= 0:
 		return 0, true, fmt.Errorf("influx: field %q: the bound %v is not positive", name, v)
-	case LatencyBucketField(v) != name:
-		return 0, true, fmt.Errorf("influx: field %q is not in its canonical form %q", name, LatencyBucketField(v))
+	case BucketField(prefix, v) != name:
+		return 0, true, fmt.Errorf("influx: field %q is not in its canonical form %q", name, BucketField(prefix, v))
 	}
 	return v, true, nil
+}
+
+// LatencyBucketField is BucketField of LatencyBucketPrefix
+// ("latency_bucket_le_0.2", FieldLatencyBucketInf for +Inf).
+func LatencyBucketField(bound float64) string { return BucketField(LatencyBucketPrefix, bound) }
+
+// ParseLatencyBucketField is ParseBucketField of LatencyBucketPrefix.
+func ParseLatencyBucketField(name string) (bound float64, isBucket bool, err error) {
+	return ParseBucketField(LatencyBucketPrefix, name)
+}
+
+// ServiceBucketField is BucketField of ServiceBucketPrefix
+// ("service_bucket_le_0.2", FieldServiceBucketInf for +Inf).
+func ServiceBucketField(bound float64) string { return BucketField(ServiceBucketPrefix, bound) }
+
+// ParseServiceBucketField is ParseBucketField of ServiceBucketPrefix.
+func ParseServiceBucketField(name string) (bound float64, isBucket bool, err error) {
+	return ParseBucketField(ServiceBucketPrefix, name)
 }

@@ -70,6 +70,12 @@ var Schema = []Measurement{
 				"and latency_bucket_le_inf above the last, always written). An empty bucket whose next one is empty too is left out: the next field's interval then spans it, " +
 				"and the count at most any bound is still exact. All absent when no request completed. With them the decider reads the share of requests over its target " +
 				"exactly when the target is a bound of the proxies' histogram, where interpolating between p50, p95 and p99 overstates a heavy tail"},
+			{ServiceBucketPattern, "1", "requests of the interval whose service time (slot to end of response, no queue wait) was at most the bound in the name (seconds) and above the next lower bucket field's, " +
+				"from the merged service histograms, which the proxies count in their latency histogram's bounds (service_bucket_le_0.0001 … service_bucket_le_60, and service_bucket_le_inf above the last, always written). " +
+				"Served requests only (those that held a slot and completed; pods left out of the latency buckets for other bounds are left out here too). " +
+				"Empty buckets are left out as the latency buckets' are, and all are absent when no served request completed or no proxy measures service times. " +
+				"With them the decider adds the intervals' service histograms and reads the service tail's shape at any percentile from the sum; " +
+				"the service quantiles below are written all the same, for deciders that predate the buckets"},
 			{"service_p50_seconds", "s", "median service time (slot to end of response, no queue wait) from the merged service histograms; absent when no served request completed"},
 			{"service_p75_seconds", "s", "75th percentile service time"},
 			{"service_p90_seconds", "s", "90th percentile service time"},
@@ -169,6 +175,7 @@ var Schema = []Measurement{
 			{"jumps_rescaled", "1", "how many of those jumps were seen from a base below λ's mean over the last lead, and count at that base as the same rise in requests per second rather than the same ratio"},
 			{"tail_calibrated", "bool", "true when the latency tail was modelled from the measured service-time quantiles, false when service was taken as exponential"},
 			{"service_late_share", "1", "the modelled share of service times alone over the target (measured shape, or e^(−T/E[S]) when exponential)"},
+			{"service_shape_weight", "1", "the measured service-time quantiles' weight against the exponential's in the modelled shape: the requests measured since the shape started ÷ those that put 1/θ² beyond the percentile, at most 1 (0: exponential, none measured)"},
 			{"rate_cv2", "1", "averaged relative variance of the per-second arrival rate beyond Poisson noise; from 0.01 the model averages latencies over the seconds' rates"},
 			{"arrival_rate_level", "1/s", "λ's mean over the level window, what the model sizes for while the rate varies from second to second (0: the cycle's λ)"},
 			{"level_window_seconds", "s", "the level window: cv²/θ², whole cycles, at most 10 minutes"},
@@ -179,14 +186,18 @@ var Schema = []Measurement{
 }
 
 // Declares reports whether field is one of m's fields: declared by name, or a
-// latency bucket's (LatencyBucketPattern, when m declares it) with a name
-// ParseLatencyBucketField accepts.
+// histogram's bucket (of one of BucketPrefixes: LatencyBucketPattern,
+// ServiceBucketPattern, when m declares it) with a name ParseBucketField
+// accepts.
 func (m Measurement) Declares(field string) bool {
-	switch _, isBucket, err := ParseLatencyBucketField(field); {
-	case isBucket && err == nil:
-		field = LatencyBucketPattern
-	case isBucket:
-		return false // the pattern itself is no field's name
+	for _, prefix := range BucketPrefixes {
+		if _, isBucket, err := ParseBucketField(prefix, field); isBucket {
+			if err != nil {
+				return false // the pattern itself is no field's name
+			}
+			field = BucketPattern(prefix)
+			break
+		}
 	}
 	for _, f := range m.Fields {
 		if f.Name == field {
