@@ -62,6 +62,12 @@ type Engine struct {
 	// shape is the averaged measured service-time quantiles, as multiples of
 	// E[S] (tail.go; nil: none measured yet).
 	shape []LatencyQuantile
+	// shapeSamples is the requests shape was measured over since it started
+	// afresh: the evidence it is weighed by (tail.go).
+	shapeSamples float64
+	// svcHist is the pooled service-time histogram, each bucket's share of the
+	// pooled requests (servicehist.go; nil: none measured).
+	svcHist []LatencyBucket
 	// service is the pooled service-time estimate (service.go); serviceAt the
 	// data time of the interval last folded into it.
 	service   serviceEstimate
@@ -121,6 +127,16 @@ type State struct {
 	// ServiceShape is the averaged measured service-time quantiles, Seconds
 	// as multiples of E[S] (none: not measured yet).
 	ServiceShape []LatencyQuantile `json:",omitempty"`
+	// ServiceShapeSamples is the requests ServiceShape was measured over since
+	// it last started afresh (none in a state saved before it was kept: the
+	// shape is then weighed as if just started).
+	ServiceShapeSamples float64 `json:",omitempty"`
+	// ServiceHistogramBounds and ServiceHistogramShares are the pooled
+	// service-time histogram: its finite upper bounds, ascending, and each
+	// bucket's share of the pooled requests, one more than the bounds (the
+	// last the +Inf bucket's, which JSON cannot name). None: not measured yet.
+	ServiceHistogramBounds []float64 `json:",omitempty"`
+	ServiceHistogramShares []float64 `json:",omitempty"`
 }
 
 // StateRecommendation is one past recommendation.
@@ -156,11 +172,37 @@ func (e *Engine) State() State {
 		s.RateCV2, s.RateCV2Pairs = e.cv2Sum/e.cv2Pairs, e.cv2Pairs
 	}
 	s.ServiceShape = append([]LatencyQuantile(nil), e.shape...)
+	if len(e.shape) > 0 || len(e.svcHist) > 0 {
+		s.ServiceShapeSamples = e.shapeSamples
+	}
+	for i, b := range e.svcHist {
+		if i < len(e.svcHist)-1 {
+			s.ServiceHistogramBounds = append(s.ServiceHistogramBounds, b.UpperBound)
+		}
+		s.ServiceHistogramShares = append(s.ServiceHistogramShares, b.Count)
+	}
 	for _, m := range e.movedOff {
 		s.MovedOff = append(s.MovedOff, StateMovedOff{Node: m.node, Last: time.Unix(0, m.last).UTC(), Moves: m.moves,
 			Pods: m.pods, Stalled: m.stalled})
 	}
 	return s
+}
+
+// serviceHistogram is the pooled service-time histogram s holds, as the
+// engine keeps it (the last bucket's bound +Inf); nil when the shares are not
+// one more than the bounds.
+func (s State) serviceHistogram() []LatencyBucket {
+	if len(s.ServiceHistogramShares) != len(s.ServiceHistogramBounds)+1 {
+		return nil
+	}
+	out := make([]LatencyBucket, len(s.ServiceHistogramShares))
+	for i, c := range s.ServiceHistogramShares {
+		out[i] = LatencyBucket{UpperBound: math.Inf(1), Count: c}
+		if i < len(s.ServiceHistogramBounds) {
+			out[i].UpperBound = s.ServiceHistogramBounds[i]
+		}
+	}
+	return out
 }
 
 // NewEngineFromState returns an Engine that remembers s.
@@ -189,6 +231,12 @@ func NewEngineFromState(s State) *Engine {
 	}
 	if s.RateCV2Pairs > 0 && !badFloat(s.RateCV2Pairs) && !badFloat(s.RateCV2) && math.Abs(s.RateCV2) <= maxRateCV2 {
 		e.cv2Sum, e.cv2Pairs = s.RateCV2*s.RateCV2Pairs, s.RateCV2Pairs
+	}
+	if hist := s.serviceHistogram(); validBuckets(hist) {
+		e.svcHist = hist
+	}
+	if (validQuantiles(s.ServiceShape, true) || len(e.svcHist) > 0) && s.ServiceShapeSamples > 0 && !badFloat(s.ServiceShapeSamples) {
+		e.shapeSamples = s.ServiceShapeSamples
 	}
 	if validQuantiles(s.ServiceShape, true) {
 		e.shape = append([]LatencyQuantile(nil), s.ServiceShape...)
@@ -325,6 +373,9 @@ func validateSnapshot(s Snapshot) error {
 			break
 		}
 	}
+	if len(s.ServiceBuckets) > 0 && !validBuckets(s.ServiceBuckets) {
+		add("snapshot.serviceBuckets", "upper bounds must be positive and ascending, the last +Inf, and counts finite and non-negative")
+	}
 	if badFloat(s.FrontExpiredRate) || s.FrontExpiredRate < 0 {
 		add("snapshot.frontExpiredRate", "must be finite and non-negative requests per second, got %v", s.FrontExpiredRate)
 	}
@@ -432,7 +483,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	}
 	lambdaNow := snap.ArrivalRates[len(snap.ArrivalRates)-1].Rate
 	x.ArrivalRate = lambdaNow
-	es, scv, shapeWeight := e.serviceTime(snap, lambdaNow, x)
+	es, scv, shapeWeight, shapeN := e.serviceTime(snap, lambdaNow, x)
 	if es == 0 && lambdaNow > 0 {
 		return hold("no service-time data although requests arrive")
 	}
@@ -591,7 +642,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		// hundreds (BenchmarkRateMixture).
 		m.cv2, m.mix = cv2, rateMixture(cv2)
 	}
-	m.shape = e.serviceShape(snap, es, spec.Target.Seconds(), shapeWeight, x)
+	m.shape = e.serviceShape(snap, es, spec.Target.Seconds(), shapeWeight, shapeN, shapeEvidence(spec), x)
 	x.ServiceTime = es
 	x.CPUBoundFraction = m.f
 	if spec.Model == ModelAuto {

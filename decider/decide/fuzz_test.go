@@ -51,6 +51,9 @@ func FuzzDecide(f *testing.F) {
 			// closed loop reads (issue #15's third round).
 			s.RateCV2, s.RateCV2Pairs = cv2, 15
 			s.LatencyBuckets = []LatencyBucket{{0.1, 100}, {0.2, p95 * 100}, {math.Inf(1), 5}}
+			// The service-time histogram the engine pools (eleventh round), its
+			// bounds and counts from the fuzzed numbers.
+			s.ServiceBuckets = []LatencyBucket{{es, 100}, {3 * es, queued}, {math.Inf(1), p95}}
 			// The pooled fronts' expiries (a backlog and a floor under the
 			// measured late share) and refusals (shown).
 			s.FrontExpiredRate, s.FrontRefusedRate = expired, refused
@@ -71,7 +74,9 @@ func FuzzDecide(f *testing.F) {
 			if math.IsNaN(d.Explanation.Latency) || math.IsNaN(d.Explanation.Normalized) || math.IsNaN(d.Explanation.SizingArrivalRate) ||
 				math.IsNaN(d.Explanation.Backlog) || math.IsNaN(d.Explanation.MeasuredLateShare) || d.Explanation.MeasuredLateShare > 1 ||
 				badFloat(d.Explanation.ServiceTime) || d.Explanation.ServiceTime < 0 || badFloat(d.Explanation.ServiceSamples) ||
-				d.Explanation.ServiceSamples < 0 || badFloat(d.Explanation.ServiceSCV) || d.Explanation.ServiceSCV < 0 {
+				d.Explanation.ServiceSamples < 0 || badFloat(d.Explanation.ServiceSCV) || d.Explanation.ServiceSCV < 0 ||
+				badFloat(d.Explanation.ServiceLateShare) || d.Explanation.ServiceLateShare < 0 || d.Explanation.ServiceLateShare > 1 ||
+				badFloat(d.Explanation.ServiceShapeWeight) || d.Explanation.ServiceShapeWeight < 0 || d.Explanation.ServiceShapeWeight > 1 {
 				t.Fatalf("NaN in explanation: %+v", d.Explanation)
 			}
 			for _, c := range d.Explanation.Candidates {

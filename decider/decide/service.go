@@ -152,9 +152,10 @@ func cusumStep(stat float64, run moments, n, es, scv float64) (float64, moments)
 
 // serviceTime folds this snapshot's service-time measurement into the
 // estimate and returns E[S] and its SCV (zeros: never measured), the weight
-// of this interval's quantiles in the averaged tail shape (1: start afresh),
-// and fills the explanation's terms.
-func (e *Engine) serviceTime(snap Snapshot, lambda float64, x *Explanation) (es, scv, shapeWeight float64) {
+// of this interval's quantiles in the averaged tail shape (1: start afresh)
+// and the requests they were measured over (0: none folded in), and fills the
+// explanation's terms.
+func (e *Engine) serviceTime(snap Snapshot, lambda float64, x *Explanation) (es, scv, shapeWeight, samples float64) {
 	n := snap.ServiceSamples
 	if n <= 0 {
 		n = lambda * sampleStep(snap.ArrivalRates).Seconds()
@@ -182,7 +183,7 @@ func (e *Engine) serviceTime(snap Snapshot, lambda float64, x *Explanation) (es,
 		why := e.service.update(snap.ServiceTime, orOne(snap.ServiceSCV), n, cpu)
 		// This interval's share of the pooled requests: the quantiles are
 		// averaged as the moments are.
-		shapeWeight = math.Min(1, n/e.service.n)
+		shapeWeight, samples = math.Min(1, n/e.service.n), n
 		if why != "" {
 			shapeWeight = 1
 		}
@@ -196,5 +197,5 @@ func (e *Engine) serviceTime(snap Snapshot, lambda float64, x *Explanation) (es,
 		x.ServiceNote = fmt.Sprintf("E[S] pooled over the last %.0f requests (memory %.0f: a %.0f%% standard error)",
 			e.service.n, serviceMemory(scv), 100*serviceRelErr*math.Sqrt(math.Max(serviceMemory(scv)/e.service.n, 1)))
 	}
-	return es, scv, shapeWeight
+	return es, scv, shapeWeight, samples
 }

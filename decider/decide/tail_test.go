@@ -53,7 +53,10 @@ func TestCalibratedTailDecisions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			decide := func(qs []LatencyQuantile, scv float64) Decision {
 				s := snapshot(t0, tc.lambda, es, 1)
-				s.ServiceSCV, s.ServiceQuantiles = scv, qs
+				// Requests enough to take the quantiles in full (below that
+				// they are weighed against the exponential's:
+				// TestFewRequestsWeighTheShape).
+				s.ServiceSCV, s.ServiceQuantiles, s.ServiceSamples = scv, qs, shapeEvidence(tailSpec())
 				d, err := NewEngine().Decide(tailSpec(), s)
 				require.NoError(t, err)
 				return d
@@ -81,6 +84,102 @@ func TestCalibratedTailDecisions(t *testing.T) {
 			require.Contains(t, x.TailNote, "if exponential")
 		})
 	}
+}
+
+// TestFewRequestsWeighTheShape: the measured quantiles count as far as the
+// requests they were measured over know the tail (shapeEvidence: those that
+// put 1/θ² beyond the percentile, 2,000 at p95 with θ = 0.1); before that each
+// is that share of the way from the exponential's. The case is a decider's
+// first interval in the simulator (NASA-free: the diurnal day ×40, lognormal
+// 50 ms cv 1.2, 150 requests on 8 pods): its p97.5–p99.9 are a few service
+// times each and put 4.3 % of them over the target where the law puts 2.6 %;
+// taken whole they ordered three times the pods the law itself needs.
+func TestFewRequestsWeighTheShape(t *testing.T) {
+	spec := tailSpec()
+	full := shapeEvidence(spec)
+	require.InDelta(t, 2000, full, 1e-9)
+	const es, lambda = 0.0517, 30.4
+	firstInterval := []LatencyQuantile{{50, 0.0314}, {75, 0.0573}, {90, 0.1078}, {95, 0.1725}, {97.5, 0.3062}, {99, 0.3625}, {99.5, 0.3812}, {99.9, 0.3962}}
+	decide := func(e *Engine, i int, qs []LatencyQuantile, n float64) Decision {
+		s := snapshot(t0.Add(time.Duration(i)*5*time.Second), lambda, es, 8)
+		s.ServiceSCV, s.ServiceQuantiles, s.ServiceSamples = 1.5, qs, n
+		d, err := e.Decide(spec, s)
+		require.NoError(t, err)
+		return d
+	}
+	law := decide(NewEngine(), 0, lognormalQuantiles(es, 1.2, servicePs...), full).Explanation
+	exp := decide(NewEngine(), 0, exponentialQuantiles(es, servicePs...), full).Explanation
+	whole := decide(NewEngine(), 0, firstInterval, full).Explanation
+	require.GreaterOrEqual(t, whole.Recommendation, 2*law.Recommendation,
+		"the first interval's quantiles, taken whole, order at least twice the pods the law needs")
+
+	e := NewEngine()
+	x := decide(e, 0, firstInterval, 150).Explanation
+	require.InDelta(t, 150/full, x.ServiceShapeWeight, 1e-12)
+	for i, q := range firstInterval {
+		want := (150/full)*q.Seconds/es - (1-150/full)*math.Log1p(-q.Percentile/100)
+		require.InDelta(t, want*es, x.ServiceQuantiles[i].Seconds, 1e-9, "p%v between the measured and the exponential", q.Percentile)
+	}
+	require.Contains(t, x.TailNote, "the measured quantiles weigh 8% against the exponential's: 150 requests measured, taken in full from 2000")
+	require.LessOrEqual(t, x.Recommendation, law.Recommendation, "150 requests order no more than the law needs")
+	require.GreaterOrEqual(t, x.Recommendation, exp.Recommendation)
+	require.Equal(t, 150.0, e.State().ServiceShapeSamples)
+
+	// The evidence adds up over intervals, and the weight reaches 1 with it.
+	prev := x.ServiceShapeWeight
+	for i := 1; i < 12; i++ {
+		x = decide(e, i, lognormalQuantiles(es, 1.2, servicePs...), 150).Explanation
+		require.InDelta(t, math.Min(1, float64(i+1)*150/full), x.ServiceShapeWeight, 1e-12)
+		require.Greater(t, x.ServiceShapeWeight, prev)
+		prev = x.ServiceShapeWeight
+	}
+	for i := 12; i < 14; i++ {
+		x = decide(e, i, lognormalQuantiles(es, 1.2, servicePs...), 150).Explanation
+	}
+	require.Equal(t, 1.0, x.ServiceShapeWeight)
+	require.NotContains(t, x.TailNote, "weigh")
+	require.InDelta(t, 14*150, e.State().ServiceShapeSamples, 1e-9)
+
+	// E[S] estimate started again (here E[S] doubles for three intervals):
+	// the shape starts from the interval, its evidence stays.
+	twice := func(qs []LatencyQuantile) []LatencyQuantile {
+		out := make([]LatencyQuantile, len(qs))
+		for i, q := range qs {
+			out[i] = LatencyQuantile{Percentile: q.Percentile, Seconds: 2 * q.Seconds}
+		}
+		return out
+	}
+	var restart Decision
+	for i := 20; i < 23; i++ {
+		s := snapshot(t0.Add(time.Duration(i)*5*time.Second), lambda, 2*es, 8)
+		s.ServiceSCV, s.ServiceQuantiles, s.ServiceSamples = 1.5, twice(lognormalQuantiles(es, 1.2, servicePs...)), 150
+		var err error
+		restart, err = e.Decide(spec, s)
+		require.NoError(t, err)
+	}
+	require.Contains(t, restart.Explanation.ServiceNote, "started again")
+	require.Equal(t, 1.0, restart.Explanation.ServiceShapeWeight)
+
+	// A restored engine keeps its evidence; a state saved before the count
+	// was kept starts it again, as do other percentiles.
+	require.InDelta(t, 17*150, e.State().ServiceShapeSamples, 1e-9)
+	restored := NewEngineFromState(e.State())
+	require.Equal(t, 1.0, decide(restored, 24, nil, 0).Explanation.ServiceShapeWeight)
+	old := e.State()
+	old.ServiceShapeSamples = 0
+	require.InDelta(t, 0.0, decide(NewEngineFromState(old), 24, nil, 0).Explanation.ServiceShapeWeight, 1e-12)
+	for _, bad := range []float64{math.NaN(), math.Inf(1), -5} {
+		st := e.State()
+		st.ServiceShapeSamples = bad
+		require.InDelta(t, 0.0, decide(NewEngineFromState(st), 24, nil, 0).Explanation.ServiceShapeWeight, 1e-12, "%v", bad)
+	}
+	x = decide(e, 24, []LatencyQuantile{{90, 0.11}, {99, 0.24}}, 150).Explanation
+	require.InDelta(t, 150/full, x.ServiceShapeWeight, 1e-12)
+
+	// No tolerance: taken whole at once (the behaviour before the weighing).
+	zero := spec
+	zero.Tolerance = 0
+	require.Zero(t, shapeEvidence(zero))
 }
 
 // TestServiceShapeIsAveraged: the engine averages the quantiles relative to

@@ -256,6 +256,7 @@ func (q *QAS) Snapshot(o *Observation) decide.Snapshot {
 		MeasuredQuantiles: measuredQuantiles(hist[:], latN),
 		LatencyBuckets:    latencyBuckets(hist[:]),
 		ServiceQuantiles:  ServiceQuantiles(svcHist[:]),
+		ServiceBuckets:    serviceBuckets(svcHist[:]),
 		FrontQueue:        q.frontQueue(o),
 		RateCV2:           rateCV2, RateCV2Pairs: ratePairs,
 	}
@@ -400,6 +401,18 @@ func nodeName(i int) string { return "node-" + strconv.Itoa(i) }
 
 // latencyBuckets is the merged latency histogram as the collector stores it
 // and the store reads it back: the proxy's bounds, the last bucket unbounded.
+// serviceBuckets is the merged service-time histogram as the collector stores
+// it (the decider reads every bucket alike whether or not an empty one was
+// left out), none for an interval that served nothing.
+func serviceBuckets(counts []uint64) []decide.LatencyBucket {
+	for _, c := range counts {
+		if c > 0 {
+			return latencyBuckets(counts)
+		}
+	}
+	return nil
+}
+
 func latencyBuckets(counts []uint64) []decide.LatencyBucket {
 	out := make([]decide.LatencyBucket, len(counts))
 	for i, c := range counts {
