@@ -55,6 +55,11 @@ type Engine struct {
 	// requests measured, of those over the target in transient cycles and of
 	// all those over the target.
 	reqs, lateTransient, late float64
+	// lateSq is the exponentially weighted sum (weights squared) of the
+	// squared differences between each cycle's late requests and what the
+	// recent share made of its requests: the recent share's variance, the
+	// cycles as clusters (recentLateShareError).
+	lateSq float64
 	// recur is the last recurring-burst detection (recur.go), kept while
 	// the long history is unchanged; not part of State: the history it is
 	// computed from is in the store.
@@ -682,13 +687,14 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	// floor nears the target and the pods it needs grow without bound): the
 	// jump floor below keeps, before a jump, the capacity the history says its
 	// first lead needs. The other way, where the recent requests ran late by
-	// less than the budget less the tolerance θ, the steady state sizes for a
-	// looser percentile by the difference (spendBudget), and a scale-down
-	// reads λ rather than its upper confidence bound.
+	// less than the budget by more than the measured share's own error at the
+	// SLO's confidence, the steady state sizes for a looser percentile by the
+	// difference (spendBudget), and a scale-down reads λ rather than its upper
+	// confidence bound.
 	budget := 1 - conf
 	if spec.Percentile > 0 {
 		e.recordLate(snap, lambdaNow, target, transient, budget)
-		eff, spent := e.spendBudget(budget, spec.Tolerance)
+		eff, spent := e.spendBudget(budget, conf)
 		x.SpentLateShare = spent
 		pct := 100 * (1 - eff)
 		switch {
@@ -701,11 +707,11 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		}
 		x.EffectivePercentile = m.pct
 		x.TransientLateShare = e.transientShare()
-		x.RecentLateShare, x.RecentRequests = e.recentLateShare(), e.reqs
+		x.RecentLateShare, x.RecentRequests, x.RecentLateShareError = e.recentLateShare(), e.reqs, e.recentLateShareError()
 	}
 	// The scale-down's evidence: the rate not disproven by the cycle's count,
 	// λ's upper confidence bound. While the budget is spent, the measured late
-	// share, under the budget by more than θ, is evidence enough: the
+	// share, under the budget beyond its own error, is evidence enough: the
 	// scale-down reads λ itself. (Without a service time there was no traffic
 	// to model: nothing to bound.)
 	lambdaHigh := lambdaNow
@@ -862,8 +868,8 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		reason += fmt.Sprintf(" (model corrected: waiting-time variability × %.3g from measured latency)", bias)
 	}
 	if x.SpentLateShare > 0 {
-		reason += fmt.Sprintf(" (the last %.0f requests ran %.3g%% late, under the budget %.3g%% by more than θ: %.3g%% of it spent, sized at p%.4g, and a scale-down needs no upper bound on λ)",
-			x.RecentRequests, 100*x.RecentLateShare, 100*budget, 100*x.SpentLateShare, x.EffectivePercentile)
+		reason += fmt.Sprintf(" (the last %.0f requests ran %.3g%% late, under the budget %.3g%% by more than %.2f%%, the share's own error at the SLO's confidence: %.3g%% of it spent, sized at p%.4g, and a scale-down needs no upper bound on λ)",
+			x.RecentRequests, 100*x.RecentLateShare, 100*budget, 100*normalQuantile(conf)*x.RecentLateShareError, 100*x.SpentLateShare, x.EffectivePercentile)
 	}
 	if x.TailModel == TailMeasured && spec.Percentile > 0 {
 		reason += fmt.Sprintf(" (service tail measured: %.3g%% of service times over the target, %.3g%% if exponential)",

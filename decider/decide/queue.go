@@ -347,6 +347,13 @@ func (e *Engine) recordLate(snap Snapshot, lambda, target float64, transient boo
 	}
 	if late, ok := measuredLateShare(snap, target); ok && n > 0 {
 		decay := math.Exp(-n * budget / biasTailSamples)
+		if e.reqs > 0 {
+			// This cycle's late requests against what the recent share makes
+			// of its requests: one cluster's contribution to the variance of
+			// the share (its weight decays as its counts do, squared).
+			d := n * (late - e.late/e.reqs)
+			e.lateSq = e.lateSq*decay*decay + d*d
+		}
 		e.reqs = e.reqs*decay + n
 		e.lateTransient *= decay
 		e.late = e.late*decay + n*late
@@ -365,12 +372,25 @@ func (e *Engine) recentLateShare() float64 {
 	return e.late / e.reqs
 }
 
+// recentLateShareError is the standard error of recentLateShare, the cycles
+// taken as clusters: late requests come in clumps (a burst's backlog, a slow
+// dependency), so fewer of them are independent than their count says, and
+// the scatter of the cycles' late counts about the share measures how many.
+// 0 before two cycles.
+func (e *Engine) recentLateShareError() float64 {
+	if e.reqs <= 0 {
+		return 0
+	}
+	return math.Sqrt(e.lateSq) / e.reqs
+}
+
 // spendBudget is the late share the steady state sizes for (1 − the
 // percentile) against the budget 1 − p, and how much of the budget the recent
 // requests left unused it spends (beyond the payback alone): the budget less what recent transients
 // put over the target (the payback), plus, where the recent requests ran late
-// by less than the budget less the tolerance θ (measured over at least half
-// the loop's memory), the difference; within (1 ± maxPayback) × the budget.
+// by less than the budget by more than the share's own error at the
+// confidence conf (z_conf standard errors; measured over at least half the
+// loop's memory), the difference; within (1 ± maxPayback) × the budget.
 //
 // The second term is the loop closed on the SLO itself. Every rule that holds
 // capacity against what the model cannot see (λ's upper bound, the band, the
@@ -378,16 +398,18 @@ func (e *Engine) recentLateShare() float64 {
 // safe side, and on NASA with each logged request multiplied qas ran 2–4 %
 // late against a 5 % budget at 1.3–1.4 × the reactive oracle's pod-seconds.
 // Spending the measured unused budget takes back what those rules over-buy
-// where they over-buy it, and nowhere else: a workload already within θ of
-// the budget is sized as before. θ keeps a margin for the measured share's
-// own error (late requests come in bursts, so fewer are independent than the
-// count says) and for the rise a looser percentile brings.
-func (e *Engine) spendBudget(budget, theta float64) (eff, spent float64) {
+// where they over-buy it, and nowhere else: a workload whose measured share
+// is within its own error of the budget is sized as before. The margin is
+// that error (late requests come in clumps, so fewer are independent than the
+// count says): until 2026-11-27 a tenth of the budget, the tolerance θ, now
+// what the cycles' scatter measures, larger where late requests clump and
+// smaller where they do not.
+func (e *Engine) spendBudget(budget, conf float64) (eff, spent float64) {
 	lo, hi := budget*(1-maxPayback), budget*(1+maxPayback)
 	payback := budget - e.transientShare()
 	var spare float64
 	if e.reqs*budget >= biasTailSamples/2 {
-		spare = math.Max(budget*(1-theta)-e.recentLateShare(), 0)
+		spare = math.Max(budget-normalQuantile(conf)*e.recentLateShareError()-e.recentLateShare(), 0)
 	}
 	eff = min(max(payback+spare, lo), hi)
 	// What the spare moved it by, beyond the payback alone.

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -9,35 +10,75 @@ import (
 )
 
 // TestSpendBudget: the late share the steady state sizes for, from what the
-// recent requests measured (budget 5 %, θ = 0.1: spending starts below 4.5 %;
+// recent requests measured (budget 5 %, at p95's confidence: spending starts
+// where the share is under the budget by more than 1.645 standard errors;
 // bounds: (1 ± maxPayback) × the budget, 4 % and 6 %).
 func TestSpendBudget(t *testing.T) {
-	const budget, theta = 0.05, 0.1
+	const budget, conf = 0.05, 0.95
+	z := normalQuantile(conf)
+	require.InDelta(t, 1.6449, z, 1e-4)
 	full := 2 * biasTailSamples / budget // more than the evidence needed
 	for _, tc := range []struct {
 		name                  string
 		reqs, late, transient float64 // the engine's weighted counts
+		se                    float64 // the recent share's standard error
 		eff, spent            float64
 	}{
 		{name: "no requests measured yet: the budget", eff: budget},
 		{name: "too few requests to spend on", reqs: biasTailSamples / budget / 4, late: 0, eff: budget},
-		{name: "at the budget", reqs: full, late: 0.05 * full, eff: budget},
-		{name: "within θ of the budget", reqs: full, late: 0.046 * full, eff: budget},
-		{name: "4 % late: half a point spent", reqs: full, late: 0.04 * full, eff: 0.055, spent: 0.005},
-		{name: "3 % late: at most maxPayback of the budget", reqs: full, late: 0.03 * full, eff: 0.06, spent: 0.01},
-		{name: "over the budget, transients: paid back", reqs: full, late: 0.06 * full, transient: 0.005 * full, eff: 0.045},
-		{name: "transients in a quiet run: payback and spending add", reqs: full, late: 0.035 * full, transient: 0.005 * full, eff: 0.055, spent: 0.01},
-		{name: "the payback's bound, then the spare", reqs: full, late: 0.025 * full, transient: 0.02 * full, eff: 0.05, spent: 0.01},
-		{name: "the payback's bound", reqs: full, late: 0.2 * full, transient: 0.2 * full, eff: budget * (1 - maxPayback)},
+		{name: "at the budget", reqs: full, late: 0.05 * full, se: 0.001, eff: budget},
+		{name: "within its error of the budget", reqs: full, late: 0.046 * full, se: 0.003, eff: budget},
+		{name: "the same share measured tighter: spent", reqs: full, late: 0.046 * full, se: 0.001, eff: 0.054 - z*0.001, spent: 0.004 - z*0.001},
+		{name: "4 % late", reqs: full, late: 0.04 * full, se: 0.002, eff: 0.06 - z*0.002, spent: 0.01 - z*0.002},
+		{name: "3 % late: at most maxPayback of the budget", reqs: full, late: 0.03 * full, se: 0.002, eff: 0.06, spent: 0.01},
+		{name: "over the budget, transients: paid back", reqs: full, late: 0.06 * full, transient: 0.005 * full, se: 0.002, eff: 0.045},
+		{name: "transients in a quiet run: payback and spending add", reqs: full, late: 0.035 * full, transient: 0.005 * full, se: 0.002,
+			eff: 0.045 + 0.015 - z*0.002, spent: 0.015 - z*0.002},
+		{name: "the payback's bound, then the spare", reqs: full, late: 0.025 * full, transient: 0.02 * full, se: 0.002,
+			eff: 0.05 + 0.005 - z*0.002, spent: 0.015 - z*0.002},
+		{name: "the payback's bound", reqs: full, late: 0.2 * full, transient: 0.2 * full, se: 0.01, eff: budget * (1 - maxPayback)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := NewEngine()
 			e.reqs, e.late, e.lateTransient = tc.reqs, tc.late, tc.transient
-			eff, spent := e.spendBudget(budget, theta)
+			e.lateSq = (tc.se * tc.reqs) * (tc.se * tc.reqs)
+			require.InDelta(t, tc.se, e.recentLateShareError(), 1e-15)
+			eff, spent := e.spendBudget(budget, conf)
 			require.InDelta(t, tc.eff, eff, 1e-12)
 			require.InDelta(t, tc.spent, spent, 1e-12)
 		})
 	}
+}
+
+// TestClumpedLateRequestsSpendLess: the same share of late requests, spread
+// evenly over the cycles or clumped into one cycle in ten (a burst's
+// backlog), measures a standard error three times as large clumped, and
+// 4.5 % late against a 5 % budget is spent on only when spread.
+func TestClumpedLateRequestsSpendLess(t *testing.T) {
+	const budget, n = 0.05, 1000.0
+	run := func(late func(i int) float64) *Engine {
+		e := NewEngine()
+		for i := range 400 {
+			l := late(i)
+			s := Snapshot{LatencyBuckets: []LatencyBucket{{0.2, n * (1 - l)}, {math.Inf(1), n * l}}, LatencySamples: n}
+			e.recordLate(s, 100, 0.2, false, budget)
+		}
+		return e
+	}
+	spread := run(func(i int) float64 { return 0.045 + 0.01*float64(i%2) - 0.005 })
+	clumped := run(func(i int) float64 {
+		if i%10 == 5 {
+			return 0.045 * 10
+		}
+		return 0
+	})
+	require.InDelta(t, 0.045, spread.recentLateShare(), 0.002)
+	require.InDelta(t, 0.045, clumped.recentLateShare(), 0.012, "an exponentially weighted share, the last clump four cycles old")
+	require.Greater(t, clumped.recentLateShareError(), 3*spread.recentLateShareError())
+	_, spentSpread := spread.spendBudget(budget, 0.95)
+	_, spentClumped := clumped.spendBudget(budget, 0.95)
+	require.Greater(t, spentSpread, 0.0, "spread: SE %.4f", spread.recentLateShareError())
+	require.Zero(t, spentClumped, "clumped: SE %.4f", clumped.recentLateShareError())
 }
 
 // TestSpendsTheUnusedBudget: a workload whose requests keep running well
@@ -57,7 +98,9 @@ func TestSpendsTheUnusedBudget(t *testing.T) {
 		e := NewEngine()
 		var last Decision
 		for i := range 60 {
-			s := measure(snapshot(t0.Add(time.Duration(i)*15*time.Second), 60, 0.04, 6), late)
+			// ±1 point from cycle to cycle: the scatter the share's error is
+			// measured from.
+			s := measure(snapshot(t0.Add(time.Duration(i)*15*time.Second), 60, 0.04, 6), late+0.01*float64(i%2)-0.005)
 			d, err := e.Decide(spec, s)
 			require.NoError(t, err)
 			e.Revert(d) // the same 6 pods every cycle: only the sizing is under test
@@ -65,19 +108,25 @@ func TestSpendsTheUnusedBudget(t *testing.T) {
 		}
 		return last
 	}
-	quiet, near := run(0.02), run(0.048)
+	quiet, near := run(0.02), run(0.049)
 	x := quiet.Explanation
-	require.InDelta(t, 0.02, x.RecentLateShare, 1e-9)
+	require.InDelta(t, 0.02, x.RecentLateShare, 0.001)
 	require.Greater(t, x.RecentRequests, biasTailSamples/0.05/2)
-	// 4.5 % (the budget less θ) − 2 % measured is 2.5 points, of which
-	// maxPayback of the budget, 1 point, is spent.
+	// ±0.5 point about the share each cycle of 1,000 requests: its error over
+	// the loop's memory is about 0.1 point.
+	require.InDelta(t, 0.001, x.RecentLateShareError, 0.0005)
+	// The budget less 1.645 standard errors less 2 % measured is about 2.8
+	// points, of which maxPayback of the budget, 1 point, is spent.
 	require.InDelta(t, 0.01, x.SpentLateShare, 1e-9)
 	require.InDelta(t, 94, x.EffectivePercentile, 1e-9)
-	require.Contains(t, x.Reason, "ran 2% late, under the budget 5% by more than θ: 1% of it spent, sized at p94, and a scale-down needs no upper bound on λ")
+	require.Contains(t, x.Reason, fmt.Sprintf("ran %.3g%% late, under the budget 5%% by more than %.2f%%, the share's own error at the SLO's confidence: 1%% of it spent, sized at p94, and a scale-down needs no upper bound on λ",
+		100*x.RecentLateShare, 100*normalQuantile(0.95)*x.RecentLateShareError))
 	require.Equal(t, x.ArrivalRate, x.ArrivalRateHigh, "the scale-down reads λ itself while the budget is spent")
 
 	y := near.Explanation
-	require.InDelta(t, 0.048, y.RecentLateShare, 1e-9)
+	require.InDelta(t, 0.049, y.RecentLateShare, 0.001)
+	require.Greater(t, 0.05-y.RecentLateShare, 0.0, "under the budget")
+	require.Less(t, 0.05-y.RecentLateShare, normalQuantile(0.95)*y.RecentLateShareError, "but within its own error of it")
 	require.Zero(t, y.SpentLateShare)
 	require.Equal(t, 95.0, y.EffectivePercentile)
 	require.NotContains(t, y.Reason, "spent")

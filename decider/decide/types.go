@@ -701,12 +701,15 @@ type Explanation struct {
 	EffectivePercentile float64 `json:"effectivePercentile,omitempty"`
 	// RecentLateShare is the share of the last RecentRequests requests (an
 	// exponentially weighted count, the closed loop's memory) over the target,
-	// measured; SpentLateShare what the steady state spent of the budget they
-	// left unused (beyond θ of it): EffectivePercentile is then looser than
-	// the spec's by that much (Engine.spendBudget).
-	RecentLateShare float64 `json:"recentLateShare,omitempty"`
-	RecentRequests  float64 `json:"recentRequests,omitempty"`
-	SpentLateShare  float64 `json:"spentLateShare,omitempty"`
+	// measured, and RecentLateShareError its standard error (the cycles as
+	// clusters); SpentLateShare what the steady state spent of the budget they
+	// left unused beyond that error at the SLO's confidence:
+	// EffectivePercentile is then looser than the spec's by that much
+	// (Engine.spendBudget).
+	RecentLateShare      float64 `json:"recentLateShare,omitempty"`
+	RecentRequests       float64 `json:"recentRequests,omitempty"`
+	RecentLateShareError float64 `json:"recentLateShareError,omitempty"`
+	SpentLateShare       float64 `json:"spentLateShare,omitempty"`
 	// Recurrence is the recurring-burst detector's finding over the long
 	// history (period, occurrences, evidence, the next onset and its forecast
 	// λ, whether it applies now; Note says why not); nil when the snapshot

@@ -122,7 +122,7 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 		ShortArrivalRate: 90, ShortArrivalRateLow: 80, JumpRatio: 1.4, CountDispersion: 2,
 		Recurrence: &decide.Recurrence{PeriodSeconds: 1200, Occurrences: []time.Time{t0.Add(-40 * time.Minute), t0.Add(-20 * time.Minute), t0},
 			Levels: []float64{400, 410, 420}, Expected: 3, Confidence: 1, Chance: 1e-4, Next: t0.Add(20 * time.Minute), Rate: 400, Active: true},
-		TailModel: decide.TailMeasured, ServiceLateShare: 0.026, ServiceShapeWeight: 0.4, ServiceTimeInterval: 0.055, ServiceSamples: 9000,
+		TailModel: decide.TailMeasured, ServiceLateShare: 0.026, ServiceShapeWeight: 0.4, RecentLateShare: 0.031, RecentLateShareError: 0.0012, ServiceTimeInterval: 0.055, ServiceSamples: 9000,
 		RateCV2: 2.5, ArrivalRateLevel: 31, LevelWindow: 4 * time.Minute,
 		FrontExpiredRate: 1.5, FrontRefusedRate: 2, BacklogExpired: 22.5, ExpiredLateShare: 0.0375}}
 	require.NoError(t, sink.RecordDecision(context.Background(), web, d, false))
@@ -185,6 +185,9 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 	require.Equal(t, true, f["tail_calibrated"])
 	require.Equal(t, 0.026, f["service_late_share"])
 	require.Equal(t, 0.4, f["service_shape_weight"])
+	// And the budget's measurement: the recent share and its error.
+	require.Equal(t, 0.031, f["recent_late_share"])
+	require.Equal(t, 0.0012, f["recent_late_share_error"])
 	// And the pooled service-time estimate beside the interval's own.
 	require.Equal(t, 0.05, f["service_mean_seconds"])
 	require.Equal(t, 0.055, f["service_mean_interval_seconds"])

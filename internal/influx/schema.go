@@ -158,6 +158,7 @@ var Schema = []Measurement{
 			{"count_dispersion", "1", "measured variance/mean of short-window arrival counts (1: Poisson)"},
 			{"transient_late_share", "1", "share of recent requests that backlogs put over the target (measured)"},
 			{"recent_late_share", "1", "share of recent requests over the target (measured; the closed loop's memory, about 1000/(1 − p) requests)"},
+			{"recent_late_share_error", "1", "the standard error of recent_late_share, the cycles as clusters (late requests come in clumps): the budget is spent only where the share is under it by more than this at the SLO's confidence"},
 			{"spent_late_share", "1", "what the steady state spends of the budget the recent requests left unused beyond the tolerance θ (0: none)"},
 			{"effective_percentile", "%", "the percentile the model sized for: the spec's, stricter by up to a fifth of its budget while recent transients' late requests are paid back, looser by up to a fifth by spent_late_share"},
 			{"recurrence_period_seconds", "s", "period the long history's onsets recur at (written only when one is found)"},
