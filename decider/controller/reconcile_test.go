@@ -265,29 +265,33 @@ func TestReconcileCarriesTheLatencyBuckets(t *testing.T) {
 	w.LatencyBuckets = buckets
 	w.LatencyBucketsError = `influx: field "latency_bucket_le_0.20" is not in its canonical form "latency_bucket_le_0.2": skipped`
 	f := newFakeCluster(t, 2, nil, measured{w: w}, nil)
+	seen, logs := reconcileSeen(t, f)
+	require.Equal(t, []int32{6}, f.scaledTo, "decides as without them")
+	require.Equal(t, buckets, seen.LatencyBuckets)
+	require.Equal(t, 100.0, seen.LatencySamples, "the requests the histogram counts weigh the closed loop")
+	warned := logs.FilterMessage("latency histogram read with problems").All()
+	require.Len(t, warned, 1)
+	require.Equal(t, w.LatencyBucketsError, warned[0].ContextMap()["error"])
+	require.EqualValues(t, 4, warned[0].ContextMap()["buckets"])
+
+	seen, _ = reconcileSeen(t, newFakeCluster(t, 2, nil, measured{w: load(60, 0.05)}, nil))
+	require.Nil(t, seen.LatencyBuckets, "none measured: none passed")
+	require.Zero(t, seen.LatencySamples, "unknown: the engine takes λ × the interval")
+}
+
+// reconcileSeen runs one cycle of f's controller for ns/web with its warnings
+// observed, and returns the snapshot the engine decided on (exactly one) and
+// the warnings.
+func reconcileSeen(t *testing.T, f *fakeCluster) (decide.Snapshot, *observer.ObservedLogs) {
+	t.Helper()
 	core, logs := observer.New(zapcore.WarnLevel)
 	f.ctrl.Log = zap.New(core)
 	var seen []decide.Snapshot
 	controller.SetDecideHook(f.ctrl, func(s decide.Snapshot) { seen = append(seen, s) })
 	_, err := f.ctrl.Reconcile(context.Background(), "ns", "web")
 	require.NoError(t, err)
-	require.Equal(t, []int32{6}, f.scaledTo, "decides as without them")
-	require.Len(t, seen, 1)
-	require.Equal(t, buckets, seen[0].LatencyBuckets)
-	require.Equal(t, 100.0, seen[0].LatencySamples, "the requests the histogram counts weigh the closed loop")
-	warned := logs.FilterMessage("latency histogram read with problems").All()
-	require.Len(t, warned, 1)
-	require.Equal(t, w.LatencyBucketsError, warned[0].ContextMap()["error"])
-	require.EqualValues(t, 4, warned[0].ContextMap()["buckets"])
-
-	f = newFakeCluster(t, 2, nil, measured{w: load(60, 0.05)}, nil)
-	seen = nil
-	controller.SetDecideHook(f.ctrl, func(s decide.Snapshot) { seen = append(seen, s) })
-	_, err = f.ctrl.Reconcile(context.Background(), "ns", "web")
-	require.NoError(t, err)
-	require.Len(t, seen, 1)
-	require.Nil(t, seen[0].LatencyBuckets, "none measured: none passed")
-	require.Zero(t, seen[0].LatencySamples, "unknown: the engine takes λ × the interval")
+	require.Len(t, seen, 1, "the engine decided once")
+	return seen[0], logs
 }
 
 // TestReconcileCarriesTheServiceBuckets: the measurement's service-time
@@ -320,15 +324,9 @@ func TestReconcileCarriesTheServiceBuckets(t *testing.T) {
 			w.ServiceBuckets, w.ServiceBucketsError = tc.service, tc.serviceErr
 			w.LatencyBuckets, w.LatencyBucketsError = tc.latency, tc.latencyErr
 			f := newFakeCluster(t, 2, nil, measured{w: w}, nil)
-			core, logs := observer.New(zapcore.WarnLevel)
-			f.ctrl.Log = zap.New(core)
-			var seen []decide.Snapshot
-			controller.SetDecideHook(f.ctrl, func(s decide.Snapshot) { seen = append(seen, s) })
-			_, err := f.ctrl.Reconcile(context.Background(), "ns", "web")
-			require.NoError(t, err)
-			require.Len(t, seen, 1)
-			require.Equal(t, tc.service, seen[0].ServiceBuckets)
-			require.Equal(t, tc.latency, seen[0].LatencyBuckets)
+			seen, logs := reconcileSeen(t, f)
+			require.Equal(t, tc.service, seen.ServiceBuckets)
+			require.Equal(t, tc.latency, seen.LatencyBuckets)
 			require.Len(t, f.scaledTo, 1, "the cycle decides with or without them")
 			warned := logs.FilterMessage(serviceLog).All()
 			require.Len(t, warned, tc.serviceWarns)
@@ -350,12 +348,8 @@ func TestReconcileCarriesTheServiceSamples(t *testing.T) {
 		w := load(60, 0.05)
 		w.ServiceSamples = n
 		f := newFakeCluster(t, 2, nil, measured{w: w}, nil)
-		var seen []decide.Snapshot
-		controller.SetDecideHook(f.ctrl, func(s decide.Snapshot) { seen = append(seen, s) })
-		_, err := f.ctrl.Reconcile(context.Background(), "ns", "web")
-		require.NoError(t, err)
-		require.Len(t, seen, 1)
-		require.Equal(t, n, seen[0].ServiceSamples)
+		seen, _ := reconcileSeen(t, f)
+		require.Equal(t, n, seen.ServiceSamples)
 		require.Equal(t, []int32{6}, f.scaledTo)
 	}
 }

@@ -1,9 +1,6 @@
 package decide
 
-import (
-	"math"
-	"slices"
-)
+import "math"
 
 // servicePercentiles are the percentiles the tail's shape is read at from the
 // pooled service-time histogram when no quantiles say which: those the
@@ -30,31 +27,26 @@ func (e *Engine) poolServiceBuckets(bs []LatencyBucket, weight float64) bool {
 		return false
 	}
 	fresh := len(e.svcHist) == 0 || weight >= 1
-	w := math.Min(weight, 1)
-	mass := make(map[float64]float64, len(bs)+len(e.svcHist))
-	if !fresh {
-		for _, b := range e.svcHist {
-			mass[b.UpperBound] += (1 - w) * b.Count
-		}
-	} else {
-		w = 1
+	old, w := e.svcHist, math.Min(weight, 1)
+	if fresh {
+		old, w = nil, 1
 	}
-	for _, b := range bs {
-		mass[b.UpperBound] += w * b.Count / total
-	}
-	out := make([]LatencyBucket, 0, len(mass))
-	for ub, m := range mass {
-		out = append(out, LatencyBucket{UpperBound: ub, Count: m})
-	}
-	slices.SortFunc(out, func(a, b LatencyBucket) int {
+	// Both are ascending by bound (the snapshot's is validated so): one merge.
+	out := make([]LatencyBucket, 0, len(bs)+len(old))
+	i, j := 0, 0
+	for i < len(old) || j < len(bs) {
 		switch {
-		case a.UpperBound < b.UpperBound:
-			return -1
-		case a.UpperBound > b.UpperBound:
-			return 1
+		case j == len(bs) || (i < len(old) && old[i].UpperBound < bs[j].UpperBound):
+			out = append(out, LatencyBucket{UpperBound: old[i].UpperBound, Count: (1 - w) * old[i].Count})
+			i++
+		case i == len(old) || bs[j].UpperBound < old[i].UpperBound:
+			out = append(out, LatencyBucket{UpperBound: bs[j].UpperBound, Count: w * bs[j].Count / total})
+			j++
+		default:
+			out = append(out, LatencyBucket{UpperBound: bs[j].UpperBound, Count: (1-w)*old[i].Count + w*bs[j].Count/total})
+			i, j = i+1, j+1
 		}
-		return 0
-	})
+	}
 	e.svcHist = out
 	return fresh
 }
