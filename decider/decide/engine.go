@@ -569,14 +569,14 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		}
 		if x.Lead > 0 {
 			window := time.Duration(float64(x.Lead) * spec.Predictive.WindowFactor)
-			if f, se, ok := forecast(spec.Predictive.Method, snap.ArrivalRates, now, x.Lead, window, disp); ok {
+			if fc, ok := forecast(spec.Predictive.Method, snap.ArrivalRates, now, x.Lead, window, disp, conf); ok {
 				// The forecast counts as far as the counts prove it: its
 				// lower confidence bound at the SLO's confidence, given
 				// how dispersed the counts are. A line through noisy counts
 				// rises and falls with the noise, and the lead multiplies
 				// its slope.
-				x.ForecastArrivalRate = f
-				x.ForecastArrivalRateLow = math.Max(f-normalQuantile(conf)*se, 0)
+				x.ForecastArrivalRate, x.ForecastWindow = fc.f, fc.window
+				x.ForecastArrivalRateLow = math.Max(fc.f-normalQuantile(conf)*fc.se, 0)
 				lambdaSize = math.Max(lambdaNow, x.ForecastArrivalRateLow)
 			}
 		}

@@ -392,19 +392,20 @@ func TestForecasters(t *testing.T) {
 	now := samples[len(samples)-1].Time
 	want := 100 + 2*(300+60.0)
 	for _, m := range []ForecastMethod{ForecastHolt, ForecastLeastSquares} {
-		f, _, ok := forecast(m, samples, now, time.Minute, 5*time.Minute, 1)
+		fc, ok := forecast(m, samples, now, time.Minute, 5*time.Minute, 1, 0.95)
 		require.True(t, ok)
-		require.InDelta(t, want, f, 1e-9, string(m))
+		require.InDelta(t, want, fc.f, 1e-9, string(m))
+		require.Equal(t, 5*time.Minute, fc.window, "a straight line fits the whole window")
 	}
 	// Too few samples in the window: no forecast.
-	_, se, ok := forecast(ForecastHolt, samples, now, time.Minute, 20*time.Second, 1)
+	fc, ok := forecast(ForecastHolt, samples, now, time.Minute, 20*time.Second, 1, 0.95)
 	require.False(t, ok)
-	require.Zero(t, se, "no forecast, no spread")
+	require.Zero(t, fc.se, "no forecast, no spread")
 	// A steep fall never forecasts a negative rate.
 	down := []Sample{{t0, 100}, {t0.Add(time.Minute), 50}, {t0.Add(2 * time.Minute), 0}}
-	f, _, ok := forecast(ForecastLeastSquares, down, t0.Add(2*time.Minute), 10*time.Minute, time.Hour, 1)
+	fc, ok = forecast(ForecastLeastSquares, down, t0.Add(2*time.Minute), 10*time.Minute, time.Hour, 1, 0.95)
 	require.True(t, ok)
-	require.Zero(t, f)
+	require.Zero(t, fc.f)
 	// p90 of init times, nearest rank.
 	var inits []time.Duration
 	for i := 1; i <= 10; i++ {
@@ -1003,8 +1004,12 @@ func TestMigrationSizesWithThePooledServiceTime(t *testing.T) {
 // Poisson counts (one request at a time, and in batches of 20) and checks
 // that the forecast's lower confidence bound, f − z·SE (forecast), lies above
 // the true λ in about 1 − p of the draws, as a bound at level p must, when
-// the counts' dispersion is known; and that ignoring a batch size of 20
-// (dispersion 1) lets the noisy line overshoot far more often.
+// the counts' dispersion is known; and that when a batch size of 20 is
+// ignored (dispersion 1), the residuals, which scatter far more than Poisson
+// counts would, fail the line's fit and stand in for the noise: the bound
+// overshoots no more often than its level says (0.8 % of the draws; until
+// 2026-11-27 the spread read the stated dispersion only, and it overshot in a
+// quarter of them and more).
 func TestForecastLowerBoundCoversTheNoise(t *testing.T) {
 	const (
 		rate  = 20.0 // requests per second
@@ -1023,9 +1028,9 @@ func TestForecastLowerBoundCoversTheNoise(t *testing.T) {
 				count := batch * float64(poissonCount(rng, rate*step.Seconds()/batch))
 				samples = append(samples, Sample{Time: t0.Add(-time.Duration(i) * step), Rate: count / step.Seconds()})
 			}
-			f, se, ok := forecast(ForecastLeastSquares, samples, t0, lead, window, dispersion)
+			fc, ok := forecast(ForecastLeastSquares, samples, t0, lead, window, dispersion, conf)
 			require.True(t, ok)
-			if f-z*se > rate {
+			if fc.f-z*fc.se > rate {
 				n++
 			}
 		}
@@ -1041,7 +1046,7 @@ func TestForecastLowerBoundCoversTheNoise(t *testing.T) {
 		share := over(tc.batch, tc.dispersion)
 		require.InDelta(t, 1-conf, share, 0.02, "%s: share of draws whose bound overshoots λ", tc.name)
 	}
-	require.Greater(t, over(20, 1), 0.25, "batches of 20 read as Poisson: the line's noise passes for a rise")
+	require.Less(t, over(20, 1), 1-conf, "batches of 20 read as Poisson: the residuals' spread must stand in for the noise")
 }
 
 // TestNoisyCountsDoNotForecastARise: λ has risen from 40/s to 52/s over five

@@ -545,9 +545,13 @@ type Explanation struct {
 	// SLO's confidence, given the counts' dispersion: what the scale-up sizes
 	// for (line.spread).
 	ForecastArrivalRateLow float64 `json:"forecastArrivalRateLow,omitempty"`
-	SizingArrivalRate      float64 `json:"sizingArrivalRate"` // the λ used for scale-up: the highest of now, the forecast's lower bound and the proven short-window and cycle rates
-	ServiceTime            float64 `json:"serviceTime"`       // E[S] seconds (at the current CPU): the pooled estimate
-	ServiceSCV             float64 `json:"serviceSCV"`
+	// ForecastWindow is how far back the forecast's line runs: the longest
+	// window, in whole leads up to the spec's WindowFactor, whose rates a line
+	// fits within their counts' noise (forecast).
+	ForecastWindow    time.Duration `json:"forecastWindow,omitempty"`
+	SizingArrivalRate float64       `json:"sizingArrivalRate"` // the λ used for scale-up: the highest of now, the forecast's lower bound and the proven short-window and cycle rates
+	ServiceTime       float64       `json:"serviceTime"`       // E[S] seconds (at the current CPU): the pooled estimate
+	ServiceSCV        float64       `json:"serviceSCV"`
 	// ServiceTimeInterval is E[S] as the newest interval measured it (0: none
 	// served), ServiceSamples the requests the pooled estimate ServiceTime is
 	// over, and ServiceNote how it was formed (service.go).

@@ -69,6 +69,7 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 		"measured_latency_seconds":      x.MeasuredLatency,
 		"target_seconds":                x.Target,
 		"lead_seconds":                  x.Lead.Seconds(),
+		"forecast_window_seconds":       x.ForecastWindow.Seconds(),
 		"normalized":                    x.Normalized,
 		// The queue terms (issue #15).
 		"short_arrival_rate":      x.ShortArrivalRate,

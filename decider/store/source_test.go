@@ -117,7 +117,7 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 	web := measurement.DecisionOf{Namespace: "ns", Name: "web-qa", Workload: "web"}
 	d := decide.Decision{Time: t0, Action: decide.ActionHorizontal, DesiredReplicas: 4, Explanation: decide.Explanation{
 		ArrivalRate: 40, ForecastArrivalRate: 50, ServiceTime: 0.05, Latency: 0.3, MeasuredLatency: 0.28, Target: 0.2,
-		Lead: 30 * time.Second, Normalized: 1.5, CurrentReplicas: 2, Reason: "L > T(1+θ)",
+		Lead: 30 * time.Second, ForecastWindow: 2 * time.Minute, Normalized: 1.5, CurrentReplicas: 2, Reason: "L > T(1+θ)",
 		Backlog: 120, DrainReplicas: 6, LatencyBias: 1.3, MeasuredLateShare: 0.08, ModelledLateShare: 0.05,
 		ShortArrivalRate: 90, ShortArrivalRateLow: 80, JumpRatio: 1.4, CountDispersion: 2,
 		Recurrence: &decide.Recurrence{PeriodSeconds: 1200, Occurrences: []time.Time{t0.Add(-40 * time.Minute), t0.Add(-20 * time.Minute), t0},
@@ -166,6 +166,7 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 	f := fields(c.pts[0])
 	require.Equal(t, int64(4), f["desired_replicas"])
 	require.Equal(t, 30.0, f["lead_seconds"])
+	require.Equal(t, 120.0, f["forecast_window_seconds"])
 	require.Equal(t, false, f["dry_run"])
 	// The queue terms of the explanation reach InfluxDB too.
 	require.Equal(t, 120.0, f["backlog"])

@@ -134,6 +134,7 @@ var Schema = []Measurement{
 			{"arrival_rate", "1/s", "λ now"},
 			{"forecast_arrival_rate", "1/s", "λ forecast at now + lead"},
 			{"forecast_arrival_rate_low", "1/s", "the forecast's lower confidence bound at the SLO's confidence, given the counts' dispersion: what the scale-up sizes for"},
+			{"forecast_window_seconds", "s", "how far back the forecast's line runs: the longest window, in whole leads, whose rates a line fits within their counts' noise (0: no forecast)"},
 			{"service_mean_seconds", "s", "E[S] used: the intervals' service times pooled over service_samples requests (docs/model.md section 1)"},
 			{"service_mean_interval_seconds", "s", "E[S] as the newest interval measured it (0: none served), which the pooled estimate folded in"},
 			{"service_samples", "1", "requests the pooled E[S] is over (decayed; a memory of about SCV × 10 000), started again after a step in the service time or a CPU change"},
