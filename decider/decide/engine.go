@@ -46,8 +46,9 @@ type Engine struct {
 	// decision (a backlog seen twice in a row is a transient, not noise).
 	bias        float64
 	lastBacklog float64
-	// disp is the dispersion of short-window counts (0: none yet, i.e. 1).
-	disp float64
+	// disp is the dispersion of short-window counts (0: none yet, i.e. 1),
+	// over dispN samples.
+	disp, dispN float64
 	// cv2Sum and cv2Pairs are the pairs-weighted sums of the measured relative
 	// variance of the per-second rate (mixture.go), forgetting as pairs come.
 	cv2Sum, cv2Pairs float64
@@ -116,6 +117,10 @@ type State struct {
 	// CountDispersion is the measured dispersion of short-window arrival
 	// counts (0: none yet).
 	CountDispersion float64 `json:",omitempty"`
+	// CountDispersionSamples is how many decisions' counts CountDispersion
+	// is over (0 with a CountDispersion: a state written before 2026-11-27,
+	// read as a full memory).
+	CountDispersionSamples float64 `json:",omitempty"`
 	// ServiceMean and ServiceSCV are the pooled service-time estimate's E[S]
 	// (seconds) and SCV, over ServiceSamples requests (decayed), measured at
 	// the pods' mean CPU request ServiceCPU (millicores; 0: unknown); zero
@@ -169,7 +174,7 @@ func (e *Engine) State() State {
 		s.MigrationEnded = time.Unix(0, e.migrationEnded).UTC()
 	}
 	s.MigrationFrom, s.MigrationMoved = e.lastFrom, e.lastMoved
-	s.LatencyBias, s.CountDispersion = e.bias, e.disp
+	s.LatencyBias, s.CountDispersion, s.CountDispersionSamples = e.bias, e.disp, e.dispN
 	if e.service.n > 0 {
 		s.ServiceMean, s.ServiceSCV, s.ServiceSamples, s.ServiceCPU = e.service.mean(), e.service.scv(), e.service.n, e.service.cpu
 	}
@@ -227,7 +232,10 @@ func NewEngineFromState(s State) *Engine {
 		e.bias = s.LatencyBias
 	}
 	if s.CountDispersion > 0 && !math.IsInf(s.CountDispersion, 0) {
-		e.disp = s.CountDispersion
+		e.disp, e.dispN = s.CountDispersion, 1/(1-0.95)
+		if n := s.CountDispersionSamples; n > 0 && !badFloat(n) {
+			e.dispN = n
+		}
 	}
 	if s.ServiceSamples > 0 && s.ServiceMean > 0 && s.ServiceSCV >= 0 && s.ServiceCPU >= 0 &&
 		!badFloat(s.ServiceSamples) && !badFloat(s.ServiceMean) && !badFloat(s.ServiceSCV) && !badFloat(s.ServiceCPU) {
