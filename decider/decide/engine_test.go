@@ -1023,12 +1023,7 @@ func TestForecastLowerBoundCoversTheNoise(t *testing.T) {
 	over := func(batch float64, dispersion float64) float64 {
 		n := 0
 		for range draws {
-			var samples []Sample
-			for i := 45; i >= 0; i-- {
-				count := batch * float64(poissonCount(rng, rate*step.Seconds()/batch))
-				samples = append(samples, Sample{Time: t0.Add(-time.Duration(i) * step), Rate: count / step.Seconds()})
-			}
-			fc, ok := forecast(ForecastLeastSquares, samples, t0, lead, window, dispersion, conf)
+			fc, ok := forecast(ForecastLeastSquares, flatRates(rng, rate, batch, step), t0, lead, window, dispersion, conf)
 			require.True(t, ok)
 			if fc.f-z*fc.se > rate {
 				n++

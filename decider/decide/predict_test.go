@@ -90,17 +90,23 @@ func TestFlatNoiseFitsALine(t *testing.T) {
 	for _, batch := range []float64{1, 20} {
 		fits := 0
 		for range draws {
-			var s []Sample
-			for i := 45; i >= 0; i-- {
-				count := batch * float64(poissonCount(rng, rate*step.Seconds()/batch))
-				s = append(s, Sample{Time: t0.Add(-time.Duration(i) * step), Rate: count / step.Seconds()})
-			}
-			if fitRateLine(s).fits(batch, step, conf) {
+			if fitRateLine(flatRates(rng, rate, batch, step)).fits(batch, step, conf) {
 				fits++
 			}
 		}
 		require.InDelta(t, conf, float64(fits)/draws, 0.02, "batch %v: share of draws a line fits", batch)
 	}
+}
+
+// flatRates is 46 samples of a flat λ (rate), step apart and ending at t0,
+// each its Poisson count of batches of batch requests over step.
+func flatRates(rng *rand.Rand, rate, batch float64, step time.Duration) []Sample {
+	var s []Sample
+	for i := 45; i >= 0; i-- {
+		count := batch * float64(poissonCount(rng, rate*step.Seconds()/batch))
+		s = append(s, Sample{Time: t0.Add(-time.Duration(i) * step), Rate: count / step.Seconds()})
+	}
+	return s
 }
 
 // TestChiSquareQuantile against tabulated quantiles.
