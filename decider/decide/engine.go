@@ -637,7 +637,17 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	}
 	if snap.ShortWindow > 0 {
 		x.ShortArrivalRate = snap.ShortArrivalRate
-		x.ShortArrivalRateLow = provenRate(snap.ShortArrivalRate, snap.ShortWindow, conf, disp)
+		// The short window is tested anew every scrape, lead/w times a lead:
+		// at the SLO's confidence per window, one in twenty of them proves a
+		// rate above the truth, and where counts come in batches (NASA ×50,
+		// dispersion about 60) a 5 s clump of them ordered 45 pods where 26
+		// served, the rate back at the mean before any was Ready. The bound
+		// holds at conf per lead (Šidák: conf^(w/lead) per window), so a false
+		// scale-up comes once in 1/(1 − conf) leads; a real step proves itself
+		// nearly as fast (a 5 × step from 20/s, Poisson: 89.6/s instead of
+		// 92.8/s proven in its first 5 s with a 30 s lead).
+		windows := math.Max(1, leadQ.Seconds()/snap.ShortWindow.Seconds())
+		x.ShortArrivalRateLow = provenRate(snap.ShortArrivalRate, snap.ShortWindow, math.Pow(conf, 1/windows), disp)
 		lambdaSize = math.Max(lambdaSize, x.ShortArrivalRateLow)
 		lambdaTrigger = math.Max(lambdaTrigger, x.ShortArrivalRateLow)
 	}

@@ -110,13 +110,14 @@ func TestFastPathNeedsAProvenRate(t *testing.T) {
 	spec := queueSpec()
 	spec.Behavior = immediate()
 	// λ over the cycle 60/s; the last 5 s counted 150/s (750 requests): far
-	// beyond Poisson noise, so the fast path sizes for its lower bound.
+	// beyond Poisson noise, so the fast path sizes for its lower bound, at the
+	// SLO's confidence per lead (30 s, DefaultLead: six windows).
 	s := snapshot(t0, 60, 0.04, 5)
 	s.ShortArrivalRate, s.ShortWindow = 150, 5*time.Second
 	d, err := NewEngine().Decide(spec, s)
 	require.NoError(t, err)
 	low := d.Explanation.ShortArrivalRateLow
-	z := normalQuantile(0.95)
+	z := normalQuantile(math.Pow(0.95, 1.0/6))
 	require.InDelta(t, math.Pow(math.Sqrt(750)-z/2, 2)/5, low, 1e-6)
 	require.InDelta(t, low, d.Explanation.SizingArrivalRate, 1e-9)
 	require.Greater(t, d.DesiredReplicas, int32(5))
@@ -134,6 +135,37 @@ func TestFastPathNeedsAProvenRate(t *testing.T) {
 	require.NoError(t, err)
 	require.Less(t, d.Explanation.ShortArrivalRateLow, 60.0)
 	require.InDelta(t, 60, d.Explanation.SizingArrivalRate, 1e-9)
+}
+
+// TestABatchClumpIsNotALastingRise: counts in batches (dispersion 60, as
+// NASA ×50 measures) at 20/s; one 5 s window counts 387 requests. At the
+// SLO's confidence per window that proved 35/s and ordered pods for it; per
+// lead (six windows of a 30 s lead) it proves less than 22/s and the
+// decision holds. A 5 × step in Poisson counts still proves 89/s in its first
+// window.
+func TestABatchClumpIsNotALastingRise(t *testing.T) {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	decide := func(short float64, dispersion float64) Decision {
+		s := snapshot(t0, 20, 0.05, 4)
+		if short > 0 {
+			s.ShortArrivalRate, s.ShortWindow = short, 5*time.Second
+		}
+		d, err := NewEngineFromState(State{CountDispersion: dispersion}).Decide(spec, s)
+		require.NoError(t, err)
+		return d
+	}
+	base := decide(0, 60).DesiredReplicas
+	require.Greater(t, provenRate(387.0/5, 5*time.Second, 0.95, 60), 35.0, "the bound per window")
+	d := decide(387.0/5, 60)
+	x := d.Explanation
+	require.InDelta(t, provenRate(387.0/5, 5*time.Second, math.Pow(0.95, 1.0/6), 60), x.ShortArrivalRateLow, 1e-9)
+	require.Less(t, x.ShortArrivalRateLow, 22.0)
+	require.Equal(t, base, d.DesiredReplicas, x.Reason)
+
+	d = decide(100, 1)
+	require.Greater(t, d.Explanation.ShortArrivalRateLow, 89.0)
+	require.Greater(t, d.DesiredReplicas, base, d.Explanation.Reason)
 }
 
 func TestNoScaleDownWhileQueued(t *testing.T) {
