@@ -343,7 +343,18 @@ func (c *conn) roundTrip(head []byte) (measure.Outcome, bool) {
 		if hasBody {
 			c.beginSend(up)
 			rerr, werr := sink{w: up.bw, t: &c.track, readWait: phaseBodyRead, writeWait: phaseAppWrite}.copyN(c.br, c.req.contentLength)
-			if c.endSend(up) && (rerr != nil || werr != nil) {
+			early := c.endSend(up)
+			if werr != nil && c.stalled.Load() == phaseAppWrite {
+				// The application took none of the body for longer than its
+				// limit and the sweeper closed its connection. Checked before
+				// the early answer: the closed connection reads as pending, so
+				// checkEarly may have flagged it, and relaying it answered 502
+				// (a closed connection) instead of 504, now and then.
+				up.nc.Close()
+				c.up.Store(nil)
+				return c.failed(measure.UpstreamTimeout, true)
+			}
+			if early && (rerr != nil || werr != nil) {
 				// The application answered before taking the whole body (a
 				// 413, a 401): its answer is relayed, the rest of the body is
 				// never read, so both connections close after it.
