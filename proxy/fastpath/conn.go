@@ -343,18 +343,7 @@ func (c *conn) roundTrip(head []byte) (measure.Outcome, bool) {
 		if hasBody {
 			c.beginSend(up)
 			rerr, werr := sink{w: up.bw, t: &c.track, readWait: phaseBodyRead, writeWait: phaseAppWrite}.copyN(c.br, c.req.contentLength)
-			early := c.endSend(up)
-			if werr != nil && c.stalled.Load() == phaseAppWrite {
-				// The application took none of the body for longer than its
-				// limit and the sweeper closed its connection. Checked before
-				// the early answer: the closed connection reads as pending, so
-				// checkEarly may have flagged it, and relaying it answered 502
-				// (a closed connection) instead of 504, now and then.
-				up.nc.Close()
-				c.up.Store(nil)
-				return c.failed(measure.UpstreamTimeout, true)
-			}
-			if early && (rerr != nil || werr != nil) {
+			if c.endSend(up) && (rerr != nil || werr != nil) {
 				// The application answered before taking the whole body (a
 				// 413, a 401): its answer is relayed, the rest of the body is
 				// never read, so both connections close after it.
@@ -696,11 +685,14 @@ func (c *conn) endSend(up *upConn) bool {
 
 // checkEarly is called by the sweeper at generation gen: if a request body has been
 // sent for at least a tick and the application has answered (or closed) meanwhile,
-// the body's copy is interrupted so the answer reaches the client at once.
+// the body's copy is interrupted so the answer reaches the client at once. A copy
+// the sweeper has cut off (checkStall, just before) is not an early answer: the
+// connection it closed reads as pending, and relaying it answered 502 where the
+// stall's 504 was due (TestStallsAreCutOff, now and then under load).
 func (c *conn) checkEarly(gen uint64) {
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
-	if !c.sending || c.early || gen-c.sendGen < 1 {
+	if !c.sending || c.early || gen-c.sendGen < 1 || c.stalled.Load() != phaseNone {
 		return
 	}
 	up := c.up.Load()
