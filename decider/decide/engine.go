@@ -232,7 +232,7 @@ func NewEngineFromState(s State) *Engine {
 		e.bias = s.LatencyBias
 	}
 	if s.CountDispersion > 0 && !math.IsInf(s.CountDispersion, 0) {
-		e.disp, e.dispN = s.CountDispersion, 1/(1-0.95)
+		e.disp, e.dispN = s.CountDispersion, dispersionMemory
 		if n := s.CountDispersionSamples; n > 0 && !badFloat(n) {
 			e.dispN = n
 		}

@@ -68,12 +68,12 @@ func TestForecastFitsThePresentTrend(t *testing.T) {
 		require.GreaterOrEqual(t, fc.f, tc.lo, tc.name)
 		require.LessOrEqual(t, fc.f, tc.hi, tc.name)
 		if tc.wholeAbove {
-			require.Greater(t, fitRateLine(s).at(t0.Add(lead)), tc.hi+10, "%s: the whole window's line", tc.name)
+			require.Greater(t, fitRateLine(s, nil).at(t0.Add(lead)), tc.hi+10, "%s: the whole window's line", tc.name)
 		}
 		if tc.presentAbove {
 			i := firstFrom(s, t0.Add(-2*time.Minute))
-			require.True(t, fitRateLine(s[i:]).fits(1, step, 0.95), tc.name)
-			require.Greater(t, fitRateLine(s[i:]).at(t0.Add(lead)), tc.hi+10, "%s: the present line", tc.name)
+			require.True(t, fitRateLine(s[i:], nil).fits(1, step, 0.95), tc.name)
+			require.Greater(t, fitRateLine(s[i:], nil).at(t0.Add(lead)), tc.hi+10, "%s: the present line", tc.name)
 		}
 	}
 }
@@ -90,7 +90,7 @@ func TestFlatNoiseFitsALine(t *testing.T) {
 	for _, batch := range []float64{1, 20} {
 		fits := 0
 		for range draws {
-			if fitRateLine(flatRates(rng, rate, batch, step)).fits(batch, step, conf) {
+			if fitRateLine(flatRates(rng, rate, batch, step), nil).fits(batch, step, conf) {
 				fits++
 			}
 		}
@@ -135,7 +135,7 @@ func TestTurnedPeakIsNotExtrapolated(t *testing.T) {
 			s.ArrivalRates[i].Rate = 300 + 100*ago/60
 		}
 	}
-	whole := fitRateLine(s.ArrivalRates).at(t0.Add(time.Minute))
+	whole := fitRateLine(s.ArrivalRates, nil).at(t0.Add(time.Minute))
 	require.Greater(t, whole, 300.0, "the whole window's line rises past the turn")
 	d, err := NewEngine().Decide(spec, s)
 	require.NoError(t, err)

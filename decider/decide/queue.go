@@ -314,9 +314,12 @@ func solveBias(latency func(b float64) float64, measured float64) (float64, bool
 	return math.Exp((lo + hi) / 2), false
 }
 
+// dispersionMemory is how many decisions the counts' dispersion averages over.
+const dispersionMemory = 20.0
+
 // dispersion is the index of dispersion of the short-window counts (their
 // variance over their mean; 1 for Poisson arrivals, about the batch size for
-// arrivals in batches), an exponential average over the last 1/(1−p)
+// arrivals in batches), an exponential average over the last dispersionMemory
 // decisions of (N − λw)²/(λw), with N the short window's count and λ the
 // cycle's rate. It returns the value before this decision's sample.
 //
@@ -337,8 +340,8 @@ func (e *Engine) dispersion(snap Snapshot, lambda float64) float64 {
 	}
 	mean := lambda * w
 	r := (snap.ShortArrivalRate*w - mean) * (snap.ShortArrivalRate*w - mean) / mean
-	e.disp = d + (r-d)*max(1-0.95, 1/(e.dispN+2))
-	e.dispN = min(e.dispN+1, 1/(1-0.95))
+	e.disp = d + (r-d)*max(1/dispersionMemory, 1/(e.dispN+2))
+	e.dispN = min(e.dispN+1, dispersionMemory)
 	return d
 }
 

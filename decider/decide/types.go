@@ -543,7 +543,7 @@ type Explanation struct {
 	ForecastArrivalRate float64 `json:"forecastArrivalRate"` // λ at now + lead (0 when not predictive)
 	// ForecastArrivalRateLow is the forecast's lower confidence bound at the
 	// SLO's confidence, given the counts' dispersion: what the scale-up sizes
-	// for (line.spread).
+	// for (trend.spread).
 	ForecastArrivalRateLow float64 `json:"forecastArrivalRateLow,omitempty"`
 	// ForecastWindow is how far back the forecast's line runs: the longest
 	// window, in whole leads up to the spec's WindowFactor, whose rates a line
