@@ -708,8 +708,15 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	// less than the budget by more than the measured share's own error at the
 	// SLO's confidence, the steady state sizes for a looser percentile by the
 	// difference (spendBudget), and a scale-down reads λ rather than its upper
-	// confidence bound.
+	// confidence bound. The jump floor spends it too (floorBudget): the floor
+	// is the steady state's pods before a jump, and the measured share that
+	// loosens the one speaks for the other. The scale-down's margin keeps
+	// 1 − p: a count the floor accepts at the spent budget is left only when
+	// one pod fewer meets the SLO's own, so while the budget is spent neither
+	// acts between the two. (Spending in the margin too took two cells of the
+	// matrix across the budget: docs/model.md section 2c.)
 	budget := 1 - conf
+	floorBudget := budget
 	if spec.Percentile > 0 {
 		e.recordLate(snap, lambdaNow, target, transient, budget)
 		eff, spent := e.spendBudget(budget, conf)
@@ -718,6 +725,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		switch {
 		case eff > budget:
 			m.pct = pct
+			floorBudget = eff
 		case eff < budget && m.load(lambdaNow, m.es).ServicePercentile(pct) < target:
 			// The payback only where the stricter percentile's service-time
 			// floor is still below the target.
@@ -774,7 +782,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		floorBase = provenRate(leadMean, leadQ, conf, disp)
 	}
 	x.JumpBase = floorBase
-	jumpPods, hasJump := e.jumpFloor(spec, m, leadQ, ratios, leads, floorBase, budget, spec.MaxReplicas, x)
+	jumpPods, hasJump := e.jumpFloor(spec, m, leadQ, ratios, leads, floorBase, floorBudget, spec.MaxReplicas, x)
 	// The band in pods: near the latency floor (the service-time percentile)
 	// the percentile falls slowly with the pods, so a band of ±θ on G spans
 	// far more than ±θ of the pods (lognormal cv 1.2, p95 ≤ 4·E[S]: G = 0.9
@@ -793,6 +801,9 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			rec, cpu = jumpPods, 0
 			reason = fmt.Sprintf("the history's jumps over one lead (%s) need %d pods before they come: at λ's mean %.4g/s over the last lead × each jump, their late share is %.3g, within 1 − p",
 				leadQ, jumpPods, floorBase, x.JumpLateShare)
+			if floorBudget > budget {
+				reason += fmt.Sprintf(" as the steady state spends it, %.3g", floorBudget)
+			}
 			if floorBase < leadMean {
 				reason += fmt.Sprintf(" (the mean as far as its counts prove it, at dispersion %.3g: %.4g/s measured)", disp, leadMean)
 			}

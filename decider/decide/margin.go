@@ -85,7 +85,8 @@ func atBase(js []jump, base float64) ([]float64, int) {
 // the largest jump in the history needs. The onsets a confirmed recurrence
 // explains are left out, as from the scale-down's margin: the forecast starts
 // pods a lead before each, so the steady state need not hold them all along.
-// base is λ's mean over the last lead (0: none, and no floor).
+// base is λ's mean over the last lead (0: none, and no floor); budget is 1 −
+// p, or the budget as the steady state spends it (Decide's floorBudget).
 func (e *Engine) jumpFloor(spec Spec, m *sizer, lead time.Duration, ratios []float64, leads []weighted, base, budget float64, hi int32, x *Explanation) (n int32, ok bool) {
 	if spec.Percentile <= 0 || lead <= 0 {
 		return 0, false
@@ -108,7 +109,7 @@ func (e *Engine) jumpFloor(spec Spec, m *sizer, lead time.Duration, ratios []flo
 	hi = min(hi, m.minPods(base*ratios[len(ratios)-1], m.es))
 	var probe Explanation
 	n = m.minPodsOverJumps(base, leads, 1, hi, budget, &probe)
-	x.JumpReplicas, x.JumpLateShare = n, probe.DownLateShare
+	x.JumpReplicas, x.JumpLateShare, x.JumpBudget = n, probe.DownLateShare, budget
 	return n, true
 }
 

@@ -136,3 +136,53 @@ func TestSpendsTheUnusedBudget(t *testing.T) {
 	// percentile.
 	require.Less(t, x.Normalized, y.Normalized, "%s\n%s", x.Reason, y.Reason)
 }
+
+// TestTheFloorSpendsTheBudgetTheMarginKeeps: while the recent requests leave
+// the budget unused (2 % late against 5 %, measured to ±0.1 point), the jump
+// floor holds the history's jumps to the budget as the steady state spends it
+// (here maxPayback's bound, 6 %), and the scale-down's margin to 1 − p. A
+// history of 4× rises at 20/s needs 5 pods at 5 % and 4 at 6 %: with the
+// budget spent, 4 pods are not scaled up and 5 are not scaled down (the band
+// in which neither acts), and without it 4 pods are scaled up to 5.
+func TestTheFloorSpendsTheBudgetTheMarginKeeps(t *testing.T) {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	spec.Predictive = Predictive{Enabled: true, LeadOverride: 45 * time.Second}
+	now := t0.Add(2 * time.Hour)
+	quiet := func() *Engine {
+		e := NewEngine()
+		full := 2 * biasTailSamples / 0.05
+		e.reqs, e.late = full, 0.02*full
+		e.lateSq = (0.001 * full) * (0.001 * full)
+		return e
+	}
+	decide := func(e *Engine, pods int32) Decision {
+		d, err := e.Decide(spec, recurring(now, 20, 4, 0.04, pods))
+		require.NoError(t, err)
+		return d
+	}
+
+	strict := decide(NewEngine(), 4)
+	x := strict.Explanation
+	require.InDelta(t, 0.05, x.JumpBudget, 1e-12)
+	require.Equal(t, int32(5), x.JumpReplicas)
+	require.Equal(t, int32(5), strict.DesiredReplicas, "at 1 − p the floor scales 4 pods up: %s", x.Reason)
+	require.Contains(t, x.Reason, "their late share is")
+	require.NotContains(t, x.Reason, "as the steady state spends it")
+
+	spent := decide(quiet(), 4)
+	x = spent.Explanation
+	require.InDelta(t, 0.01, x.SpentLateShare, 1e-9)
+	require.InDelta(t, 0.06, x.JumpBudget, 1e-9)
+	require.Equal(t, int32(4), x.JumpReplicas)
+	require.Greater(t, x.JumpLateShare, 0.05, "4 pods hold the jumps within 6 %%, not within 5 %%")
+	require.LessOrEqual(t, x.JumpLateShare, 0.06)
+	require.Equal(t, int32(4), spent.DesiredReplicas, "the floor spends the budget: no scale-up: %s", x.Reason)
+
+	kept := decide(quiet(), 5)
+	x = kept.Explanation
+	require.Equal(t, int32(4), x.JumpReplicas)
+	require.Equal(t, int32(5), kept.DesiredReplicas, "the margin keeps 1 − p: no scale-down to the floor's 4: %s", x.Reason)
+	require.Contains(t, x.Reason, "fewest pods whose late share over the likely λ of the next 45s")
+	require.LessOrEqual(t, x.DownLateShare, 0.05)
+}

@@ -682,9 +682,13 @@ type Explanation struct {
 	// JumpReplicas is the floor the history's jumps put under the steady
 	// state: the fewest pods whose modelled late share over the likely λ of
 	// the next lead (λ's mean over the last lead × each jump ratio) is within
-	// 1 − p; JumpLateShare that share (0: no floor, too little history).
+	// JumpBudget; JumpLateShare that share (0: no floor, too little history).
+	// JumpBudget is 1 − p, or while the steady state spends the budget the
+	// recent requests left unused, the budget as spent (1 − EffectivePercentile
+	// / 100); the scale-down's margin (DownLateShare) keeps 1 − p.
 	JumpReplicas  int32   `json:"jumpReplicas,omitempty"`
 	JumpLateShare float64 `json:"jumpLateShare,omitempty"`
+	JumpBudget    float64 `json:"jumpBudget,omitempty"`
 	// JumpBase is the λ the floor multiplies by each jump: λ's mean over the
 	// last lead, at its lower confidence bound where the seconds' rates vary
 	// beyond Poisson (RateCV2 in force); the scale-down's margin multiplies
