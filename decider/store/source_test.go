@@ -124,6 +124,7 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 			Levels: []float64{400, 410, 420}, Expected: 3, Confidence: 1, Chance: 1e-4, Next: t0.Add(20 * time.Minute), Rate: 400, Active: true},
 		TailModel: decide.TailMeasured, ServiceLateShare: 0.026, ServiceShapeWeight: 0.4, RecentLateShare: 0.031, RecentLateShareError: 0.0012, ServiceTimeInterval: 0.055, ServiceSamples: 9000,
 		RateCV2: 2.5, ArrivalRateLevel: 31, LevelWindow: 4 * time.Minute,
+		JumpReplicas: 5, JumpLateShare: 0.057, JumpBudget: 0.06, DownLateShare: 0.048,
 		FrontExpiredRate: 1.5, FrontRefusedRate: 2, BacklogExpired: 22.5, ExpiredLateShare: 0.0375}}
 	require.NoError(t, sink.RecordDecision(context.Background(), web, d, false))
 	held := decide.Decision{Time: t0, Explanation: decide.Explanation{Latency: mathInf(), HeldBecause: "stale data"}}
@@ -174,6 +175,11 @@ func TestDecisionPointFollowsTheSchema(t *testing.T) {
 	require.Equal(t, 1.3, f["latency_bias"])
 	require.Equal(t, 0.08, f["measured_late_share"])
 	require.Equal(t, 80.0, f["short_arrival_rate_low"])
+	// The jump floor against the budget it spends, and the scale-down's margin.
+	require.Equal(t, 5.0, f["jump_replicas"])
+	require.Equal(t, 0.057, f["jump_late_share"])
+	require.Equal(t, 0.06, f["jump_budget"])
+	require.Equal(t, 0.048, f["down_late_share"])
 	// And the recurring-burst forecast with its evidence.
 	require.Equal(t, 1200.0, f["recurrence_period_seconds"])
 	require.Equal(t, 3.0, f["recurrence_occurrences"])
