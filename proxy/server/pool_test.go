@@ -255,6 +255,9 @@ func TestOverflowOnlyWhenSlotsFull(t *testing.T) {
 		waitFor(t, "A records the overflow's decision time", func() bool {
 			return snapshot(t, p.a).Pool.OverflowDecision.Total() >= 1
 		})
+		// B counts a pull once it has served it, which may be just after the
+		// client has its answer.
+		waitFor(t, "B counts its pull", func() bool { return snapshot(t, p.b).Pool.Pulled == 1 })
 		sa, sb := snapshot(t, p.a), snapshot(t, p.b)
 		require.Equal(t, uint64(1), sa.Pool.OverflowAccepted)
 		require.Equal(t, uint64(1), sa.Pool.OverflowDecision.Total())
@@ -613,7 +616,9 @@ func TestPooledStatsStayValid(t *testing.T) {
 	p.apps.unblock()
 	<-blocked
 	require.Positive(t, moved)
-	require.Equal(t, moved, snapshot(t, p.b).Pool.Pulled)
+	// B counts a pull once it has served it, which may be just after the client
+	// has its answer.
+	waitFor(t, "B counts its pulls", func() bool { return snapshot(t, p.b).Pool.Pulled == moved })
 }
 
 // hungFront is a front that accepts connections and never answers: it holds
