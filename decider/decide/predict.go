@@ -209,6 +209,9 @@ func fitCentred(n int, at func(i int) (x, y float64)) centredFit {
 	return f
 }
 
+// value is the fitted line's y at x.
+func (f centredFit) value(x float64) float64 { return f.ym + f.slope*(x-f.xm) }
+
 // line is the rate's least-squares line through samples: rate against seconds
 // after t0, the first sample's time.
 type line struct {
@@ -233,7 +236,7 @@ func fitRateLine(w []Sample, xs []float64) line {
 	}
 	l := line{t0: t0, centredFit: fitCentred(len(w), func(i int) (float64, float64) { return xs[i], w[i].Rate })}
 	for i, s := range w {
-		r := s.Rate - (l.ym + l.slope*(xs[i]-l.xm))
+		r := s.Rate - l.value(xs[i])
 		l.rss += r * r
 	}
 	return l
@@ -273,7 +276,7 @@ func chiSquareQuantile(p, k float64) float64 {
 }
 
 // at is the line's value at t.
-func (l line) at(t time.Time) float64 { return l.ym + l.slope*(t.Sub(l.t0).Seconds()-l.xm) }
+func (l line) at(t time.Time) float64 { return l.value(t.Sub(l.t0).Seconds()) }
 
 // spread is the standard error of the line's value at t when each sample's
 // rate varies by the trend's noise, SE² = noise·(1/n + (t − t̄)²/sxx): the

@@ -407,7 +407,7 @@ func findOnsets(hist []Sample, step time.Duration, base int, lead time.Duration,
 // fitLine fits t = icpt + slope·k (seconds from t0) by least squares.
 func fitLine(ks []float64, ts []time.Time, t0 time.Time) (slope, icpt float64) {
 	f := fitCentred(len(ks), func(i int) (float64, float64) { return ks[i], ts[i].Sub(t0).Seconds() })
-	return f.slope, f.ym - f.slope*f.xm
+	return f.slope, f.value(0)
 }
 
 // binomialTail is P(X ≥ k) for X ~ Binomial(n, q), summed in logs.
