@@ -9,6 +9,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// measuredEngine is an engine whose closed loop has measured reqs requests
+// (the weighted count), late of them over the target and transient of those
+// put there by transients, their share to a standard error se.
+func measuredEngine(reqs, late, transient, se float64) *Engine {
+	e := NewEngine()
+	e.reqs, e.late, e.lateTransient = reqs, late, transient
+	e.lateSq = (se * reqs) * (se * reqs)
+	return e
+}
+
 // TestSpendBudget: the late share the steady state sizes for, from what the
 // recent requests measured (budget 5 %, at p95's confidence: spending starts
 // where the share is under the budget by more than 1.645 standard errors;
@@ -39,9 +49,7 @@ func TestSpendBudget(t *testing.T) {
 		{name: "the payback's bound", reqs: full, late: 0.2 * full, transient: 0.2 * full, se: 0.01, eff: budget * (1 - maxPayback)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := NewEngine()
-			e.reqs, e.late, e.lateTransient = tc.reqs, tc.late, tc.transient
-			e.lateSq = (tc.se * tc.reqs) * (tc.se * tc.reqs)
+			e := measuredEngine(tc.reqs, tc.late, tc.transient, tc.se)
 			require.InDelta(t, tc.se, e.recentLateShareError(), 1e-15)
 			eff, spent := e.spendBudget(budget, conf)
 			require.InDelta(t, tc.eff, eff, 1e-12)
@@ -150,11 +158,8 @@ func TestTheFloorSpendsTheBudgetTheMarginKeeps(t *testing.T) {
 	spec.Predictive = Predictive{Enabled: true, LeadOverride: 45 * time.Second}
 	now := t0.Add(2 * time.Hour)
 	quiet := func() *Engine {
-		e := NewEngine()
 		full := 2 * biasTailSamples / 0.05
-		e.reqs, e.late = full, 0.02*full
-		e.lateSq = (0.001 * full) * (0.001 * full)
-		return e
+		return measuredEngine(full, 0.02*full, 0, 0.001)
 	}
 	decide := func(e *Engine, pods int32) Decision {
 		d, err := e.Decide(spec, recurring(now, 20, 4, 0.04, pods))
