@@ -329,9 +329,7 @@ func TestH2CRequestsOverflow(t *testing.T) {
 	}
 	sa := snapshot(t, p.a)
 	require.Equal(t, uint64(5), sa.Pool.OverflowAccepted)
-	// The puller counts a pull once it has served it, which may be just after
-	// the client has its answer.
-	waitFor(t, "B counts 5 pulls", func() bool { return snapshot(t, p.b).Pool.Pulled == 5 })
+	waitForPulls(t, p.b, 5)
 	require.Equal(t, uint64(10), sa.Arrivals)
 	require.Equal(t, uint64(10), sa.Completions)
 }
@@ -380,7 +378,7 @@ func TestH2CClientOverflows(t *testing.T) {
 		require.Equal(t, []string{"B"}, p.apps.byID()[fmt.Sprint("h2-", i)], "exactly one app, exactly once")
 	}
 	require.Equal(t, uint64(3), snapshot(t, p.a).Pool.OverflowAccepted)
-	waitFor(t, "B counts 3 pulls", func() bool { return snapshot(t, p.b).Pool.Pulled == 3 })
+	waitForPulls(t, p.b, 3)
 }
 
 // TestH2HostileFieldsPooled sends raw HTTP/2 frames with hostile fields to a pooled
@@ -667,9 +665,7 @@ func TestGRPCUnaryOverflows(t *testing.T) {
 				require.Equal(t, []string{"h1"}, local["qas"].trailer.Get("x-app-trailer"))
 				require.Equal(t, []string{"h1"}, local["missing"].trailer.Get("x-app-trailer"))
 			}
-			// The puller counts a pull once it has served it, which may be just
-			// after the client has its answer.
-			waitFor(t, "B counts its pulls", func() bool { return snapshot(t, b).Pool.Pulled == uint64(len(local)) })
+			waitForPulls(t, b, uint64(len(local)))
 			sa, sb := snapshot(t, a), snapshot(t, b)
 			require.Equal(t, uint64(len(local)), sa.Pool.OverflowAccepted)
 			require.Equal(t, uint64(len(local)), sb.Pool.Pulled)

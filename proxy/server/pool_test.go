@@ -157,6 +157,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	require.Eventually(t, cond, hangGuard, 2*time.Millisecond, what)
 }
 
+// waitForPulls waits until r has counted exactly n pulled requests. A sidecar
+// counts a pull once it has served it, which may be just after the client has
+// its answer, so a count read at once can be short.
+func waitForPulls(t *testing.T, r *running, n uint64) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d pulls counted", n), func() bool { return snapshot(t, r).Pool.Pulled == n })
+}
+
 type reply struct {
 	code   int
 	body   string
@@ -255,9 +263,7 @@ func TestOverflowOnlyWhenSlotsFull(t *testing.T) {
 		waitFor(t, "A records the overflow's decision time", func() bool {
 			return snapshot(t, p.a).Pool.OverflowDecision.Total() >= 1
 		})
-		// B counts a pull once it has served it, which may be just after the
-		// client has its answer.
-		waitFor(t, "B counts its pull", func() bool { return snapshot(t, p.b).Pool.Pulled == 1 })
+		waitForPulls(t, p.b, 1)
 		sa, sb := snapshot(t, p.a), snapshot(t, p.b)
 		require.Equal(t, uint64(1), sa.Pool.OverflowAccepted)
 		require.Equal(t, uint64(1), sa.Pool.OverflowDecision.Total())
@@ -616,9 +622,7 @@ func TestPooledStatsStayValid(t *testing.T) {
 	p.apps.unblock()
 	<-blocked
 	require.Positive(t, moved)
-	// B counts a pull once it has served it, which may be just after the client
-	// has its answer.
-	waitFor(t, "B counts its pulls", func() bool { return snapshot(t, p.b).Pool.Pulled == moved })
+	waitForPulls(t, p.b, moved)
 }
 
 // hungFront is a front that accepts connections and never answers: it holds

@@ -85,7 +85,7 @@ func TestPulledClientCancelCountedOnce(t *testing.T) {
 
 		unblock()
 		require.Error(t, waitChan(t, answered, "B's app never finished writing"), "B's relay of the response broke: its client was gone")
-		waitFor(t, "B completes the pulled request", func() bool { return snapshot(t, b).Pool.Pulled == 1 })
+		waitForPulls(t, b, 1) // B completes the pulled request
 		held.unblock()
 		require.Equal(t, http.StatusOK, (<-blocked).code)
 		waitFor(t, "A completes both", func() bool { return snapshot(t, a).Completions == 2 })
@@ -124,7 +124,7 @@ func TestPulledAppBreakCountedOnce(t *testing.T) {
 		n, err := io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		require.ErrorIs(t, err, io.ErrUnexpectedEOF, "the client sees the response cut off (%d of %d bytes)", n, size)
-		waitFor(t, "B completes the pulled request", func() bool { return snapshot(t, b).Pool.Pulled == 1 })
+		waitForPulls(t, b, 1) // B completes the pulled request
 		held.unblock()
 		require.Equal(t, http.StatusOK, (<-blocked).code)
 		waitFor(t, "A completes both", func() bool { return snapshot(t, a).Completions == 2 })

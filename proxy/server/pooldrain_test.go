@@ -83,9 +83,7 @@ func TestDrainPushesTheLocalQueue(t *testing.T) {
 		require.Equal(t, uint64(2), sb.Pool.OverflowAccepted)
 		require.Equal(t, uint64(4), sb.Arrivals)
 		require.Zero(t, sb.Waiting)
-		// A counts a pull once it has served it, which may be just after the
-		// client has its answer.
-		waitFor(t, "A counts its pulls", func() bool { return snapshot(t, p.a).Pool.Pulled == 2 })
+		waitForPulls(t, p.a, 2)
 		f := frontStats(t, p.front)
 		require.Equal(t, uint64(2), f.Accepted)
 		require.Equal(t, uint64(2), f.Dispatched)

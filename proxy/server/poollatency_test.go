@@ -57,9 +57,7 @@ func TestLatencySumCountsOverflowedRequests(t *testing.T) {
 
 		// B served the five, and observed none of their latencies: their clients
 		// were A's, and A observed them.
-		// B counts a pull once it has served it, which may be just after the
-		// client has its answer.
-		waitFor(t, "B counts its pulls", func() bool { return snapshot(t, p.b).Pool.Pulled == uint64(moved) })
+		waitForPulls(t, p.b, moved)
 		sb := snapshot(t, p.b)
 		require.EqualValues(t, moved, sb.Pool.Pulled)
 		require.EqualValues(t, moved, sb.Service.Total())
