@@ -3,7 +3,6 @@
 package fastpath
 
 import (
-	"net"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -25,14 +24,8 @@ func TestCheckEarlySkipsACopyTheSweeperCutOff(t *testing.T) {
 		{"stalled reading the client's body", phaseBodyRead, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			require.NoError(t, err)
-			defer ln.Close()
-			client, err := net.Dial("tcp", ln.Addr().String())
-			require.NoError(t, err)
-			defer client.Close()
-			app, err := net.Dial("tcp", ln.Addr().String())
-			require.NoError(t, err)
+			client, _ := tcpPair(t)
+			app, _ := tcpPair(t)
 			require.NoError(t, app.Close()) // as checkStall closes it
 			require.True(t, Pending(app), "a closed connection reads as pending")
 
