@@ -61,6 +61,10 @@ type Engine struct {
 	// recent share made of its requests: the recent share's variance, the
 	// cycles as clusters (recentLateShareError).
 	lateSq float64
+	// longReqs, longLate and longLateSq are the same counts over the loop's
+	// long memory, longMemory times as long (longLateShare): the share the
+	// SLO is judged on, over hours rather than minutes.
+	longReqs, longLate, longLateSq float64
 	// recur is the last recurring-burst detection (recur.go), kept while
 	// the long history is unchanged; not part of State: the history it is
 	// computed from is in the store.
@@ -147,6 +151,35 @@ type State struct {
 	// last the +Inf bucket's, which JSON cannot name). None: not measured yet.
 	ServiceHistogramBounds []float64 `json:",omitempty"`
 	ServiceHistogramShares []float64 `json:",omitempty"`
+	// RecentLate and LongLate are the closed loop's counts of measured
+	// requests over the target, over its memory and its long memory
+	// (queue.go recordLate): without them a restart would forget the share
+	// the budget is spent or tightened by (none: a state written before they
+	// were kept; they start afresh).
+	RecentLate *StateLateCounts `json:",omitempty"`
+	LongLate   *StateLateCounts `json:",omitempty"`
+}
+
+// StateLateCounts are exponentially weighted counts of requests, of those
+// over the target (Late) and of those over it in transient cycles
+// (Transient; recent memory only), and the share's variance, the cycles as
+// clusters (LateSq).
+type StateLateCounts struct {
+	Requests, Late, Transient, LateSq float64
+}
+
+// valid reports whether c can be restored: finite, non-negative, at most as
+// many late requests as requests.
+func (c *StateLateCounts) valid() bool {
+	if c == nil {
+		return false
+	}
+	for _, v := range []float64{c.Requests, c.Late, c.Transient, c.LateSq} {
+		if badFloat(v) || v < 0 {
+			return false
+		}
+	}
+	return c.Requests > 0 && c.Late <= c.Requests && c.Transient <= c.Late
 }
 
 // StateRecommendation is one past recommendation.
@@ -190,6 +223,12 @@ func (e *Engine) State() State {
 			s.ServiceHistogramBounds = append(s.ServiceHistogramBounds, b.UpperBound)
 		}
 		s.ServiceHistogramShares = append(s.ServiceHistogramShares, b.Count)
+	}
+	if e.reqs > 0 {
+		s.RecentLate = &StateLateCounts{Requests: e.reqs, Late: e.late, Transient: e.lateTransient, LateSq: e.lateSq}
+	}
+	if e.longReqs > 0 {
+		s.LongLate = &StateLateCounts{Requests: e.longReqs, Late: e.longLate, LateSq: e.longLateSq}
 	}
 	for _, m := range e.movedOff {
 		s.MovedOff = append(s.MovedOff, StateMovedOff{Node: m.node, Last: time.Unix(0, m.last).UTC(), Moves: m.moves,
@@ -253,6 +292,12 @@ func NewEngineFromState(s State) *Engine {
 	}
 	if validQuantiles(s.ServiceShape, true) {
 		e.shape = append([]LatencyQuantile(nil), s.ServiceShape...)
+	}
+	if c := s.RecentLate; c.valid() {
+		e.reqs, e.late, e.lateTransient, e.lateSq = c.Requests, c.Late, c.Transient, c.LateSq
+	}
+	if c := s.LongLate; c.valid() {
+		e.longReqs, e.longLate, e.longLateSq = c.Requests, c.Late, c.LateSq
 	}
 	for _, m := range s.MovedOff {
 		if m.Node != "" && m.Moves > 0 {
@@ -715,8 +760,15 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	// one pod fewer meets the SLO's own, so while the budget is spent neither
 	// acts between the two. (Spending in the margin too took two cells of the
 	// matrix across the budget: docs/model.md section 2c.)
+	//
+	// Over hours the loop's recent share sits on the budget within its noise,
+	// and the run's share ends over it as often as under: where the long late
+	// share (longMemory times the loop's memory) is over the budget less its
+	// own error, at its upper confidence bound, the floor and the margin aim
+	// at the budget less the excess (tightenBudget; the steady state keeps
+	// its percentile, paid back or spent as above).
 	budget := 1 - conf
-	floorBudget := budget
+	floorBudget, marginBudget := budget, budget
 	if spec.Percentile > 0 {
 		e.recordLate(snap, lambdaNow, target, transient, budget)
 		eff, spent := e.spendBudget(budget, conf)
@@ -731,9 +783,15 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			// floor is still below the target.
 			m.pct = pct
 		}
+		if tight := e.tightenBudget(budget, conf); tight > 0 {
+			marginBudget, floorBudget = tight, min(floorBudget, tight)
+			x.TightenedBudget = tight
+		}
 		x.EffectivePercentile = m.pct
 		x.TransientLateShare = e.transientShare()
 		x.RecentLateShare, x.RecentRequests, x.RecentLateShareError = e.recentLateShare(), e.reqs, e.recentLateShareError()
+		x.LongLateShare, x.LongLateShareError = e.longLateShare()
+		x.LongRequests = e.longReqs
 	}
 	// The scale-down's evidence: the rate not disproven by the cycle's count,
 	// λ's upper confidence bound. While the budget is spent, the measured late
@@ -770,15 +828,20 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	if spec.Percentile > 0 {
 		leads = jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, x)
 	}
-	// Where the seconds' rates vary beyond Poisson (the model averages the
-	// latency over them), λ's mean over one lead is itself uncertain by far
-	// more than Poisson noise: the floor raises pods only as far as the counts
-	// prove that mean (its lower confidence bound, given their dispersion),
-	// while the scale-down keeps pods for the mean itself. A mean that the
-	// seconds' noise lifts for a lead then orders no pods that wait out their
-	// start only to be removed.
+	// λ's mean over one lead is uncertain by its counts' noise (by far more
+	// than Poisson's where the seconds' rates vary beyond it): the floor, a
+	// scale-up, raises pods only as far as the counts prove that mean (its
+	// lower confidence bound, given their dispersion), as the trigger reads
+	// the cycle's rate, while the scale-down keeps pods for the mean itself.
+	// A mean that its own noise lifts for a lead then orders no pods that
+	// wait out their start only to be removed, and between the two bounds
+	// neither acts: with both at the mean, on six NASA hours ×50 with a
+	// 2-minute init, the floor and the margin turned pods up and down as the
+	// mean crossed a count and back, 145 scale-ups in six hours (until
+	// 2026-11-27 the bound held only under the rate mixture; docs/model.md
+	// section 2c, round fifteen).
 	floorBase := leadMean
-	if hasLeadMean && m.mix != nil {
+	if hasLeadMean {
 		floorBase = provenRate(leadMean, leadQ, conf, disp)
 	}
 	x.JumpBase = floorBase
@@ -804,6 +867,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			if floorBudget > budget {
 				reason += fmt.Sprintf(" as the steady state spends it, %.3g", floorBudget)
 			}
+			reason += x.tightenedNote()
 			if floorBase < leadMean {
 				reason += fmt.Sprintf(" (the mean as far as its counts prove it, at dispersion %.3g: %.4g/s measured)", disp, leadMean)
 			}
@@ -855,7 +919,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			// weighted by its requests) and one more lead at the largest
 			// (jumpLeads), stays within the budget 1 − p.
 			x.DownArrivalRate = base
-			rec = m.minPodsOverJumps(base, leads, floor, current, budget, x)
+			rec = m.minPodsOverJumps(base, leads, floor, current, marginBudget, x)
 			quantile := "too few leads for their p-quantile"
 			if x.JumpRatio > 0 {
 				quantile = fmt.Sprintf("p-quantile %.3g", x.JumpRatio)
@@ -863,6 +927,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			reason = fmt.Sprintf("G = %.3g below 1−θ = %.3g: fewest pods whose late share over the likely λ of the next %s "+
 				"(λ's mean %.4g/s over the last lead × the history's %d jumps over one lead, %s, and one more lead at the largest, %.3g, weighing %.3g) is within 1 − p: %d (late share %.3g)",
 				x.Normalized, 1-spec.Tolerance, leadQ, base, len(ratios), quantile, x.JumpRatioMax, x.JumpUnseenWeight, rec, x.DownLateShare)
+			reason += x.tightenedNote()
 			reason += x.rescaledNote()
 		} else {
 			lambdaDown = math.Max(lambdaDown, lambdaSize)

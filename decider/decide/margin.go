@@ -42,6 +42,16 @@ func (x *Explanation) rescaledNote() string {
 	return fmt.Sprintf("; %d of the jumps rose from a lower rate and count here as the same rise in requests per second, not the same ratio", x.JumpsRescaled)
 }
 
+// tightenedNote says, for a reason, that the floor and the margin aim below
+// the budget because the long late share is over its aim ("" if not).
+func (x *Explanation) tightenedNote() string {
+	if x.TightenedBudget <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (the floor and the margin aim at %.3g: the last %.0f requests ran %.3g%% late, ± %.2g%%: over the budget less twice that error at the SLO's confidence)",
+		x.TightenedBudget, x.LongRequests, 100*x.LongLateShare, 100*x.LongLateShareError)
+}
+
 // atBase is the jumps' ratios as they apply at the present base, ascending,
 // and how many were rescaled. A jump seen from a lower base counts as the
 // same rise in requests per second, not the same ratio: the ratio 1 + (r −

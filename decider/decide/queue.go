@@ -358,20 +358,63 @@ func (e *Engine) recordLate(snap Snapshot, lambda, target float64, transient boo
 	}
 	if late, ok := measuredLateShare(snap, target); ok && n > 0 {
 		decay := math.Exp(-n * budget / biasTailSamples)
-		if e.reqs > 0 {
-			// This cycle's late requests against what the recent share makes
-			// of its requests: one cluster's contribution to the variance of
-			// the share (its weight decays as its counts do, squared).
-			d := n * (late - e.late/e.reqs)
-			e.lateSq = e.lateSq*decay*decay + d*d
-		}
-		e.reqs = e.reqs*decay + n
+		e.reqs, e.late, e.lateSq = lateCounts(e.reqs, e.late, e.lateSq, n, late, decay)
 		e.lateTransient *= decay
-		e.late = e.late*decay + n*late
 		if transient {
 			e.lateTransient += n * late
 		}
+		e.longReqs, e.longLate, e.longLateSq = lateCounts(e.longReqs, e.longLate, e.longLateSq, n, late,
+			math.Exp(-n*budget/(longMemory*biasTailSamples)))
 	}
+}
+
+// lateCounts folds one cycle of n requests, a share late of them over the
+// target, into exponentially weighted counts of requests and late requests and
+// the share's variance, each decayed by decay first. The variance takes the
+// cycle's late requests against what the share so far makes of its requests:
+// one cluster's contribution (its weight decays as its counts do, squared).
+func lateCounts(reqs, late, sq, n, share, decay float64) (float64, float64, float64) {
+	if reqs > 0 {
+		d := n * (share - late/reqs)
+		sq = sq*decay*decay + d*d
+	}
+	return reqs*decay + n, late*decay + n*share, sq
+}
+
+// longMemory is how many times the closed loop's memory the long late share
+// remembers (200,000 requests at p95). The recent share steers the steady
+// state within minutes; an SLO is judged over hours, and a share that sits on
+// the budget within the recent memory's noise ends over it as often as under.
+const longMemory = 10
+
+// longLateShare is the share of the requests of the long memory over the
+// target, and its standard error (the cycles as clusters, as
+// recentLateShareError); 0, 0 before any.
+func (e *Engine) longLateShare() (float64, float64) {
+	if e.longReqs <= 0 {
+		return 0, 0
+	}
+	return e.longLate / e.longReqs, math.Sqrt(e.longLateSq) / e.longReqs
+}
+
+// tightenBudget is the budget the jump floor and the scale-down's margin aim
+// at when the long late share is over its aim: the budget less the share's
+// own error at the SLO's confidence (the loop lands on what it aims at, give
+// or take that error, so aiming at the budget itself lands on it as often
+// over as under). Past it at its upper confidence bound, the floor and the
+// margin size for the budget less the excess, by at most maxPayback of it; 0
+// otherwise, and until the long memory holds half its requests (as
+// spendBudget waits for half the recent one).
+func (e *Engine) tightenBudget(budget, conf float64) float64 {
+	if e.longReqs*budget < longMemory*biasTailSamples/2 {
+		return 0
+	}
+	share, se := e.longLateShare()
+	over := share + 2*normalQuantile(conf)*se - budget
+	if over <= 0 {
+		return 0
+	}
+	return max(budget*(1-maxPayback), budget-over)
 }
 
 // recentLateShare is the share of recent requests over the target, measured

@@ -149,7 +149,7 @@ func TestSpendsTheUnusedBudget(t *testing.T) {
 // the budget unused (2 % late against 5 %, measured to ±0.1 point), the jump
 // floor holds the history's jumps to the budget as the steady state spends it
 // (here maxPayback's bound, 6 %), and the scale-down's margin to 1 − p. A
-// history of 4× rises at 20/s needs 5 pods at 5 % and 4 at 6 %: with the
+// history of 4× rises at 21/s needs 5 pods at 5 % and 4 at 6 %: with the
 // budget spent, 4 pods are not scaled up and 5 are not scaled down (the band
 // in which neither acts), and without it 4 pods are scaled up to 5.
 func TestTheFloorSpendsTheBudgetTheMarginKeeps(t *testing.T) {
@@ -162,7 +162,7 @@ func TestTheFloorSpendsTheBudgetTheMarginKeeps(t *testing.T) {
 		return measuredEngine(full, 0.02*full, 0, 0.001)
 	}
 	decide := func(e *Engine, pods int32) Decision {
-		d, err := e.Decide(spec, recurring(now, 20, 4, 0.04, pods))
+		d, err := e.Decide(spec, recurring(now, 21, 4, 0.04, pods))
 		require.NoError(t, err)
 		return d
 	}
@@ -190,4 +190,157 @@ func TestTheFloorSpendsTheBudgetTheMarginKeeps(t *testing.T) {
 	require.Equal(t, int32(5), kept.DesiredReplicas, "the margin keeps 1 − p: no scale-down to the floor's 4: %s", x.Reason)
 	require.Contains(t, x.Reason, "fewest pods whose late share over the likely λ of the next 45s")
 	require.LessOrEqual(t, x.DownLateShare, 0.05)
+}
+
+// longEngine is an engine whose long memory measured a share late of reqs
+// requests with standard error se (and whose recent memory is empty).
+func longEngine(reqs, share, se float64) *Engine {
+	e := NewEngine()
+	e.longReqs, e.longLate, e.longLateSq = reqs, share*reqs, (se*reqs)*(se*reqs)
+	return e
+}
+
+// TestTightenBudget: the budget the floor and the margin aim at, from the
+// long late share (budget 5 %, at p95's confidence: tightened where the share
+// is over the budget less 2 × 1.645 standard errors, by the excess, at most
+// to 4 %).
+func TestTightenBudget(t *testing.T) {
+	const budget, conf = 0.05, 0.95
+	z := normalQuantile(conf)
+	full := longMemory * biasTailSamples / budget // the long memory's weight
+	for _, tc := range []struct {
+		name            string
+		reqs, share, se float64
+		want            float64
+	}{
+		{name: "no requests measured yet: the budget", want: 0},
+		{name: "too few requests: under half the long memory", reqs: full / 2.5, share: 0.09, se: 0.001, want: 0},
+		{name: "under the budget by more than twice its error", reqs: full, share: 0.045, se: 0.001, want: 0},
+		{name: "under the budget by less than twice its error", reqs: full, share: 0.048, se: 0.002, want: budget - (0.048 + 2*z*0.002 - budget)},
+		{name: "on the budget", reqs: full, share: 0.05, se: 0.001, want: budget - 2*z*0.001},
+		{name: "far over: at most a fifth tighter", reqs: full, share: 0.09, se: 0.001, want: budget * (1 - maxPayback)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.InDelta(t, tc.want, longEngine(tc.reqs, tc.share, tc.se).tightenBudget(budget, conf), 1e-12)
+		})
+	}
+}
+
+// TestRecordLateKeepsTheLongShare: the long memory sees every cycle the recent
+// one does and forgets ten times more slowly; its share and error follow the
+// same counts.
+func TestRecordLateKeepsTheLongShare(t *testing.T) {
+	const budget = 0.05
+	e := NewEngine()
+	mem := biasTailSamples / budget
+	// One recent memory's worth of requests at 2 % late, then as many at 8 %.
+	for _, late := range []float64{0.02, 0.08} {
+		for range 20 {
+			e.recordLate(lateSnapshot(mem/20, late), 0, 0.2, false, budget)
+		}
+	}
+	recent := e.recentLateShare()
+	long, se := e.longLateShare()
+	require.Greater(t, recent, 0.06, "the recent memory has mostly forgotten the 2 %% part")
+	require.InDelta(t, 0.05, long, 0.004, "the long memory still weighs both parts about equally")
+	require.Greater(t, se, 0.0, "the cycles scatter about the long share")
+	// Its weight after 2 memories' requests: longMemory·mem·(1 − e^(−2/longMemory)),
+	// the recent one's mem·(1 − e^(−2)).
+	require.InEpsilon(t, longMemory*mem*(1-math.Exp(-2.0/longMemory)), e.longReqs, 0.01, "ten times the memory forgets a tenth as fast")
+	require.InEpsilon(t, mem*(1-math.Exp(-2)), e.reqs, 0.05)
+}
+
+// lateSnapshot is a cycle of n measured requests, a share late of them over
+// a 200 ms target.
+func lateSnapshot(n, late float64) Snapshot {
+	return Snapshot{LatencyBuckets: []LatencyBucket{{0.2, n * (1 - late)}, {math.Inf(1), n * late}}, LatencySamples: n}
+}
+
+// TestTheLongShareTightensTheFloorAndTheMargin: 4× rises on 40 ms service.
+// The floor, at λ's mean as far as its counts prove it: from 20/s, 4 pods hold
+// them within 5 % (4.4 %) and only 5 within 4 %. The margin, at the mean
+// itself: from 19/s, 4 pods within 5 % (4.5 %), 5 within 4 %. A long memory
+// that ran over the budget (9 %) makes the floor scale 4 pods up and the
+// margin keep 5; one that ran under it by more than twice its error (4.5 % ±
+// 0.1 %) changes nothing, nor does a long memory too short to judge.
+func TestTheLongShareTightensTheFloorAndTheMargin(t *testing.T) {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	spec.Predictive = Predictive{Enabled: true, LeadOverride: 45 * time.Second}
+	now := t0.Add(2 * time.Hour)
+	full := longMemory * biasTailSamples / 0.05
+	for _, tc := range []struct {
+		name   string
+		engine func() *Engine
+		tight  float64
+		floor  int32 // pods after, from 4 at 20/s
+		margin int32 // pods after, from 5 at 19/s
+	}{
+		{name: "no long memory", engine: NewEngine, floor: 4, margin: 4},
+		{name: "too short to judge", engine: func() *Engine { return longEngine(full/3, 0.09, 0.001) }, floor: 4, margin: 4},
+		{name: "under the budget beyond twice its error", engine: func() *Engine { return longEngine(full, 0.045, 0.001) }, floor: 4, margin: 4},
+		{name: "over the budget", engine: func() *Engine { return longEngine(full, 0.09, 0.001) }, tight: 0.04, floor: 5, margin: 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := tc.engine().Decide(spec, recurring(now, 20, 4, 0.04, 4))
+			require.NoError(t, err)
+			x := d.Explanation
+			require.InDelta(t, tc.tight, x.TightenedBudget, 1e-12)
+			require.Equal(t, tc.floor, d.DesiredReplicas, x.Reason)
+			if tc.tight > 0 {
+				require.InDelta(t, tc.tight, x.JumpBudget, 1e-12, "the floor aims at the tightened budget")
+				require.LessOrEqual(t, x.JumpLateShare, tc.tight)
+				require.Contains(t, x.Reason, "the floor and the margin aim at 0.04: the last 200000 requests ran 9% late, ± 0.1%")
+			} else {
+				require.NotContains(t, x.Reason, "the floor and the margin aim at")
+			}
+			d, err = tc.engine().Decide(spec, recurring(now, 19, 4, 0.04, 5))
+			require.NoError(t, err)
+			x = d.Explanation
+			require.Equal(t, tc.margin, d.DesiredReplicas, "the margin: %s", x.Reason)
+			require.Contains(t, x.Reason, "fewest pods whose late share over the likely λ")
+			if tc.tight > 0 {
+				require.LessOrEqual(t, x.DownLateShare, tc.tight)
+			} else {
+				require.Greater(t, x.DownLateShare, 0.04)
+				require.LessOrEqual(t, x.DownLateShare, 0.05)
+			}
+		})
+	}
+}
+
+// TestTheLateCountsSurviveRestart: a restarted engine resumes the closed
+// loop's recent and long late counts (not starting afresh, which would stop
+// the spending and the tightening until it had measured half a memory again);
+// counts that cannot be right are dropped.
+func TestTheLateCountsSurviveRestart(t *testing.T) {
+	e := longEngine(300000, 0.07, 0.002)
+	e.reqs, e.late, e.lateTransient, e.lateSq = 30000, 900, 100, 4e4
+	s := e.State()
+	back := NewEngineFromState(s)
+	require.Equal(t, e.reqs, back.reqs)
+	require.Equal(t, e.late, back.late)
+	require.Equal(t, e.lateTransient, back.lateTransient)
+	require.Equal(t, e.lateSq, back.lateSq)
+	require.Equal(t, e.longReqs, back.longReqs)
+	require.Equal(t, e.longLate, back.longLate)
+	require.Equal(t, e.longLateSq, back.longLateSq)
+	require.InDelta(t, e.tightenBudget(0.05, 0.95), back.tightenBudget(0.05, 0.95), 1e-15)
+	require.Positive(t, back.tightenBudget(0.05, 0.95))
+
+	for _, bad := range []StateLateCounts{
+		{Requests: math.NaN(), Late: 1},
+		{Requests: 100, Late: 101},
+		{Requests: 100, Late: 10, Transient: 11},
+		{Requests: 100, Late: -1},
+		{Requests: 100, Late: 1, LateSq: math.Inf(1)},
+		{},
+	} {
+		c := bad
+		e := NewEngineFromState(State{RecentLate: &c, LongLate: &c})
+		require.Zero(t, e.reqs, "%+v", bad)
+		require.Zero(t, e.longReqs, "%+v", bad)
+	}
+	// A state without them (written before they were kept) starts afresh.
+	require.Zero(t, NewEngineFromState(State{}).longReqs)
 }

@@ -690,9 +690,8 @@ type Explanation struct {
 	JumpLateShare float64 `json:"jumpLateShare,omitempty"`
 	JumpBudget    float64 `json:"jumpBudget,omitempty"`
 	// JumpBase is the λ the floor multiplies by each jump: λ's mean over the
-	// last lead, at its lower confidence bound where the seconds' rates vary
-	// beyond Poisson (RateCV2 in force); the scale-down's margin multiplies
-	// the mean itself (DownArrivalRate).
+	// last lead at its lower confidence bound, given the counts' dispersion;
+	// the scale-down's margin multiplies the mean itself (DownArrivalRate).
 	JumpBase float64 `json:"jumpBase,omitempty"`
 	// DownLateShare is the modelled late share, over the history's jumps, of
 	// the pods a percentile target's scale-down keeps.
@@ -718,6 +717,16 @@ type Explanation struct {
 	RecentRequests       float64 `json:"recentRequests,omitempty"`
 	RecentLateShareError float64 `json:"recentLateShareError,omitempty"`
 	SpentLateShare       float64 `json:"spentLateShare,omitempty"`
+	// LongLateShare is the share of the last LongRequests requests over the
+	// target (an exponentially weighted count, ten times the loop's memory),
+	// and LongLateShareError its standard error; TightenedBudget the late
+	// share the jump floor and the scale-down's margin aim at while
+	// LongLateShare is over the budget less twice that error at the SLO's
+	// confidence (0: the budget itself; Engine.tightenBudget).
+	LongLateShare      float64 `json:"longLateShare,omitempty"`
+	LongRequests       float64 `json:"longRequests,omitempty"`
+	LongLateShareError float64 `json:"longLateShareError,omitempty"`
+	TightenedBudget    float64 `json:"tightenedBudget,omitempty"`
 	// Recurrence is the recurring-burst detector's finding over the long
 	// history (period, occurrences, evidence, the next onset and its forecast
 	// λ, whether it applies now; Note says why not); nil when the snapshot
