@@ -52,19 +52,13 @@ type Engine struct {
 	// cv2Sum and cv2Pairs are the pairs-weighted sums of the measured relative
 	// variance of the per-second rate (mixture.go), forgetting as pairs come.
 	cv2Sum, cv2Pairs float64
-	// reqs, lateTransient and late are exponentially weighted counts of the
-	// requests measured, of those over the target in transient cycles and of
-	// all those over the target.
-	reqs, lateTransient, late float64
-	// lateSq is the exponentially weighted sum (weights squared) of the
-	// squared differences between each cycle's late requests and what the
-	// recent share made of its requests: the recent share's variance, the
-	// cycles as clusters (recentLateShareError).
-	lateSq float64
-	// longReqs, longLate and longLateSq are the same counts over the loop's
-	// long memory, longMemory times as long (longLateShare): the share the
-	// SLO is judged on, over hours rather than minutes.
-	longReqs, longLate, longLateSq float64
+	// recent and long are the closed loop's counts of measured requests over
+	// the target (queue.go lateMemory) over its memory, biasTailSamples/budget
+	// requests, and longMemory times that (the share the SLO is judged on,
+	// over hours rather than minutes); lateTransient counts, over the recent
+	// memory, those over the target in transient cycles.
+	recent, long  lateMemory
+	lateTransient float64
 	// recur is the last recurring-burst detection (recur.go), kept while
 	// the long history is unchanged; not part of State: the history it is
 	// computed from is in the store.
@@ -168,6 +162,11 @@ type StateLateCounts struct {
 	Requests, Late, Transient, LateSq float64
 }
 
+// memory is the late counts c holds (its Transient is the engine's apart).
+func (c *StateLateCounts) memory() lateMemory {
+	return lateMemory{reqs: c.Requests, late: c.Late, sq: c.LateSq}
+}
+
 // valid reports whether c can be restored: finite, non-negative, at most as
 // many late requests as requests.
 func (c *StateLateCounts) valid() bool {
@@ -224,11 +223,9 @@ func (e *Engine) State() State {
 		}
 		s.ServiceHistogramShares = append(s.ServiceHistogramShares, b.Count)
 	}
-	if e.reqs > 0 {
-		s.RecentLate = &StateLateCounts{Requests: e.reqs, Late: e.late, Transient: e.lateTransient, LateSq: e.lateSq}
-	}
-	if e.longReqs > 0 {
-		s.LongLate = &StateLateCounts{Requests: e.longReqs, Late: e.longLate, LateSq: e.longLateSq}
+	s.RecentLate, s.LongLate = e.recent.state(), e.long.state()
+	if s.RecentLate != nil {
+		s.RecentLate.Transient = e.lateTransient
 	}
 	for _, m := range e.movedOff {
 		s.MovedOff = append(s.MovedOff, StateMovedOff{Node: m.node, Last: time.Unix(0, m.last).UTC(), Moves: m.moves,
@@ -294,10 +291,10 @@ func NewEngineFromState(s State) *Engine {
 		e.shape = append([]LatencyQuantile(nil), s.ServiceShape...)
 	}
 	if c := s.RecentLate; c.valid() {
-		e.reqs, e.late, e.lateTransient, e.lateSq = c.Requests, c.Late, c.Transient, c.LateSq
+		e.recent, e.lateTransient = c.memory(), c.Transient
 	}
 	if c := s.LongLate; c.valid() {
-		e.longReqs, e.longLate, e.longLateSq = c.Requests, c.Late, c.LateSq
+		e.long = c.memory()
 	}
 	for _, m := range s.MovedOff {
 		if m.Node != "" && m.Moves > 0 {
@@ -789,9 +786,8 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		}
 		x.EffectivePercentile = m.pct
 		x.TransientLateShare = e.transientShare()
-		x.RecentLateShare, x.RecentRequests, x.RecentLateShareError = e.recentLateShare(), e.reqs, e.recentLateShareError()
-		x.LongLateShare, x.LongLateShareError = e.longLateShare()
-		x.LongRequests = e.longReqs
+		x.RecentLateShare, x.RecentRequests, x.RecentLateShareError = e.recent.share(), e.recent.reqs, e.recent.shareError()
+		x.LongLateShare, x.LongRequests, x.LongLateShareError = e.long.share(), e.long.reqs, e.long.shareError()
 	}
 	// The scale-down's evidence: the rate not disproven by the cycle's count,
 	// λ's upper confidence bound. While the budget is spent, the measured late

@@ -358,27 +358,67 @@ func (e *Engine) recordLate(snap Snapshot, lambda, target float64, transient boo
 	}
 	if late, ok := measuredLateShare(snap, target); ok && n > 0 {
 		decay := math.Exp(-n * budget / biasTailSamples)
-		e.reqs, e.late, e.lateSq = lateCounts(e.reqs, e.late, e.lateSq, n, late, decay)
+		e.recent.add(n, late, decay)
 		e.lateTransient *= decay
 		if transient {
 			e.lateTransient += n * late
 		}
-		e.longReqs, e.longLate, e.longLateSq = lateCounts(e.longReqs, e.longLate, e.longLateSq, n, late,
-			math.Exp(-n*budget/(longMemory*biasTailSamples)))
+		e.long.add(n, late, math.Exp(-n*budget/(longMemory*biasTailSamples)))
 	}
 }
 
-// lateCounts folds one cycle of n requests, a share late of them over the
-// target, into exponentially weighted counts of requests and late requests and
-// the share's variance, each decayed by decay first. The variance takes the
-// cycle's late requests against what the share so far makes of its requests:
-// one cluster's contribution (its weight decays as its counts do, squared).
-func lateCounts(reqs, late, sq, n, share, decay float64) (float64, float64, float64) {
-	if reqs > 0 {
-		d := n * (share - late/reqs)
-		sq = sq*decay*decay + d*d
+// lateMemory is an exponentially weighted count of the requests measured
+// (reqs), of those over the target (late), and the share's variance (sq): the
+// sum, weights squared, of the squared differences between each cycle's late
+// requests and what the share made of its requests, the cycles as clusters.
+type lateMemory struct{ reqs, late, sq float64 }
+
+// add folds one cycle of n requests, a share late of them over the target,
+// into m, each count decayed by decay first. The cycle's late requests against
+// what the share so far makes of its requests are one cluster's contribution
+// to the variance (its weight decays as its counts do, squared).
+func (m *lateMemory) add(n, share, decay float64) {
+	if m.reqs > 0 {
+		d := n * (share - m.late/m.reqs)
+		m.sq = m.sq*decay*decay + d*d
 	}
-	return reqs*decay + n, late*decay + n*share, sq
+	m.reqs = m.reqs*decay + n
+	m.late = m.late*decay + n*share
+}
+
+// share is the share of the remembered requests over the target (0 before
+// any).
+func (m lateMemory) share() float64 {
+	if m.reqs <= 0 {
+		return 0
+	}
+	return m.late / m.reqs
+}
+
+// shareError is the standard error of share, the cycles taken as clusters:
+// late requests come in clumps (a burst's backlog, a slow dependency), so
+// fewer of them are independent than their count says, and the scatter of the
+// cycles' late counts about the share measures how many. 0 before two cycles.
+func (m lateMemory) shareError() float64 {
+	if m.reqs <= 0 {
+		return 0
+	}
+	return math.Sqrt(m.sq) / m.reqs
+}
+
+// holdsHalf reports whether m has measured half its memory, times ×
+// biasTailSamples/budget requests: the evidence the spending (times 1) and
+// the tightening (longMemory) wait for.
+func (m lateMemory) holdsHalf(budget, times float64) bool {
+	return m.reqs*budget >= times*biasTailSamples/2
+}
+
+// state is m as the engine's saved State keeps it (nil before any request).
+func (m lateMemory) state() *StateLateCounts {
+	if m.reqs <= 0 {
+		return nil
+	}
+	return &StateLateCounts{Requests: m.reqs, Late: m.late, LateSq: m.sq}
 }
 
 // longMemory is how many times the closed loop's memory the long late share
@@ -386,16 +426,6 @@ func lateCounts(reqs, late, sq, n, share, decay float64) (float64, float64, floa
 // state within minutes; an SLO is judged over hours, and a share that sits on
 // the budget within the recent memory's noise ends over it as often as under.
 const longMemory = 10
-
-// longLateShare is the share of the requests of the long memory over the
-// target, and its standard error (the cycles as clusters, as
-// recentLateShareError); 0, 0 before any.
-func (e *Engine) longLateShare() (float64, float64) {
-	if e.longReqs <= 0 {
-		return 0, 0
-	}
-	return e.longLate / e.longReqs, math.Sqrt(e.longLateSq) / e.longReqs
-}
 
 // tightenBudget is the budget the jump floor and the scale-down's margin aim
 // at when the long late share is over its aim: the budget less the share's
@@ -406,36 +436,14 @@ func (e *Engine) longLateShare() (float64, float64) {
 // otherwise, and until the long memory holds half its requests (as
 // spendBudget waits for half the recent one).
 func (e *Engine) tightenBudget(budget, conf float64) float64 {
-	if e.longReqs*budget < longMemory*biasTailSamples/2 {
+	if !e.long.holdsHalf(budget, longMemory) {
 		return 0
 	}
-	share, se := e.longLateShare()
-	over := share + 2*normalQuantile(conf)*se - budget
+	over := e.long.share() + 2*normalQuantile(conf)*e.long.shareError() - budget
 	if over <= 0 {
 		return 0
 	}
 	return max(budget*(1-maxPayback), budget-over)
-}
-
-// recentLateShare is the share of recent requests over the target, measured
-// (the closed loop's memory: biasTailSamples/budget requests).
-func (e *Engine) recentLateShare() float64 {
-	if e.reqs <= 0 {
-		return 0
-	}
-	return e.late / e.reqs
-}
-
-// recentLateShareError is the standard error of recentLateShare, the cycles
-// taken as clusters: late requests come in clumps (a burst's backlog, a slow
-// dependency), so fewer of them are independent than their count says, and
-// the scatter of the cycles' late counts about the share measures how many.
-// 0 before two cycles.
-func (e *Engine) recentLateShareError() float64 {
-	if e.reqs <= 0 {
-		return 0
-	}
-	return math.Sqrt(e.lateSq) / e.reqs
 }
 
 // spendBudget is the late share the steady state sizes for (1 − the
@@ -462,8 +470,8 @@ func (e *Engine) spendBudget(budget, conf float64) (eff, spent float64) {
 	lo, hi := budget*(1-maxPayback), budget*(1+maxPayback)
 	payback := budget - e.transientShare()
 	var spare float64
-	if e.reqs*budget >= biasTailSamples/2 {
-		spare = math.Max(budget-normalQuantile(conf)*e.recentLateShareError()-e.recentLateShare(), 0)
+	if e.recent.holdsHalf(budget, 1) {
+		spare = math.Max(budget-normalQuantile(conf)*e.recent.shareError()-e.recent.share(), 0)
 	}
 	eff = min(max(payback+spare, lo), hi)
 	// What the spare moved it by, beyond the payback alone.
@@ -472,10 +480,10 @@ func (e *Engine) spendBudget(budget, conf float64) (eff, spent float64) {
 
 // transientShare is the share of recent requests transients put over the target.
 func (e *Engine) transientShare() float64 {
-	if e.reqs <= 0 {
+	if e.recent.reqs <= 0 {
 		return 0
 	}
-	return e.lateTransient / e.reqs
+	return e.lateTransient / e.recent.reqs
 }
 
 // latencyBias is the current correction of E[S] (1 before any).

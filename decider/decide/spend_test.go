@@ -14,8 +14,8 @@ import (
 // put there by transients, their share to a standard error se.
 func measuredEngine(reqs, late, transient, se float64) *Engine {
 	e := NewEngine()
-	e.reqs, e.late, e.lateTransient = reqs, late, transient
-	e.lateSq = (se * reqs) * (se * reqs)
+	e.recent = lateMemory{reqs: reqs, late: late, sq: (se * reqs) * (se * reqs)}
+	e.lateTransient = transient
 	return e
 }
 
@@ -50,7 +50,7 @@ func TestSpendBudget(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := measuredEngine(tc.reqs, tc.late, tc.transient, tc.se)
-			require.InDelta(t, tc.se, e.recentLateShareError(), 1e-15)
+			require.InDelta(t, tc.se, e.recent.shareError(), 1e-15)
 			eff, spent := e.spendBudget(budget, conf)
 			require.InDelta(t, tc.eff, eff, 1e-12)
 			require.InDelta(t, tc.spent, spent, 1e-12)
@@ -80,13 +80,13 @@ func TestClumpedLateRequestsSpendLess(t *testing.T) {
 		}
 		return 0
 	})
-	require.InDelta(t, 0.045, spread.recentLateShare(), 0.002)
-	require.InDelta(t, 0.045, clumped.recentLateShare(), 0.012, "an exponentially weighted share, the last clump four cycles old")
-	require.Greater(t, clumped.recentLateShareError(), 3*spread.recentLateShareError())
+	require.InDelta(t, 0.045, spread.recent.share(), 0.002)
+	require.InDelta(t, 0.045, clumped.recent.share(), 0.012, "an exponentially weighted share, the last clump four cycles old")
+	require.Greater(t, clumped.recent.shareError(), 3*spread.recent.shareError())
 	_, spentSpread := spread.spendBudget(budget, 0.95)
 	_, spentClumped := clumped.spendBudget(budget, 0.95)
-	require.Greater(t, spentSpread, 0.0, "spread: SE %.4f", spread.recentLateShareError())
-	require.Zero(t, spentClumped, "clumped: SE %.4f", clumped.recentLateShareError())
+	require.Greater(t, spentSpread, 0.0, "spread: SE %.4f", spread.recent.shareError())
+	require.Zero(t, spentClumped, "clumped: SE %.4f", clumped.recent.shareError())
 }
 
 // TestSpendsTheUnusedBudget: a workload whose requests keep running well
@@ -196,7 +196,7 @@ func TestTheFloorSpendsTheBudgetTheMarginKeeps(t *testing.T) {
 // requests with standard error se (and whose recent memory is empty).
 func longEngine(reqs, share, se float64) *Engine {
 	e := NewEngine()
-	e.longReqs, e.longLate, e.longLateSq = reqs, share*reqs, (se*reqs)*(se*reqs)
+	e.long = lateMemory{reqs: reqs, late: share * reqs, sq: (se * reqs) * (se * reqs)}
 	return e
 }
 
@@ -239,15 +239,15 @@ func TestRecordLateKeepsTheLongShare(t *testing.T) {
 			e.recordLate(lateSnapshot(mem/20, late), 0, 0.2, false, budget)
 		}
 	}
-	recent := e.recentLateShare()
-	long, se := e.longLateShare()
+	recent := e.recent.share()
+	long, se := e.long.share(), e.long.shareError()
 	require.Greater(t, recent, 0.06, "the recent memory has mostly forgotten the 2 %% part")
 	require.InDelta(t, 0.05, long, 0.004, "the long memory still weighs both parts about equally")
 	require.Greater(t, se, 0.0, "the cycles scatter about the long share")
 	// Its weight after 2 memories' requests: longMemory·mem·(1 − e^(−2/longMemory)),
 	// the recent one's mem·(1 − e^(−2)).
-	require.InEpsilon(t, longMemory*mem*(1-math.Exp(-2.0/longMemory)), e.longReqs, 0.01, "ten times the memory forgets a tenth as fast")
-	require.InEpsilon(t, mem*(1-math.Exp(-2)), e.reqs, 0.05)
+	require.InEpsilon(t, longMemory*mem*(1-math.Exp(-2.0/longMemory)), e.long.reqs, 0.01, "ten times the memory forgets a tenth as fast")
+	require.InEpsilon(t, mem*(1-math.Exp(-2)), e.recent.reqs, 0.05)
 }
 
 // lateSnapshot is a cycle of n measured requests, a share late of them over
@@ -315,16 +315,12 @@ func TestTheLongShareTightensTheFloorAndTheMargin(t *testing.T) {
 // counts that cannot be right are dropped.
 func TestTheLateCountsSurviveRestart(t *testing.T) {
 	e := longEngine(300000, 0.07, 0.002)
-	e.reqs, e.late, e.lateTransient, e.lateSq = 30000, 900, 100, 4e4
+	e.recent, e.lateTransient = lateMemory{reqs: 30000, late: 900, sq: 4e4}, 100
 	s := e.State()
 	back := NewEngineFromState(s)
-	require.Equal(t, e.reqs, back.reqs)
-	require.Equal(t, e.late, back.late)
+	require.Equal(t, e.recent, back.recent)
 	require.Equal(t, e.lateTransient, back.lateTransient)
-	require.Equal(t, e.lateSq, back.lateSq)
-	require.Equal(t, e.longReqs, back.longReqs)
-	require.Equal(t, e.longLate, back.longLate)
-	require.Equal(t, e.longLateSq, back.longLateSq)
+	require.Equal(t, e.long, back.long)
 	require.InDelta(t, e.tightenBudget(0.05, 0.95), back.tightenBudget(0.05, 0.95), 1e-15)
 	require.Positive(t, back.tightenBudget(0.05, 0.95))
 
@@ -338,9 +334,10 @@ func TestTheLateCountsSurviveRestart(t *testing.T) {
 	} {
 		c := bad
 		e := NewEngineFromState(State{RecentLate: &c, LongLate: &c})
-		require.Zero(t, e.reqs, "%+v", bad)
-		require.Zero(t, e.longReqs, "%+v", bad)
+		require.Zero(t, e.recent, "%+v", bad)
+		require.Zero(t, e.lateTransient, "%+v", bad)
+		require.Zero(t, e.long, "%+v", bad)
 	}
 	// A state without them (written before they were kept) starts afresh.
-	require.Zero(t, NewEngineFromState(State{}).longReqs)
+	require.Zero(t, NewEngineFromState(State{}).long)
 }
