@@ -819,7 +819,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	// The onsets on a confirmed period are the forecast's to meet (pods start a
 	// lead before each): the floor and the margin keep capacity only for the
 	// jumps it does not explain.
-	ratios := jumpHistory(snap, m, leadQ, leadMean, recur, x)
+	ratios := jumpHistory(snap, m, leadQ, leadMean, recur, m.peakJumps(), x)
 	var leads []weighted
 	if spec.Percentile > 0 {
 		leads = jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, x)
@@ -909,6 +909,15 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			break
 		}
 		floor := m.minPods(math.Max(lambdaSize, lambdaHigh), m.es)
+		if spec.Percentile > 0 && m.peakJumpsDown() != m.peakJumps() {
+			// The margin prices the peaks the floor does not (peakJumpsDown).
+			// The floor's explanation keeps its own ratios' notes.
+			var peaks Explanation
+			ratios = jumpHistory(snap, m, leadQ, leadMean, recur, true, &peaks)
+			leads = jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, &peaks)
+			x.JumpRatioMax, x.JumpUnseenWeight, x.JumpsRescaled = peaks.JumpRatioMax, peaks.JumpUnseenWeight, peaks.JumpsRescaled
+		}
+		x.DownJumpPeak = m.peakJumpsDown()
 		if base := leadMean; spec.Percentile > 0 && len(ratios) > 0 && hasLeadMean {
 			// Percentile targets: the fewest pods whose late share, averaged
 			// over the history's jumps from λ's mean over the last lead (each
@@ -924,6 +933,10 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 				"(λ's mean %.4g/s over the last lead × the history's %d jumps over one lead, %s, and one more lead at the largest, %.3g, weighing %.3g) is within 1 − p: %d (late share %.3g)",
 				x.Normalized, 1-spec.Tolerance, leadQ, base, len(ratios), quantile, x.JumpRatioMax, x.JumpUnseenWeight, rec, x.DownLateShare)
 			reason += x.tightenedNote()
+			if x.DownJumpPeak && !x.JumpPeak {
+				reason += fmt.Sprintf(" (each jump to the highest rate within its lead: one sample's own noise, cv²/step %.3g, is within θ²)",
+					m.cv2/sampleStep(snap.ArrivalRates).Seconds())
+			}
 			reason += x.rescaledNote()
 		} else {
 			lambdaDown = math.Max(lambdaDown, lambdaSize)

@@ -8,22 +8,22 @@ import (
 )
 
 // jumpHistory is the history's jump ratios over one lead as the floor and the
-// scale-down's margin both read them, computed once a decision: jumpsOver (at
-// their peak where the sizer says so), without the onsets a confirmed
-// recurrence explains, the seconds' own noise removed (sizer.jumps), each at
-// the present's base (atBase); ascending.
+// scale-down's margin read them: jumpsOver (at their peak when peak is set:
+// sizer.peakJumps for the floor, sizer.peakJumpsDown for the margin), without
+// the onsets a confirmed recurrence explains, the seconds' own noise removed
+// from means (sizer.jumps), each at the present's base (atBase); ascending.
 // base is λ's mean over the last lead (0: none), which the rescaling needs.
-func jumpHistory(snap Snapshot, m *sizer, lead time.Duration, base float64, recur *Recurrence, x *Explanation) []float64 {
+func jumpHistory(snap Snapshot, m *sizer, lead time.Duration, base float64, recur *Recurrence, peak bool, x *Explanation) []float64 {
 	var skip func(time.Time) bool
 	if recur.confirmed() {
 		skip = func(t time.Time) bool { return recur.explains(t, lead) }
 	}
-	js := jumpsOver(snap.ArrivalRates, lead, m.peakJumps(), skip)
+	js := jumpsOver(snap.ArrivalRates, lead, peak, skip)
 	ratios := make([]float64, len(js))
 	for i, j := range js {
 		ratios[i] = j.ratio
 	}
-	ratios = m.jumps(ratios, lead)
+	ratios = m.jumps(ratios, lead, peak)
 	if base <= 0 {
 		return ratios
 	}
@@ -152,16 +152,38 @@ func jumpLeads(ratios []float64, samples []Sample, lead time.Duration, conf floa
 	return append(set, weighted{largest, perLead})
 }
 
-// peakJumps reports whether the jump ratios price the peak within the next
-// lead (jumpsOver): only when the model does not average over the seconds'
-// rates, whose variation would make that peak noise.
+// peakJumps reports whether the jump floor's ratios price the peak within
+// the next lead (jumpsOver): only when the model does not average over the
+// seconds' rates, whose variation would make that peak noise.
 func (s *sizer) peakJumps() bool { return s.mix == nil }
 
+// peakJumpsDown reports whether the scale-down's margin prices the peak
+// within the next lead: as the floor does, and also under the mixture while
+// one sample's own noise is within the tolerance band, cv²/step ≤ θ² (the
+// relative variance of a step's mean rate, its seconds independent). The
+// mixture turns on at cv² 0.01 per second for the model's sake; that says
+// nothing of whether a lead's highest 5–15 s sample is noise (at 0.01 a 5 s
+// sample is ±4.5 %). On bursty traffic whose cv² hovers there (MMPP, bursts:
+// 0.005–0.03) the margin's ratios fell from peaks to means whenever a burst's
+// first seconds lifted the cv² across 0.01, and the margin let pods go at
+// the onset of the burst itself (the warm MMPP with a 2-minute init, seed
+// 2: 13 → 11 pods as λ rose from 20/s to 100/s). The floor keeps the means:
+// a scale-up is ordered on what the counts prove, a scale-down on what they
+// do not disprove (docs/model.md section 2c, round sixteen).
+func (s *sizer) peakJumpsDown() bool {
+	if s.peakJumps() {
+		return true
+	}
+	step := sampleStep(s.snap.ArrivalRates).Seconds()
+	th := s.spec.Tolerance
+	return step > 0 && s.cv2/step <= th*th
+}
+
 // jumps are the history's jump ratios with the seconds' own noise removed
-// when the model averages over the seconds' rates (denoiseJumps); as they are
-// otherwise.
-func (s *sizer) jumps(ratios []float64, lead time.Duration) []float64 {
-	if s.mix == nil {
+// when the model averages over the seconds' rates and the ratios are means
+// (denoiseJumps); as they are otherwise.
+func (s *sizer) jumps(ratios []float64, lead time.Duration, peak bool) []float64 {
+	if s.mix == nil || peak {
 		return ratios
 	}
 	return denoiseJumps(ratios, s.cv2, lead.Seconds())

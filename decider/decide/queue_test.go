@@ -593,6 +593,39 @@ func TestJumpFloorPeaksOnlyWithoutTheMixture(t *testing.T) {
 	require.Positive(t, d.Explanation.JumpReplicas)
 }
 
+// TestTheMarginPricesPeaksWhileASampleIsQuiet: under the rate mixture the
+// floor's jumps are means, but the scale-down's margin reads the peaks while
+// one sample's own noise is within the tolerance band (cv²/step ≤ θ²). A 15 s
+// spike to 4× every two minutes is a ratio of 1.75 as a minute's mean and 4
+// as its peak: at cv² 0.05 per second (a 15 s sample ±5.8 %) the margin keeps
+// the peak's pods with θ = 0.1 (band ±10 %) and the means' fewer with θ =
+// 0.05, the same history and the same mixture otherwise.
+func TestTheMarginPricesPeaksWhileASampleIsQuiet(t *testing.T) {
+	now := t0.Add(time.Hour)
+	snap := history(now, 20, 80, 121, 30, func(_ time.Time, back int) bool { return back%8 == 3 })
+	snap.RateCV2, snap.RateCV2Pairs = 0.05, 1000
+	decide := func(theta float64) Decision {
+		spec := queueSpec()
+		spec.Behavior = immediate()
+		spec.Tolerance = theta
+		spec.Predictive = Predictive{LeadOverride: time.Minute}
+		d, err := NewEngine().Decide(spec, snap)
+		require.NoError(t, err)
+		require.Less(t, d.DesiredReplicas, int32(30), "a scale-down: %s", d.Explanation.Reason)
+		require.Positive(t, d.Explanation.RateCV2, "the mixture is on")
+		require.False(t, d.Explanation.JumpPeak, "the floor keeps the means under the mixture")
+		return d
+	}
+	quiet := decide(0.1)
+	require.True(t, quiet.Explanation.DownJumpPeak)
+	require.Contains(t, quiet.Explanation.Reason, "each jump to the highest rate within its lead: one sample's own noise")
+	noisy := decide(0.05)
+	require.False(t, noisy.Explanation.DownJumpPeak)
+	require.NotContains(t, noisy.Explanation.Reason, "each jump to the highest rate")
+	require.Greater(t, quiet.DesiredReplicas, noisy.DesiredReplicas)
+	require.Greater(t, quiet.Explanation.JumpRatioMax, noisy.Explanation.JumpRatioMax)
+}
+
 // burstOnce is a history of minutes, one sample per 15 s, at lo/s but for one
 // 4-minute burst at hi/s that ended ago before now (e.g. 10 minutes).
 func burstOnce(now time.Time, lo, hi float64, minutes int, ago time.Duration, n int32) Snapshot {

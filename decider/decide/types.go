@@ -667,6 +667,11 @@ type Explanation struct {
 	// lead over the last lead's mean, not the next lead's mean (the cycle's
 	// rates vary no more than Poisson counts: jumpsOver).
 	JumpPeak bool `json:"jumpPeak,omitempty"`
+	// DownJumpPeak says the same of the ratios the scale-down's margin read
+	// (set when it ran): the peaks wherever the floor's are, and also under the
+	// rate mixture while one sample's own noise is within the tolerance band
+	// (cv²/step ≤ θ²).
+	DownJumpPeak bool `json:"downJumpPeak,omitempty"`
 	// JumpRatioMax is the largest of those ratios (at least 1). A percentile
 	// target's floor and scale-down count it as one more lead of the history
 	// (by the rule of succession, the chance that the next lead brings a jump
