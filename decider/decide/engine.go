@@ -903,20 +903,18 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		// Down to what the likely λ over one lead needs (a pod removed now
 		// takes a lead to come back), never below what the forecast or the
 		// short window need.
+		if spec.Percentile > 0 && m.peakJumpsDown() != m.peakJumps() {
+			// The margin reads the peaks the floor does not (peakJumpsDown):
+			// its ratios, their quantile and their notes are the peaks'.
+			ratios = jumpHistory(snap, m, leadQ, leadMean, recur, true, x)
+			leads = jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, x)
+		}
 		lambdaDown, ok := e.downRate(snap.ArrivalRates, ratios, now, leadQ, leadMean, hasLeadMean, conf, x)
 		if !ok {
 			reason = fmt.Sprintf("G = %.3g below 1−θ, but the λ history spans less than one lead (%s): no scale-down until it shows what λ may do", x.Normalized, leadQ)
 			break
 		}
 		floor := m.minPods(math.Max(lambdaSize, lambdaHigh), m.es)
-		if spec.Percentile > 0 && m.peakJumpsDown() != m.peakJumps() {
-			// The margin prices the peaks the floor does not (peakJumpsDown).
-			// The floor's explanation keeps its own ratios' notes.
-			var peaks Explanation
-			ratios = jumpHistory(snap, m, leadQ, leadMean, recur, true, &peaks)
-			leads = jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, &peaks)
-			x.JumpRatioMax, x.JumpUnseenWeight, x.JumpsRescaled = peaks.JumpRatioMax, peaks.JumpUnseenWeight, peaks.JumpsRescaled
-		}
 		x.DownJumpPeak = m.peakJumpsDown()
 		if base := leadMean; spec.Percentile > 0 && len(ratios) > 0 && hasLeadMean {
 			// Percentile targets: the fewest pods whose late share, averaged
@@ -934,8 +932,8 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 				x.Normalized, 1-spec.Tolerance, leadQ, base, len(ratios), quantile, x.JumpRatioMax, x.JumpUnseenWeight, rec, x.DownLateShare)
 			reason += x.tightenedNote()
 			if x.DownJumpPeak && !x.JumpPeak {
-				reason += fmt.Sprintf(" (each jump to the highest rate within its lead: one sample's own noise, cv²/step %.3g, is within θ²)",
-					m.cv2/sampleStep(snap.ArrivalRates).Seconds())
+				reason += fmt.Sprintf(" (each jump to the highest rate within its lead: one %s sample spans the level window, cv²/θ² = %.3gs)",
+					sampleStep(snap.ArrivalRates), levelSeconds(m.cv2, spec.Tolerance))
 			}
 			reason += x.rescaledNote()
 		} else {

@@ -159,7 +159,8 @@ func (s *sizer) peakJumps() bool { return s.mix == nil }
 
 // peakJumpsDown reports whether the scale-down's margin prices the peak
 // within the next lead: as the floor does, and also under the mixture while
-// one sample's own noise is within the tolerance band, cv²/step ≤ θ² (the
+// one sample's own noise is within the tolerance band: one step spans the
+// level window (levelSeconds, cv²/θ²; equivalently cv²/step ≤ θ², the
 // relative variance of a step's mean rate, its seconds independent). The
 // mixture turns on at cv² 0.01 per second for the model's sake; that says
 // nothing of whether a lead's highest 5–15 s sample is noise (at 0.01 a 5 s
@@ -175,8 +176,7 @@ func (s *sizer) peakJumpsDown() bool {
 		return true
 	}
 	step := sampleStep(s.snap.ArrivalRates).Seconds()
-	th := s.spec.Tolerance
-	return step > 0 && s.cv2/step <= th*th
+	return step > 0 && levelSeconds(s.cv2, s.spec.Tolerance) <= step
 }
 
 // jumps are the history's jump ratios with the seconds' own noise removed

@@ -262,16 +262,25 @@ func denoiseJumps(ratios []float64, cv2, leadSeconds float64) []float64 {
 // longer the present's.
 const maxLevelWindow = 10 * time.Minute
 
-// levelRate is λ's mean over the window in which the seconds' own variability
-// (relative variance cv2 per second, independent from second to second) leaves a
-// relative error within the tolerance θ: cv2/θ² seconds, at least one step and
-// at most maxLevelWindow, cut to the history there is. The window it averaged
-// over is returned; false when that is no longer than one step.
+// levelSeconds is the window, in seconds, over which the seconds' own
+// variability (relative variance cv2 per second, independent from second to
+// second) leaves λ's mean a relative error within the tolerance θ: cv2/θ²
+// (+Inf without a tolerance).
+func levelSeconds(cv2, theta float64) float64 {
+	if !(theta > 0) {
+		return math.Inf(1)
+	}
+	return cv2 / (theta * theta)
+}
+
+// levelRate is λ's mean over the level window (levelSeconds), at least one
+// step and at most maxLevelWindow, cut to the history there is. The window it
+// averaged over is returned; false when that is no longer than one step.
 func levelRate(samples []Sample, now time.Time, cv2, theta float64, step time.Duration) (float64, time.Duration, bool) {
 	if len(samples) == 0 || !(theta > 0) || step <= 0 {
 		return 0, 0, false
 	}
-	w := time.Duration(math.Min(cv2/(theta*theta), maxLevelWindow.Seconds()) * float64(time.Second)).Round(time.Millisecond)
+	w := time.Duration(math.Min(levelSeconds(cv2, theta), maxLevelWindow.Seconds()) * float64(time.Second)).Round(time.Millisecond)
 	if have := now.Sub(samples[0].Time) + step; w > have {
 		w = have
 	}

@@ -595,11 +595,13 @@ func TestJumpFloorPeaksOnlyWithoutTheMixture(t *testing.T) {
 
 // TestTheMarginPricesPeaksWhileASampleIsQuiet: under the rate mixture the
 // floor's jumps are means, but the scale-down's margin reads the peaks while
-// one sample's own noise is within the tolerance band (cv²/step ≤ θ²). A 15 s
-// spike to 4× every two minutes is a ratio of 1.75 as a minute's mean and 4
-// as its peak: at cv² 0.05 per second (a 15 s sample ±5.8 %) the margin keeps
-// the peak's pods with θ = 0.1 (band ±10 %) and the means' fewer with θ =
-// 0.05, the same history and the same mixture otherwise.
+// one sample's own noise is within the tolerance band (one step spans the
+// level window cv²/θ², i.e. cv²/step ≤ θ²). A 15 s spike to 4× every two
+// minutes is a ratio of 1.75 as a minute's mean and 4 as its peak: at cv²
+// 0.05 per second (a 15 s sample ±5.8 %) the margin keeps the peak's pods
+// with θ = 0.1 (band ±10 %) and the means' fewer with θ = 0.05, the same
+// history and the same mixture otherwise; the quantile and the largest jump
+// the reason gives are those of the ratios the margin read.
 func TestTheMarginPricesPeaksWhileASampleIsQuiet(t *testing.T) {
 	now := t0.Add(time.Hour)
 	snap := history(now, 20, 80, 121, 30, func(_ time.Time, back int) bool { return back%8 == 3 })
@@ -618,12 +620,14 @@ func TestTheMarginPricesPeaksWhileASampleIsQuiet(t *testing.T) {
 	}
 	quiet := decide(0.1)
 	require.True(t, quiet.Explanation.DownJumpPeak)
-	require.Contains(t, quiet.Explanation.Reason, "each jump to the highest rate within its lead: one sample's own noise")
+	require.Contains(t, quiet.Explanation.Reason, "each jump to the highest rate within its lead: one 15s sample spans the level window, cv²/θ² = 5s")
 	noisy := decide(0.05)
 	require.False(t, noisy.Explanation.DownJumpPeak)
 	require.NotContains(t, noisy.Explanation.Reason, "each jump to the highest rate")
 	require.Greater(t, quiet.DesiredReplicas, noisy.DesiredReplicas)
 	require.Greater(t, quiet.Explanation.JumpRatioMax, noisy.Explanation.JumpRatioMax)
+	require.Positive(t, noisy.Explanation.JumpRatio, "30 minutes hold the p-quantile of 1-minute jumps")
+	require.Greater(t, quiet.Explanation.JumpRatio, noisy.Explanation.JumpRatio)
 }
 
 // burstOnce is a history of minutes, one sample per 15 s, at lo/s but for one
