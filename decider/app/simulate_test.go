@@ -47,11 +47,17 @@ func TestSimulateJSONShape(t *testing.T) {
 	require.Len(t, pols, 5)
 	for _, p := range pols {
 		m := p.(map[string]any)
-		for _, k := range []string{"name", "requests", "requests_over_target_pct", "minutes_over_target_pct", "pod_seconds",
+		for _, k := range []string{"name", "requests", "requests_over_target_pct", "minutes_over_target_pct", "late_per_minute", "pod_seconds",
 			"cpu_core_seconds", "actions", "latency_seconds", "spec", "spec_requested_vs_running"} {
 			require.Contains(t, m, k)
 		}
 		require.Positive(t, m["requests"].(float64))
+		late := 0.0
+		for _, n := range m["late_per_minute"].([]any) {
+			late += n.(float64)
+		}
+		require.LessOrEqual(t, late, m["requests"].(float64)*m["requests_over_target_pct"].(float64)/100+0.5,
+			"the late requests by minute are among the run's late requests")
 		for _, k := range []string{"p50", "p95", "p99"} {
 			require.Contains(t, m["latency_seconds"].(map[string]any), k)
 		}

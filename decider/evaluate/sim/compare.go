@@ -12,18 +12,22 @@ import (
 
 // Summary is one policy's figures, the JSON contract of `simulate --json`.
 type Summary struct {
-	Name                  string   `json:"name"`
-	Requests              int      `json:"requests"`
-	RequestsOverTargetPct float64  `json:"requests_over_target_pct"`
-	MinutesOverTargetPct  float64  `json:"minutes_over_target_pct"`
-	PodSeconds            float64  `json:"pod_seconds"`
-	CPUCoreSeconds        float64  `json:"cpu_core_seconds"`
-	CPUUsedCoreSeconds    float64  `json:"cpu_used_core_seconds"`
-	Actions               int      `json:"actions"`
-	Resizes               int      `json:"resizes"`
-	Migrations            int      `json:"migrations"`
-	Latency               Quantile `json:"latency_seconds"`
-	MeanLatency           float64  `json:"mean_latency_seconds"`
+	Name                  string  `json:"name"`
+	Requests              int     `json:"requests"`
+	RequestsOverTargetPct float64 `json:"requests_over_target_pct"`
+	MinutesOverTargetPct  float64 `json:"minutes_over_target_pct"`
+	// LatePerMinute counts the requests over the target that completed in
+	// each simulated minute (Result.MinuteOver): where the late share comes
+	// from, a burst's first minutes or the steady state.
+	LatePerMinute      []int    `json:"late_per_minute"`
+	PodSeconds         float64  `json:"pod_seconds"`
+	CPUCoreSeconds     float64  `json:"cpu_core_seconds"`
+	CPUUsedCoreSeconds float64  `json:"cpu_used_core_seconds"`
+	Actions            int      `json:"actions"`
+	Resizes            int      `json:"resizes"`
+	Migrations         int      `json:"migrations"`
+	Latency            Quantile `json:"latency_seconds"`
+	MeanLatency        float64  `json:"mean_latency_seconds"`
 	// Routing is the data plane the policy's requests went through: random,
 	// leastRequest or pooled (for a yardstick, the one its search chose:
 	// OracleSearch.Routing; the KPA is pooled while its activator is in the
@@ -222,7 +226,7 @@ func ExpandYardsticks(names []string) []string {
 func Summarize(r *Result, demand []int) Summary {
 	sum := Summary{
 		Name: r.Policy, Requests: r.Requests, RequestsOverTargetPct: r.OverTargetPct(),
-		MinutesOverTargetPct: r.MinutesOverTargetPct(), PodSeconds: r.PodSeconds,
+		MinutesOverTargetPct: r.MinutesOverTargetPct(), LatePerMinute: r.MinuteOver, PodSeconds: r.PodSeconds,
 		CPUCoreSeconds: r.CPUCoreSeconds(), CPUUsedCoreSeconds: r.CPUUsedSeconds(), Actions: r.Actions, Resizes: r.Resizes, Migrations: r.Migrations,
 		Latency:     Quantile{P50: r.Latency.Quantile(50), P95: r.Latency.Quantile(95), P99: r.Latency.Quantile(99)},
 		MeanLatency: r.MeanLatency,

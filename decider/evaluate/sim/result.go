@@ -100,11 +100,15 @@ type Result struct {
 	// (the mean for a mean target; 0 if no request), and MinuteMeanLatency
 	// the mean, by completion time.
 	MinuteLatency, MinuteMeanLatency []float64
-	Requests                         int
-	OverTarget                       int
-	MeanLatency                      float64
-	Latency                          Histogram
-	PodSeconds                       float64
+	// MinuteOver counts the requests over the target that completed in each
+	// simulated minute of the trace: where a run's late share comes from (a
+	// request completing after the trace's last minute is in OverTarget only).
+	MinuteOver  []int
+	Requests    int
+	OverTarget  int
+	MeanLatency float64
+	Latency     Histogram
+	PodSeconds  float64
 	// CPURequested is the CPU requested by existing pods integrated over time, core-seconds.
 	CPURequested float64
 	// Resizes counts vertical resizes.
@@ -131,7 +135,7 @@ func newResult(name string, cfg Config) *Result {
 	return &Result{
 		Policy: name, Arrivals: make([]int, n), Desired: make([]int, n), Ready: make([]int, n),
 		Existing: make([]int, n), CPUUsed: make([]float64, n), CPURequestedPerSecond: make([]float64, n), Forecast: make([]float64, n),
-		minutes: make([]Histogram, (n+59)/60), minuteSum: make([]float64, (n+59)/60), CPU: cfg.CPU, Initial: cfg.InitialReplicas, target: cfg.Target, pct: cfg.Percentile,
+		minutes: make([]Histogram, (n+59)/60), MinuteOver: make([]int, (n+59)/60), minuteSum: make([]float64, (n+59)/60), CPU: cfg.CPU, Initial: cfg.InitialReplicas, target: cfg.Target, pct: cfg.Percentile,
 		seconds: make([]policy.Second, 0, n), NodeServed: make([]int, cfg.Nodes),
 	}
 }
@@ -146,6 +150,9 @@ func (r *Result) record(lat, now float64) int {
 	b := bucket(lat)
 	r.Latency.add(b)
 	if m := int(now / 60); m < len(r.minutes) {
+		if lat > r.target {
+			r.MinuteOver[m]++
+		}
 		r.minutes[m].add(b)
 		r.minuteSum[m] += lat
 	}

@@ -644,3 +644,26 @@ func TestObservationCarriesQueueAndLatency(t *testing.T) {
 	require.Equal(t, uint64(r.OverTarget), late)
 	require.Positive(t, total)
 }
+
+// TestMinuteOverCountsWhereTheLateRequestsAre: the late requests of each
+// minute add up to the run's, and a minute that overloads the pods holds them.
+// Two pods of 50 ms serve 5/s per pod well within 200 ms for two minutes; in
+// the third the rate is 60/s, beyond their 40/s, and the queue that builds
+// there is late; the fourth drains it at 5/s.
+func TestMinuteOverCountsWhereTheLateRequestsAre(t *testing.T) {
+	var rates []float64
+	for _, r := range []float64{10, 10, 60, 10} {
+		rates = append(rates, constRates(r, 60)...)
+	}
+	cfg := Config{Rates: rates, Service: mustDist(t, "exp:50ms"), Init: mustDist(t, "exp:20s"), Concurrency: 1, CPU: 0.5,
+		Target: 0.2, Percentile: 95, InitialReplicas: 2, Seed: 3}
+	r := Run(cfg, policy.Static{N: 2})
+	require.Len(t, r.MinuteOver, 4)
+	sum := 0
+	for _, n := range r.MinuteOver {
+		sum += n
+	}
+	require.Equal(t, r.OverTarget, sum, "every late request is counted in the minute it completed")
+	require.Greater(t, r.MinuteOver[2], 10*max(r.MinuteOver[0], r.MinuteOver[1]), "the overloaded minute holds the late requests: %v", r.MinuteOver)
+	require.Equal(t, r.MinuteOver, Summarize(r, nil).LatePerMinute, "the summary (simulate --json, results.json) carries them")
+}
