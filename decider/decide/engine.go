@@ -903,7 +903,8 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		// Down to what the likely λ over one lead needs (a pod removed now
 		// takes a lead to come back), never below what the forecast or the
 		// short window need.
-		if spec.Percentile > 0 && m.peakJumpsDown() != m.peakJumps() {
+		downPeak := m.peakJumpsDown()
+		if spec.Percentile > 0 && downPeak != m.peakJumps() {
 			// The margin reads the peaks the floor does not (peakJumpsDown):
 			// its ratios, their quantile and their notes are the peaks'.
 			ratios = jumpHistory(snap, m, leadQ, leadMean, recur, true, x)
@@ -915,7 +916,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			break
 		}
 		floor := m.minPods(math.Max(lambdaSize, lambdaHigh), m.es)
-		x.DownJumpPeak = m.peakJumpsDown()
+		x.DownJumpPeak = downPeak
 		if base := leadMean; spec.Percentile > 0 && len(ratios) > 0 && hasLeadMean {
 			// Percentile targets: the fewest pods whose late share, averaged
 			// over the history's jumps from λ's mean over the last lead (each

@@ -144,15 +144,15 @@ func newResult(name string, cfg Config) *Result {
 func (r *Result) record(lat, now float64) int {
 	r.Requests++
 	r.latSum += lat
+	late := 0
 	if lat > r.target {
-		r.OverTarget++
+		late = 1
 	}
+	r.OverTarget += late
 	b := bucket(lat)
 	r.Latency.add(b)
 	if m := int(now / 60); m < len(r.minutes) {
-		if lat > r.target {
-			r.MinuteOver[m]++
-		}
+		r.MinuteOver[m] += late
 		r.minutes[m].add(b)
 		r.minuteSum[m] += lat
 	}
