@@ -847,12 +847,22 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	// far more than ±θ of the pods (lognormal cv 1.2, p95 ≤ 4·E[S]: G = 0.9
 	// needs about a quarter more pods than G = 1). Pods beyond (1−θ)⁻¹ × what
 	// the target needs at λ's upper confidence bound are also a scale-down.
+	// Below the band the same count is the scale-down's evidence: pods that
+	// many times what λ's upper bound needs are not noise's, even where G at
+	// that bound creeps back over 1−θ because the pods sit on the latency
+	// floor (idle, service p95 ÷ target just under 1−θ and the bound's G
+	// just over it would otherwise hold every pod for good).
 	var need int32
-	if spec.Percentile > 0 && lambdaHigh > 0 && x.Normalized >= 1-spec.Tolerance && x.Normalized <= 1+spec.Tolerance {
+	if spec.Percentile > 0 && lambdaHigh > 0 && x.Normalized <= 1+spec.Tolerance {
 		need = m.minPods(math.Max(lambdaHigh, lambdaSize), m.es)
 	}
 	overProvisioned := need > 0 && float64(need) <= (1-spec.Tolerance)*float64(current)
 	below := x.Normalized < 1-spec.Tolerance || overProvisioned
+	// G at λ's upper confidence bound, read only when a scale-down asks.
+	gHigh := math.NaN()
+	if below {
+		gHigh = m.latency(lambdaHigh, m.es, serving) / target
+	}
 	switch {
 	case gUp > 1+spec.Tolerance || drain > current || (hasJump && jumpPods > current):
 		rec, cpu, reason = m.scaleUp(lambdaSize, current, x)
@@ -893,12 +903,12 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		reason = fmt.Sprintf("G = %.3g below 1−θ, but %.0f requests are queued beyond what the pods clear within the target: no scale-down while they drain",
 			x.Normalized, bl.total)
 		reason += x.expiredNote()
-	case below && !overProvisioned && m.latency(lambdaHigh, m.es, serving)/target >= 1-spec.Tolerance:
+	case below && !overProvisioned && gHigh >= 1-spec.Tolerance:
 		// A scale-down needs evidence too: λ's upper confidence bound must
 		// also be below the band, or noise alone would remove a pod that the
 		// next cycle's noise adds back.
 		reason = fmt.Sprintf("G = %.3g below 1−θ, but not at λ's upper confidence bound %.4g/s (G = %.3g): no scale-down on noise",
-			x.Normalized, lambdaHigh, m.latency(lambdaHigh, m.es, serving)/target)
+			x.Normalized, lambdaHigh, gHigh)
 	case below:
 		// Down to what the likely λ over one lead needs (a pod removed now
 		// takes a lead to come back), never below what the forecast or the
@@ -954,9 +964,15 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			recur.Next.UTC().Format(time.RFC3339), recur.Rate, time.Duration(recur.PeriodSeconds*float64(time.Second)).Round(time.Second),
 			len(recur.Occurrences), recur.Expected)
 	}
-	if overProvisioned {
+	switch {
+	case overProvisioned && x.Normalized >= 1-spec.Tolerance:
 		reason = fmt.Sprintf("%d pods are more than (1−θ)⁻¹ × the %d the target needs at λ's upper confidence bound %.4g/s, though G = %.3g is within the band: ",
 			current, need, math.Max(lambdaHigh, lambdaSize), x.Normalized) + reason
+	case overProvisioned && gHigh >= 1-spec.Tolerance:
+		// The count, not G, is the evidence here: near the latency floor G
+		// at the bound stays over 1−θ however many pods idle.
+		reason = fmt.Sprintf("%d pods are more than (1−θ)⁻¹ × the %d the target needs at λ's upper confidence bound %.4g/s, though G there is %.3g (the pods are near the latency floor): ",
+			current, need, math.Max(lambdaHigh, lambdaSize), gHigh) + reason
 	}
 	if m.mix != nil {
 		reason += fmt.Sprintf(" (the arrival rate varies from second to second, cv² %.3g: latencies are averaged over the seconds' rates", m.cv2)

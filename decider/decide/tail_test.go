@@ -333,3 +333,34 @@ func TestPodsBand(t *testing.T) {
 	require.Positive(t, banded, "some counts inside the G band are over-provisioned in pods")
 	require.Positive(t, kept, "counts close to the need stay")
 }
+
+// TestIdlePodsAtTheLatencyFloorScaleDown: a trickle of load on many pods
+// whose service p95 alone is just under (1−θ) × the target. G sits just
+// under 1−θ and G at λ's upper confidence bound just over it, so the noise
+// guard alone would hold every pod for good (the e2e's "scale-down after
+// the load" at 0.67/s on 8 pods, G 0.696, at the bound 0.702). The pods
+// beyond (1−θ)⁻¹ × what the bound needs are the evidence: every such count
+// scales down, and the explanation says why.
+func TestIdlePodsAtTheLatencyFloorScaleDown(t *testing.T) {
+	const lambda, n = 0.67, int32(8)
+	spec := tailSpec()
+	spec.Tolerance = 0.3
+	var gap int
+	for es := 0.040; es <= 0.048; es += 0.00002 {
+		s := snapshot(t0, lambda, es, n)
+		s.ServiceQuantiles, s.ServiceSamples = exponentialQuantiles(es, servicePs...), shapeEvidence(spec)
+		d, err := NewEngine().Decide(spec, s)
+		require.NoError(t, err)
+		x := d.Explanation
+		if x.Normalized >= 1-spec.Tolerance {
+			continue
+		}
+		require.Less(t, x.Recommendation, n, "E[S] = %.5f, G = %.4f: %s", es, x.Normalized, x.Reason)
+		require.NotContains(t, x.Reason, "no scale-down on noise", "E[S] = %.5f", es)
+		if strings.Contains(x.Reason, "near the latency floor") {
+			gap++
+			require.Contains(t, x.Reason, "more than (1−θ)⁻¹")
+		}
+	}
+	require.Positive(t, gap, "some service times put G below 1−θ and G at λ's upper bound over it")
+}
