@@ -345,18 +345,23 @@ func TestIdlePodsAtTheLatencyFloorScaleDown(t *testing.T) {
 	const lambda, n = 0.67, int32(8)
 	spec := tailSpec()
 	spec.Tolerance = 0.3
-	var gap int
-	for es := 0.040; es <= 0.048; es += 0.00002 {
-		s := snapshot(t0, lambda, es, n)
+	decide := func(es float64, pods int32) Explanation {
+		s := snapshot(t0, lambda, es, pods)
 		s.ServiceQuantiles, s.ServiceSamples = exponentialQuantiles(es, servicePs...), shapeEvidence(spec)
 		d, err := NewEngine().Decide(spec, s)
 		require.NoError(t, err)
-		x := d.Explanation
+		return d.Explanation
+	}
+	var gap int
+	for es := 0.040; es <= 0.048; es += 0.00002 {
+		x := decide(es, n)
 		if x.Normalized >= 1-spec.Tolerance {
 			continue
 		}
 		require.Less(t, x.Recommendation, n, "E[S] = %.5f, G = %.4f: %s", es, x.Normalized, x.Reason)
 		require.NotContains(t, x.Reason, "no scale-down on noise", "E[S] = %.5f", es)
+		next := decide(es, x.Recommendation)
+		require.LessOrEqual(t, next.Recommendation, x.Recommendation, "E[S] = %.5f: no scale-up right after the scale-down to %d: %s", es, x.Recommendation, next.Reason)
 		if strings.Contains(x.Reason, "near the latency floor") {
 			gap++
 			require.Contains(t, x.Reason, "more than (1−θ)⁻¹")
