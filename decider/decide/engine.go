@@ -852,17 +852,20 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	// that bound creeps back over 1−θ because the pods sit on the latency
 	// floor (idle, service p95 ÷ target just under 1−θ and the bound's G
 	// just over it would otherwise hold every pod for good).
-	var need int32
-	if spec.Percentile > 0 && lambdaHigh > 0 && x.Normalized <= 1+spec.Tolerance {
-		need = m.minPods(math.Max(lambdaHigh, lambdaSize), m.es)
-	}
-	overProvisioned := need > 0 && float64(need) <= (1-spec.Tolerance)*float64(current)
-	below := x.Normalized < 1-spec.Tolerance || overProvisioned
-	// G at λ's upper confidence bound, read only when a scale-down asks.
+	// Below the band the count is read only where the noise guard would hold
+	// (G at λ's upper confidence bound, gHigh, not below 1−θ as well): the
+	// scale-down's own path needs no second search.
+	below := x.Normalized < 1-spec.Tolerance
 	gHigh := math.NaN()
 	if below {
 		gHigh = m.latency(lambdaHigh, m.es, serving) / target
 	}
+	var need int32
+	if spec.Percentile > 0 && lambdaHigh > 0 && x.Normalized <= 1+spec.Tolerance && (!below || gHigh >= 1-spec.Tolerance) {
+		need = m.minPods(math.Max(lambdaHigh, lambdaSize), m.es)
+	}
+	overProvisioned := need > 0 && float64(need) <= (1-spec.Tolerance)*float64(current)
+	below = below || overProvisioned
 	switch {
 	case gUp > 1+spec.Tolerance || drain > current || (hasJump && jumpPods > current):
 		rec, cpu, reason = m.scaleUp(lambdaSize, current, x)
