@@ -847,25 +847,26 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	// far more than ±θ of the pods (lognormal cv 1.2, p95 ≤ 4·E[S]: G = 0.9
 	// needs about a quarter more pods than G = 1). Pods beyond (1−θ)⁻¹ × what
 	// the target needs at λ's upper confidence bound are also a scale-down.
-	// Below the band the same count is the scale-down's evidence: pods that
-	// many times what λ's upper bound needs are not noise's, even where G at
-	// that bound creeps back over 1−θ because the pods sit on the latency
-	// floor (idle, service p95 ÷ target just under 1−θ and the bound's G
-	// just over it would otherwise hold every pod for good).
-	// Below the band the count is read only where the noise guard would hold
-	// (G at λ's upper confidence bound, gHigh, not below 1−θ as well): the
-	// scale-down's own path needs no second search.
-	below := x.Normalized < 1-spec.Tolerance
-	gHigh := math.NaN()
-	if below {
+	// Below the band a scale-down needs G at that bound (gHigh) below 1−θ
+	// too, or noise alone would remove a pod the next cycle's noise adds
+	// back (guarded); where the guard holds, the same count is the evidence
+	// instead: pods idling near the latency floor, service p95 ÷ target just
+	// under 1−θ, keep the bound's G just over it however many of them idle,
+	// and the guard alone would hold every pod for good. Where the guard is
+	// clear the scale-down's own path runs, with no count to search.
+	belowG := x.Normalized < 1-spec.Tolerance
+	var gHigh float64
+	guarded := false
+	if belowG {
 		gHigh = m.latency(lambdaHigh, m.es, serving) / target
+		guarded = gHigh >= 1-spec.Tolerance
 	}
 	var need int32
-	if spec.Percentile > 0 && lambdaHigh > 0 && x.Normalized <= 1+spec.Tolerance && (!below || gHigh >= 1-spec.Tolerance) {
+	if spec.Percentile > 0 && lambdaHigh > 0 && x.Normalized <= 1+spec.Tolerance && (!belowG || guarded) {
 		need = m.minPods(math.Max(lambdaHigh, lambdaSize), m.es)
 	}
 	overProvisioned := need > 0 && float64(need) <= (1-spec.Tolerance)*float64(current)
-	below = below || overProvisioned
+	below := belowG || overProvisioned
 	switch {
 	case gUp > 1+spec.Tolerance || drain > current || (hasJump && jumpPods > current):
 		rec, cpu, reason = m.scaleUp(lambdaSize, current, x)
@@ -906,10 +907,8 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		reason = fmt.Sprintf("G = %.3g below 1−θ, but %.0f requests are queued beyond what the pods clear within the target: no scale-down while they drain",
 			x.Normalized, bl.total)
 		reason += x.expiredNote()
-	case below && !overProvisioned && gHigh >= 1-spec.Tolerance:
-		// A scale-down needs evidence too: λ's upper confidence bound must
-		// also be below the band, or noise alone would remove a pod that the
-		// next cycle's noise adds back.
+	case guarded && !overProvisioned:
+		// A scale-down needs evidence too (see guarded above).
 		reason = fmt.Sprintf("G = %.3g below 1−θ, but not at λ's upper confidence bound %.4g/s (G = %.3g): no scale-down on noise",
 			x.Normalized, lambdaHigh, gHigh)
 	case below:
@@ -967,15 +966,13 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			recur.Next.UTC().Format(time.RFC3339), recur.Rate, time.Duration(recur.PeriodSeconds*float64(time.Second)).Round(time.Second),
 			len(recur.Occurrences), recur.Expected)
 	}
-	switch {
-	case overProvisioned && x.Normalized >= 1-spec.Tolerance:
-		reason = fmt.Sprintf("%d pods are more than (1−θ)⁻¹ × the %d the target needs at λ's upper confidence bound %.4g/s, though G = %.3g is within the band: ",
-			current, need, math.Max(lambdaHigh, lambdaSize), x.Normalized) + reason
-	case overProvisioned && gHigh >= 1-spec.Tolerance:
-		// The count, not G, is the evidence here: near the latency floor G
-		// at the bound stays over 1−θ however many pods idle.
-		reason = fmt.Sprintf("%d pods are more than (1−θ)⁻¹ × the %d the target needs at λ's upper confidence bound %.4g/s, though G there is %.3g (the pods are near the latency floor): ",
-			current, need, math.Max(lambdaHigh, lambdaSize), gHigh) + reason
+	if overProvisioned {
+		though := fmt.Sprintf("G = %.3g is within the band", x.Normalized)
+		if belowG {
+			though = fmt.Sprintf("G there is %.3g (the pods are near the latency floor)", gHigh)
+		}
+		reason = fmt.Sprintf("%d pods are more than (1−θ)⁻¹ × the %d the target needs at λ's upper confidence bound %.4g/s, though %s: ",
+			current, need, math.Max(lambdaHigh, lambdaSize), though) + reason
 	}
 	if m.mix != nil {
 		reason += fmt.Sprintf(" (the arrival rate varies from second to second, cv² %.3g: latencies are averaged over the seconds' rates", m.cv2)
