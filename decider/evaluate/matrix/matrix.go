@@ -211,7 +211,11 @@ type Result struct {
 	// (√(Σ λ·10) / mean count): the trace's burstiness over Poisson's.
 	CV10        float64 `json:"cv10"`
 	CV10Poisson float64 `json:"cv10_poisson"`
-	Wall        float64 `json:"wall_seconds"`
+	// OnsetBound is what the cell's largest unforeseeable rise costs any
+	// policy that does not know the future (sim.OnsetBound); nil for a mean
+	// target or a run shorter than a lead.
+	OnsetBound *sim.OnsetBound `json:"onset_bound,omitempty"`
+	Wall       float64         `json:"wall_seconds"`
 }
 
 func (o Options) handoff() sim.Handoff {
@@ -268,6 +272,13 @@ func RunCellContext(ctx context.Context, c Cell, o Options) (*Result, error) {
 		r.ReactiveCostRatio = append(r.ReactiveCostRatio, num(cmp.ReactiveCostRatio(i)))
 	}
 	r.CV10, r.CV10Poisson = burstiness(cmp.Results[0].Arrivals, prof.Rates)
+	if lead := int(math.Ceil(init.Mean)); o.Percentile > 0 && len(prof.Rates) >= lead && len(prof.History)+len(prof.Rates) >= 2*lead {
+		b, err := sim.FindOnsetBound(cfg, prof.History, cmp.Capacity, max(o.MaxReplicas, 1))
+		if err != nil {
+			return nil, fmt.Errorf("cell %s: %w", c.Name(), err)
+		}
+		r.OnsetBound = &b
+	}
 	r.Wall = time.Since(start).Seconds()
 	return r, nil
 }
@@ -510,9 +521,14 @@ func Markdown(rs []*Result, o Options, conditions string) string {
 		fmt.Fprintf(&b, "| %s | %d/%d | %s | %s | %s | %s | %s | %.2f | %.2f |\n", h.Policy, h.Met, h.Cells, f2(h.CostMedian), f2(h.CostMin),
 			f2(h.CostMax), f2(h.CostMetMedian), f2(h.ReactiveCostMedian), h.LateMedian, h.LateMax)
 	}
+	b.WriteString(onsetMarkdown(rs))
 	b.WriteString("\n## Cells\n")
 	for _, r := range rs {
-		fmt.Fprintf(&b, "\n### %s\n\n%s. Arrivals per 10 s: CV %.3f (Poisson at the same rates: %.3f).\n\n", r.Name, r.Conditions, r.CV10, r.CV10Poisson)
+		fmt.Fprintf(&b, "\n### %s\n\n%s. Arrivals per 10 s: CV %.3f (Poisson at the same rates: %.3f).", r.Name, r.Conditions, r.CV10, r.CV10Poisson)
+		if ob := r.OnsetBound; ob != nil {
+			fmt.Fprintf(&b, " %s.", onsetSentence(*ob))
+		}
+		b.WriteString("\n\n")
 		b.WriteString("| policy | data plane | >T % | min>T % | p95 ms | mean ms | pod-s | cost ÷ oracle | actions |\n|---|---|---|---|---|---|---|---|---|\n")
 		for i, s := range r.Summaries {
 			c := "—"
@@ -522,6 +538,43 @@ func Markdown(rs []*Result, o Options, conditions string) string {
 			fmt.Fprintf(&b, "| %s | %s | %.2f | %.1f | %.0f | %.0f | %.0f | %s | %d |\n", s.Name, s.Routing, s.RequestsOverTargetPct,
 				s.MinutesOverTargetPct, 1000*s.Latency.P95, 1000*s.MeanLatency, s.PodSeconds, c, s.Actions)
 		}
+	}
+	return b.String()
+}
+
+// onsetSentence says what a cell's onset bound asks of a policy.
+func onsetSentence(ob sim.OnsetBound) string {
+	pods := fmt.Sprintf("at least %d pods", ob.Pods)
+	if ob.Pods == 0 {
+		pods = "more pods than the replica cap"
+	}
+	return fmt.Sprintf("Onset bound: the largest rise over the run's past is ×%.2f (%.1f → %.1f req/s over a %d s lead) at %d s; "+
+		"a policy that does not know the future needs %s when it begins, where the past asks for %d (at %d, at least %.2f %% late)",
+		ob.Jump, ob.RateBefore, ob.RateAfter, ob.Lead, ob.Onset, pods, ob.CalmPods, ob.CalmPods, ob.CalmLatePct)
+}
+
+// onsetMarkdown lists the cells whose onset bound asks for more pods than
+// their past does: there, meeting the SLO takes capacity held before any
+// sign of the rise, which a policy also holds where the rise never comes.
+func onsetMarkdown(rs []*Result) string {
+	var b strings.Builder
+	for _, r := range rs {
+		ob := r.OnsetBound
+		if ob == nil || (ob.Pods != 0 && ob.Pods <= ob.CalmPods) {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\n## Onset bounds over the past's pods\n\n")
+			b.WriteString("Cells where a policy that does not know the future must hold more pods than its past asks for when the largest rise begins " +
+				"(sim.OnsetBound: those pods all Ready with empty queues, ample pods ordered the moment the rise begins, and outside its first three leads " +
+				"and two minutes only the service time late). It holds them in a run that stays calm too.\n\n")
+			b.WriteString("| cell | onset s | rise | past's pods | late % with them | pods needed | × the past's |\n|---|---|---|---|---|---|---|\n")
+		}
+		need, ratio := fmt.Sprint(ob.Pods), f2(ob.Ratio())
+		if ob.Pods == 0 {
+			need, ratio = "over the cap", "—"
+		}
+		fmt.Fprintf(&b, "| %s | %d | ×%.2f | %d | %.2f | %s | %s |\n", r.Name, ob.Onset, ob.Jump, ob.CalmPods, ob.CalmLatePct, need, ratio)
 	}
 	return b.String()
 }

@@ -144,10 +144,36 @@ func TestRunCell(t *testing.T) {
 	require.Len(t, hs, len(names))
 	require.Equal(t, 2, hs[0].Cells)
 	require.InDelta(t, *r.ReactiveCostRatio[0], hs[0].ReactiveCostMedian, 1e-12, "the median of two equal ratios")
+	// The onset bound, from the cell's own rates and init time.
+	require.NotNil(t, r.OnsetBound)
+	require.Equal(t, 45, r.OnsetBound.Lead)
+	require.GreaterOrEqual(t, r.OnsetBound.Jump, 1.0)
+	require.Positive(t, r.OnsetBound.CalmPods)
 	md := Markdown([]*Result{r}, o, "test conditions")
 	require.Contains(t, md, "test conditions")
 	require.Contains(t, md, "| qas | ")
 	require.Contains(t, md, r.Conditions)
+	require.Contains(t, md, "Onset bound: the largest rise over the run's past is ×")
+}
+
+// TestOnsetMarkdown: the table lists the cells whose onset bound asks for
+// more pods than their past, and those no count meets; a cell within its
+// past's pods or without a bound is left out.
+func TestOnsetMarkdown(t *testing.T) {
+	cell := func(name string, ob *sim.OnsetBound) *Result { return &Result{Name: name, OnsetBound: ob} }
+	rs := []*Result{
+		cell("burst", &sim.OnsetBound{Onset: 1195, Jump: 5, CalmPods: 4, CalmLatePct: 14.62, Pods: 8}),
+		cell("calm", &sim.OnsetBound{Onset: 60, Jump: 1.2, CalmPods: 9, CalmLatePct: 2.7, Pods: 3}),
+		cell("mean target", nil),
+		cell("capped", &sim.OnsetBound{Onset: 10, Jump: 40, CalmPods: 1, CalmLatePct: 60}),
+	}
+	md := onsetMarkdown(rs)
+	require.Contains(t, md, "| burst | 1195 | ×5.00 | 4 | 14.62 | 8 | 2.00 |")
+	require.Contains(t, md, "| capped | 10 | ×40.00 | 1 | 60.00 | over the cap | — |")
+	require.NotContains(t, md, "| calm |")
+	require.NotContains(t, md, "mean target")
+	require.Empty(t, onsetMarkdown(rs[1:3]), "no cell asks for more than its past")
+	require.Contains(t, onsetSentence(*rs[3].OnsetBound), "needs more pods than the replica cap when it begins")
 }
 
 // TestBurstiness: Poisson arrivals at a constant rate have the Poisson CV;

@@ -1,0 +1,202 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/qas-dev/qas/decider/evaluate/policy"
+)
+
+// OnsetBound is what a run's largest unforeseeable rise costs any policy that
+// does not know the future: the fewest pods that must exist when it begins.
+//
+// The onset is the second t₀ at which the mean rate over the next lead (the
+// init time's mean, I) is the largest multiple of the highest lead mean before
+// it (every lead that ends by t₀): the rise the run's own past says least
+// about. Pods Ready during [t₀, t₀ + I) exist at t₀ (Ready or starting); a pod
+// ordered at t₀ or later is Ready only after its init time. So whatever a
+// policy does, the onset's first lead is served by the pods it chose before
+// t₀, when all it had seen was the rates before t₀.
+//
+// The bound gives such a policy everything else: its N pods are all Ready at
+// t₀ with empty queues, it sees the onset the moment it begins and orders
+// ample pods at once (enough for twice the highest rate of the rest of the
+// window), and outside the window [t₀, t₀ + 3I + 2 min] only the service time
+// alone puts a request late (P(S > T), which no pod count removes). The
+// window's late requests then fall with N, and Pods is the fewest N for which
+//
+//	late(N) + P(S > T) · (requests of the run − requests of the window) ≤ budget · requests of the run,
+//
+// found by bisection. A policy holding fewer pods at t₀ misses the SLO in
+// expectation however it acts later; and because it cannot tell the rates
+// before t₀ from a run that stays calm (the calm twin: a smooth trace), it
+// holds them in that twin too.
+type OnsetBound struct {
+	// Onset is t₀, the second the rise begins (from the start of the run).
+	Onset int `json:"onset_second"`
+	// Lead is I, seconds: the init time's mean, rounded up.
+	Lead int `json:"lead_seconds"`
+	// Jump is the mean rate over [t₀, t₀ + I) over RateBefore.
+	Jump float64 `json:"jump"`
+	// RateBefore is the highest mean rate over any lead that ends by t₀,
+	// req/s; RateAfter is the mean over [t₀, t₀ + I).
+	RateBefore float64 `json:"rate_before"`
+	RateAfter  float64 `json:"rate_after"`
+	// CalmPods is what the target needs at RateBefore (Capacity.Pods): the
+	// most the run's past asks for.
+	CalmPods int `json:"calm_pods"`
+	// CalmLatePct is the late share of the run's requests, in %, that the
+	// bound gives a policy holding CalmPods at t₀: at least that many of
+	// its requests are late in expectation.
+	CalmLatePct float64 `json:"calm_late_pct"`
+	// Pods is the fewest pods at t₀ that can meet the SLO; 0 when even the
+	// replica cap cannot.
+	Pods int `json:"pods"`
+	// LatePct is the bound's late share at Pods, in %.
+	LatePct float64 `json:"late_pct"`
+	// BudgetPct is the share of requests the SLO allows over the target, in %.
+	BudgetPct float64 `json:"budget_pct"`
+}
+
+// Ratio is Pods over CalmPods: how many times the pods its past asks for a
+// policy must hold before the onset (0 when no count meets the SLO).
+func (b OnsetBound) Ratio() float64 {
+	if b.CalmPods == 0 || b.Pods == 0 {
+		return 0
+	}
+	return float64(b.Pods) / float64(b.CalmPods)
+}
+
+// onsetDrain is how long after the onset's third lead the window still counts
+// late requests: the backlog on the pods that were there drains on them alone.
+const onsetDrain = 120
+
+// FindOnset returns t₀ (OnsetBound's rule), the jump and the rates on both
+// sides of it, for rates per second and a lead of lead seconds. history is
+// the rates before the run (oldest first; nil for a cold start): its leads
+// count as seen, and t₀ is a second of the run, from its start. It needs a
+// lead before t₀ and one after it: at least two leads of history and rates
+// together, one of them in the run.
+func FindOnset(history, rates []float64, lead int) (onset int, jump, before, after float64, err error) {
+	if lead < 1 {
+		return 0, 0, 0, 0, fmt.Errorf("onset: lead %d s, want at least 1 s", lead)
+	}
+	if len(rates) < lead || len(history)+len(rates) < 2*lead {
+		return 0, 0, 0, 0, fmt.Errorf("onset: %d s of rates after %d s of history, want a lead (%d s) in the run and two leads in all",
+			len(rates), len(history), lead)
+	}
+	all := append(append(make([]float64, 0, len(history)+len(rates)), history...), rates...)
+	prefix := make([]float64, len(all)+1)
+	for i, r := range all {
+		if math.IsNaN(r) || math.IsInf(r, 0) || r < 0 {
+			what := fmt.Sprintf("second %d of the run", i-len(history))
+			if i < len(history) {
+				what = fmt.Sprintf("second %d of the history", i)
+			}
+			return 0, 0, 0, 0, fmt.Errorf("onset: rate %v at %s is not a finite non-negative number", r, what)
+		}
+		prefix[i+1] = prefix[i] + r
+	}
+	mean := func(t int) float64 { return (prefix[t+lead] - prefix[t]) / float64(lead) }
+	highest := 0.0
+	for t := lead; t < len(history); t++ {
+		highest = math.Max(highest, mean(t-lead))
+	}
+	onset, jump = -1, math.Inf(-1)
+	for t := max(lead, len(history)); t+lead <= len(all); t++ {
+		highest = math.Max(highest, mean(t-lead))
+		m := mean(t)
+		j := 1.0
+		switch {
+		case highest > 0:
+			j = m / highest
+		case m > 0:
+			j = math.Inf(1)
+		}
+		if j > jump {
+			onset, jump, before, after = t-len(history), j, highest, m
+		}
+	}
+	return onset, jump, before, after, nil
+}
+
+// FindOnsetBound computes cfg's OnsetBound with the oracle's capacity model
+// capa (NewCapacity) and at most maxReplicas pods; history is the rates before
+// the run, as FindOnset reads them. cfg.Rates must hold a lead, and with the
+// history two; cfg.Percentile must be a percentile (a mean target has no late
+// budget to bound).
+func FindOnsetBound(cfg Config, history []float64, capa *policy.Capacity, maxReplicas int) (OnsetBound, error) {
+	if cfg.Percentile <= 0 || cfg.Percentile >= 100 {
+		return OnsetBound{}, fmt.Errorf("onset bound: percentile %v, want one in (0, 100): a mean target has no late budget", cfg.Percentile)
+	}
+	if maxReplicas < 1 {
+		return OnsetBound{}, errors.New("onset bound: maxReplicas must be at least 1")
+	}
+	if !(cfg.Init.Mean > 0) || math.IsInf(cfg.Init.Mean, 0) {
+		return OnsetBound{}, fmt.Errorf("onset bound: init time mean %v s, want a positive finite one", cfg.Init.Mean)
+	}
+	lead := int(math.Ceil(cfg.Init.Mean))
+	onset, jump, before, after, err := FindOnset(history, cfg.Rates, lead)
+	if err != nil {
+		return OnsetBound{}, err
+	}
+	b := OnsetBound{Onset: onset, Lead: lead, Jump: jump, RateBefore: before, RateAfter: after,
+		CalmPods: capa.Pods(before), BudgetPct: 100 * capa.Budget()}
+	total := 0.0
+	for _, r := range cfg.Rates {
+		total += r
+	}
+	// The window starts a second before t₀: a policy's first decision comes
+	// one period (1 s) in, so the ample pods are ordered at t₀.
+	from := max(onset-1, 0)
+	to := min(len(cfg.Rates), onset+3*lead+onsetDrain)
+	window := cfg
+	window.Rates = cfg.Rates[from:to]
+	window.Progress, window.Context = nil, nil
+	highest := 0.0
+	for _, r := range window.Rates {
+		highest = math.Max(highest, r)
+	}
+	floor := capa.ServiceTail(capa.Target)
+	seen := map[int]float64{}
+	late := func(n int) float64 {
+		if l, ok := seen[n]; ok {
+			return l
+		}
+		w := window
+		w.InitialReplicas = n
+		ample := max(n, min(maxReplicas, capa.Pods(2*highest)))
+		need := make([]int, len(w.Rates))
+		for i := range need {
+			need[i] = ample
+		}
+		r := Run(w, policy.NewReactiveOracle("onset-bound", policy.Params{MinReplicas: 1, MaxReplicas: maxReplicas}, need))
+		outside := math.Max(0, total-float64(r.Requests))
+		seen[n] = 100 * (float64(r.OverTarget) + floor*outside) / math.Max(total, 1)
+		return seen[n]
+	}
+	b.CalmLatePct = late(b.CalmPods)
+	if late(maxReplicas) > b.BudgetPct {
+		b.LatePct = late(maxReplicas)
+		return b, nil
+	}
+	// The late share falls with the pods: the fewest that meet, by bisection
+	// between a count that misses (lo) and one that meets (hi).
+	lo, hi := 0, maxReplicas
+	if b.CalmLatePct <= b.BudgetPct {
+		hi = b.CalmPods
+	} else {
+		lo = b.CalmPods
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if late(mid) <= b.BudgetPct {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	b.Pods, b.LatePct = hi, late(hi)
+	return b, nil
+}
