@@ -49,6 +49,10 @@ type simulateOutput struct {
 	Oracles []sim.OracleSearch `json:"oracles,omitempty"`
 	// Seed000 is seed 000's statistic, when predictive-hpa and hpa-cooldown ran.
 	Seed000 *sim.Seed000Stat `json:"seed000,omitempty"`
+	// OnsetBound is what the run's largest unforeseeable rise costs any
+	// policy that does not know the future (sim.OnsetBound); absent for a
+	// mean target or a run shorter than a lead.
+	OnsetBound *sim.OnsetBound `json:"onset_bound,omitempty"`
 }
 
 func runSimulate(args []string, env Env) error {
@@ -275,6 +279,15 @@ func runSimulate(args []string, env Env) error {
 		fmt.Fprintf(env.Stdout, "seed 000 statistic (%s − %s, %d minutes): mean %.3f, std_dev %.3f, z %.3f, one-sided p %.3f\n",
 			st.Predictive, st.Reactive, st.Minutes, st.Mean, st.StdDev, st.Z, st.P)
 	}
+	var bound *sim.OnsetBound
+	if *pct > 0 && sim.Spans(prof.History, prof.Rates, initDist) {
+		b, err := sim.FindOnsetBound(cfg, prof.History, cmp.Capacity, max(*maxR, 1))
+		if err != nil {
+			return err
+		}
+		bound = &b
+		fmt.Fprintf(env.Stdout, "onset bound: %s\n", b.Sentence())
+	}
 	total := 0
 	for _, s := range cmp.Summaries {
 		total += s.Requests
@@ -284,7 +297,7 @@ func runSimulate(args []string, env Env) error {
 		Routing: routing.String(), Conditions: conditions, Seed: *seed,
 		Description: prof.Description, SLOSeconds: target, Percentile: *pct, Service: service.String(),
 		Init: initDist.String(), Discipline: discipline(*sharing), Seconds: len(prof.Rates), Policies: cmp.Summaries,
-		Oracles: cmp.Oracles, Seed000: cmp.Seed000}
+		Oracles: cmp.Oracles, Seed000: cmp.Seed000, OnsetBound: bound}
 	files := newAtomicFiles() // written whole or not at all
 	defer files.discard()
 	if *jsonOut != "" {

@@ -201,6 +201,8 @@ func TestSimulateMeanTargetAndTraceOnlyCompression(t *testing.T) {
 	require.Equal(t, "trace-only", doc["compression_mode"])
 	require.Equal(t, "leastRequest", doc["routing"])
 	require.Equal(t, "poisson", doc["scaling"])
+	require.NotContains(t, doc, "onset_bound", "a mean target has no late budget to bound")
+	require.NotContains(t, out, "onset bound:")
 	for _, bad := range [][]string{{"--percentile", "median"}, {"--routing", "roundRobin"}, {"--scaling", "double"}, {"--compress", "2", "--compress-mode", "fast"}} {
 		code, _, stderr := runSim(t, append([]string{"--trace", "pattern:flash-crowd", "--slo", "200ms"}, bad...)...)
 		require.Equal(t, 2, code, bad)
@@ -273,10 +275,11 @@ func TestSimulateHistory(t *testing.T) {
 		b, err := os.ReadFile(js)
 		require.NoError(t, err)
 		var doc struct {
-			Policies []map[string]any `json:"policies"`
+			Policies   []map[string]any `json:"policies"`
+			OnsetBound map[string]any   `json:"onset_bound"`
 		}
 		require.NoError(t, json.Unmarshal(b, &doc))
-		by := map[string]map[string]any{}
+		by := map[string]map[string]any{"bound": doc.OnsetBound}
 		for _, p := range doc.Policies {
 			by[p["name"].(string)] = p
 		}
@@ -284,6 +287,13 @@ func TestSimulateHistory(t *testing.T) {
 	}
 	coldOut, cold := run("0s")
 	warmOut, warm := run("1h")
+	// The onset bound reads the history as the run's past: the first hour's
+	// 5× bursts are no rise to a run that has seen them.
+	for _, o := range []string{coldOut, warmOut} {
+		require.Contains(t, o, "onset bound: the largest rise over the run's past is ×")
+	}
+	require.Greater(t, cold["bound"]["jump"].(float64), warm["bound"]["jump"].(float64))
+	require.Greater(t, warm["bound"]["calm_pods"].(float64), cold["bound"]["calm_pods"].(float64))
 	require.NotContains(t, coldOut, "history before it")
 	require.Contains(t, warmOut, "with 3600 simulated s of history before it")
 	for _, p := range []string{"hpa", "oracle"} {

@@ -272,7 +272,7 @@ func RunCellContext(ctx context.Context, c Cell, o Options) (*Result, error) {
 		r.ReactiveCostRatio = append(r.ReactiveCostRatio, num(cmp.ReactiveCostRatio(i)))
 	}
 	r.CV10, r.CV10Poisson = burstiness(cmp.Results[0].Arrivals, prof.Rates)
-	if lead := int(math.Ceil(init.Mean)); o.Percentile > 0 && len(prof.Rates) >= lead && len(prof.History)+len(prof.Rates) >= 2*lead {
+	if o.Percentile > 0 && sim.Spans(prof.History, prof.Rates, init) {
 		b, err := sim.FindOnsetBound(cfg, prof.History, cmp.Capacity, max(o.MaxReplicas, 1))
 		if err != nil {
 			return nil, fmt.Errorf("cell %s: %w", c.Name(), err)
@@ -526,7 +526,7 @@ func Markdown(rs []*Result, o Options, conditions string) string {
 	for _, r := range rs {
 		fmt.Fprintf(&b, "\n### %s\n\n%s. Arrivals per 10 s: CV %.3f (Poisson at the same rates: %.3f).", r.Name, r.Conditions, r.CV10, r.CV10Poisson)
 		if ob := r.OnsetBound; ob != nil {
-			fmt.Fprintf(&b, " %s.", onsetSentence(*ob))
+			fmt.Fprintf(&b, " Onset bound: %s.", ob.Sentence())
 		}
 		b.WriteString("\n\n")
 		b.WriteString("| policy | data plane | >T % | min>T % | p95 ms | mean ms | pod-s | cost ÷ oracle | actions |\n|---|---|---|---|---|---|---|---|---|\n")
@@ -540,17 +540,6 @@ func Markdown(rs []*Result, o Options, conditions string) string {
 		}
 	}
 	return b.String()
-}
-
-// onsetSentence says what a cell's onset bound asks of a policy.
-func onsetSentence(ob sim.OnsetBound) string {
-	pods := fmt.Sprintf("at least %d pods", ob.Pods)
-	if ob.Pods == 0 {
-		pods = "more pods than the replica cap"
-	}
-	return fmt.Sprintf("Onset bound: the largest rise over the run's past is ×%.2f (%.1f → %.1f req/s over a %d s lead) at %d s; "+
-		"a policy that does not know the future needs %s when it begins, where the past asks for %d (at %d, at least %.2f %% late)",
-		ob.Jump, ob.RateBefore, ob.RateAfter, ob.Lead, ob.Onset, pods, ob.CalmPods, ob.CalmPods, ob.CalmLatePct)
 }
 
 // onsetMarkdown lists the cells whose onset bound asks for more pods than

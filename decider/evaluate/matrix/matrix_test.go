@@ -173,7 +173,7 @@ func TestOnsetMarkdown(t *testing.T) {
 	require.NotContains(t, md, "| calm |")
 	require.NotContains(t, md, "mean target")
 	require.Empty(t, onsetMarkdown(rs[1:3]), "no cell asks for more than its past")
-	require.Contains(t, onsetSentence(*rs[3].OnsetBound), "needs more pods than the replica cap when it begins")
+	require.Contains(t, rs[3].OnsetBound.Sentence(), "needs more pods than the replica cap when it begins")
 }
 
 // TestBurstiness: Poisson arrivals at a constant rate have the Poisson CV;

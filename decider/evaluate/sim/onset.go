@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/evaluate/policy"
 )
 
@@ -43,8 +44,9 @@ type OnsetBound struct {
 	// req/s; RateAfter is the mean over [t₀, t₀ + I).
 	RateBefore float64 `json:"rate_before"`
 	RateAfter  float64 `json:"rate_after"`
-	// CalmPods is what the target needs at RateBefore (Capacity.Pods): the
-	// most the run's past asks for.
+	// CalmPods is what the target needs at RateBefore on the run's data
+	// plane (Capacity.Pods; the pooled model where requests wait in one
+	// queue, Routing.Spec): the most the run's past asks for.
 	CalmPods int `json:"calm_pods"`
 	// CalmLatePct is the late share of the run's requests, in %, that the
 	// bound gives a policy holding CalmPods at t₀: at least that many of
@@ -66,6 +68,24 @@ func (b OnsetBound) Ratio() float64 {
 		return 0
 	}
 	return float64(b.Pods) / float64(b.CalmPods)
+}
+
+// Sentence says what the bound asks of a policy, for a report.
+func (b OnsetBound) Sentence() string {
+	pods := fmt.Sprintf("at least %d pods", b.Pods)
+	if b.Pods == 0 {
+		pods = "more pods than the replica cap"
+	}
+	return fmt.Sprintf("the largest rise over the run's past is ×%.2f (%.1f → %.1f req/s over a %d s lead) at %d s; "+
+		"a policy that does not know the future needs %s when it begins, where the past asks for %d (at %d, at least %.2f %% late)",
+		b.Jump, b.RateBefore, b.RateAfter, b.Lead, b.Onset, pods, b.CalmPods, b.CalmPods, b.CalmLatePct)
+}
+
+// Spans reports whether rates after history hold what FindOnset needs at a
+// lead of init's mean: a lead in the run and two in all.
+func Spans(history, rates []float64, init Dist) bool {
+	lead := int(math.Ceil(init.Mean))
+	return init.Mean > 0 && len(rates) >= lead && len(history)+len(rates) >= 2*lead
 }
 
 // onsetDrain is how long after the onset's third lead the window still counts
@@ -140,6 +160,12 @@ func FindOnsetBound(cfg Config, history []float64, capa *policy.Capacity, maxRep
 	onset, jump, before, after, err := FindOnset(history, cfg.Rates, lead)
 	if err != nil {
 		return OnsetBound{}, err
+	}
+	if cfg.Routing.Spec() == decide.RoutingPooled && !capa.Pooled {
+		// The calm's pods on the cell's own data plane: one shared queue
+		// needs fewer than per-pod queues.
+		capa = capa.Clone()
+		capa.Pooled = true
 	}
 	b := OnsetBound{Onset: onset, Lead: lead, Jump: jump, RateBefore: before, RateAfter: after,
 		CalmPods: capa.Pods(before), BudgetPct: 100 * capa.Budget()}

@@ -123,6 +123,26 @@ func TestOnsetBoundAFiveFoldStepNeedsPodsBeforeIt(t *testing.T) {
 	assert.GreaterOrEqual(t, slow.Pods, b.Pods)
 }
 
+func TestOnsetBoundOnAPooledPlane(t *testing.T) {
+	// The same step through the overflow plane: the calm's pods are the
+	// pooled model's, fewer than per-pod queues need, and the step still
+	// needs more than they are.
+	cfg := onsetConfig(t, steps([2]float64{20, 1200}, [2]float64{100, 600}), "2m")
+	random, err := FindOnsetBound(cfg, nil, NewCapacity(cfg, 200), 200)
+	require.NoError(t, err)
+	cfg.Routing = RouteOverflow
+	capa := NewCapacity(cfg, 200)
+	b, err := FindOnsetBound(cfg, nil, capa, 200)
+	require.NoError(t, err)
+	assert.False(t, capa.Pooled, "the caller's capacity is not changed")
+	pooled := capa.Clone()
+	pooled.Pooled = true
+	assert.Equal(t, pooled.Pods(20), b.CalmPods)
+	assert.Less(t, b.CalmPods, random.CalmPods)
+	assert.Greater(t, b.Pods, b.CalmPods)
+	assert.LessOrEqual(t, b.LatePct, b.BudgetPct)
+}
+
 func TestOnsetBoundAskNothingOfARunItsPastDescribes(t *testing.T) {
 	// The same step, with a past that held 100 req/s: the step is no rise, and
 	// the past's pods (20) are more than the bound needs.
