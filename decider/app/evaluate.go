@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/evaluate/matrix"
 	"github.com/qas-dev/qas/decider/evaluate/report"
 	"github.com/qas-dev/qas/decider/evaluate/sim"
@@ -42,6 +43,8 @@ func runEvaluate(args []string, env Env) error {
 	workers := fs.Int("workers", 0, "cells run at once (0: one per core)")
 	detail := fs.Int("detail", 4, "cells, from the first, whose charts the report draws")
 	only := fs.String("only", "", "run only the cells whose name contains this text")
+	burstRise := fs.Float64("burst-rise", 0, "tell qas in every cell that a rise of this multiple of the arrival rate may come within one init time without warning (spec.burst.rise, in (1, 100]; 0: none, the matrix's default)")
+	burstEvery := fs.Duration("burst-every", time.Hour, "with --burst-rise: how often at most that rise comes (spec.burst.every, 1m to 720h)")
 	if err := cli.Parse(fs, "QAS_EVALUATE", args, env.Getenv); err != nil {
 		return err
 	}
@@ -63,6 +66,12 @@ func runEvaluate(args []string, env Env) error {
 	if *detail < 0 {
 		return cli.Usagef("detail", "must not be negative")
 	}
+	if *burstRise != 0 && !(*burstRise > 1 && *burstRise <= 100) {
+		return cli.Usagef("burst-rise", "must be in (1, 100], or 0 for none, got %v", *burstRise)
+	}
+	if *burstEvery < time.Minute || *burstEvery > 720*time.Hour {
+		return cli.Usagef("burst-every", "must be between 1m and 720h, got %v", *burstEvery)
+	}
 	cells := matrix.Default(*nasa)
 	what := "the evaluation matrix"
 	if *demo {
@@ -75,6 +84,9 @@ func runEvaluate(args []string, env Env) error {
 		}
 		cells, what, o = matrix.Pooling(*nasa), "the pooled data planes' comparison (docs/pooling.md)", matrix.PoolingOptions()
 		o.Handoff = sim.Handoff{Hop: hop.Seconds(), Period: advert.Seconds()}
+	}
+	if *burstRise != 0 {
+		o.Burst = decide.Burst{Rise: *burstRise, Every: *burstEvery}
 	}
 	if *only != "" {
 		var keep []matrix.Cell
@@ -103,6 +115,9 @@ func runEvaluate(args []string, env Env) error {
 	if *pooling {
 		conditions += fmt.Sprintf("; extra hop %v, advertisements and front checks every %v",
 			*hop, *advert)
+	}
+	if o.Burst.Rise != 0 {
+		conditions += fmt.Sprintf("; qas told of a rise ×%g that may come every %v without warning (spec.burst)", o.Burst.Rise, o.Burst.Every)
 	}
 	fmt.Fprintln(env.Stdout, conditions)
 	tty, _ := env.Stderr.(*os.File)

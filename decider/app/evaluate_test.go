@@ -79,6 +79,41 @@ func TestEvaluateDemoCell(t *testing.T) {
 	require.Equal(t, 9, strings.Count(string(html), `<circle class="point"`), "the 11 rows but the two clairvoyant oracles")
 }
 
+// TestEvaluateDeclaredRise: --burst-rise tells qas of a rise in every cell;
+// the conditions say so, and qas then holds more pods than without it (the
+// yardsticks are the same in both runs: they do not read it).
+func TestEvaluateDeclaredRise(t *testing.T) {
+	run := func(extra ...string) (string, map[string]float64) {
+		dir := t.TempDir()
+		args := append([]string{"--demo", "--nasa", sharedNASA(t), "--out", dir, "--only", "10h-30min", "--detail", "0"}, extra...)
+		code, out, stderr := runEval(t, args...)
+		require.Equal(t, 0, code, stderr)
+		b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+		require.NoError(t, err)
+		var doc struct {
+			Results []struct {
+				Policies []struct {
+					Name       string  `json:"name"`
+					PodSeconds float64 `json:"pod_seconds"`
+				} `json:"policies"`
+			} `json:"results"`
+		}
+		require.NoError(t, json.Unmarshal(b, &doc))
+		pods := map[string]float64{}
+		for _, p := range doc.Results[0].Policies {
+			pods[p.Name] = p.PodSeconds
+		}
+		return out, pods
+	}
+	plainOut, plain := run()
+	toldOut, told := run("--burst-rise", "3", "--burst-every", "30m")
+	require.NotContains(t, plainOut, "spec.burst")
+	require.Contains(t, toldOut, "qas told of a rise ×3 that may come every 30m0s without warning (spec.burst)")
+	require.Greater(t, told["qas"], plain["qas"])
+	require.Equal(t, plain["oracle"], told["oracle"])
+	require.Equal(t, plain["hpa"], told["hpa"])
+}
+
 // TestEvaluatePoolingCell: one cell of --pooling writes the comparison
 // against oracle-pooled, with its hop and advertisement period, to
 // results.md and results.json.
@@ -118,6 +153,8 @@ func TestEvaluateBadFlags(t *testing.T) {
 		{[]string{"--nasa", "NASA", "--pooling", "--hop", "-1ms"}, "invalid --hop: must not be negative"},
 		{[]string{"--nasa", "NASA", "--pooling", "--advert", "0s"}, "invalid --advert: must be positive"},
 		{[]string{"--nasa", "NASA", "--pooling", "--demo"}, "invalid --pooling: excludes --demo"},
+		{[]string{"--nasa", "NASA", "--burst-rise", "0.5"}, "invalid --burst-rise: must be in (1, 100]"},
+		{[]string{"--nasa", "NASA", "--burst-rise", "3", "--burst-every", "0s"}, "invalid --burst-every: must be between 1m and 720h"},
 	} {
 		for i, a := range tc.args {
 			if a == "NASA" {

@@ -248,6 +248,10 @@ func TestSimulateBadFlags(t *testing.T) {
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--migration"}, code: 2, contains: "--migration"},
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--sharing"}, code: 2, contains: "--concurrency"},
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--alg1-period", "0s"}, code: 2, contains: "--alg1-period"},
+		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--burst-rise", "1"}, code: 2, contains: "invalid --burst-rise: must be in (1, 100]"},
+		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--burst-rise", "NaN"}, code: 2, contains: "--burst-rise"},
+		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--burst-rise", "3", "--percentile", "mean"}, code: 2, contains: "needs a percentile target"},
+		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--burst-rise", "3", "--burst-every", "30s"}, code: 2, contains: "--burst-every"},
 		{args: []string{"--trace", "pattern:bursts", "--slo", "200ms", "--window", "1h:2h", "--history", "-1m"}, code: 2, contains: "--history"},
 		{args: []string{"--trace", "pattern:bursts", "--slo", "200ms", "--window", "0s:1h", "--history", "1h"}, code: 2, contains: "--history"},
 		{args: []string{"--trace", bad, "--slo", "200ms"}, code: 1, contains: "line 3"},
@@ -303,4 +307,32 @@ func TestSimulateHistory(t *testing.T) {
 	// MMPP's first hour holds 5× bursts: having seen them, qas keeps more
 	// capacity through the quiet twenty minutes that follow.
 	require.Greater(t, warm["qas"]["pod_seconds"].(float64), cold["qas"]["pod_seconds"].(float64))
+}
+
+// TestSimulateDeclaredRise: MMPP's first 20 minutes from a cold start, at
+// ×20 with a 2-minute init: its first 5× rise comes at minute 4 with nothing
+// in the history. Told of it (--burst-rise 5), qas holds pods before it and
+// puts fewer requests late, for more pod-seconds; the onset bound says why.
+func TestSimulateDeclaredRise(t *testing.T) {
+	run := func(extra ...string) map[string]any {
+		js := filepath.Join(t.TempDir(), "o.json")
+		args := append([]string{"--trace", "pattern:mmpp", "--window", "0s:20m", "--scale", "20", "--seed", "3",
+			"--slo", "200ms", "--service", "exp:50ms", "--init", "2m", "--policies", "qas", "--json", js}, extra...)
+		code, _, stderr := runSim(t, args...)
+		require.Equal(t, 0, code, stderr)
+		b, err := os.ReadFile(js)
+		require.NoError(t, err)
+		var doc struct {
+			Policies   []map[string]any `json:"policies"`
+			OnsetBound map[string]any   `json:"onset_bound"`
+		}
+		require.NoError(t, json.Unmarshal(b, &doc))
+		doc.Policies[0]["bound"] = doc.OnsetBound
+		return doc.Policies[0]
+	}
+	plain, told := run(), run("--burst-rise", "5", "--burst-every", "1h")
+	bound := plain["bound"].(map[string]any)
+	require.Greater(t, bound["pods"].(float64), bound["calm_pods"].(float64), "the first rise needs pods held before it")
+	require.Greater(t, told["pod_seconds"].(float64), plain["pod_seconds"].(float64))
+	require.Less(t, told["requests_over_target_pct"].(float64), plain["requests_over_target_pct"].(float64))
 }

@@ -13,7 +13,10 @@ import (
 
 // Defaults applied to zero-valued Spec fields.
 const (
-	DefaultMaxDataAge        = 2 * time.Minute
+	DefaultMaxDataAge = 2 * time.Minute
+	// DefaultBurstEvery is how often a declared rise comes at most when the
+	// spec does not say (Burst.Every).
+	DefaultBurstEvery        = time.Hour
 	DefaultNodeThreshold     = 0.85
 	DefaultSlowFactor        = 1.5
 	DefaultThrottleThreshold = 0.1
@@ -822,7 +825,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	ratios := jumpHistory(snap, m, leadQ, leadMean, recur, m.peakJumps(), x)
 	var leads []weighted
 	if spec.Percentile > 0 {
-		leads = jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, x)
+		leads = jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, spec.Burst, x)
 	}
 	// λ's mean over one lead is uncertain by its counts' noise (by far more
 	// than Poisson's where the seconds' rates vary beyond it): the floor, a
@@ -872,11 +875,16 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		rec, cpu, reason = m.scaleUp(lambdaSize, current, x)
 		if hasJump && jumpPods > rec {
 			rec, cpu = jumpPods, 0
-			reason = fmt.Sprintf("the history's jumps over one lead (%s) need %d pods before they come: at λ's mean %.4g/s over the last lead × each jump, their late share is %.3g, within 1 − p",
-				leadQ, jumpPods, floorBase, x.JumpLateShare)
+			what := "the history's jumps over one lead"
+			if len(ratios) == 0 {
+				what = "a declared rise, with no jump in the history yet, over one lead"
+			}
+			reason = fmt.Sprintf("%s (%s) need %d pods before they come: at λ's mean %.4g/s over the last lead × each jump, their late share is %.3g, within 1 − p",
+				what, leadQ, jumpPods, floorBase, x.JumpLateShare)
 			if floorBudget > budget {
 				reason += fmt.Sprintf(" as the steady state spends it, %.3g", floorBudget)
 			}
+			reason += x.declaredNote(spec.Burst)
 			reason += x.tightenedNote()
 			if floorBase < leadMean {
 				reason += fmt.Sprintf(" (the mean as far as its counts prove it, at dispersion %.3g: %.4g/s measured)", disp, leadMean)
@@ -920,7 +928,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			// The margin reads the peaks the floor does not (peakJumpsDown):
 			// its ratios, their quantile and their notes are the peaks'.
 			ratios = jumpHistory(snap, m, leadQ, leadMean, recur, true, x)
-			leads = jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, x)
+			leads = jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, spec.Burst, x)
 		}
 		lambdaDown, ok := e.downRate(snap.ArrivalRates, ratios, now, leadQ, leadMean, hasLeadMean, conf, x)
 		if !ok {
@@ -929,7 +937,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		}
 		floor := m.minPods(math.Max(lambdaSize, lambdaHigh), m.es)
 		x.DownJumpPeak = downPeak
-		if base := leadMean; spec.Percentile > 0 && len(ratios) > 0 && hasLeadMean {
+		if base := leadMean; spec.Percentile > 0 && len(leads) > 0 && hasLeadMean {
 			// Percentile targets: the fewest pods whose late share, averaged
 			// over the history's jumps from λ's mean over the last lead (each
 			// weighted by its requests) and one more lead at the largest
@@ -940,9 +948,15 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			if x.JumpRatio > 0 {
 				quantile = fmt.Sprintf("p-quantile %.3g", x.JumpRatio)
 			}
+			jumps := fmt.Sprintf("the history's %d jumps over one lead, %s, and one more lead at the largest, %.3g, weighing %.3g",
+				len(ratios), quantile, x.JumpRatioMax, x.JumpUnseenWeight)
+			if len(ratios) == 0 {
+				jumps = "no jump in the history yet: the rate held"
+			}
 			reason = fmt.Sprintf("G = %.3g below 1−θ = %.3g: fewest pods whose late share over the likely λ of the next %s "+
-				"(λ's mean %.4g/s over the last lead × the history's %d jumps over one lead, %s, and one more lead at the largest, %.3g, weighing %.3g) is within 1 − p: %d (late share %.3g)",
-				x.Normalized, 1-spec.Tolerance, leadQ, base, len(ratios), quantile, x.JumpRatioMax, x.JumpUnseenWeight, rec, x.DownLateShare)
+				"(λ's mean %.4g/s over the last lead × %s) is within 1 − p: %d (late share %.3g)",
+				x.Normalized, 1-spec.Tolerance, leadQ, base, jumps, rec, x.DownLateShare)
+			reason += x.declaredNote(spec.Burst)
 			reason += x.tightenedNote()
 			if x.DownJumpPeak && !x.JumpPeak {
 				reason += fmt.Sprintf(" (each jump to the highest rate within its lead: one %s sample spans the level window, cv²/θ² = %.3gs)",

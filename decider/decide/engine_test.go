@@ -263,6 +263,12 @@ func TestInvalidInput(t *testing.T) {
 		{"spec.predictive.leadOverride", func(s *Spec) { s.Predictive.LeadOverride = -time.Second }},
 		{"spec.predictive.initPercentile", func(s *Spec) { s.Predictive.InitPercentile = 101 }},
 		{"spec.predictive.method", func(s *Spec) { s.Predictive.Method = "arima" }},
+		{"spec.burst.rise", func(s *Spec) { s.Percentile, s.Burst = 95, Burst{Rise: 1} }},
+		{"spec.burst.rise", func(s *Spec) { s.Percentile, s.Burst = 95, Burst{Rise: math.NaN()} }},
+		{"spec.burst.rise", func(s *Spec) { s.Percentile, s.Burst = 95, Burst{Rise: 101} }},
+		{"spec.burst.rise", func(s *Spec) { s.Percentile, s.Burst = 95, Burst{Every: time.Hour} }},
+		{"spec.burst.every", func(s *Spec) { s.Percentile, s.Burst = 95, Burst{Rise: 3, Every: -time.Minute} }},
+		{"spec.burst", func(s *Spec) { s.Percentile, s.Burst = 0, Burst{Rise: 3} }},
 		{"spec.behavior.scaleUp.policies[0].value", func(s *Spec) {
 			s.Behavior.ScaleUp = &ScalingRules{Policies: []ScalingPolicy{{Type: PolicyPods, Value: 0, Period: time.Second}}}
 		}},

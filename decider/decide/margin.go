@@ -102,12 +102,13 @@ func (e *Engine) jumpFloor(spec Spec, m *sizer, lead time.Duration, ratios []flo
 		return 0, false
 	}
 	x.JumpPeak = m.peakJumps()
-	if len(ratios) == 0 {
+	if len(leads) == 0 {
 		// The floor averages the late share over the ratios the history has
 		// (it reads no quantile of them), so one ratio, a history two leads
 		// long, is evidence enough; waiting for the 1/(1−p) leads a p-quantile
 		// needs left the first 40 minutes of a 2-minute init without a floor,
-		// where every ramp then ran late for one init time.
+		// where every ramp then ran late for one init time. A declared rise
+		// (Spec.Burst) is a lead too, history or not.
 		return 0, false
 	}
 	if base <= 0 {
@@ -116,7 +117,11 @@ func (e *Engine) jumpFloor(spec Spec, m *sizer, lead time.Duration, ratios []flo
 	// Never more than the steady state of the largest jump in the history
 	// needs: when even that misses the budget on average (a target the model
 	// cannot meet at any count), more pods would buy nothing.
-	hi = min(hi, m.minPods(base*ratios[len(ratios)-1], m.es))
+	largest := 0.0
+	for _, l := range leads {
+		largest = math.Max(largest, l.v)
+	}
+	hi = min(hi, m.minPods(base*largest, m.es))
 	var probe Explanation
 	n = m.minPodsOverJumps(base, leads, 1, hi, budget, &probe)
 	x.JumpReplicas, x.JumpLateShare, x.JumpBudget = n, probe.DownLateShare, budget
@@ -137,9 +142,12 @@ func (e *Engine) jumpFloor(spec Spec, m *sizer, lead time.Duration, ratios []flo
 // init), and the floor waited for two leads and then priced the burst at its
 // frequency. x.JumpRatioMax and x.JumpUnseenWeight show the extra lead.
 // Computed once a decision, for both (nil: no ratio).
-func jumpLeads(ratios []float64, samples []Sample, lead time.Duration, conf float64, x *Explanation) []weighted {
+//
+// A declared rise (Spec.Burst) joins them (declareRise), with or without a
+// history.
+func jumpLeads(ratios []float64, samples []Sample, lead time.Duration, conf float64, burst Burst, x *Explanation) []weighted {
 	if len(ratios) == 0 {
-		return nil
+		return declareRise(nil, burst, lead, x)
 	}
 	set := thinJumps(ratios, int(math.Ceil(1/(1-conf))))
 	perLead := 1.0
@@ -149,7 +157,57 @@ func jumpLeads(ratios []float64, samples []Sample, lead time.Duration, conf floa
 	largest := ratios[len(ratios)-1]
 	x.JumpRatioMax = math.Max(largest, 1)
 	x.JumpUnseenWeight = perLead / (perLead + float64(len(ratios)))
-	return append(set, weighted{largest, perLead})
+	return declareRise(append(set, weighted{largest, perLead}), burst, lead, x)
+}
+
+// declareRise adds the spec's declared rise to the weighted leads: leads at a
+// ratio of b.Rise or more weigh at least s = lead/b.Every of the whole (at
+// most a half), the share of leads such a rise takes if it comes once every
+// b.Every. Where the history's own leads at that ratio or more already weigh
+// s, nothing is added; without a history the present rate held (a ratio of 1)
+// stands beside it, weighing 1 − s. Unchanged without a declared rise.
+func declareRise(leads []weighted, b Burst, lead time.Duration, x *Explanation) []weighted {
+	if b.Rise <= 1 || lead <= 0 {
+		return leads
+	}
+	every := b.Every
+	if every <= 0 {
+		every = DefaultBurstEvery
+	}
+	share := math.Min(lead.Seconds()/every.Seconds(), 0.5)
+	if len(leads) == 0 {
+		leads = []weighted{{1, 1}}
+	}
+	total, at := 0.0, 0.0
+	for _, l := range leads {
+		total += l.w
+		if l.v >= b.Rise {
+			at += l.w
+		}
+	}
+	x.DeclaredRise = b.Rise
+	if at >= share*total {
+		return leads
+	}
+	w := (share*total - at) / (1 - share)
+	x.DeclaredRiseWeight = w / (total + w)
+	return append(leads, weighted{b.Rise, w})
+}
+
+// declaredNote says, for a reason, that the floor or the margin priced a
+// declared rise ("" if none).
+func (x *Explanation) declaredNote(b Burst) string {
+	if x.DeclaredRise == 0 {
+		return ""
+	}
+	every := b.Every
+	if every <= 0 {
+		every = DefaultBurstEvery
+	}
+	if x.DeclaredRiseWeight == 0 {
+		return fmt.Sprintf(" (the declared rise ×%.3g every %s: the history shows it that often)", x.DeclaredRise, every)
+	}
+	return fmt.Sprintf(" (and the declared rise ×%.3g every %s, weighing %.3g of the leads)", x.DeclaredRise, every, x.DeclaredRiseWeight)
 }
 
 // peakJumps reports whether the jump floor's ratios price the peak within

@@ -235,6 +235,22 @@ const (
 	ForecastLeastSquares ForecastMethod = "least-squares"
 )
 
+// Burst is a rise the user declares. The history may not show it (a cold
+// start; a rise that comes once a month), and no policy that does not know the
+// future meets a rise it has not seen without capacity held before it: the
+// pods Ready during a rise's first lead were chosen before it began
+// (docs/simulation.md, the onset bound). The jump floor and the scale-down's
+// margin price it beside the history's jumps.
+type Burst struct {
+	// Rise is the largest multiple of λ's mean over the last lead that may
+	// come within one lead without warning, in (1, 100]; zero: none declared.
+	Rise float64
+	// Every is how often at most such a rise comes (zero: DefaultBurstEvery):
+	// the floor and the margin give leads at a ratio of Rise or more at least
+	// lead/Every of their weight, at most a half.
+	Every time.Duration
+}
+
 // Spec is what the user asked for one workload.
 type Spec struct {
 	MinReplicas, MaxReplicas int32
@@ -259,6 +275,9 @@ type Spec struct {
 	Migration    Migration
 	Predictive   Predictive
 	Behavior     Behavior
+	// Burst is a declared rise the floor and the margin price (none when
+	// Rise is zero); percentile targets only.
+	Burst Burst
 	// MaxDataAge: measurements older than this make the engine hold; default 2 min.
 	MaxDataAge time.Duration
 }
@@ -680,6 +699,13 @@ type Explanation struct {
 	// while the history spans fewer than 1/(1−p) leads (0: not used).
 	JumpRatioMax     float64 `json:"jumpRatioMax,omitempty"`
 	JumpUnseenWeight float64 `json:"jumpUnseenWeight,omitempty"`
+	// DeclaredRise is the spec's declared rise (Spec.Burst.Rise) the floor
+	// and the margin priced beside the history's jumps, and
+	// DeclaredRiseWeight the share of their leads it was given: what lead ÷
+	// every asks beyond the history's own leads at that ratio or more (0 when
+	// the history already shows it that often).
+	DeclaredRise       float64 `json:"declaredRise,omitempty"`
+	DeclaredRiseWeight float64 `json:"declaredRiseWeight,omitempty"`
 	// JumpsRescaled counts the history's jump ratios seen from a base below
 	// the present's (λ's mean over the last lead), which count here as the
 	// same rise in requests per second, not the same ratio (atBase).

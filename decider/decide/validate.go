@@ -99,6 +99,17 @@ func Validate(spec Spec) error {
 	if m.Cooldown < 0 {
 		add("spec.migration.cooldown", "must not be negative (0 means 5m), got %s", m.Cooldown)
 	}
+	if b := spec.Burst; b.Rise != 0 || b.Every != 0 {
+		if badFloat(b.Rise) || b.Rise <= 1 || b.Rise > 100 {
+			add("spec.burst.rise", "must be in (1, 100], got %v", b.Rise)
+		}
+		if b.Every < 0 {
+			add("spec.burst.every", "must not be negative (0 means %s), got %s", DefaultBurstEvery, b.Every)
+		}
+		if spec.Percentile == 0 {
+			add("spec.burst", "needs a percentile target: a declared rise is priced by its late share, and a mean target has no budget of late requests")
+		}
+	}
 	p := spec.Predictive
 	if p.LeadOverride < 0 {
 		add("spec.predictive.leadOverride", "must not be negative, got %s", p.LeadOverride)

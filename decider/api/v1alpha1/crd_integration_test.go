@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -64,6 +65,7 @@ func TestCRDAcceptsValidAndDefaults(t *testing.T) {
 	spec := validSpec()
 	delete(spec, "minReplicas")
 	spec["migration"] = map[string]any{"enabled": true}
+	spec["burst"] = map[string]any{"rise": 5.0}
 	got, err := dyn.Resource(qaGVR).Namespace(ns).Create(context.Background(), qa("ok", spec), metav1.CreateOptions{})
 	require.NoError(t, err)
 	var typed v1alpha1.QueueAutoscaler
@@ -75,8 +77,10 @@ func TestCRDAcceptsValidAndDefaults(t *testing.T) {
 	require.Empty(t, typed.Spec.Model, "the model defaults from the routing, in the decider")
 	require.Equal(t, &v1alpha1.MigrationSpec{Enabled: true, NodeThreshold: 0.85, Mover: "own", Cooldown: "5m"}, typed.Spec.Migration)
 	require.Equal(t, "2m", typed.Spec.MaxDataAge, "maxDataAge defaults to the engine's 2 minutes")
-	_, err = resources.Spec(typed.Spec)
+	require.Equal(t, &v1alpha1.BurstSpec{Rise: 5, Every: "1h"}, typed.Spec.Burst, "burst.every defaults to the engine's hour")
+	ds, err := resources.Spec(typed.Spec)
 	require.NoError(t, err, "what the apiserver accepts, the decider accepts")
+	require.Equal(t, time.Hour, ds.Burst.Every)
 }
 
 // TestCRDAcceptsValidVariants: the CEL rules that reject bad quantities and API
@@ -98,6 +102,8 @@ func TestCRDAcceptsValidVariants(t *testing.T) {
 			s["migration"] = map[string]any{"enabled": true, "cooldown": "1h30m"}
 		},
 		func(s map[string]any) { s["maxDataAge"] = "30s" },
+		func(s map[string]any) { s["burst"] = map[string]any{"rise": 1.5, "every": "30m"} },
+		func(s map[string]any) { s["burst"] = map[string]any{"rise": int64(100), "every": "720h"} },
 		func(s map[string]any) { s["maxDataAge"] = "1h" },
 		func(s map[string]any) {
 			s["vertical"] = map[string]any{"enabled": true, "minCPU": "0.25", "maxCPU": "1500m", "podOverheadCPU": "50m"}
@@ -167,6 +173,15 @@ func TestCRDRejectsInvalidWithClearMessages(t *testing.T) {
 		{"apiVersion without version", func(s map[string]any) {
 			s["scaleTargetRef"].(map[string]any)["apiVersion"] = "apps/"
 		}, "scaleTargetRef.apiVersion must be group/version (e.g. apps/v1) or a core version (v1)"},
+		{"no rise", func(s map[string]any) { s["burst"] = map[string]any{"rise": 1.0} }, "spec.burst.rise: Invalid value: 1: spec.burst.rise in body should be greater than 1"},
+		{"rise above 100", func(s map[string]any) { s["burst"] = map[string]any{"rise": 101.0} }, "spec.burst.rise in body should be less than or equal to 100"},
+		{"rise missing", func(s map[string]any) { s["burst"] = map[string]any{"every": "1h"} }, "spec.burst.rise: Required value"},
+		{"burst too often", func(s map[string]any) { s["burst"] = map[string]any{"rise": 3.0, "every": "30s"} }, "burst.every must be between 1m and 720h"},
+		{"burst not a duration", func(s map[string]any) { s["burst"] = map[string]any{"rise": 3.0, "every": "monthly"} }, `spec.burst.every: Invalid value: "monthly"`},
+		{"burst with a mean target", func(s map[string]any) {
+			delete(s["target"].(map[string]any), "percentile")
+			s["burst"] = map[string]any{"rise": 3.0}
+		}, "burst needs target.percentile"},
 		{"bad policy", func(s map[string]any) {
 			s["behavior"] = map[string]any{"scaleUp": map[string]any{"policies": []any{map[string]any{"type": "Pods", "value": int64(0), "periodSeconds": int64(15)}}}}
 		}, "spec.behavior.scaleUp.policies[0].value"},

@@ -42,6 +42,7 @@ type QueueAutoscalerList struct {
 // levers QAS may pull.
 //
 // +kubebuilder:validation:XValidation:rule="self.minReplicas <= self.maxReplicas",message="minReplicas must not exceed maxReplicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.burst) || has(self.target.percentile)",message="burst needs target.percentile: a declared rise is priced by its share of late requests, and a mean target has none"
 type QueueAutoscalerSpec struct {
 	// ScaleTargetRef is the workload, reached through its scale subresource, so any
 	// scalable kind works.
@@ -113,6 +114,15 @@ type QueueAutoscalerSpec struct {
 	// Behavior configures stabilisation and rate limits, as in the HPA.
 	// +optional
 	Behavior *Behavior `json:"behavior,omitempty"`
+
+	// Burst declares a rise the workload may bring without warning, which its
+	// history need not show (a new workload; a rise that comes once a month).
+	// No autoscaler that does not know the future meets a rise it has not seen
+	// without capacity held before it: the pods ready during its first pod
+	// start were chosen before it began. QAS keeps the pods such a rise needs,
+	// priced beside the jumps the history shows. Percentile targets only.
+	// +optional
+	Burst *BurstSpec `json:"burst,omitempty"`
 
 	// MaxDataAge is how old the newest measurement may be for QAS to act on it, e.g.
 	// "2m". Older data (qas-collector stopped, or its clock behind the decider's) makes
@@ -216,6 +226,24 @@ type PredictiveSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
 	// +optional
 	LeadOverride string `json:"leadOverride,omitempty"`
+}
+
+// BurstSpec is a declared rise.
+type BurstSpec struct {
+	// Rise is the largest multiple of the arrival rate (its mean over the last
+	// pod start time) that may come within one pod start time without warning.
+	// +kubebuilder:validation:ExclusiveMinimum=true
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	Rise float64 `json:"rise"`
+	// Every is how often at most such a rise comes, e.g. "1h": the rise is
+	// priced as one pod start time in every such period (its share of the late
+	// requests the SLO allows).
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('720h')",message="burst.every must be between 1m and 720h"
+	// +kubebuilder:default="1h"
+	// +optional
+	Every string `json:"every,omitempty"`
 }
 
 // Behavior configures scaling in each direction.

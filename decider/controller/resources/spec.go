@@ -78,6 +78,14 @@ func Spec(s v1alpha1.QueueAutoscalerSpec) (decide.Spec, error) {
 			}
 		}
 	}
+	if b := s.Burst; b != nil {
+		out.Burst.Rise = b.Rise
+		if b.Every != "" {
+			if out.Burst.Every, err = parseDuration("spec.burst.every", b.Every); err != nil {
+				return decide.Spec{}, err
+			}
+		}
+	}
 	if p := s.Predictive; p != nil {
 		out.Predictive.Enabled = p.Enabled
 		if p.LeadOverride != "" {

@@ -110,6 +110,24 @@ func TestSpec(t *testing.T) {
 			wantErr: "spec.routing",
 		},
 		{name: "bad cooldown", mutate: func(s *v1alpha1.QueueAutoscalerSpec) { s.Migration = &v1alpha1.MigrationSpec{Cooldown: "a while"} }, wantErr: `spec.migration.cooldown: "a while" is not a duration`},
+		{
+			name:   "a declared rise",
+			mutate: func(s *v1alpha1.QueueAutoscalerSpec) { s.Burst = &v1alpha1.BurstSpec{Rise: 5, Every: "30m"} },
+			check: func(t *testing.T, s decide.Spec) {
+				require.Equal(t, decide.Burst{Rise: 5, Every: 30 * time.Minute}, s.Burst)
+			},
+		},
+		{
+			name:   "a declared rise's default period is the engine's",
+			mutate: func(s *v1alpha1.QueueAutoscalerSpec) { s.Burst = &v1alpha1.BurstSpec{Rise: 3} },
+			check:  func(t *testing.T, s decide.Spec) { require.Equal(t, decide.Burst{Rise: 3}, s.Burst) },
+		},
+		{name: "bad burst period", mutate: func(s *v1alpha1.QueueAutoscalerSpec) { s.Burst = &v1alpha1.BurstSpec{Rise: 3, Every: "often"} }, wantErr: `spec.burst.every: "often" is not a duration`},
+		{name: "no rise", mutate: func(s *v1alpha1.QueueAutoscalerSpec) { s.Burst = &v1alpha1.BurstSpec{Rise: 1, Every: "1h"} }, wantErr: "spec.burst.rise"},
+		{name: "a rise with a mean target", mutate: func(s *v1alpha1.QueueAutoscalerSpec) {
+			s.Target.Percentile = nil
+			s.Burst = &v1alpha1.BurstSpec{Rise: 3}
+		}, wantErr: "spec.burst: needs a percentile target"},
 		{name: "bad lead", mutate: func(s *v1alpha1.QueueAutoscalerSpec) { s.Predictive = &v1alpha1.PredictiveSpec{LeadOverride: "soon"} }, wantErr: "spec.predictive.leadOverride"},
 		{name: "min above max", mutate: func(s *v1alpha1.QueueAutoscalerSpec) { s.MinReplicas = 11 }, wantErr: "invalid QueueAutoscaler spec"},
 	}

@@ -16,6 +16,7 @@ import (
 
 	itrace "github.com/qas-dev/qas/internal/trace"
 
+	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/evaluate/policy"
 	"github.com/qas-dev/qas/decider/evaluate/sim"
 	"github.com/qas-dev/qas/decider/evaluate/trace"
@@ -72,6 +73,9 @@ type Options struct {
 	// Handoff is the peer and front planes' hop and advertisement period;
 	// zero means sim.DefaultHandoff.
 	Handoff sim.Handoff
+	// Burst is the rise qas is told each workload may bring without warning
+	// (spec.burst); none by default: the matrix's workloads declare nothing.
+	Burst decide.Burst
 }
 
 // DefaultOptions are the matrix's: p95 ≤ 200 ms, k = 1, 0.5-core pods, at
@@ -251,7 +255,7 @@ func RunCellContext(ctx context.Context, c Cell, o Options) (*Result, error) {
 		Percentile: o.Percentile, Seed: c.Seed, Routing: c.Routing, OracleWindows: o.OracleWindows, OracleSteps: o.OracleSteps,
 		Handoff: o.handoff(), Context: ctx}
 	params := policy.Params{Target: o.Target, Percentile: o.Percentile, Concurrency: o.Concurrency, CPU: o.CPU, MinReplicas: 1,
-		MaxReplicas: o.MaxReplicas, History: prof.History}
+		MaxReplicas: o.MaxReplicas, History: prof.History, Burst: o.Burst}
 	names := append(append([]string(nil), o.Policies...), policy.YardsticksName)
 	if o.Yardsticks != nil {
 		names = append(append([]string(nil), o.Policies...), o.Yardsticks...)

@@ -260,6 +260,9 @@ type Params struct {
 	// Alg1Period is seed 004's Algorithm 1 scaling period in seconds; zero
 	// means Alg1Period (its 2 minutes, Table 4.1).
 	Alg1Period float64
+	// Burst is the rise qas is told the workload may bring without warning
+	// (spec.burst; decide.Burst): none when its Rise is zero.
+	Burst decide.Burst
 	// History is the arrival rate of each second before the run (oldest
 	// first): the workload's past that InfluxDB would hold. qas reads it as
 	// the collector would have stored it (counts drawn at those rates);

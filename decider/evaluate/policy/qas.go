@@ -74,6 +74,7 @@ func NewQAS(name string, p Params, predictive bool) *QAS {
 		Routing:      p.Routing,
 		ServiceModel: decide.ServiceAllenCunneen,
 		Predictive:   decide.Predictive{Enabled: predictive},
+		Burst:        p.Burst,
 	}
 	if p.Vertical {
 		spec.Vertical = decide.Vertical{Enabled: true, MinCPU: int64(math.Round(p.MinCPU * 1000)),

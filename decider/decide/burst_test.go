@@ -1,0 +1,117 @@
+package decide
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// burstSpec is queueSpec with a 45 s lead, scaling at once, and the declared
+// rise b.
+func burstSpec(b Burst) Spec {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	spec.Predictive = Predictive{Enabled: true, LeadOverride: 45 * time.Second}
+	spec.Burst = b
+	return spec
+}
+
+// TestADeclaredRiseHoldsPodsBeforeAnyJump: on a flat history the floor is the
+// steady state's; a declared 5× rise once an hour puts one under the pods
+// before any rise was seen, weighing lead ÷ every of the leads. A rarer rise
+// keeps no more pods, a larger one no fewer; the reason and the explanation
+// say so.
+func TestADeclaredRiseHoldsPodsBeforeAnyJump(t *testing.T) {
+	now := t0.Add(2 * time.Hour)
+	plain, err := NewEngine().Decide(burstSpec(Burst{}), recurring(now, 20, 1, 0.04, 6))
+	require.NoError(t, err)
+	n := plain.DesiredReplicas
+	require.LessOrEqual(t, plain.Explanation.JumpReplicas, n)
+	require.Zero(t, plain.Explanation.DeclaredRise)
+
+	hourly, err := NewEngine().Decide(burstSpec(Burst{Rise: 5, Every: time.Hour}), recurring(now, 20, 1, 0.04, n))
+	require.NoError(t, err)
+	x := hourly.Explanation
+	require.Greater(t, x.JumpReplicas, n, x.Reason)
+	require.Equal(t, x.JumpReplicas, hourly.DesiredReplicas)
+	require.LessOrEqual(t, x.JumpLateShare, 0.05)
+	require.InDelta(t, 5, x.DeclaredRise, 0)
+	require.InDelta(t, 45.0/3600, x.DeclaredRiseWeight, 1e-9, "a flat history has no lead at 5× or more")
+	require.Contains(t, x.Reason, "and the declared rise ×5 every 1h0m0s, weighing 0.0125 of the leads")
+
+	daily, err := NewEngine().Decide(burstSpec(Burst{Rise: 5, Every: 24 * time.Hour}), recurring(now, 20, 1, 0.04, n))
+	require.NoError(t, err)
+	require.LessOrEqual(t, daily.Explanation.JumpReplicas, x.JumpReplicas)
+	byDefault, err := NewEngine().Decide(burstSpec(Burst{Rise: 5}), recurring(now, 20, 1, 0.04, n))
+	require.NoError(t, err)
+	require.Equal(t, x.JumpReplicas, byDefault.Explanation.JumpReplicas, "every defaults to an hour")
+	larger, err := NewEngine().Decide(burstSpec(Burst{Rise: 10, Every: time.Hour}), recurring(now, 20, 1, 0.04, n))
+	require.NoError(t, err)
+	require.Greater(t, larger.Explanation.JumpReplicas, x.JumpReplicas)
+}
+
+// TestADeclaredRiseNeedsNoHistory: a minute of history holds no jump ratio,
+// so without a declared rise there is no floor; with one, the floor prices it
+// beside the rate held: from 1 pod at 20/s the scale-up goes past the steady
+// state's need to the floor's, and from 6 the margin keeps more than the rate
+// held needs. The reasons say the history has no jump yet.
+func TestADeclaredRiseNeedsNoHistory(t *testing.T) {
+	now := t0.Add(2 * time.Hour)
+	tiny := func(n int32) Snapshot {
+		s := recurring(now, 20, 1, 0.04, n)
+		s.ArrivalRates = s.ArrivalRates[len(s.ArrivalRates)-5:]
+		return s
+	}
+	plain, err := NewEngine().Decide(burstSpec(Burst{}), tiny(1))
+	require.NoError(t, err)
+	require.Zero(t, plain.Explanation.JumpReplicas)
+	require.Greater(t, plain.DesiredReplicas, int32(1), plain.Explanation.Reason)
+	d, err := NewEngine().Decide(burstSpec(Burst{Rise: 5, Every: time.Hour}), tiny(1))
+	require.NoError(t, err)
+	x := d.Explanation
+	require.Greater(t, x.JumpReplicas, plain.DesiredReplicas, x.Reason)
+	require.Equal(t, x.JumpReplicas, d.DesiredReplicas)
+	require.InDelta(t, 45.0/3600, x.DeclaredRiseWeight, 1e-9)
+	require.Contains(t, x.Reason, "a declared rise, with no jump in the history yet, over one lead")
+
+	down, err := NewEngine().Decide(burstSpec(Burst{Rise: 5, Every: time.Hour}), tiny(40))
+	require.NoError(t, err)
+	require.Less(t, down.DesiredReplicas, int32(40))
+	require.GreaterOrEqual(t, down.DesiredReplicas, plain.DesiredReplicas)
+	require.LessOrEqual(t, down.Explanation.DownLateShare, 0.05)
+	require.Contains(t, down.Explanation.Reason, "× no jump in the history yet: the rate held) is within 1 − p")
+}
+
+// TestAHistoryThatShowsTheRiseAddsNothing: where the history's own leads at
+// the declared ratio or more already weigh lead ÷ every, the declaration
+// changes no decision.
+func TestAHistoryThatShowsTheRiseAddsNothing(t *testing.T) {
+	now := t0.Add(2 * time.Hour)
+	// 5× rises every 20 minutes, each two minutes long.
+	plain, err := NewEngine().Decide(burstSpec(Burst{}), recurring(now, 20, 5, 0.04, 6))
+	require.NoError(t, err)
+	d, err := NewEngine().Decide(burstSpec(Burst{Rise: 5, Every: time.Hour}), recurring(now, 20, 5, 0.04, 6))
+	require.NoError(t, err)
+	require.Equal(t, plain.DesiredReplicas, d.DesiredReplicas)
+	require.Equal(t, plain.Explanation.JumpReplicas, d.Explanation.JumpReplicas)
+	require.InDelta(t, 5, d.Explanation.DeclaredRise, 0)
+	require.Zero(t, d.Explanation.DeclaredRiseWeight)
+	require.Contains(t, d.Explanation.Reason, "the declared rise ×5 every 1h0m0s: the history shows it that often")
+}
+
+// TestTheMarginKeepsTheDeclaredRise: 40 pods at a flat 20/s scale down, but
+// with a declared rise not below what its first lead needs.
+func TestTheMarginKeepsTheDeclaredRise(t *testing.T) {
+	now := t0.Add(2 * time.Hour)
+	plain, err := NewEngine().Decide(burstSpec(Burst{}), recurring(now, 20, 1, 0.04, 40))
+	require.NoError(t, err)
+	require.Less(t, plain.DesiredReplicas, int32(40), plain.Explanation.Reason)
+	d, err := NewEngine().Decide(burstSpec(Burst{Rise: 5, Every: time.Hour}), recurring(now, 20, 1, 0.04, 40))
+	require.NoError(t, err)
+	x := d.Explanation
+	require.Less(t, d.DesiredReplicas, int32(40), x.Reason)
+	require.Greater(t, d.DesiredReplicas, plain.DesiredReplicas, x.Reason)
+	require.LessOrEqual(t, x.DownLateShare, 0.05)
+	require.Contains(t, x.Reason, "and the declared rise ×5 every 1h0m0s")
+}
