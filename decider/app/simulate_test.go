@@ -272,22 +272,8 @@ func TestSimulateBadFlags(t *testing.T) {
 // cold start.
 func TestSimulateHistory(t *testing.T) {
 	run := func(history string) (string, map[string]map[string]any) {
-		js := filepath.Join(t.TempDir(), "o.json")
-		code, out, stderr := runSim(t, "--trace", "pattern:mmpp", "--window", "1h:1h20m", "--history", history, "--scale", "20",
-			"--slo", "200ms", "--service", "exp:50ms", "--init", "2m", "--policies", "qas,hpa,oracle", "--json", js)
-		require.Equal(t, 0, code, stderr)
-		b, err := os.ReadFile(js)
-		require.NoError(t, err)
-		var doc struct {
-			Policies   []map[string]any `json:"policies"`
-			OnsetBound map[string]any   `json:"onset_bound"`
-		}
-		require.NoError(t, json.Unmarshal(b, &doc))
-		by := map[string]map[string]any{"bound": doc.OnsetBound}
-		for _, p := range doc.Policies {
-			by[p["name"].(string)] = p
-		}
-		return out, by
+		return simRun(t, "--trace", "pattern:mmpp", "--window", "1h:1h20m", "--history", history, "--scale", "20",
+			"--slo", "200ms", "--service", "exp:50ms", "--init", "2m", "--policies", "qas,hpa,oracle")
 	}
 	coldOut, cold := run("0s")
 	warmOut, warm := run("1h")
@@ -315,24 +301,35 @@ func TestSimulateHistory(t *testing.T) {
 // puts fewer requests late, for more pod-seconds; the onset bound says why.
 func TestSimulateDeclaredRise(t *testing.T) {
 	run := func(extra ...string) map[string]any {
-		js := filepath.Join(t.TempDir(), "o.json")
-		args := append([]string{"--trace", "pattern:mmpp", "--window", "0s:20m", "--scale", "20", "--seed", "3",
-			"--slo", "200ms", "--service", "exp:50ms", "--init", "2m", "--policies", "qas", "--json", js}, extra...)
-		code, _, stderr := runSim(t, args...)
-		require.Equal(t, 0, code, stderr)
-		b, err := os.ReadFile(js)
-		require.NoError(t, err)
-		var doc struct {
-			Policies   []map[string]any `json:"policies"`
-			OnsetBound map[string]any   `json:"onset_bound"`
-		}
-		require.NoError(t, json.Unmarshal(b, &doc))
-		doc.Policies[0]["bound"] = doc.OnsetBound
-		return doc.Policies[0]
+		_, by := simRun(t, append([]string{"--trace", "pattern:mmpp", "--window", "0s:20m", "--scale", "20", "--seed", "3",
+			"--slo", "200ms", "--service", "exp:50ms", "--init", "2m", "--policies", "qas"}, extra...)...)
+		by["qas"]["bound"] = by["bound"]
+		return by["qas"]
 	}
 	plain, told := run(), run("--burst-rise", "5", "--burst-every", "1h")
 	bound := plain["bound"].(map[string]any)
 	require.Greater(t, bound["pods"].(float64), bound["calm_pods"].(float64), "the first rise needs pods held before it")
 	require.Greater(t, told["pod_seconds"].(float64), plain["pod_seconds"].(float64))
 	require.Less(t, told["requests_over_target_pct"].(float64), plain["requests_over_target_pct"].(float64))
+}
+
+// simRun runs simulate with --json and returns its stdout and the policies
+// of the JSON by name, with the onset bound under "bound".
+func simRun(t *testing.T, args ...string) (string, map[string]map[string]any) {
+	t.Helper()
+	js := filepath.Join(t.TempDir(), "o.json")
+	code, out, stderr := runSim(t, append(args, "--json", js)...)
+	require.Equal(t, 0, code, stderr)
+	b, err := os.ReadFile(js)
+	require.NoError(t, err)
+	var doc struct {
+		Policies   []map[string]any `json:"policies"`
+		OnsetBound map[string]any   `json:"onset_bound"`
+	}
+	require.NoError(t, json.Unmarshal(b, &doc))
+	by := map[string]map[string]any{"bound": doc.OnsetBound}
+	for _, p := range doc.Policies {
+		by[p["name"].(string)] = p
+	}
+	return out, by
 }
