@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/evaluate/matrix"
 	"github.com/qas-dev/qas/decider/evaluate/report"
 	"github.com/qas-dev/qas/decider/evaluate/sim"
@@ -43,8 +42,7 @@ func runEvaluate(args []string, env Env) error {
 	workers := fs.Int("workers", 0, "cells run at once (0: one per core)")
 	detail := fs.Int("detail", 4, "cells, from the first, whose charts the report draws")
 	only := fs.String("only", "", "run only the cells whose name contains this text")
-	burstRise := fs.Float64("burst-rise", 0, "tell qas in every cell that a rise of this multiple of the arrival rate may come within one init time without warning (spec.burst.rise, in (1, 100]; 0: none, the matrix's default)")
-	burstEvery := fs.Duration("burst-every", time.Hour, "with --burst-rise: how often at most that rise comes (spec.burst.every, 1m to 720h)")
+	burst := addBurstFlags(fs, "qas in every cell (the matrix's default: nothing)")
 	if err := cli.Parse(fs, "QAS_EVALUATE", args, env.Getenv); err != nil {
 		return err
 	}
@@ -66,12 +64,6 @@ func runEvaluate(args []string, env Env) error {
 	if *detail < 0 {
 		return cli.Usagef("detail", "must not be negative")
 	}
-	if *burstRise != 0 && !(*burstRise > 1 && *burstRise <= 100) {
-		return cli.Usagef("burst-rise", "must be in (1, 100], or 0 for none, got %v", *burstRise)
-	}
-	if *burstEvery < time.Minute || *burstEvery > 720*time.Hour {
-		return cli.Usagef("burst-every", "must be between 1m and 720h, got %v", *burstEvery)
-	}
 	cells := matrix.Default(*nasa)
 	what := "the evaluation matrix"
 	if *demo {
@@ -85,9 +77,11 @@ func runEvaluate(args []string, env Env) error {
 		cells, what, o = matrix.Pooling(*nasa), "the pooled data planes' comparison (docs/pooling.md)", matrix.PoolingOptions()
 		o.Handoff = sim.Handoff{Hop: hop.Seconds(), Period: advert.Seconds()}
 	}
-	if *burstRise != 0 {
-		o.Burst = decide.Burst{Rise: *burstRise, Every: *burstEvery}
+	declared, err := burst.burst(o.Percentile)
+	if err != nil {
+		return err
 	}
+	o.Burst = declared
 	if *only != "" {
 		var keep []matrix.Cell
 		for _, c := range cells {

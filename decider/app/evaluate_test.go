@@ -154,7 +154,7 @@ func TestEvaluateBadFlags(t *testing.T) {
 		{[]string{"--nasa", "NASA", "--pooling", "--advert", "0s"}, "invalid --advert: must be positive"},
 		{[]string{"--nasa", "NASA", "--pooling", "--demo"}, "invalid --pooling: excludes --demo"},
 		{[]string{"--nasa", "NASA", "--burst-rise", "0.5"}, "invalid --burst-rise: must be in (1, 100]"},
-		{[]string{"--nasa", "NASA", "--burst-rise", "3", "--burst-every", "0s"}, "invalid --burst-every: must be between 1m and 720h"},
+		{[]string{"--nasa", "NASA", "--burst-rise", "3", "--burst-every", "0s"}, "invalid --burst-every: must be between 1m0s and 720h0m0s, got 0s"},
 	} {
 		for i, a := range tc.args {
 			if a == "NASA" {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/evaluate/policy"
 	"github.com/qas-dev/qas/decider/evaluate/report"
 	"github.com/qas-dev/qas/decider/evaluate/sim"
@@ -88,8 +88,7 @@ func runSimulate(args []string, env Env) error {
 	cpuBound := fs.Float64("cpu-bound", 0, "share of the service time that scales with the CPU request, in [0,1]")
 	theta := fs.Float64("theta", 0.1, "QAS tolerance θ: no horizontal change while latency/target is within [1−θ, 1+θ]")
 	cpuTarget := fs.Float64("cpu-target", 0.7, "CPU utilisation target of hpa, hpa-nocooldown, hpa-cooldown and predictive-hpa, in (0,1]")
-	burstRise := fs.Float64("burst-rise", 0, "qas's spec.burst.rise: the largest multiple of the arrival rate that may come within one init time without warning, in (1, 100] (0: none declared; percentile targets only)")
-	burstEvery := fs.Duration("burst-every", time.Hour, "qas's spec.burst.every: how often at most that rise comes, 1m to 720h")
+	burst := addBurstFlags(fs, "qas")
 	alg1Period := fs.Duration("alg1-period", time.Duration(policy.Alg1Period)*time.Second, "scaling period of seed 004's alg1 (its Table 4.1: 2m; Table 4.6 tries 1m to 5m)")
 	nodes := fs.Int("nodes", 0, "nodes to place pods on (0: unlimited capacity, no contention)")
 	nodeCPU := fs.Float64("node-cpu", 4, "cores per node (with --nodes)")
@@ -195,26 +194,16 @@ func runSimulate(args []string, env Env) error {
 	if err != nil {
 		return cli.Usagef("init", "%v", err)
 	}
-	if *burstRise != 0 {
-		if !(*burstRise > 1 && *burstRise <= 100) {
-			return cli.Usagef("burst-rise", "must be in (1, 100], or 0 for none, got %v", *burstRise)
-		}
-		if *pct == 0 {
-			return cli.Usagef("burst-rise", "needs a percentile target: a declared rise is priced by its share of late requests, and a mean target has none")
-		}
-	}
-	if *burstEvery < time.Minute || *burstEvery > 720*time.Hour {
-		return cli.Usagef("burst-every", "must be between 1m and 720h, got %v", *burstEvery)
+	declared, err := burst.burst(*pct)
+	if err != nil {
+		return err
 	}
 	if *alg1Period < time.Second {
 		return cli.Usagef("alg1-period", "must be at least 1s, got %v", *alg1Period)
 	}
 	params := policy.Params{Target: slo.Seconds(), Percentile: *pct, Concurrency: *conc, CPU: *cpu, MinReplicas: 1, MaxReplicas: *maxR,
 		Tolerance: *theta, CPUTarget: *cpuTarget, Vertical: *vertical, Migration: *migration, MinCPU: *minCPU, MaxCPU: *maxCPU,
-		CPUBound: *cpuBound, Alg1Period: alg1Period.Seconds()}
-	if *burstRise != 0 {
-		params.Burst = decide.Burst{Rise: *burstRise, Every: *burstEvery}
-	}
+		CPUBound: *cpuBound, Alg1Period: alg1Period.Seconds(), Burst: declared}
 	names, err := parsePolicies(*pols, params)
 	if err != nil {
 		return cli.Usagef("policies", "%v", err)
@@ -297,13 +286,15 @@ func runSimulate(args []string, env Env) error {
 			st.Predictive, st.Reactive, st.Minutes, st.Mean, st.StdDev, st.Z, st.P)
 	}
 	var bound *sim.OnsetBound
-	if *pct > 0 && sim.Spans(prof.History, prof.Rates, initDist) {
+	if *pct > 0 {
 		b, err := sim.FindOnsetBound(cfg, prof.History, cmp.Capacity, max(*maxR, 1))
-		if err != nil {
+		switch {
+		case err == nil:
+			bound = &b
+			fmt.Fprintf(env.Stdout, "onset bound: %s\n", b.Sentence())
+		case !errors.Is(err, sim.ErrShortRun):
 			return err
 		}
-		bound = &b
-		fmt.Fprintf(env.Stdout, "onset bound: %s\n", b.Sentence())
 	}
 	total := 0
 	for _, s := range cmp.Summaries {

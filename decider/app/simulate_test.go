@@ -251,7 +251,7 @@ func TestSimulateBadFlags(t *testing.T) {
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--burst-rise", "1"}, code: 2, contains: "invalid --burst-rise: must be in (1, 100]"},
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--burst-rise", "NaN"}, code: 2, contains: "--burst-rise"},
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--burst-rise", "3", "--percentile", "mean"}, code: 2, contains: "needs a percentile target"},
-		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--burst-rise", "3", "--burst-every", "30s"}, code: 2, contains: "--burst-every"},
+		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--burst-rise", "3", "--burst-every", "30s"}, code: 2, contains: "invalid --burst-every: must be between 1m0s and 720h0m0s (0 means 1h0m0s), got 30s"},
 		{args: []string{"--trace", "pattern:bursts", "--slo", "200ms", "--window", "1h:2h", "--history", "-1m"}, code: 2, contains: "--history"},
 		{args: []string{"--trace", "pattern:bursts", "--slo", "200ms", "--window", "0s:1h", "--history", "1h"}, code: 2, contains: "--history"},
 		{args: []string{"--trace", bad, "--slo", "200ms"}, code: 1, contains: "line 3"},

@@ -15,8 +15,12 @@ import (
 const (
 	DefaultMaxDataAge = 2 * time.Minute
 	// DefaultBurstEvery is how often a declared rise comes at most when the
-	// spec does not say (Burst.Every).
+	// spec does not say (Burst.Every); MinBurstEvery and MaxBurstEvery bound
+	// what it may say, MaxBurstRise the rise (the CRD's bounds too).
 	DefaultBurstEvery        = time.Hour
+	MinBurstEvery            = time.Minute
+	MaxBurstEvery            = 720 * time.Hour
+	MaxBurstRise             = 100.0
 	DefaultNodeThreshold     = 0.85
 	DefaultSlowFactor        = 1.5
 	DefaultThrottleThreshold = 0.1
@@ -327,6 +331,9 @@ func withDefaults(s Spec) Spec {
 	}
 	if s.MaxDataAge == 0 {
 		s.MaxDataAge = DefaultMaxDataAge
+	}
+	if s.Burst.Rise != 0 && s.Burst.Every == 0 {
+		s.Burst.Every = DefaultBurstEvery
 	}
 	if s.Migration.NodeThreshold == 0 {
 		s.Migration.NodeThreshold = DefaultNodeThreshold

@@ -268,6 +268,8 @@ func TestInvalidInput(t *testing.T) {
 		{"spec.burst.rise", func(s *Spec) { s.Percentile, s.Burst = 95, Burst{Rise: 101} }},
 		{"spec.burst.rise", func(s *Spec) { s.Percentile, s.Burst = 95, Burst{Every: time.Hour} }},
 		{"spec.burst.every", func(s *Spec) { s.Percentile, s.Burst = 95, Burst{Rise: 3, Every: -time.Minute} }},
+		{"spec.burst.every", func(s *Spec) { s.Percentile, s.Burst = 95, Burst{Rise: 3, Every: 30 * time.Second} }},
+		{"spec.burst.every", func(s *Spec) { s.Percentile, s.Burst = 95, Burst{Rise: 3, Every: 721 * time.Hour} }},
 		{"spec.burst", func(s *Spec) { s.Percentile, s.Burst = 0, Burst{Rise: 3} }},
 		{"spec.behavior.scaleUp.policies[0].value", func(s *Spec) {
 			s.Behavior.ScaleUp = &ScalingRules{Policies: []ScalingPolicy{{Type: PolicyPods, Value: 0, Period: time.Second}}}

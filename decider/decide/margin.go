@@ -165,16 +165,13 @@ func jumpLeads(ratios []float64, samples []Sample, lead time.Duration, conf floa
 // most a half), the share of leads such a rise takes if it comes once every
 // b.Every. Where the history's own leads at that ratio or more already weigh
 // s, nothing is added; without a history the present rate held (a ratio of 1)
-// stands beside it, weighing 1 − s. Unchanged without a declared rise.
+// stands beside it, weighing 1 − s. Unchanged without a declared rise; b.Every
+// is the spec's or DefaultBurstEvery (withDefaults).
 func declareRise(leads []weighted, b Burst, lead time.Duration, x *Explanation) []weighted {
-	if b.Rise <= 1 || lead <= 0 {
+	if b.Rise <= 1 || b.Every <= 0 || lead <= 0 {
 		return leads
 	}
-	every := b.Every
-	if every <= 0 {
-		every = DefaultBurstEvery
-	}
-	share := math.Min(lead.Seconds()/every.Seconds(), 0.5)
+	share := math.Min(lead.Seconds()/b.Every.Seconds(), 0.5)
 	if len(leads) == 0 {
 		leads = []weighted{{1, 1}}
 	}
@@ -200,14 +197,10 @@ func (x *Explanation) declaredNote(b Burst) string {
 	if x.DeclaredRise == 0 {
 		return ""
 	}
-	every := b.Every
-	if every <= 0 {
-		every = DefaultBurstEvery
-	}
 	if x.DeclaredRiseWeight == 0 {
-		return fmt.Sprintf(" (the declared rise ×%.3g every %s: the history shows it that often)", x.DeclaredRise, every)
+		return fmt.Sprintf(" (the declared rise ×%.3g every %s: the history shows it that often)", x.DeclaredRise, b.Every)
 	}
-	return fmt.Sprintf(" (and the declared rise ×%.3g every %s, weighing %.3g of the leads)", x.DeclaredRise, every, x.DeclaredRiseWeight)
+	return fmt.Sprintf(" (and the declared rise ×%.3g every %s, weighing %.3g of the leads)", x.DeclaredRise, b.Every, x.DeclaredRiseWeight)
 }
 
 // peakJumps reports whether the jump floor's ratios price the peak within

@@ -100,14 +100,8 @@ func Validate(spec Spec) error {
 		add("spec.migration.cooldown", "must not be negative (0 means 5m), got %s", m.Cooldown)
 	}
 	if b := spec.Burst; b.Rise != 0 || b.Every != 0 {
-		if badFloat(b.Rise) || b.Rise <= 1 || b.Rise > 100 {
-			add("spec.burst.rise", "must be in (1, 100], got %v", b.Rise)
-		}
-		if b.Every < 0 {
-			add("spec.burst.every", "must not be negative (0 means %s), got %s", DefaultBurstEvery, b.Every)
-		}
-		if spec.Percentile == 0 {
-			add("spec.burst", "needs a percentile target: a declared rise is priced by its late share, and a mean target has no budget of late requests")
+		for _, fe := range b.Check(spec.Percentile) {
+			add("spec.burst"+fe.Field, "%s", fe.Msg)
 		}
 	}
 	p := spec.Predictive
@@ -156,4 +150,23 @@ func Validate(spec Spec) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Check returns what is wrong with a declared rise for a target at
+// percentile (0: the mean), each FieldError's Field the part of the burst at
+// fault (".rise", ".every", or "" for the burst as a whole); nil when it is
+// valid. Every may be zero (DefaultBurstEvery). The spec's validation and the
+// command line's flags (simulate, evaluate) both read it.
+func (b Burst) Check(percentile float64) []FieldError {
+	var errs []FieldError
+	if badFloat(b.Rise) || b.Rise <= 1 || b.Rise > MaxBurstRise {
+		errs = append(errs, FieldError{".rise", fmt.Sprintf("must be in (1, %g], got %v", MaxBurstRise, b.Rise)})
+	}
+	if b.Every != 0 && (b.Every < MinBurstEvery || b.Every > MaxBurstEvery) {
+		errs = append(errs, FieldError{".every", fmt.Sprintf("must be between %s and %s (0 means %s), got %s", MinBurstEvery, MaxBurstEvery, DefaultBurstEvery, b.Every)})
+	}
+	if percentile == 0 {
+		errs = append(errs, FieldError{"", "needs a percentile target: a declared rise is priced by its late share, and a mean target has no budget of late requests"})
+	}
+	return errs
 }

@@ -6,6 +6,7 @@ package matrix
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -276,12 +277,14 @@ func RunCellContext(ctx context.Context, c Cell, o Options) (*Result, error) {
 		r.ReactiveCostRatio = append(r.ReactiveCostRatio, num(cmp.ReactiveCostRatio(i)))
 	}
 	r.CV10, r.CV10Poisson = burstiness(cmp.Results[0].Arrivals, prof.Rates)
-	if o.Percentile > 0 && sim.Spans(prof.History, prof.Rates, init) {
+	if o.Percentile > 0 {
 		b, err := sim.FindOnsetBound(cfg, prof.History, cmp.Capacity, max(o.MaxReplicas, 1))
-		if err != nil {
+		switch {
+		case err == nil:
+			r.OnsetBound = &b
+		case !errors.Is(err, sim.ErrShortRun):
 			return nil, fmt.Errorf("cell %s: %w", c.Name(), err)
 		}
-		r.OnsetBound = &b
 	}
 	r.Wall = time.Since(start).Seconds()
 	return r, nil

@@ -81,12 +81,10 @@ func (b OnsetBound) Sentence() string {
 		b.Jump, b.RateBefore, b.RateAfter, b.Lead, b.Onset, pods, b.CalmPods, b.CalmPods, b.CalmLatePct)
 }
 
-// Spans reports whether rates after history hold what FindOnset needs at a
-// lead of init's mean: a lead in the run and two in all.
-func Spans(history, rates []float64, init Dist) bool {
-	lead := int(math.Ceil(init.Mean))
-	return init.Mean > 0 && len(rates) >= lead && len(history)+len(rates) >= 2*lead
-}
+// ErrShortRun is FindOnset's error (wrapped) for rates that cannot hold an
+// onset: less than a lead in the run, or two with the history. A caller for
+// which a short run simply has no bound tests for it with errors.Is.
+var ErrShortRun = errors.New("too short for an onset")
 
 // onsetDrain is how long after the onset's third lead the window still counts
 // late requests: the backlog on the pods that were there drains on them alone.
@@ -103,8 +101,8 @@ func FindOnset(history, rates []float64, lead int) (onset int, jump, before, aft
 		return 0, 0, 0, 0, fmt.Errorf("onset: lead %d s, want at least 1 s", lead)
 	}
 	if len(rates) < lead || len(history)+len(rates) < 2*lead {
-		return 0, 0, 0, 0, fmt.Errorf("onset: %d s of rates after %d s of history, want a lead (%d s) in the run and two leads in all",
-			len(rates), len(history), lead)
+		return 0, 0, 0, 0, fmt.Errorf("onset: %w: %d s of rates after %d s of history, want a lead (%d s) in the run and two leads in all",
+			ErrShortRun, len(rates), len(history), lead)
 	}
 	all := append(append(make([]float64, 0, len(history)+len(rates)), history...), rates...)
 	prefix := make([]float64, len(all)+1)
@@ -185,6 +183,7 @@ func FindOnsetBound(cfg Config, history []float64, capa *policy.Capacity, maxRep
 		highest = math.Max(highest, r)
 	}
 	floor := capa.ServiceTail(capa.Target)
+	ample := min(maxReplicas, capa.Pods(2*highest))
 	seen := map[int]float64{}
 	late := func(n int) float64 {
 		if l, ok := seen[n]; ok {
@@ -192,10 +191,9 @@ func FindOnsetBound(cfg Config, history []float64, capa *policy.Capacity, maxRep
 		}
 		w := window
 		w.InitialReplicas = n
-		ample := max(n, min(maxReplicas, capa.Pods(2*highest)))
 		need := make([]int, len(w.Rates))
 		for i := range need {
-			need[i] = ample
+			need[i] = max(n, ample)
 		}
 		r := Run(w, policy.NewReactiveOracle("onset-bound", policy.Params{MinReplicas: 1, MaxReplicas: maxReplicas}, need))
 		outside := math.Max(0, total-float64(r.Requests))

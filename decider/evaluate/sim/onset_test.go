@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -76,6 +77,8 @@ func TestFindOnsetRejects(t *testing.T) {
 			_, _, _, _, err := FindOnset(tt.history, tt.rates, tt.lead)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
+			assert.Equal(t, strings.Contains(tt.want, "of rates after") || strings.Contains(tt.want, "want a lead"), errors.Is(err, ErrShortRun),
+				"only a run too short for an onset is ErrShortRun: %v", err)
 		})
 	}
 }
