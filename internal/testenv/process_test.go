@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,4 +91,49 @@ func TestProcessLog(t *testing.T) {
 func TestStartProcessMissingBinary(t *testing.T) {
 	_, err := StartProcess("missing", filepath.Join(t.TempDir(), "no-such-binary"), nil, nil)
 	require.True(t, errors.Is(err, syscall.ENOENT), "got %v", err)
+}
+
+// TestListensOn: a listener counts for the process that holds it, not for
+// another process, and not once it is closed.
+func TestListensOn(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+
+	mine, err := ListensOn(os.Getpid(), port)
+	require.NoError(t, err)
+	require.True(t, mine, "this process listens on %d", port)
+
+	other, err := StartProcess("sleeper", "/bin/sh", []string{"-c", "exec sleep 600"}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { other.Stop(time.Second) })
+	theirs, err := ListensOn(other.Pid(), port)
+	require.NoError(t, err)
+	require.False(t, theirs, "another process answering on the port is not the one that listens")
+
+	// A connected socket on the port is not a listener.
+	c, err := net.Dial("tcp", l.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, l.Close())
+	mine, err = ListensOn(os.Getpid(), port)
+	require.NoError(t, err)
+	require.False(t, mine, "a closed listener")
+}
+
+func TestListensOnRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		pid, port int
+		want      string
+	}{
+		{name: "port 0", pid: os.Getpid(), port: 0, want: "port 0 is not a TCP port"},
+		{name: "port over 65535", pid: os.Getpid(), port: 70000, want: "port 70000 is not a TCP port"},
+		{name: "no such process", pid: 1 << 30, port: 80, want: "no such file or directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ListensOn(tc.pid, tc.port)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
 }

@@ -55,6 +55,7 @@ type Server struct {
 	dir     string
 	env     []string
 	proc    *testenv.Process // nil before the first start
+	port    int              // the HTTP port
 	logPath string
 }
 
@@ -71,7 +72,7 @@ func StartWith(t testing.TB, opts Options) *Server {
 	bin := testenv.Tool(t, "QAS_INFLUXD")
 	var s *Server
 	for attempt := 1; ; attempt++ {
-		s = newServer(t, opts, bin)
+		s = newServer(t, opts, bin, testenv.FreePort(t), testenv.FreePort(t))
 		err := s.start()
 		if err == nil {
 			break
@@ -106,14 +107,13 @@ func StartWith(t testing.TB, opts Options) *Server {
 	return s
 }
 
-// newServer is an influxd for t as opts say, on ports free a moment ago and in
-// a directory of its own, not started.
-func newServer(t testing.TB, opts Options, bin string) *Server {
+// newServer is an influxd for t as opts say, to serve HTTP on httpPort and
+// RPC on rpcPort, in a directory of its own, not started.
+func newServer(t testing.TB, opts Options, bin string, httpPort, rpcPort int) *Server {
 	dir := t.TempDir()
-	httpPort, rpcPort := testenv.FreePort(t), testenv.FreePort(t)
 	s := &Server{
 		URL:  fmt.Sprintf("http://127.0.0.1:%d", httpPort),
-		opts: opts, t: t, bin: bin, dir: dir, logPath: filepath.Join(dir, "influxd.log"),
+		port: httpPort, opts: opts, t: t, bin: bin, dir: dir, logPath: filepath.Join(dir, "influxd.log"),
 		env: []string{
 			"INFLUXDB_REPORTING_DISABLED=true",
 			fmt.Sprintf("INFLUXDB_BIND_ADDRESS=127.0.0.1:%d", rpcPort),
@@ -175,6 +175,20 @@ func (s *Server) start() error {
 	for time.Now().Before(deadline) {
 		if exited, err := s.proc.Exited(); exited {
 			return fmt.Errorf("influxd exited during start-up: %w", err)
+		}
+		// Another package's influxd can hold the port picked for this one and
+		// answer /ping (this one then exits, "address already in use"): only
+		// this process's own listener makes the server ready.
+		ours, err := testenv.ListensOn(s.proc.Pid(), s.port)
+		if err != nil {
+			if exited, _ := s.proc.Exited(); exited {
+				continue // reaped while read: the check above says how
+			}
+			return err
+		}
+		if !ours {
+			time.Sleep(100 * time.Millisecond)
+			continue
 		}
 		resp, err := http.Get(s.URL + "/ping")
 		if err == nil {

@@ -220,7 +220,18 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 		return err
 	}
 	p.url = clientURL
-	return waitHTTP(ctx, p, clientURL+"/health", nil)
+	// Another package's etcd can hold the port picked for this one and answer
+	// /health: only this process's own listener makes it ready.
+	return waitHTTP(ctx, p, "", func(ctx context.Context) error {
+		ours, err := testenv.ListensOn(p.Pid(), client[0])
+		if err != nil {
+			return err
+		}
+		if !ours {
+			return fmt.Errorf("etcd does not listen on %d yet", client[0])
+		}
+		return httpOK(ctx, clientURL+"/health")
+	})
 }
 
 func (c *Cluster) etcdURL() string { return c.procs[0].url }
