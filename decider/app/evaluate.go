@@ -14,7 +14,6 @@ import (
 
 	"github.com/qas-dev/qas/decider/evaluate/matrix"
 	"github.com/qas-dev/qas/decider/evaluate/report"
-	"github.com/qas-dev/qas/decider/evaluate/sim"
 	"github.com/qas-dev/qas/internal/cli"
 )
 
@@ -37,8 +36,7 @@ func runEvaluate(args []string, env Env) error {
 	out := fs.String("out", "out/evaluate", "directory for results.md, results.json and report.html")
 	demo := fs.Bool("demo", false, "the one-minute taste (make demo): two NASA half hours, counts ×50 and Poisson ×100, seed 1")
 	pooling := fs.Bool("pooling", false, "the pooled data planes' comparison (docs/pooling.md): every workload × setting, seeds 1–3, through random, peer, front and overflow routing; qas, kpa, hpa, oracle and oracle-pooled")
-	hop := fs.Duration("hop", time.Duration(sim.DefaultHandoff.Hop*float64(time.Second)), "with --pooling: the latency of each extra hop (to a peer, back from a refusing one, through the front)")
-	advert := fs.Duration("advert", time.Duration(sim.DefaultHandoff.Period*float64(time.Second)), "with --pooling: the period of the peers' free-slot advertisements and of the front's check")
+	handoffs := addHandoffFlags(fs, "with --pooling")
 	workers := fs.Int("workers", 0, "cells run at once (0: one per core)")
 	detail := fs.Int("detail", 4, "cells, from the first, whose charts the report draws")
 	only := fs.String("only", "", "run only the cells whose name contains this text")
@@ -52,11 +50,9 @@ func runEvaluate(args []string, env Env) error {
 	if _, err := os.Stat(*nasa); err != nil {
 		return cli.Usagef("nasa", "%v", err)
 	}
-	if *hop < 0 {
-		return cli.Usagef("hop", "must not be negative")
-	}
-	if *advert <= 0 {
-		return cli.Usagef("advert", "must be positive")
+	handoff, err := handoffs.handoff()
+	if err != nil {
+		return err
 	}
 	if *workers < 0 {
 		return cli.Usagef("workers", "must not be negative")
@@ -75,7 +71,7 @@ func runEvaluate(args []string, env Env) error {
 			return cli.Usagef("pooling", "excludes --demo")
 		}
 		cells, what, o = matrix.Pooling(*nasa), "the pooled data planes' comparison (docs/pooling.md)", matrix.PoolingOptions()
-		o.Handoff = sim.Handoff{Hop: hop.Seconds(), Period: advert.Seconds()}
+		o.Handoff = handoff
 	}
 	declared, err := burst.burst(o.Percentile)
 	if err != nil {
@@ -107,8 +103,7 @@ func runEvaluate(args []string, env Env) error {
 		"and the matrix pairs lognormal service with 45 s init and exponential with 2 min, 2 of the 4 combinations); p%g ≤ %v, k = %d, %.2g-core pods, at most %d replicas",
 		what, len(cells), strings.Join(o.Policies, ", "), yardsticks, o.OracleWindows, o.OracleSteps, o.Percentile, time.Duration(o.Target*float64(time.Second)), o.Concurrency, o.CPU, o.MaxReplicas)
 	if *pooling {
-		conditions += fmt.Sprintf("; extra hop %v, advertisements and front checks every %v",
-			*hop, *advert)
+		conditions += "; " + handoffs.describe()
 	}
 	if o.Burst.Rise != 0 {
 		conditions += fmt.Sprintf("; qas told of a rise ×%g that may come every %v without warning (spec.burst)", o.Burst.Rise, o.Burst.Every)

@@ -89,6 +89,7 @@ func runSimulate(args []string, env Env) error {
 	theta := fs.Float64("theta", 0.1, "QAS tolerance θ: no horizontal change while latency/target is within [1−θ, 1+θ]")
 	cpuTarget := fs.Float64("cpu-target", 0.7, "CPU utilisation target of hpa, hpa-nocooldown, hpa-cooldown and predictive-hpa, in (0,1]")
 	burst := addBurstFlags(fs, "qas")
+	handoffs := addHandoffFlags(fs, "with --routing peer, front or overflow")
 	alg1Period := fs.Duration("alg1-period", time.Duration(policy.Alg1Period)*time.Second, "scaling period of seed 004's alg1 (its Table 4.1: 2m; Table 4.6 tries 1m to 5m)")
 	nodes := fs.Int("nodes", 0, "nodes to place pods on (0: unlimited capacity, no contention)")
 	nodeCPU := fs.Float64("node-cpu", 4, "cores per node (with --nodes)")
@@ -117,6 +118,10 @@ func runSimulate(args []string, env Env) error {
 	routing, err := sim.ParseRouting(*routingFlag)
 	if err != nil {
 		return cli.Usagef("routing", "%v", err)
+	}
+	handoff, err := handoffs.handoff()
+	if err != nil {
+		return err
 	}
 	if *scaling != "counts" && *scaling != "poisson" {
 		return cli.Usagef("scaling", "must be counts or poisson, got %q", *scaling)
@@ -250,7 +255,7 @@ func runSimulate(args []string, env Env) error {
 	}
 	params.History = prof.History
 	cfg := sim.Config{Rates: prof.Rates, Service: service, Init: initDist, Concurrency: *conc, CPU: *cpu,
-		Target: target, Percentile: *pct, InitialReplicas: *initial, Seed: *seed, Routing: routing, Handoff: sim.DefaultHandoff,
+		Target: target, Percentile: *pct, InitialReplicas: *initial, Seed: *seed, Routing: routing, Handoff: handoff,
 		Nodes: *nodes, NodeCPU: *nodeCPU, Backgrounds: backgrounds, Sharing: *sharing, BusyCPU: *busyCPU, CPUBound: *cpuBound,
 		Context: env.context()}
 	pctName := "p" + strconv.FormatFloat(*pct, 'g', -1, 64)
@@ -259,6 +264,9 @@ func runSimulate(args []string, env Env) error {
 	}
 	conditions := fmt.Sprintf("%s; %s; routing %s; %s ≤ %s; service %s; init %s; k = %d; seed %d",
 		prof.Description, timeNote, routing, pctName, time.Duration(target*float64(time.Second)), service, initDist, *conc, *seed)
+	if routing.HandsOff() {
+		conditions += "; " + handoffs.describe()
+	}
 	fmt.Fprintf(env.Stdout, "trace: %s\n", prof.Description)
 	fmt.Fprintf(env.Stdout, "conditions: %s\n", conditions)
 	var progress func(string, int, int)

@@ -252,6 +252,9 @@ func TestSimulateBadFlags(t *testing.T) {
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--burst-rise", "NaN"}, code: 2, contains: "--burst-rise"},
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--burst-rise", "3", "--percentile", "mean"}, code: 2, contains: "needs a percentile target"},
 		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--burst-rise", "3", "--burst-every", "30s"}, code: 2, contains: "invalid --burst-every: must be between 1m0s and 720h0m0s (0 means 1h0m0s), got 30s"},
+		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--hop", "-1ms"}, code: 2, contains: "invalid --hop: must be between 0 and 1s, got -1ms"},
+		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--hop", "2s"}, code: 2, contains: "invalid --hop: must be between 0 and 1s, got 2s"},
+		{args: []string{"--trace", "pattern:flash-crowd", "--slo", "200ms", "--advert", "0s"}, code: 2, contains: "invalid --advert: must be positive, got 0s"},
 		{args: []string{"--trace", "pattern:bursts", "--slo", "200ms", "--window", "1h:2h", "--history", "-1m"}, code: 2, contains: "--history"},
 		{args: []string{"--trace", "pattern:bursts", "--slo", "200ms", "--window", "0s:1h", "--history", "1h"}, code: 2, contains: "--history"},
 		{args: []string{"--trace", bad, "--slo", "200ms"}, code: 1, contains: "line 3"},
@@ -332,4 +335,40 @@ func simRun(t *testing.T, args ...string) (string, map[string]map[string]any) {
 		by[p["name"].(string)] = p
 	}
 	return out, by
+}
+
+// TestSimulateHop: --hop is the latency each overflowed request pays on its
+// way through the front: on a trace whose burst fills the pods' slots, a
+// longer hop makes those requests (and so the mean) slower, the run's
+// conditions say which hop ran, and random routing, which hands nothing off,
+// neither names a hop nor changes with it.
+func TestSimulateHop(t *testing.T) {
+	dir := t.TempDir()
+	tr := filepath.Join(dir, "burst.rps")
+	var b strings.Builder
+	for i := 0; i < 90; i++ {
+		rate := 24
+		if i >= 30 && i < 60 {
+			rate = 72
+		}
+		fmt.Fprintf(&b, "%d\n", rate)
+	}
+	require.NoError(t, os.WriteFile(tr, []byte(b.String()), 0o644))
+	run := func(routing, hop string) (string, float64) {
+		out, by := simRun(t, "--trace", tr, "--policies", "static:4", "--initial-replicas", "4", "--routing", routing,
+			"--service", "exp:50ms", "--slo", "200ms", "--scaling", "poisson", "--poisson-window", "1s", "--hop", hop)
+		return out, by["static:4"]["mean_latency_seconds"].(float64)
+	}
+	out0, mean0 := run("overflow", "0s")
+	require.Contains(t, out0, "routing overflow;")
+	require.Contains(t, out0, "; extra hop 0s, advertisements and front checks every 1s")
+	out50, mean50 := run("overflow", "50ms")
+	require.Contains(t, out50, "; extra hop 50ms, advertisements and front checks every 1s")
+	require.Greater(t, mean50, mean0+0.01, "two 50 ms hops on the overflowed requests")
+
+	outR0, meanR0 := run("random", "0s")
+	outR50, meanR50 := run("random", "50ms")
+	require.NotContains(t, outR0, "extra hop")
+	require.NotContains(t, outR50, "extra hop")
+	require.Equal(t, meanR0, meanR50, "random routing takes no extra hop")
 }

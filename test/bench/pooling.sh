@@ -21,6 +21,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 source "$root/test/infra/lib.sh"
 ROUNDS=${ROUNDS:-2} PODS=${PODS:-4} SERVICE_MS=${SERVICE_MS:-50} BASE_RHO=${BASE_RHO:-0.3} BURST=${BURST:-3}
 BASE=${BASE:-15} BURST_S=${BURST_S:-15} SLO=${SLO:-200ms} NOQ_RATE=${NOQ_RATE:-50} NOQ_SECS=${NOQ_SECS:-10}
+SIM_SEEDS=${SIM_SEEDS:-10}
 
 work=$(mktemp -d)
 pids=()
@@ -32,7 +33,8 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
-(cd "$root" && go build -o "$work/" ./proxy/cmd/qas-proxy ./examples/app/cmd/qas-example-app ./examples/loadgen/cmd/qas-loadgen ./test/bench/randlb)
+(cd "$root" && go build -o "$work/" ./proxy/cmd/qas-proxy ./examples/app/cmd/qas-example-app ./examples/loadgen/cmd/qas-loadgen ./test/bench/randlb \
+	./decider/cmd/qas-decider)
 head -c 32 /dev/urandom >"$work/secret"
 
 # launch ARGS...: runs ARGS with @L@ and @A@ replaced by two free ports, and retries
@@ -93,14 +95,33 @@ base_rate=$(awk -v p="$PODS" -v s="$SERVICE_MS" -v r="$BASE_RHO" 'BEGIN{printf "
 } >"$work/trace"
 
 report() { curl -fsS "http://127.0.0.1:${lb[$1]}/__randlb/report?slo=$SLO"; }
-declare -A p50 p95 late noq
+declare -A admins=([random]="${radmins[*]}" [pooled]="${padmins[*]}")
+# served CFG: the service seconds and completions the sidecars of CFG have counted
+# (slot to response end, as the decider reads them), summed.
+served() {
+	local a
+	for a in ${admins[$1]}; do curl -fsS "http://127.0.0.1:$a/stats"; echo; done | python3 -c '
+import json, sys
+s = n = 0
+for line in sys.stdin:
+    if line.strip():
+        d = json.loads(line)
+        s += d["service_seconds_sum"]
+        n += d["completions"]
+print(s, n)'
+}
+declare -A p50 p95 late noq svc_s svc_n
 for round in $(seq "$ROUNDS"); do
 	for cfg in random pooled; do
 		report "$cfg" >/dev/null
+		read -r s0 n0 < <(served "$cfg")
 		"$work/qas-loadgen" --target "http://127.0.0.1:${lb[$cfg]}" --path "/work?sleep=${SERVICE_MS}ms&dist=exp" \
 			--trace "$work/trace" --seed "$round" --interval 1h --max-in-flight 5000 >"$work/loadgen-$cfg-$round" 2>&1
 		read -r n a b c f < <(report "$cfg")
 		p50[$cfg]="${p50[$cfg]:-} $a" p95[$cfg]="${p95[$cfg]:-} $b" late[$cfg]="${late[$cfg]:-} $c"
+		read -r s1 n1 < <(served "$cfg")
+		svc_s[$cfg]=$(awk -v a="${svc_s[$cfg]:-0}" -v b="$s0" -v c="$s1" 'BEGIN{print a+c-b}')
+		svc_n[$cfg]=$(awk -v a="${svc_n[$cfg]:-0}" -v b="$n0" -v c="$n1" 'BEGIN{print a+c-b}')
 		echo "round $round $cfg: $n ok, $f failed, p50 ${a}s p95 ${b}s late $c" >&2
 		sleep 2 # let the queues empty
 	done
@@ -141,3 +162,62 @@ for line in sys.stdin:
 print("pooled sidecars: " + ", ".join("%s %d" % kv for kv in sorted(t.items())))'
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (the pooled path has more hops: on a machine short of CPU each pays a scheduling delay)"
 echo "front: $(echo "$fstats" | python3 -c 'import json,sys; f=json.load(sys.stdin)["front"]; print("accepted %d, dispatched %d, expired %d, refused full %d" % (f["accepted"], f["dispatched"], f["expired"], f["refused_full"]))')"
+
+# The simulator on the same trace (qas-decider simulate: static pods, Poisson arrivals
+# at each second's rate, seeds 1..SIM_SEEDS, medians), beside the live figures: once
+# with the nominal service time and the simulator's default hop, once with what this
+# run measured: the unpooled sidecars' mean service time (slot to response end, which
+# adds the proxy's and the app's own overheads to the sleep; the pooled sidecars also
+# count the requests they relay for the front, not served by their app) and, for the
+# overflow plane, a hop of half the median overflow decision (a round trip to the front).
+decision=$(for pa in "${padmins[@]}"; do curl -fsS "http://127.0.0.1:$pa/stats"; echo; done | python3 -c '
+import json, sys
+bounds, counts = None, None
+for line in sys.stdin:
+    if line.strip():
+        h = json.loads(line)["pool"]["overflow_decision"]
+        bounds = h["bounds"]
+        counts = [a + b for a, b in zip(counts, h["counts"])] if counts else list(h["counts"])
+n = sum(counts or [])
+if n == 0:
+    print(0)
+    sys.exit()
+rank, cum = n / 2, 0
+for i, c in enumerate(counts):
+    if c and cum + c >= rank:
+        lo = bounds[i - 1] if i > 0 else 0
+        hi = bounds[i] if i < len(bounds) else bounds[-1]
+        print(lo + (hi - lo) * (rank - cum) / c)
+        break
+    cum += c')
+mean_svc() { awk -v s="${svc_s[$1]}" -v n="${svc_n[$1]}" 'BEGIN{printf "%.6f", (n>0 ? s/n : 0)}'; }
+hop=$(awk -v d="$decision" 'BEGIN{printf "%.6f", d/2}')
+# simulated ROUTING SERVICE_S HOP_S: the medians over the seeds of p50, p95 (seconds)
+# and the late share (%).
+simulated() {
+	local r
+	for r in $(seq "$SIM_SEEDS"); do
+		"$work/qas-decider" simulate --trace "$work/trace" --policies "static:$PODS" --initial-replicas "$PODS" \
+			--routing "$1" --service "exp:${2}s" --hop "${3}s" --slo "$SLO" --concurrency 1 \
+			--scaling poisson --poisson-window 1s --seed "$r" --json "$work/sim.json" >/dev/null
+		python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["policies"][0]; print(p["latency_seconds"]["p50"], p["latency_seconds"]["p95"], p["requests_over_target_pct"])' "$work/sim.json"
+	done | python3 -c '
+import statistics as st, sys
+rows = [list(map(float, l.split())) for l in sys.stdin if l.strip()]
+print(*(st.median(c) for c in zip(*rows)))'
+}
+nominal=$(awk -v s="$SERVICE_MS" 'BEGIN{printf "%.6f", s/1000}')
+printf '\nsimulated on the same trace (%d seeds, medians), against the live figures above:\n' "$SIM_SEEDS"
+printf '%-40s %10s %10s %10s\n' "simulation" "p50 ms" "p95 ms" "late %"
+for row in "random nominal" "overflow nominal" "random measured" "overflow measured"; do
+	read -r routing which <<<"$row"
+	if [ "$which" = nominal ]; then
+		svc=$nominal h=0.0005
+	else
+		svc=$(mean_svc random) h=$hop
+	fi
+	[ "$routing" = random ] && h=0
+	read -r a b c < <(simulated "$routing" "$svc" "$h")
+	printf '%-40s %10.1f %10.1f %10.2f\n' "$(printf '%s, service %.1f ms, hop %.2f ms' "$routing" "$(awk -v s="$svc" 'BEGIN{print s*1000}')" "$(awk -v h="$h" 'BEGIN{print h*1000}')")" \
+		"$(awk -v a="$a" 'BEGIN{print a*1000}')" "$(awk -v b="$b" 'BEGIN{print b*1000}')" "$c"
+done

@@ -1025,6 +1025,12 @@ func (r Routing) Spec() decide.Routing {
 	return decide.RoutingRandom
 }
 
+// HandsOff tells whether requests take extra hops on this data plane, at
+// Config.Handoff's cost: peer handoff, the front and overflow to a front.
+func (r Routing) HandsOff() bool {
+	return r == RoutePeer || r == RouteFront || r == RouteOverflow
+}
+
 // ParseRouting reads random, leastRequest, pooled, peer, front or overflow.
 func ParseRouting(s string) (Routing, error) {
 	for _, r := range Routings {
