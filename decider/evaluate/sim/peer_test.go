@@ -57,11 +57,17 @@ func TestOverflowFreshIsThePooledQueue(t *testing.T) {
 	cfg.Seed = 1
 	r := Run(cfg, policy.Static{N: 3})
 	// A request finds its random pod busy with probability ρ = 0.6.
-	share := float64(r.Handoff.ViaFront) / float64(r.Handoff.Hops[0]+r.Handoff.Hops[2])
+	h := r.Handoff
+	pulled := h.Hops[2+pullWaitingHops] + h.Hops[2+pullOnFreeHops]
+	share := float64(h.ViaFront) / float64(h.Hops[0]+pulled)
 	require.InDelta(t, 0.6, share, 0.02)
-	// Each overflow pays two hops (the last few still wait in front at the end).
-	require.Zero(t, r.Handoff.Hops[1]+r.Handoff.Hops[3])
-	require.LessOrEqual(t, r.Handoff.Hops[2], r.Handoff.ViaFront)
+	// Each overflow pays two hops and its pull's three (a pull was waiting)
+	// or four (the slot had just freed); the last few still wait in front at
+	// the end.
+	require.Equal(t, h.Hops[0]+pulled, sum(h.Hops[:]))
+	require.Positive(t, h.Hops[2+pullWaitingHops])
+	require.Positive(t, h.Hops[2+pullOnFreeHops])
+	require.LessOrEqual(t, pulled, h.ViaFront)
 }
 
 // TestPeerHopLimit runs peer handoff where handoffs are frequent and often
@@ -80,9 +86,9 @@ func TestPeerHopLimit(t *testing.T) {
 	require.Positive(t, h.Refused)
 	require.Zero(t, h.HandedTwice)
 	require.Zero(t, h.ViaFront)
-	paid := h.Hops[1] + h.Hops[2] + h.Hops[3]
+	paid := sum(h.Hops[1:])
 	require.GreaterOrEqual(t, paid, h.HandedOff)
-	require.GreaterOrEqual(t, h.Hops[2]+h.Hops[3], h.Refused/2, "a refusal costs its request a second hop")
+	require.GreaterOrEqual(t, sum(h.Hops[2:]), h.Refused/2, "a refusal costs its request a second hop")
 	started := h.Hops[0] + paid
 	require.GreaterOrEqual(t, started, r.Requests)
 }
@@ -132,7 +138,7 @@ func TestNoHandoffWithoutQueue(t *testing.T) {
 		r := Run(cfg, policy.Static{N: 4})
 		// Hops counts starts, Requests completions: the last requests are still in service.
 		require.GreaterOrEqual(t, r.Handoff.Hops[0], r.Requests)
-		require.Equal(t, HandoffStats{Hops: [4]int{r.Handoff.Hops[0], 0, 0, 0}}, r.Handoff, routing.String())
+		require.Equal(t, HandoffStats{Hops: [8]int{r.Handoff.Hops[0]}}, r.Handoff, routing.String())
 		require.Equal(t, random.Requests, r.Requests)
 		require.Equal(t, random.MeanLatency, r.MeanLatency, routing.String())
 	}
@@ -173,9 +179,62 @@ func TestPeerAndFrontDeterministicPerSeed(t *testing.T) {
 }
 
 func TestHopsAt(t *testing.T) {
-	h := HandoffStats{Hops: [4]int{60, 30, 10, 0}}
+	h := HandoffStats{Hops: [8]int{60, 30, 10}}
 	require.Equal(t, 0, h.HopsAt(50))
 	require.Equal(t, 1, h.HopsAt(90))
 	require.Equal(t, 2, h.HopsAt(95))
+	pulled := HandoffStats{Hops: [8]int{40, 0, 0, 0, 0, 35, 25}}
+	require.Equal(t, 5, pulled.HopsAt(75))
+	require.Equal(t, 6, pulled.HopsAt(76))
 	require.Equal(t, 0, HandoffStats{}.HopsAt(50))
+}
+
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
+
+// TestPullHoldsTheSlot: on RouteOverflow a pulled request holds its puller's
+// slot for the pull's hops before its service (three when a pull was
+// waiting, four when the slot had just freed), and they count as hops it
+// paid; the other planes' fronts push, and nothing is added there.
+func TestPullHoldsTheSlot(t *testing.T) {
+	req := request{arr: 1, svc: 0.05, paid: 2}
+	for _, tc := range []struct {
+		routing Routing
+		onFree  bool
+		svc     float64
+		paid    uint8
+	}{
+		{RouteOverflow, false, 0.05 + 3*0.01, 5},
+		{RouteOverflow, true, 0.05 + 4*0.01, 6},
+		{RoutePooled, true, 0.05, 2},
+		{RouteFront, false, 0.05, 2},
+	} {
+		s := &sim{cfg: Config{Routing: tc.routing, Handoff: Handoff{Hop: 0.01}}}
+		got := s.pull(req, tc.onFree)
+		require.InDelta(t, tc.svc, got.svc, 1e-12, "%v onFree=%v", tc.routing, tc.onFree)
+		require.Equal(t, tc.paid, got.paid)
+		require.Equal(t, req.arr, got.arr)
+	}
+}
+
+// TestOverflowHopsCostLatency: with a hop of 50 ms against 1 s of service,
+// three k = 1 pods at ρ = 0.6 on RouteOverflow wait longer than with none,
+// by at least the five hops each overflowed request pays itself (two to the
+// front, three or more for its pull); the slots the pulls hold make the
+// others wait too, so the difference is larger still.
+func TestOverflowHopsCostLatency(t *testing.T) {
+	const hop = 0.05
+	none, _ := meanAndSE(t, peerCfg(t, 3, 0.6, RouteOverflow, Handoff{}), static(3), 6)
+	cfg := peerCfg(t, 3, 0.6, RouteOverflow, Handoff{Hop: hop})
+	with, se := meanAndSE(t, cfg, static(3), 6)
+	cfg.Seed = 1
+	r := Run(cfg, policy.Static{N: 3})
+	share := float64(r.Handoff.ViaFront) / float64(r.Requests)
+	t.Logf("mean latency %.4f without hops, %.4f ± %.4f with %v s hops; %.2f of the requests through the front", none, with, se, hop, share)
+	require.Greater(t, with-4*se, none+share*5*hop)
 }

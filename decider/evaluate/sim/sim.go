@@ -624,7 +624,7 @@ func (s *sim) next(id int) (request, bool) {
 		return p.queue.pop(), true
 	}
 	if s.activator && s.front.size > 0 && p.ready && !p.draining {
-		return s.front.pop(), true
+		return s.pull(s.front.pop(), true), true
 	}
 	return request{}, false
 }
