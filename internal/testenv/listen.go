@@ -39,6 +39,20 @@ func ListensOn(pid, port int) (bool, error) {
 	return false, nil
 }
 
+// Listens reports whether p holds a listening TCP socket on port
+// (ListensOn). A process that has exited listens on nothing: false, with no
+// error, even when it was reaped while /proc was read; Exited says how it
+// ended.
+func (p *Process) Listens(port int) (bool, error) {
+	ok, err := ListensOn(p.Pid(), port)
+	if err != nil {
+		if exited, _ := p.Exited(); exited {
+			return false, nil
+		}
+	}
+	return ok, err
+}
+
 // socketInodes are the inodes of the sockets pid holds open ("socket:[N]"
 // links in /proc/pid/fd).
 func socketInodes(pid int) (map[string]bool, error) {

@@ -121,19 +121,28 @@ func TestListensOn(t *testing.T) {
 	require.False(t, mine, "a closed listener")
 }
 
-func TestListensOnRejects(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		pid, port int
-		want      string
-	}{
-		{name: "port 0", pid: os.Getpid(), port: 0, want: "port 0 is not a TCP port"},
-		{name: "port over 65535", pid: os.Getpid(), port: 70000, want: "port 70000 is not a TCP port"},
-		{name: "no such process", pid: 1 << 30, port: 80, want: "no such file or directory"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := ListensOn(tc.pid, tc.port)
-			require.ErrorContains(t, err, tc.want)
-		})
-	}
+// TestProcessListens: a running process without the listener does not
+// listen; one that has exited and been reaped has no /proc entry left, and
+// listens on nothing, with no error (Exited says how it ended).
+func TestProcessListens(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+
+	sleeper, err := StartProcess("sleeper", "/bin/sh", []string{"-c", "exec sleep 600"}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { sleeper.Stop(time.Second) })
+	ours, err := sleeper.Listens(port)
+	require.NoError(t, err)
+	require.False(t, ours)
+
+	done, err := StartProcess("done", "/bin/sh", []string{"-c", "exit 0"}, nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { exited, _ := done.Exited(); return exited }, time.Minute, 10*time.Millisecond)
+	_, err = ListensOn(done.Pid(), port)
+	require.Error(t, err, "a reaped process has no /proc entry")
+	ours, err = done.Listens(port)
+	require.NoError(t, err)
+	require.False(t, ours)
 }

@@ -95,12 +95,16 @@ base_rate=$(awk -v p="$PODS" -v s="$SERVICE_MS" -v r="$BASE_RHO" 'BEGIN{printf "
 } >"$work/trace"
 
 report() { curl -fsS "http://127.0.0.1:${lb[$1]}/__randlb/report?slo=$SLO"; }
-declare -A admins=([random]="${radmins[*]}" [pooled]="${padmins[*]}")
-# served CFG: the service seconds and completions the sidecars of CFG have counted
-# (slot to response end, as the decider reads them), summed.
-served() {
+# stats ADMIN...: each sidecar's /stats, one JSON document a line.
+stats() {
 	local a
-	for a in ${admins[$1]}; do curl -fsS "http://127.0.0.1:$a/stats"; echo; done | python3 -c '
+	for a in "$@"; do curl -fsS "http://127.0.0.1:$a/stats"; echo; done
+}
+# served: the service seconds and completions the unpooled sidecars have counted
+# (slot to response end, as the decider reads them), summed. (The pooled sidecars
+# also count the requests they relay for the front, which their app does not serve.)
+served() {
+	stats "${radmins[@]}" | python3 -c '
 import json, sys
 s = n = 0
 for line in sys.stdin:
@@ -110,18 +114,21 @@ for line in sys.stdin:
         n += d["completions"]
 print(s, n)'
 }
-declare -A p50 p95 late noq svc_s svc_n
+declare -A p50 p95 late noq
+svc_s=0 svc_n=0
 for round in $(seq "$ROUNDS"); do
 	for cfg in random pooled; do
 		report "$cfg" >/dev/null
-		read -r s0 n0 < <(served "$cfg")
+		if [ "$cfg" = random ]; then read -r s0 n0 < <(served); fi
 		"$work/qas-loadgen" --target "http://127.0.0.1:${lb[$cfg]}" --path "/work?sleep=${SERVICE_MS}ms&dist=exp" \
 			--trace "$work/trace" --seed "$round" --interval 1h --max-in-flight 5000 >"$work/loadgen-$cfg-$round" 2>&1
 		read -r n a b c f < <(report "$cfg")
 		p50[$cfg]="${p50[$cfg]:-} $a" p95[$cfg]="${p95[$cfg]:-} $b" late[$cfg]="${late[$cfg]:-} $c"
-		read -r s1 n1 < <(served "$cfg")
-		svc_s[$cfg]=$(awk -v a="${svc_s[$cfg]:-0}" -v b="$s0" -v c="$s1" 'BEGIN{print a+c-b}')
-		svc_n[$cfg]=$(awk -v a="${svc_n[$cfg]:-0}" -v b="$n0" -v c="$n1" 'BEGIN{print a+c-b}')
+		if [ "$cfg" = random ]; then
+			read -r s1 n1 < <(served)
+			svc_s=$(awk -v a="$svc_s" -v b="$s0" -v c="$s1" 'BEGIN{print a+c-b}')
+			svc_n=$(awk -v a="$svc_n" -v b="$n0" -v c="$n1" 'BEGIN{print a+c-b}')
+		fi
 		echo "round $round $cfg: $n ok, $f failed, p50 ${a}s p95 ${b}s late $c" >&2
 		sleep 2 # let the queues empty
 	done
@@ -151,7 +158,7 @@ printf 'pooled/random: p50 %.2fx, p95 %.2fx, late %.2fx\n' \
 printf 'no queue (%d/s of /work?sleep=0 for %ds): p50 random %.0f µs, pooled %.0f µs, added %+.0f µs\n' "$NOQ_RATE" "$NOQ_SECS" \
 	"$(m noq random | awk '{print $1*1e6}')" "$(m noq pooled | awk '{print $1*1e6}')" \
 	"$(awk -v a="$(m noq pooled)" -v b="$(m noq random)" 'BEGIN{print (a-b)*1e6}')"
-for pa in "${padmins[@]}"; do curl -fsS "http://127.0.0.1:$pa/stats"; echo; done | python3 -c '
+stats "${padmins[@]}" | python3 -c '
 import json, sys
 t = {}
 for line in sys.stdin:
@@ -166,11 +173,10 @@ echo "front: $(echo "$fstats" | python3 -c 'import json,sys; f=json.load(sys.std
 # The simulator on the same trace (qas-decider simulate: static pods, Poisson arrivals
 # at each second's rate, seeds 1..SIM_SEEDS, medians), beside the live figures: once
 # with the nominal service time and the simulator's default hop, once with what this
-# run measured: the unpooled sidecars' mean service time (slot to response end, which
-# adds the proxy's and the app's own overheads to the sleep; the pooled sidecars also
-# count the requests they relay for the front, not served by their app) and, for the
-# overflow plane, a hop of half the median overflow decision (a round trip to the front).
-decision=$(for pa in "${padmins[@]}"; do curl -fsS "http://127.0.0.1:$pa/stats"; echo; done | python3 -c '
+# run measured: the unpooled sidecars' mean service time (served: the sleep plus the
+# proxy's and the app's own time) and, for the overflow plane, a hop of half the median
+# overflow decision (a round trip to the front).
+decision=$(stats "${padmins[@]}" | python3 -c '
 import json, sys
 bounds, counts = None, None
 for line in sys.stdin:
@@ -190,7 +196,7 @@ for i, c in enumerate(counts):
         print(lo + (hi - lo) * (rank - cum) / c)
         break
     cum += c')
-mean_svc() { awk -v s="${svc_s[$1]}" -v n="${svc_n[$1]}" 'BEGIN{printf "%.6f", (n>0 ? s/n : 0)}'; }
+measured=$(awk -v s="$svc_s" -v n="$svc_n" 'BEGIN{printf "%.6f", (n>0 ? s/n : 0)}')
 hop=$(awk -v d="$decision" 'BEGIN{printf "%.6f", d/2}')
 # simulated ROUTING SERVICE_S HOP_S: the medians over the seeds of p50, p95 (seconds)
 # and the late share (%).
@@ -214,7 +220,7 @@ for row in "random nominal" "overflow nominal" "random measured" "overflow measu
 	if [ "$which" = nominal ]; then
 		svc=$nominal h=0.0005
 	else
-		svc=$(mean_svc random) h=$hop
+		svc=$measured h=$hop
 	fi
 	[ "$routing" = random ] && h=0
 	read -r a b c < <(simulated "$routing" "$svc" "$h")

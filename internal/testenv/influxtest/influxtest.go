@@ -179,11 +179,8 @@ func (s *Server) start() error {
 		// Another package's influxd can hold the port picked for this one and
 		// answer /ping (this one then exits, "address already in use"): only
 		// this process's own listener makes the server ready.
-		ours, err := testenv.ListensOn(s.proc.Pid(), s.port)
+		ours, err := s.proc.Listens(s.port)
 		if err != nil {
-			if exited, _ := s.proc.Exited(); exited {
-				continue // reaped while read: the check above says how
-			}
 			return err
 		}
 		if !ours {

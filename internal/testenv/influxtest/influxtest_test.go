@@ -34,7 +34,7 @@ func TestStartIsNotFooledByAnotherServer(t *testing.T) {
 	s = newServer(t, Options{}, bin, testenv.FreePort(t), testenv.FreePort(t))
 	defer s.Stop()
 	require.NoError(t, s.start())
-	ours, err := testenv.ListensOn(s.proc.Pid(), s.port)
+	ours, err := s.proc.Listens(s.port)
 	require.NoError(t, err)
 	require.True(t, ours)
 }

@@ -223,7 +223,7 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 	// Another package's etcd can hold the port picked for this one and answer
 	// /health: only this process's own listener makes it ready.
 	return waitHTTP(ctx, p, "", func(ctx context.Context) error {
-		ours, err := testenv.ListensOn(p.Pid(), client[0])
+		ours, err := p.Listens(client[0])
 		if err != nil {
 			return err
 		}
