@@ -146,3 +146,20 @@ func TestProcessListens(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ours)
 }
+
+func TestListensOnRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		pid, port int
+		want      string
+	}{
+		{name: "port 0", pid: os.Getpid(), port: 0, want: "port 0 is not a TCP port"},
+		{name: "port over 65535", pid: os.Getpid(), port: 70000, want: "port 70000 is not a TCP port"},
+		{name: "no such process", pid: 1 << 30, port: 80, want: "no such file or directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ListensOn(tc.pid, tc.port)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
