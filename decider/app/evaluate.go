@@ -96,7 +96,8 @@ func runEvaluate(args []string, env Env) error {
 	yardsticks := "the yardsticks of each data plane " +
 		"(clairvoyant oracle, reactive oracle, lower bound; pooled ones for the KPA, whose activator the simulator models as one pooled queue where Knative splits the pods over at least two activators: a bias in the KPA's favour)"
 	if *pooling {
-		yardsticks = "two yardsticks: oracle on the cell's data plane and oracle-pooled on the ideal pooled queue (one queue, no hop: a bias in the fronts' favour)"
+		yardsticks = "four yardsticks: the clairvoyant and the reactive oracle on the cell's data plane (oracle, oracle-reactive), " +
+			"oracle-pooled on the ideal pooled queue (one queue, no hop: a bias in the fronts' favour), and oracle-reactive-pooled, the cheaper reactive oracle of the cell's plane and the ideal pooled queue"
 	}
 	conditions := fmt.Sprintf("%s: %d cells, every one in real time (no compression); policies %s and %s, "+
 		"searched over %v s windows with %d bisection steps (sized down to fit 15 minutes on 2 cores: simulate searches 1, 10, 60 and 300 s with 8 steps, "+

@@ -124,21 +124,34 @@ func TestEvaluatePoolingCell(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "the pooled data planes' comparison (docs/pooling.md): 1 cells")
 	require.Contains(t, out, "extra hop 2ms, advertisements and front checks every 500ms")
+	require.Contains(t, out, "four yardsticks: the clairvoyant and the reactive oracle on the cell's data plane")
 	md, err := os.ReadFile(filepath.Join(dir, "results.md"))
 	require.NoError(t, err)
 	require.Contains(t, string(md), "## Pooled data planes against oracle-pooled")
 	require.Contains(t, string(md), "| peer | qas | ")
+	require.Contains(t, string(md), "| peer | oracle-reactive-pooled | ")
 	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
 	require.NoError(t, err)
 	var doc struct {
 		Pooling []struct {
 			Routing string `json:"routing"`
 			Policy  string `json:"policy"`
+			// The reactive oracle of the cell's own plane.
+			Reactive *float64 `json:"cost_over_reactive_oracle_median"`
 		} `json:"pooling"`
 	}
 	require.NoError(t, json.Unmarshal(b, &doc))
-	require.Len(t, doc.Pooling, 4)
+	require.Len(t, doc.Pooling, 6)
 	require.Equal(t, "peer", doc.Pooling[0].Routing)
+	for _, row := range doc.Pooling {
+		if row.Policy == "oracle-reactive-pooled" {
+			// Not on the cell's plane: no ratio to that plane's reactive oracle.
+			require.Nil(t, row.Reactive)
+			continue
+		}
+		require.NotNil(t, row.Reactive, row.Policy)
+		require.Positive(t, *row.Reactive, row.Policy)
+	}
 }
 
 func TestEvaluateBadFlags(t *testing.T) {

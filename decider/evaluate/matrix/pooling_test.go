@@ -25,13 +25,15 @@ func TestPoolingMatrix(t *testing.T) {
 	}
 	o := PoolingOptions()
 	require.Equal(t, []string{"qas", "kpa", "hpa"}, o.Policies)
-	require.Equal(t, []string{policy.OracleName, policy.PooledOracleName}, o.Yardsticks)
+	require.Equal(t, []string{policy.OracleName, policy.ReactiveOracleName, policy.PooledOracleName, policy.PooledReactiveOracleName}, o.Yardsticks)
 }
 
 // TestPoolingRows runs one small cell per data plane and checks the
-// comparison: a row per plane and policy (oracle-pooled is the yardstick,
-// not a row), costs against the pooled queue's oracle, extra hops only on
-// the peer and front planes, and the table's lines.
+// comparison: a row per plane and policy (oracle-pooled, which divides, is
+// not a row), costs against the pooled queue's oracle and against the
+// reactive oracle of the cell's own plane (none for the reactive oracle on
+// the pooled queue, which is not on that plane), extra hops only on the peer
+// and front planes, and the table's lines.
 func TestPoolingRows(t *testing.T) {
 	o := PoolingOptions()
 	var rs []*Result
@@ -46,12 +48,22 @@ func TestPoolingRows(t *testing.T) {
 		rs = append(rs, r)
 	}
 	rows := PoolingRows(rs)
-	require.Len(t, rows, 3*4)
+	require.Len(t, rows, 3*6)
 	for _, row := range rows {
 		require.NotEqual(t, policy.PooledOracleName, row.Policy)
 		require.Equal(t, 1, row.Cells)
 		require.False(t, math.IsNaN(row.CostMedian) || math.IsInf(row.CostMedian, 0), "%+v", row)
 		require.Positive(t, row.CostMedian)
+		switch row.Policy {
+		case policy.PooledReactiveOracleName:
+			require.True(t, math.IsNaN(row.ReactiveMedian), "%+v", row)
+			continue
+		case policy.ReactiveOracleName:
+			// Its own plane's reactive oracle is itself.
+			require.InDelta(t, 1, row.ReactiveMedian, 1e-12, "%+v", row)
+		}
+		require.False(t, math.IsNaN(row.ReactiveMedian) || math.IsInf(row.ReactiveMedian, 0), "%+v", row)
+		require.Positive(t, row.ReactiveMedian)
 		if row.Routing == "random" {
 			require.Zero(t, row.ExtraHopPct, "%+v", row)
 		}
@@ -64,9 +76,23 @@ func TestPoolingRows(t *testing.T) {
 	}
 	require.Positive(t, hops["peer"])
 	require.Positive(t, hops["front"])
+	// The reactive ratio is the policy's cost over the plane's reactive
+	// oracle's, in the same cell.
+	for i, r := range rs {
+		own := summaryCost(r, policy.ReactiveOracleName)
+		require.Positive(t, own)
+		for _, row := range rows {
+			if row.Routing == r.Cell.Routing.String() && row.Policy == "qas" {
+				require.InDelta(t, summaryCost(r, "qas")/own, row.ReactiveMedian, 1e-12, "cell %d", i)
+			}
+		}
+	}
 	md := PoolingMarkdown(rs, sim.DefaultHandoff.Hop)
 	require.Contains(t, md, "| peer | qas | ")
 	require.Contains(t, md, "| front | oracle | ")
 	require.Contains(t, md, "500µs")
+	require.Contains(t, md, "| ÷ reactive median |")
+	require.Contains(t, md, "| front | oracle-reactive | ")
+	require.Regexp(t, `\| front \| oracle-reactive-pooled \| 1/1 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.—]+ \| — \|`, md)
 	require.NotContains(t, md, "NaN")
 }
