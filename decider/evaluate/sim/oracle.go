@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/evaluate/policy"
 )
 
@@ -29,11 +30,20 @@ import (
 // late requests where pods are dearest.
 //
 // Requests reach the pods through the run's data plane (Config.Routing:
-// random as a Service, leastRequest, or pooled) or, for the -pooled
+// random as a Service, leastRequest, pooled, or a pooled plane as built:
+// peer handoff, a front, overflow to a front) or, for the -pooled
 // yardsticks, also through a pooled queue in front (as Knative's activator),
 // which can need fewer pods. oracle and oracle-reactive search the run's
 // data plane only, so that they differ from the policies routed the same way
-// in their scaling alone; the -pooled ones search both, for the KPA.
+// in their scaling alone; the -pooled ones search both, for the KPA. On the
+// front and overflow planes, which queue what a full pod cannot take in a
+// shared front, the run's own plane is searched with both sizing rules, the
+// per-pod one and the pooled one (OracleCandidate.Sizing): a uniform headroom
+// on the per-pod rule cannot follow the pooled queue's economy of scale
+// (fewer pods per request as the rate grows), so alone it made those planes'
+// yardsticks dearer than the planes are (the reactive oracle of the overflow
+// plane 1.32 × oracle-pooled with the per-pod rule only, docs/pooling.md round
+// twenty-one).
 //
 // For each data plane and each window in OracleWindows the search bisects h
 // (geometrically, between 1/8 and 8, OracleSteps times) for the smallest h
@@ -50,8 +60,12 @@ type OracleSearch struct {
 	// ZeroInit is true for the lower bounds: pods Ready at once.
 	ZeroInit bool `json:"zero_init"`
 	// Routing is the data plane of the chosen schedule: random,
-	// leastRequest or pooled.
+	// leastRequest, pooled, peer, front or overflow.
 	Routing string `json:"routing"`
+	// Sizing is "pooled" when the chosen schedule on a front or overflow
+	// plane was sized by the pooled model ("" for the per-pod one, and on
+	// the other planes, whose rule their routing fixes).
+	Sizing string `json:"sizing,omitempty"`
 	// Window is w, seconds.
 	Window int `json:"window_seconds"`
 	// Headroom is h.
@@ -71,7 +85,9 @@ type OracleSearch struct {
 // and window: the cheapest that met the SLO, or the highest headroom if none
 // did.
 type OracleCandidate struct {
-	Routing               string  `json:"routing"`
+	Routing string `json:"routing"`
+	// Sizing is as OracleSearch.Sizing.
+	Sizing                string  `json:"sizing,omitempty"`
 	Window                int     `json:"window_seconds"`
 	Headroom              float64 `json:"headroom"`
 	Met                   bool    `json:"met"`
@@ -93,11 +109,24 @@ const (
 
 // oracleGroup is one data plane of one kind of yardstick: clairvoyant,
 // reactive, or (zeroInit) clairvoyant with pods Ready the moment they are
-// asked for, the lower bound.
+// asked for, the lower bound; pooledSizing sizes a plane other than pooled
+// by the pooled model.
 type oracleGroup struct {
-	routing  Routing
-	reactive bool
-	zeroInit bool
+	routing      Routing
+	reactive     bool
+	zeroInit     bool
+	pooledSizing bool
+}
+
+// sizedPooled tells whether the group's need comes from the pooled model.
+func (g oracleGroup) sizedPooled() bool { return g.routing == RoutePooled || g.pooledSizing }
+
+// sizing is the group's OracleSearch.Sizing.
+func (g oracleGroup) sizing() string {
+	if g.pooledSizing {
+		return "pooled"
+	}
+	return ""
 }
 
 type oracleRun struct {
@@ -120,10 +149,13 @@ type oracleRuns struct {
 func yardstickGroups(name string, base Routing) []oracleGroup {
 	reactive := name == policy.ReactiveOracleName || name == policy.PooledReactiveOracleName
 	zero := name == policy.LowerBoundName || name == policy.PooledLowerBoundName
-	gs := []oracleGroup{{base, reactive, zero}}
+	gs := []oracleGroup{{routing: base, reactive: reactive, zeroInit: zero}}
+	if base != RoutePooled && base.Spec() == decide.RoutingPooled {
+		gs = append(gs, oracleGroup{routing: base, reactive: reactive, zeroInit: zero, pooledSizing: true})
+	}
 	pooled := name == policy.PooledOracleName || name == policy.PooledReactiveOracleName || name == policy.PooledLowerBoundName
 	if pooled && base != RoutePooled {
-		gs = append(gs, oracleGroup{RoutePooled, reactive, zero})
+		gs = append(gs, oracleGroup{routing: RoutePooled, reactive: reactive, zeroInit: zero})
 	}
 	return gs
 }
@@ -203,7 +235,7 @@ func searchOracles(cfg Config, p policy.Params, capa *policy.Capacity, groups []
 	service := capa.Clone()
 	var pooled *policy.Capacity
 	for _, g := range groups {
-		if g.routing == RoutePooled && pooled == nil {
+		if g.sizedPooled() && pooled == nil {
 			pooled = capa.Clone()
 			pooled.Pooled = true
 			peak := 0.0
@@ -219,7 +251,7 @@ func searchOracles(cfg Config, p policy.Params, capa *policy.Capacity, groups []
 	var wg sync.WaitGroup
 	for i, cd := range cands {
 		c := service.Clone()
-		if cd.g.routing == RoutePooled {
+		if cd.g.sizedPooled() {
 			c = pooled.Clone()
 		}
 		wg.Add(1)
@@ -269,7 +301,7 @@ func (o *oracleRuns) pick(name string, groups []oracleGroup) (*Result, OracleSea
 			continue
 		}
 		n += o.runs[i]
-		all = append(all, OracleCandidate{Routing: b.g.routing.String(), Window: b.w, Headroom: b.h, Met: b.met,
+		all = append(all, OracleCandidate{Routing: b.g.routing.String(), Sizing: b.g.sizing(), Window: b.w, Headroom: b.h, Met: b.met,
 			RequestsOverTargetPct: b.r.OverTargetPct(), PodSeconds: b.r.PodSeconds, CPUCoreSeconds: b.r.CPUCoreSeconds()})
 		switch {
 		case pick == nil,
@@ -281,7 +313,8 @@ func (o *oracleRuns) pick(name string, groups []oracleGroup) (*Result, OracleSea
 	}
 	r := *pick.r
 	r.Policy = name
-	return &r, OracleSearch{Policy: name, Reactive: pick.g.reactive, ZeroInit: pick.g.zeroInit, Routing: pick.g.routing.String(), Window: pick.w, Candidates: all,
+	return &r, OracleSearch{Policy: name, Reactive: pick.g.reactive, ZeroInit: pick.g.zeroInit, Routing: pick.g.routing.String(), Sizing: pick.g.sizing(),
+		Window: pick.w, Candidates: all,
 		Headroom: pick.h, BudgetPct: 100 * o.budget, Met: pick.met, Runs: n}
 }
 

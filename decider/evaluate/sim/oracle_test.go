@@ -130,9 +130,17 @@ func TestYardsticksOnEveryDataPlane(t *testing.T) {
 				require.Equal(t, o.Policy == policy.LowerBoundName || o.Policy == policy.PooledLowerBoundName, o.ZeroInit)
 				if o.Policy == policy.OracleName || o.Policy == policy.ReactiveOracleName || o.Policy == policy.LowerBoundName {
 					require.Equal(t, routing.String(), o.Routing, "%s is on the run's data plane", o.Policy)
+					sizings := map[string]bool{}
 					for _, cand := range o.Candidates {
 						require.Equal(t, routing.String(), cand.Routing)
+						sizings[cand.Sizing] = true
 					}
+					// The front and overflow planes queue in a shared front:
+					// their own plane is searched with the pooled rule too.
+					shared := routing == RouteFront || routing == RouteOverflow
+					require.True(t, sizings[""], "%s: the per-pod rule is always searched", o.Policy)
+					require.Equal(t, shared, sizings["pooled"], "%s: %+v", o.Policy, o.Candidates)
+					require.Len(t, o.Candidates, map[bool]int{false: len(OracleWindows), true: 2 * len(OracleWindows)}[shared], o.Policy)
 				}
 			}
 			require.LessOrEqual(t, by["oracle"].CPUCoreSeconds, by["oracle-reactive"].CPUCoreSeconds, "the future is worth something")
@@ -142,6 +150,41 @@ func TestYardsticksOnEveryDataPlane(t *testing.T) {
 			require.LessOrEqual(t, by["lower-bound-pooled"].CPUCoreSeconds, by["lower-bound"].CPUCoreSeconds)
 			require.LessOrEqual(t, by["lower-bound-pooled"].CPUCoreSeconds, by["oracle-pooled"].CPUCoreSeconds)
 		})
+	}
+}
+
+// TestSharedQueuePlanesSizedBothWays: on the overflow plane the search runs
+// its own plane with both sizing rules and each yardstick is the cheapest
+// candidate that meets the SLO, never dearer than the per-pod rule alone. On a
+// load that steps between 20/s and 80/s every 150 s, the reactive oracle is
+// cheaper sized by the pooled model: a headroom on the per-pod rule that
+// covers the steps' first init time at 20/s holds too many pods at 80/s,
+// where a pooled queue needs fewer per request.
+func TestSharedQueuePlanesSizedBothWays(t *testing.T) {
+	var steps []float64
+	for s := range 900 {
+		steps = append(steps, map[bool]float64{true: 20, false: 80}[s%300 < 150])
+	}
+	cfg := Config{Rates: steps, Service: mustDist(t, "exp:50ms"), Init: mustDist(t, "30s"), Concurrency: 1, CPU: 0.5,
+		Target: 0.2, Percentile: 95, Seed: 3, Routing: RouteOverflow}
+	p := policy.Params{Target: 0.2, Percentile: 95, Concurrency: 1, CPU: 0.5, MinReplicas: 1, MaxReplicas: 200}
+	c, err := Compare(cfg, []string{policy.OracleName, policy.ReactiveOracleName}, p, nil)
+	require.NoError(t, err)
+	for i, o := range c.Oracles {
+		require.True(t, o.Met, o.Policy)
+		perPod := math.Inf(1)
+		for _, cand := range o.Candidates {
+			require.Equal(t, "overflow", cand.Routing)
+			if cand.Sizing == "" && cand.Met {
+				perPod = math.Min(perPod, cand.CPUCoreSeconds)
+			}
+		}
+		require.LessOrEqual(t, c.Summaries[i].CPUCoreSeconds, perPod, "%s is the cheapest candidate", o.Policy)
+		t.Logf("%s: %.0f core-s (sizing %q), the per-pod rule alone %.0f", o.Policy, c.Summaries[i].CPUCoreSeconds, o.Sizing, perPod)
+		if o.Policy == policy.ReactiveOracleName {
+			require.Equal(t, "pooled", o.Sizing)
+			require.Less(t, c.Summaries[i].CPUCoreSeconds, perPod)
+		}
 	}
 }
 
