@@ -136,7 +136,7 @@ func TestEvaluatePoolingCell(t *testing.T) {
 		Pooling []struct {
 			Routing string `json:"routing"`
 			Policy  string `json:"policy"`
-			// The reactive oracle of the cell's own plane.
+			// ÷ the reactive oracle of its data plane.
 			Reactive *float64 `json:"cost_over_reactive_oracle_median"`
 		} `json:"pooling"`
 	}
@@ -144,13 +144,11 @@ func TestEvaluatePoolingCell(t *testing.T) {
 	require.Len(t, doc.Pooling, 6)
 	require.Equal(t, "peer", doc.Pooling[0].Routing)
 	for _, row := range doc.Pooling {
-		if row.Policy == "oracle-reactive-pooled" {
-			// Not on the cell's plane: no ratio to that plane's reactive oracle.
-			require.Nil(t, row.Reactive)
-			continue
-		}
 		require.NotNil(t, row.Reactive, row.Policy)
 		require.Positive(t, *row.Reactive, row.Policy)
+		if row.Policy == "oracle-reactive" || row.Policy == "oracle-reactive-pooled" {
+			require.InDelta(t, 1, *row.Reactive, 1e-12, "each reactive oracle is its own plane's")
+		}
 	}
 }
 

@@ -49,9 +49,11 @@ type PoolingRow struct {
 	// queue in the same cell (sim.OracleCandidate of routing pooled):
 	// median, min and max over the cells, and the median where it met the SLO.
 	CostMedian, CostMin, CostMax, CostMetMedian float64 `json:"-"`
-	// ReactiveMedian is its CPU-core-seconds ÷ the reactive oracle's of the
-	// cell's own data plane (oracle-reactive), median over the cells that
-	// ran it (NaN where none did).
+	// ReactiveMedian is its CPU-core-seconds ÷ the reactive oracle's of its
+	// data plane (sim.Comparison.ReactiveCostRatio: oracle-reactive, or
+	// oracle-reactive-pooled for the KPA and the -pooled yardsticks, as the
+	// main matrix judges them), median over the cells that ran it (NaN where
+	// none did).
 	ReactiveMedian float64 `json:"-"`
 	// LateMedian and LateMax are the requests over the target, %.
 	LateMedian float64 `json:"late_pct_median"`
@@ -113,7 +115,6 @@ func PoolingRows(rs []*Result) []PoolingRow {
 		if !ok || base <= 0 {
 			continue
 		}
-		own := summaryCost(r, policy.ReactiveOracleName)
 		for i, s := range r.Summaries {
 			if s.Name == policy.PooledOracleName {
 				continue
@@ -129,10 +130,8 @@ func PoolingRows(rs []*Result) []PoolingRow {
 			res := r.Comparison.Results[i]
 			x := s.CPUCoreSeconds / base
 			costs[k] = append(costs[k], x)
-			if own > 0 && s.Name != policy.PooledReactiveOracleName {
-				// oracle-reactive-pooled is not on the cell's plane: its
-				// yardstick is oracle-pooled alone.
-				reactive[k] = append(reactive[k], s.CPUCoreSeconds/own)
+			if y := r.Comparison.ReactiveCostRatio(i); !math.IsNaN(y) {
+				reactive[k] = append(reactive[k], y)
 			}
 			if res.MeetsSLO(r.Comparison.Capacity.Budget()) {
 				row.Met++
@@ -165,17 +164,6 @@ func PoolingRows(rs []*Result) []PoolingRow {
 	return out
 }
 
-// summaryCost is the CPU-core-seconds of the policy or yardstick name in r
-// (0 if it did not run there).
-func summaryCost(r *Result, name string) float64 {
-	for _, s := range r.Summaries {
-		if s.Name == name {
-			return s.CPUCoreSeconds
-		}
-	}
-	return 0
-}
-
 func appendPct[K comparable](m map[K][]float64, k K, part, whole int) map[K][]float64 {
 	m[k] = append(m[k], 100*float64(part)/float64(whole))
 	return m
@@ -186,7 +174,8 @@ func PoolingMarkdown(rs []*Result, hop float64) string {
 	var b strings.Builder
 	b.WriteString("## Pooled data planes against oracle-pooled\n\n")
 	fmt.Fprintf(&b, "Cost is CPU-core-seconds ÷ oracle-pooled's on the ideal pooled queue in the same cell; ÷ reactive: ÷ the reactive oracle's "+
-		"on the cell's own data plane (it knows the present rate the moment it changes, not the future; its pods take their init time). The row "+
+		"of its data plane (it knows the present rate the moment it changes, not the future; its pods take their init time): the cell's own, "+
+		"or for the KPA and the -pooled yardsticks oracle-reactive-pooled, as in the main matrix. The row "+
 		"oracle-reactive-pooled is the cheaper reactive oracle of the cell's plane and the ideal pooled queue (the KPA's yardstick in the main matrix), "+
 		"from the cell's own search: what knowing the present perfectly costs on the better of the two. Extra hop: share of "+
 		"requests that paid at least one (%v each), refused: share of handoffs the peer refused, hops at p50/p95: the extra hops of the "+
