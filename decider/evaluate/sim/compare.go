@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/evaluate/policy"
 )
 
@@ -90,6 +91,19 @@ func NewCapacity(cfg Config, maxReplicas int) *policy.Capacity {
 	}
 }
 
+// planeCapacity is the oracle's sizing rule (capa) on cfg's data plane: as it
+// is where each pod queues its own requests, its pooled rule where requests
+// wait in one queue (Routing.Spec). A run's first pods and the onset bound's
+// calm are counted with it. capa itself is not changed.
+func planeCapacity(cfg Config, capa *policy.Capacity) *policy.Capacity {
+	if cfg.Routing.Spec() != decide.RoutingPooled || capa.Pooled {
+		return capa
+	}
+	pooled := capa.Clone()
+	pooled.Pooled = true
+	return pooled
+}
+
 // SharingPlaces is how many requests a processor-sharing pod serves at full
 // speed at once: ⌊CPU / cores per request⌋, at least 1, at most Concurrency.
 // It is also the concurrency QAS is told, as a user would configure it for a
@@ -135,10 +149,14 @@ func Compare(cfg Config, names []string, p policy.Params, progress func(policy s
 	if cfg.InitialReplicas == 0 {
 		// Start every policy where the oracle would: enough pods for the
 		// first pod start's init time, so that no run begins with a backlog
-		// it could not have prevented.
+		// it could not have prevented, counted on the run's data plane (per
+		// pod, a shared-queue run began with 3–5 × the pods its own
+		// yardsticks hold, which a reactive policy paid to keep until its
+		// history showed it could let them go).
 		first := NewInitTimes(cfg.Init, cfg.Seed).At(0)
-		for s := 0; s < len(c.Demand) && float64(s) <= first; s++ {
-			cfg.InitialReplicas = max(cfg.InitialReplicas, c.Demand[s])
+		start := planeCapacity(cfg, capa)
+		for s := 0; s < len(cfg.Rates) && float64(s) <= first; s++ {
+			cfg.InitialReplicas = max(cfg.InitialReplicas, start.Pods(cfg.Rates[s]))
 		}
 	}
 	var search *oracleRuns

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/evaluate/policy"
 )
 
@@ -46,7 +45,8 @@ type OnsetBound struct {
 	RateAfter  float64 `json:"rate_after"`
 	// CalmPods is what the target needs at RateBefore on the run's data
 	// plane (Capacity.Pods; the pooled model where requests wait in one
-	// queue, Routing.Spec): the most the run's past asks for.
+	// queue, Routing.Spec; measured where neither model is the plane's,
+	// calmPods): the most the run's past asks for.
 	CalmPods int `json:"calm_pods"`
 	// CalmLatePct is the late share of the run's requests, in %, that the
 	// bound gives a policy holding CalmPods at t₀: at least that many of
@@ -159,14 +159,11 @@ func FindOnsetBound(cfg Config, history []float64, capa *policy.Capacity, maxRep
 	if err != nil {
 		return OnsetBound{}, err
 	}
-	if cfg.Routing.Spec() == decide.RoutingPooled && !capa.Pooled {
-		// The calm's pods on the cell's own data plane: one shared queue
-		// needs fewer than per-pod queues.
-		capa = capa.Clone()
-		capa.Pooled = true
-	}
+	// The calm's pods on the cell's own data plane: one shared queue needs
+	// fewer than per-pod queues.
+	capa = planeCapacity(cfg, capa)
 	b := OnsetBound{Onset: onset, Lead: lead, Jump: jump, RateBefore: before, RateAfter: after,
-		CalmPods: capa.Pods(before), BudgetPct: 100 * capa.Budget()}
+		CalmPods: calmPods(cfg, capa, before, maxReplicas), BudgetPct: 100 * capa.Budget()}
 	total := 0.0
 	for _, r := range cfg.Rates {
 		total += r
@@ -223,4 +220,70 @@ func FindOnsetBound(cfg Config, history []float64, capa *policy.Capacity, maxRep
 	}
 	b.Pods, b.LatePct = hi, late(hi)
 	return b, nil
+}
+
+// calmMinutes and calmRequests size calmPods' runs: at least this long and
+// this many requests, so that a late share of 5 % is measured to about a
+// tenth of itself (clumps included), and at most calmMaxSeconds.
+const (
+	calmMinutes    = 20
+	calmRequests   = 40000
+	calmMaxSeconds = 4 * 3600
+)
+
+// calmPods is the fewest pods that meet the target at a constant rate on
+// cfg's data plane. Where requests queue at random per pod (Capacity.Pods)
+// or in one shared queue (the pooled rule; Routing.Spec) the model gives it.
+// Least request and peer handoff lie between the two: each sends a request to
+// a pod with room where there is one, so they need no more pods than random
+// routing and no fewer than one queue. No closed form fits them, so the count
+// is measured: the fewest n at which n pods, all Ready, serve the rate held
+// constant (calmMinutes and calmRequests long) on the plane with at most the
+// budget's share over the target, searched between the pooled rule's count
+// and the per-pod rule's. Counted by the per-pod rule there, a least-request run's past asked
+// for twice the pods the plane needs, and the bound saw no rise a reactive
+// policy could not meet where it had to hold twice the calm's pods.
+func calmPods(cfg Config, capa *policy.Capacity, rate float64, maxReplicas int) int {
+	if cfg.Routing != RouteLeastRequest && cfg.Routing != RoutePeer || rate <= 0 || capa.Sharing {
+		return capa.Pods(rate)
+	}
+	perPod := capa.Pods(rate)
+	pooled := capa.Clone()
+	pooled.Pooled = true
+	// The late share falls with the pods: bisection between a count that
+	// misses (lo) and one taken to meet (hi, the per-pod rule's).
+	meets := func(n int) bool { return calmLateShare(cfg, rate, n, maxReplicas) <= capa.Budget() }
+	lo, hi := max(pooled.Pods(rate), 1), perPod
+	if lo >= hi || meets(lo) {
+		return min(lo, hi)
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if meets(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
+
+// calmLateShare is the share of requests over the target when n pods, all
+// Ready, serve rate held constant on cfg's data plane for calmMinutes and
+// calmRequests (1 when no request came).
+func calmLateShare(cfg Config, rate float64, n, maxReplicas int) float64 {
+	secs := int(math.Min(calmMaxSeconds, math.Max(60*calmMinutes, math.Ceil(calmRequests/rate))))
+	run := cfg
+	run.Rates = make([]float64, secs)
+	need := make([]int, secs)
+	for i := range run.Rates {
+		run.Rates[i], need[i] = rate, n
+	}
+	run.InitialReplicas = n
+	run.Progress, run.Context = nil, nil
+	r := Run(run, policy.NewReactiveOracle("calm", policy.Params{MinReplicas: 1, MaxReplicas: maxReplicas}, need))
+	if r.Requests == 0 {
+		return 1
+	}
+	return float64(r.OverTarget) / float64(r.Requests)
 }

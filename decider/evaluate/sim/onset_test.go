@@ -195,3 +195,44 @@ func TestFindOnsetBoundRejects(t *testing.T) {
 		})
 	}
 }
+
+func TestOnsetBoundMeasuresTheCalmBehindLeastRequest(t *testing.T) {
+	// The same step behind least request and behind peer handoff: each
+	// sends a request to a pod with room, so the calm needs fewer pods than
+	// per-pod queues (the per-pod rule) and no fewer than one queue (the
+	// pooled rule). No model gives the count there: it is measured, the
+	// fewest pods that serve the calm's rate within the budget.
+	cfg := onsetConfig(t, steps([2]float64{20, 1200}, [2]float64{100, 600}), "45s")
+	capa := NewCapacity(cfg, 200)
+	random, err := FindOnsetBound(cfg, nil, capa, 200)
+	require.NoError(t, err)
+	pooled := capa.Clone()
+	pooled.Pooled = true
+	for _, tc := range []struct {
+		routing Routing
+		fewer   bool // than the per-pod rule, at 20/s on 50 ms
+	}{{RouteLeastRequest, true}, {RoutePeer, false}} {
+		t.Run(tc.routing.String(), func(t *testing.T) {
+			cfg := cfg
+			cfg.Routing = tc.routing
+			b, err := FindOnsetBound(cfg, nil, capa, 200)
+			require.NoError(t, err)
+			assert.LessOrEqual(t, b.CalmPods, random.CalmPods, "no more than per-pod queues")
+			if tc.fewer {
+				assert.Less(t, b.CalmPods, random.CalmPods)
+			}
+			assert.GreaterOrEqual(t, b.CalmPods, pooled.Pods(20), "no fewer than one queue")
+			// The count is the fewest that meets: one fewer misses.
+			calm := func(n int) float64 { return 100 * calmLateShare(cfg, 20, n, 200) }
+			assert.LessOrEqual(t, calm(b.CalmPods), b.BudgetPct)
+			assert.Greater(t, calm(b.CalmPods-1), b.BudgetPct)
+			// The step needs more than the calm's pods: on a plane that
+			// runs its pods busier, a five-fold rise overloads them.
+			assert.Greater(t, b.Pods, b.CalmPods)
+			assert.Greater(t, b.Ratio(), 1.0)
+			t.Logf("%s: calm %d pods (per-pod rule %d, pooled %d), the bound %d (%.2f %% late)", tc.routing, b.CalmPods, random.CalmPods, pooled.Pods(20), b.Pods, b.LatePct)
+		})
+	}
+	// Random routing keeps the per-pod rule's count.
+	assert.Equal(t, capa.Pods(20), random.CalmPods)
+}

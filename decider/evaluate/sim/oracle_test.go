@@ -206,3 +206,38 @@ func TestReactiveOracleKnowsOnlyThePresent(t *testing.T) {
 	require.Equal(t, low, r.Ready[320], "new pods are not Ready before their init time")
 	require.Equal(t, high, r.Ready[331])
 }
+
+// TestRunsStartWithThePlanesOwnPods: with no InitialReplicas given, Compare
+// starts every policy with the first init time's highest need counted by the
+// cell's own data plane: the per-pod rule where each pod queues its own
+// requests, the pooled rule where they wait in one queue. Counted per pod on a
+// shared-queue plane, a run began with pods no yardstick of that plane holds.
+func TestRunsStartWithThePlanesOwnPods(t *testing.T) {
+	rates := append(append(constRates(30, 20), constRates(60, 20)...), constRates(10, 200)...)
+	p := policy.Params{Target: 0.2, Percentile: 95, Concurrency: 1, CPU: 0.5, MinReplicas: 1, MaxReplicas: 200}
+	for _, tc := range []struct {
+		routing Routing
+		pooled  bool
+	}{
+		{RouteRandom, false}, {RouteLeastRequest, false}, {RoutePeer, false},
+		{RoutePooled, true}, {RouteFront, true}, {RouteOverflow, true},
+	} {
+		t.Run(tc.routing.String(), func(t *testing.T) {
+			cfg := Config{Rates: rates, Service: mustDist(t, "exp:50ms"), Init: mustDist(t, "30s"), Concurrency: 1, CPU: 0.5,
+				Target: 0.2, Percentile: 95, Seed: 2, Routing: tc.routing}
+			c, err := Compare(cfg, []string{"static:1"}, p, nil)
+			require.NoError(t, err)
+			perPod := NewCapacity(cfg, 200)
+			pooled := perPod.Clone()
+			pooled.Pooled = true
+			// The need peaks at 60/s within the first 30 s init time.
+			want := perPod.Pods(60)
+			if tc.pooled {
+				want = pooled.Pods(60)
+			}
+			require.Less(t, pooled.Pods(60), perPod.Pods(60), "the rules differ at 60/s")
+			require.Equal(t, want, c.Results[0].Initial)
+			require.Equal(t, want, c.Results[0].Ready[0], "Ready at time 0")
+		})
+	}
+}
