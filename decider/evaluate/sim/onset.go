@@ -240,9 +240,10 @@ const (
 // is measured: the fewest n at which n pods, all Ready, serve the rate held
 // constant (calmMinutes and calmRequests long) on the plane with at most the
 // budget's share over the target, searched between the pooled rule's count
-// and the per-pod rule's. Counted by the per-pod rule there, a least-request run's past asked
-// for twice the pods the plane needs, and the bound saw no rise a reactive
-// policy could not meet where it had to hold twice the calm's pods.
+// and the per-pod rule's. Counted by the per-pod rule there, a least-request
+// run's past asked for twice the pods the plane needs, and the bound saw no
+// rise a reactive policy could not meet where it had to hold twice the
+// calm's pods.
 func calmPods(cfg Config, capa *policy.Capacity, rate float64, maxReplicas int) int {
 	if cfg.Routing != RouteLeastRequest && cfg.Routing != RoutePeer || rate <= 0 || capa.Sharing {
 		return capa.Pods(rate)
