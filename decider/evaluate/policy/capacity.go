@@ -177,6 +177,14 @@ func (c *Capacity) Clone() *Capacity {
 	return &d
 }
 
+// PooledClone is Clone sizing for one queue in front of all pods (Pooled);
+// c itself is not changed.
+func (c *Capacity) PooledClone() *Capacity {
+	d := c.Clone()
+	d.Pooled = true
+	return d
+}
+
 // PerPodRate is the largest arrival rate per pod at which the target is met.
 // Tail depends on λ and n only through the load per pod λ/n, and more load
 // per pod is never faster, so n pods meet the target at λ exactly when

@@ -99,9 +99,7 @@ func planeCapacity(cfg Config, capa *policy.Capacity) *policy.Capacity {
 	if cfg.Routing.Spec() != decide.RoutingPooled || capa.Pooled {
 		return capa
 	}
-	pooled := capa.Clone()
-	pooled.Pooled = true
-	return pooled
+	return capa.PooledClone()
 }
 
 // SharingPlaces is how many requests a processor-sharing pod serves at full

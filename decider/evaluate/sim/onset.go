@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 
 	"github.com/qas-dev/qas/decider/evaluate/policy"
 )
@@ -163,7 +164,7 @@ func FindOnsetBound(cfg Config, history []float64, capa *policy.Capacity, maxRep
 	// fewer than per-pod queues.
 	capa = planeCapacity(cfg, capa)
 	b := OnsetBound{Onset: onset, Lead: lead, Jump: jump, RateBefore: before, RateAfter: after,
-		CalmPods: calmPods(cfg, capa, before, maxReplicas), BudgetPct: 100 * capa.Budget()}
+		CalmPods: calmPods(cfg, capa, before), BudgetPct: 100 * capa.Budget()}
 	total := 0.0
 	for _, r := range cfg.Rates {
 		total += r
@@ -244,45 +245,32 @@ const (
 // run's past asked for twice the pods the plane needs, and the bound saw no
 // rise a reactive policy could not meet where it had to hold twice the
 // calm's pods.
-func calmPods(cfg Config, capa *policy.Capacity, rate float64, maxReplicas int) int {
+func calmPods(cfg Config, capa *policy.Capacity, rate float64) int {
 	if cfg.Routing != RouteLeastRequest && cfg.Routing != RoutePeer || rate <= 0 || capa.Sharing {
 		return capa.Pods(rate)
 	}
-	perPod := capa.Pods(rate)
-	pooled := capa.Clone()
-	pooled.Pooled = true
-	// The late share falls with the pods: bisection between a count that
-	// misses (lo) and one taken to meet (hi, the per-pod rule's).
-	meets := func(n int) bool { return calmLateShare(cfg, rate, n, maxReplicas) <= capa.Budget() }
-	lo, hi := max(pooled.Pods(rate), 1), perPod
-	if lo >= hi || meets(lo) {
-		return min(lo, hi)
+	// The late share falls with the pods: the fewest in [pooled, per-pod)
+	// that meet, by bisection, or the per-pod rule's count (taken to meet).
+	lo, hi := capa.PooledClone().Pods(rate), capa.Pods(rate)
+	if lo >= hi {
+		return hi
 	}
-	for hi-lo > 1 {
-		mid := (lo + hi) / 2
-		if meets(mid) {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi
+	return lo + sort.Search(hi-lo, func(i int) bool { return calmLateShare(cfg, rate, lo+i) <= capa.Budget() })
 }
 
 // calmLateShare is the share of requests over the target when n pods, all
 // Ready, serve rate held constant on cfg's data plane for calmMinutes and
 // calmRequests (1 when no request came).
-func calmLateShare(cfg Config, rate float64, n, maxReplicas int) float64 {
+func calmLateShare(cfg Config, rate float64, n int) float64 {
 	secs := int(math.Min(calmMaxSeconds, math.Max(60*calmMinutes, math.Ceil(calmRequests/rate))))
 	run := cfg
 	run.Rates = make([]float64, secs)
-	need := make([]int, secs)
 	for i := range run.Rates {
-		run.Rates[i], need[i] = rate, n
+		run.Rates[i] = rate
 	}
 	run.InitialReplicas = n
 	run.Progress, run.Context = nil, nil
-	r := Run(run, policy.NewReactiveOracle("calm", policy.Params{MinReplicas: 1, MaxReplicas: maxReplicas}, need))
+	r := Run(run, policy.Static{N: n})
 	if r.Requests == 0 {
 		return 1
 	}

@@ -138,8 +138,7 @@ func TestOnsetBoundOnAPooledPlane(t *testing.T) {
 	b, err := FindOnsetBound(cfg, nil, capa, 200)
 	require.NoError(t, err)
 	assert.False(t, capa.Pooled, "the caller's capacity is not changed")
-	pooled := capa.Clone()
-	pooled.Pooled = true
+	pooled := capa.PooledClone()
 	assert.Equal(t, pooled.Pods(20), b.CalmPods)
 	assert.Less(t, b.CalmPods, random.CalmPods)
 	assert.Greater(t, b.Pods, b.CalmPods)
@@ -206,8 +205,7 @@ func TestOnsetBoundMeasuresTheCalmBehindLeastRequest(t *testing.T) {
 	capa := NewCapacity(cfg, 200)
 	random, err := FindOnsetBound(cfg, nil, capa, 200)
 	require.NoError(t, err)
-	pooled := capa.Clone()
-	pooled.Pooled = true
+	pooled := capa.PooledClone()
 	for _, tc := range []struct {
 		routing Routing
 		fewer   bool // than the per-pod rule, at 20/s on 50 ms
@@ -223,7 +221,7 @@ func TestOnsetBoundMeasuresTheCalmBehindLeastRequest(t *testing.T) {
 			}
 			assert.GreaterOrEqual(t, b.CalmPods, pooled.Pods(20), "no fewer than one queue")
 			// The count is the fewest that meets: one fewer misses.
-			calm := func(n int) float64 { return 100 * calmLateShare(cfg, 20, n, 200) }
+			calm := func(n int) float64 { return 100 * calmLateShare(cfg, 20, n) }
 			assert.LessOrEqual(t, calm(b.CalmPods), b.BudgetPct)
 			assert.Greater(t, calm(b.CalmPods-1), b.BudgetPct)
 			// The step needs more than the calm's pods: on a plane that

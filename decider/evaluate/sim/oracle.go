@@ -236,8 +236,7 @@ func searchOracles(cfg Config, p policy.Params, capa *policy.Capacity, groups []
 	var pooled *policy.Capacity
 	for _, g := range groups {
 		if g.sizedPooled() && pooled == nil {
-			pooled = capa.Clone()
-			pooled.Pooled = true
+			pooled = capa.PooledClone()
 			peak := 0.0
 			for _, r := range cfg.Rates {
 				peak = math.Max(peak, r)

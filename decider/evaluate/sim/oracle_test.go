@@ -228,8 +228,7 @@ func TestRunsStartWithThePlanesOwnPods(t *testing.T) {
 			c, err := Compare(cfg, []string{"static:1"}, p, nil)
 			require.NoError(t, err)
 			perPod := NewCapacity(cfg, 200)
-			pooled := perPod.Clone()
-			pooled.Pooled = true
+			pooled := perPod.PooledClone()
 			// The need peaks at 60/s within the first 30 s init time.
 			want := perPod.Pods(60)
 			if tc.pooled {
@@ -240,4 +239,18 @@ func TestRunsStartWithThePlanesOwnPods(t *testing.T) {
 			require.Equal(t, want, c.Results[0].Ready[0], "Ready at time 0")
 		})
 	}
+}
+
+// TestPooledCloneLeavesTheOriginal: PooledClone sizes for one queue in front
+// of all pods, fewer than per-pod queues at 60/s, and leaves the capacity it
+// copies sizing per pod.
+func TestPooledCloneLeavesTheOriginal(t *testing.T) {
+	cfg := Config{Service: mustDist(t, "exp:50ms"), Concurrency: 1, CPU: 0.5, Target: 0.2, Percentile: 95}
+	capa := NewCapacity(cfg, 200)
+	perPod := capa.Pods(60)
+	pooled := capa.PooledClone()
+	require.True(t, pooled.Pooled)
+	require.False(t, capa.Pooled)
+	require.Less(t, pooled.Pods(60), perPod)
+	require.Equal(t, perPod, capa.Pods(60))
 }
