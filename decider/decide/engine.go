@@ -1435,8 +1435,8 @@ func (s *sizer) scaleUp(lambda float64, current int32, x *Explanation) (int32, i
 			}
 		}
 	}
-	reason := fmt.Sprintf("G = %.3g above 1+θ = %.3g at λ = %.4g/s (G = %.3g at λ now = %.4g/s), sized at λ = %.4g/s: ",
-		x.SizingNormalized, 1+s.spec.Tolerance, x.TriggerArrivalRate, x.Normalized, x.ArrivalRate, lambda)
+	reason := fmt.Sprintf("G = %.3g above 1+θ = %.3g at λ = %.4g/s (G = %.3g at %s), sized at λ = %.4g/s: ",
+		x.SizingNormalized, 1+s.spec.Tolerance, x.TriggerArrivalRate, x.Normalized, x.normalizedAt(), lambda)
 	if x.SizingNormalized <= 1+s.spec.Tolerance {
 		// The jump floor or the backlog called the scale-up: their reasons
 		// replace this one; the model's own test did not fire.

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -353,4 +354,26 @@ func TestTheMixtureAgainstASimulatedQueue(t *testing.T) {
 			require.GreaterOrEqual(t, steady, model, "%+v pooled %v: never above the steady state", c, pooled)
 		}
 	}
+}
+
+// TestScaleUpReasonNamesTheLevelItsGWasAt: under the rate mixture, G is
+// computed at λ's level over the level window, not at the cycle's λ, and the
+// reason says which: a reason that put the cycle's λ beside the level's G read
+// as a G that fell as λ rose.
+func TestScaleUpReasonNamesTheLevelItsGWasAt(t *testing.T) {
+	spec := queueSpec()
+	spec.Target = 200 * time.Millisecond
+	spec.Behavior = immediate()
+	s := snapshot(t0, 30, 0.05, 10)
+	s.ArrivalRates[len(s.ArrivalRates)-1].Rate = 45 // the last cycle half as much again
+	s.RateCV2, s.RateCV2Pairs = 0.5, 300
+	d, err := NewEngine().Decide(spec, s)
+	require.NoError(t, err)
+	x := d.Explanation
+	require.Greater(t, d.DesiredReplicas, int32(8), x.Reason)
+	require.Positive(t, x.LevelWindow)
+	require.Less(t, x.ArrivalRateLevel, x.ArrivalRate)
+	require.Contains(t, x.Reason, fmt.Sprintf("(G = %.3g at λ's level %.4g/s over the last %s; this cycle's λ %.4g/s)",
+		x.Normalized, x.ArrivalRateLevel, x.LevelWindow, 45.0))
+	require.NotContains(t, x.Reason, "at λ now")
 }

@@ -625,6 +625,17 @@ func (e *Engine) downRate(samples []Sample, ratios []float64, now time.Time, lea
 	return mean * j, true
 }
 
+// normalizedAt names the λ that Normalized was computed at, for a reason: λ
+// now, or, when the model averages over the seconds' rates, λ's level over
+// the level window, with this cycle's λ beside it (a reason that put the
+// cycle's λ next to the level's G read as a G that fell as λ rose).
+func (x *Explanation) normalizedAt() string {
+	if x.ArrivalRateLevel > 0 && x.LevelWindow > 0 {
+		return fmt.Sprintf("λ's level %.4g/s over the last %s; this cycle's λ %.4g/s", x.ArrivalRateLevel, x.LevelWindow, x.ArrivalRate)
+	}
+	return fmt.Sprintf("λ now = %.4g/s", x.ArrivalRate)
+}
+
 // downWhy says where the scale-down's λ came from.
 func (x *Explanation) downWhy() string {
 	if x.JumpRatio > 0 {

@@ -600,7 +600,7 @@ type Explanation struct {
 	Target           float64       `json:"target"`     // seconds
 	Latency          float64       `json:"latency"`    // L modelled for the current allocation, seconds (+Inf when unstable)
 	MeasuredLatency  float64       `json:"measuredLatency"`
-	Normalized       float64       `json:"normalized"` // G = L / T, at λ now
+	Normalized       float64       `json:"normalized"` // G = L / T, at λ now (its level, ArrivalRateLevel, when the model averages over the seconds)
 	// SizingNormalized is L/T at the trigger λ (TriggerArrivalRate) and the
 	// serving pods: what the scale-up test compares with 1 + θ.
 	SizingNormalized float64 `json:"sizingNormalized"`
