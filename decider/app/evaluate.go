@@ -40,6 +40,7 @@ func runEvaluate(args []string, env Env) error {
 	workers := fs.Int("workers", 0, "cells run at once (0: one per core)")
 	detail := fs.Int("detail", 4, "cells, from the first, whose charts the report draws")
 	only := fs.String("only", "", "run only the cells whose name contains this text")
+	seeds := fs.Int("seeds", 0, "run every workload, setting and routing with seeds 1 to N (at most 100) instead of the matrix's own (1–3; least request and the recurring bursts: 1); with --only, filtered after")
 	burst := addBurstFlags(fs, "qas in every cell (the matrix's default: nothing)")
 	if err := cli.Parse(fs, "QAS_EVALUATE", args, env.Getenv); err != nil {
 		return err
@@ -60,6 +61,9 @@ func runEvaluate(args []string, env Env) error {
 	if *detail < 0 {
 		return cli.Usagef("detail", "must not be negative")
 	}
+	if *seeds < 0 || *seeds > matrix.MaxSeeds {
+		return cli.Usagef("seeds", "must be between 0 (the matrix's own) and %d, got %d", matrix.MaxSeeds, *seeds)
+	}
 	cells := matrix.Default(*nasa)
 	what := "the evaluation matrix"
 	if *demo {
@@ -78,6 +82,10 @@ func runEvaluate(args []string, env Env) error {
 		return err
 	}
 	o.Burst = declared
+	if *seeds > 0 {
+		cells = matrix.WithSeeds(cells, *seeds)
+		what += fmt.Sprintf(", seeds 1–%d in every cell", *seeds)
+	}
 	if *only != "" {
 		var keep []matrix.Cell
 		for _, c := range cells {

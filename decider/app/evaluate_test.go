@@ -79,6 +79,32 @@ func TestEvaluateDemoCell(t *testing.T) {
 	require.Equal(t, 9, strings.Count(string(html), `<circle class="point"`), "the 11 rows but the two clairvoyant oracles")
 }
 
+// TestEvaluateSeeds: --seeds runs each cell with seeds 1 to N, says so in
+// the conditions, and the seeds draw different runs of the same cell.
+func TestEvaluateSeeds(t *testing.T) {
+	dir := t.TempDir()
+	code, out, stderr := runEval(t, "--demo", "--nasa", sharedNASA(t), "--out", dir, "--only", "10h-30min", "--detail", "0", "--seeds", "2")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "the demo (a taste of the evaluation matrix), seeds 1–2 in every cell: 2 cells")
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	require.NoError(t, err)
+	var doc struct {
+		Results []struct {
+			Cell     string `json:"cell"`
+			Policies []struct {
+				Name     string `json:"name"`
+				Requests int64  `json:"requests"`
+			} `json:"policies"`
+		} `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal(b, &doc))
+	require.Len(t, doc.Results, 2)
+	require.Equal(t, "nasa-2jul-10h-30min-x50 / lognormal-cv1.2-init45s / random / seed 1", doc.Results[0].Cell)
+	require.Equal(t, "nasa-2jul-10h-30min-x50 / lognormal-cv1.2-init45s / random / seed 2", doc.Results[1].Cell)
+	require.Equal(t, "qas", doc.Results[0].Policies[0].Name)
+	require.NotEqual(t, doc.Results[0].Policies[0].Requests, doc.Results[1].Policies[0].Requests, "seed 2 draws other arrivals")
+}
+
 // TestEvaluateDeclaredRise: --burst-rise tells qas of a rise in every cell;
 // the conditions say so, and qas then holds more pods than without it (the
 // yardsticks are the same in both runs: they do not read it).
@@ -161,6 +187,9 @@ func TestEvaluateBadFlags(t *testing.T) {
 		{[]string{"--nasa", "/nonexistent/nasa.gz"}, "nasa"},
 		{[]string{"--nasa", "NASA", "--workers", "-1"}, "invalid --workers: must not be negative"},
 		{[]string{"--nasa", "NASA", "--only", "no such cell"}, `no cell's name contains "no such cell"`},
+		{[]string{"--nasa", "NASA", "--seeds", "-1"}, "invalid --seeds: must be between 0 (the matrix's own) and 100, got -1"},
+		{[]string{"--nasa", "NASA", "--seeds", "101"}, "invalid --seeds: must be between 0 (the matrix's own) and 100, got 101"},
+		{[]string{"--nasa", "NASA", "--seeds", "2", "--only", "seed 3"}, `no cell's name contains "seed 3"`},
 		{[]string{"--nasa", "NASA", "--pooling", "--hop", "-1ms"}, "invalid --hop: must be between 0 and 1s, got -1ms"},
 		{[]string{"--nasa", "NASA", "--pooling", "--advert", "0s"}, "invalid --advert: must be positive, got 0s"},
 		{[]string{"--nasa", "NASA", "--pooling", "--demo"}, "invalid --pooling: excludes --demo"},

@@ -164,6 +164,36 @@ func everySettingAndSeed(ws []Workload, routings ...sim.Routing) []Cell {
 	return cells
 }
 
+// MaxSeeds is the most seeds WithSeeds runs each cell with.
+const MaxSeeds = 100
+
+// WithSeeds is cells with each workload, setting and routing run with seeds
+// 1 to n instead of the seeds it has (1–3 in the matrix, 1 for least request
+// and the recurring bursts), in the order each first appears. A seed draws a
+// cell's arrivals, service and start times, and the synthetic patterns'
+// onsets, so n seeds are n scenarios of the same conditions: three show a
+// cell that sits on the budget by luck no better than one does.
+func WithSeeds(cells []Cell, n int) []Cell {
+	type group struct {
+		workload, setting string
+		routing           sim.Routing
+	}
+	seen := map[group]bool{}
+	var out []Cell
+	for _, c := range cells {
+		g := group{c.Workload.Name, c.Setting.Name, c.Routing}
+		if seen[g] {
+			continue
+		}
+		seen[g] = true
+		for seed := 1; seed <= n; seed++ {
+			c.Seed = uint64(seed)
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // WarmHistory is how much of the bursty patterns' past the warm cells give
 // the policies: one hour, the cold cells' own window.
 const WarmHistory = time.Hour

@@ -237,3 +237,58 @@ func TestRunKeepsOrderAndReportsProgress(t *testing.T) {
 	_, err = Run([]Cell{{Workload: Workload{Name: "bad", Source: "pattern:nope"}, Setting: Settings()[0], Seed: 1}}, o, 1, nil)
 	require.ErrorContains(t, err, "unknown pattern")
 }
+
+// TestWithSeeds: every workload, setting and routing runs seeds 1 to n, in
+// the order each first appears, whatever seeds it had.
+func TestWithSeeds(t *testing.T) {
+	ln, ex := Settings()[0], Settings()[1]
+	a, b := Workload{Name: "a"}, Workload{Name: "b"}
+	cells := []Cell{
+		{Workload: a, Setting: ln, Seed: 1, Routing: sim.RouteRandom},
+		{Workload: a, Setting: ln, Seed: 2, Routing: sim.RouteRandom},
+		{Workload: a, Setting: ln, Seed: 3, Routing: sim.RouteRandom},
+		{Workload: a, Setting: ex, Seed: 1, Routing: sim.RouteRandom},
+		{Workload: b, Setting: ln, Seed: 1, Routing: sim.RouteLeastRequest},
+		{Workload: a, Setting: ln, Seed: 1, Routing: sim.RouteLeastRequest},
+	}
+	names := func(cs []Cell) []string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.Name())
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		n    int
+		want []Cell
+	}{
+		{"one seed each", 1, []Cell{
+			{Workload: a, Setting: ln, Seed: 1, Routing: sim.RouteRandom},
+			{Workload: a, Setting: ex, Seed: 1, Routing: sim.RouteRandom},
+			{Workload: b, Setting: ln, Seed: 1, Routing: sim.RouteLeastRequest},
+			{Workload: a, Setting: ln, Seed: 1, Routing: sim.RouteLeastRequest},
+		}},
+		{"four seeds each, the single-seed cells too", 4, func() []Cell {
+			var out []Cell
+			for _, c := range []Cell{cells[0], cells[3], cells[4], cells[5]} {
+				for s := uint64(1); s <= 4; s++ {
+					c.Seed = s
+					out = append(out, c)
+				}
+			}
+			return out
+		}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, names(tc.want), names(WithSeeds(cells, tc.n)))
+		})
+	}
+	// The matrices' cells differ in nothing but their seed within a group:
+	// three seeds each run every cell they had.
+	for _, m := range [][]Cell{Default(nasaPath(t)), Pooling(nasaPath(t))} {
+		three := names(WithSeeds(m, 3))
+		require.Subset(t, three, names(m))
+		require.Len(t, WithSeeds(m, 10), 10*len(three)/3)
+	}
+}
