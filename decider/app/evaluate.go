@@ -77,6 +77,10 @@ func runEvaluate(args []string, env Env) error {
 		cells, what, o = matrix.Pooling(*nasa), "the pooled data planes' comparison (docs/pooling.md)", matrix.PoolingOptions()
 		o.Handoff = handoff
 	}
+	// Only the first --detail cells' charts are drawn: the others need not
+	// hold their series (350 cells held 21.8 GB without this).
+	keep := *detail
+	o.KeepSeries = func(cell int) bool { return cell < keep }
 	declared, err := burst.burst(o.Percentile)
 	if err != nil {
 		return err

@@ -64,6 +64,13 @@ type Options struct {
 	MaxReplicas        int
 	// Policies are run in every cell beside the yardsticks.
 	Policies []string
+	// KeepSeries says which cells, by their index in Run's cells, keep their
+	// runs' per-second and per-minute series once they finish (a report's
+	// charts draw them); the others keep their summaries only (Result.
+	// DropSeries), so that a run of hundreds of cells holds a few hundred
+	// kilobytes a cell rather than tens of megabytes. Nil: every cell keeps
+	// them.
+	KeepSeries func(cell int) bool
 	// OracleWindows and OracleSteps are the yardsticks' search grid
 	// (sim.Config).
 	OracleWindows []int
@@ -253,6 +260,14 @@ type Result struct {
 	Wall       float64         `json:"wall_seconds"`
 }
 
+// DropSeries drops the cell's series (sim.Comparison.DropSeries) and its
+// trace's rates: its summaries, yardsticks, cost ratios, burstiness and onset
+// bound stay, all that results.md, results.json and the report's tables read.
+func (r *Result) DropSeries() {
+	r.Rates = nil
+	r.Comparison.DropSeries()
+}
+
 func (o Options) handoff() sim.Handoff {
 	if o.Handoff == (sim.Handoff{}) {
 		return sim.DefaultHandoff
@@ -396,6 +411,9 @@ func RunContext(ctx context.Context, cells []Cell, o Options, workers int, progr
 				r, err := RunCellContext(ctx, cells[i], o)
 				if err != nil && ctx.Err() != nil {
 					continue // cut short: neither a result nor the cell's fault
+				}
+				if err == nil && o.KeepSeries != nil && !o.KeepSeries(i) {
+					r.DropSeries()
 				}
 				mu.Lock()
 				out[i], errs[i] = r, err

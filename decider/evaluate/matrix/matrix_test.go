@@ -292,3 +292,46 @@ func TestWithSeeds(t *testing.T) {
 		require.Len(t, WithSeeds(m, 10), 10*len(three)/3)
 	}
 }
+
+// TestRunDropsTheSeriesOfCellsNotKept: with KeepSeries, the cells it does not
+// keep lose their per-second series and rates once they finish, and nothing
+// that results.md, results.json or the report's tables read: the summaries,
+// cost ratios, the SLO verdicts and the headline are those of a run that
+// keeps everything.
+func TestRunDropsTheSeriesOfCellsNotKept(t *testing.T) {
+	var cells []Cell
+	for seed := uint64(1); seed <= 3; seed++ {
+		cells = append(cells, Cell{Workload: Workload{Name: "id", Source: trace.PatternIncreaseDecrease, Scale: 1,
+			Window: itrace.Window{End: 10 * 60e9}}, Setting: Settings()[1], Seed: seed})
+	}
+	o := DefaultOptions()
+	o.Policies = []string{"qas", "hpa"}
+	whole, err := Run(cells, o, 2, nil)
+	require.NoError(t, err)
+	o.KeepSeries = func(cell int) bool { return cell < 1 }
+	kept, err := Run(cells, o, 2, nil)
+	require.NoError(t, err)
+	for i, r := range kept {
+		require.Equal(t, whole[i].Summaries, r.Summaries)
+		require.Equal(t, whole[i].CostRatio, r.CostRatio)
+		require.Equal(t, whole[i].ReactiveCostRatio, r.ReactiveCostRatio)
+		require.Equal(t, whole[i].OnsetBound, r.OnsetBound)
+		for j, res := range r.Comparison.Results {
+			budget := r.Comparison.Capacity.Budget()
+			require.Equal(t, whole[i].Comparison.Results[j].MeetsSLO(budget), res.MeetsSLO(budget))
+			if i == 0 {
+				require.Equal(t, whole[i].Comparison.Results[j].Ready, res.Ready, "the kept cell's charts")
+				continue
+			}
+			require.Nil(t, res.Arrivals, res.Policy)
+			require.Nil(t, res.Ready, res.Policy)
+			require.Nil(t, res.MinuteLatency, res.Policy)
+			require.Nil(t, res.Seconds(), res.Policy)
+		}
+		if i > 0 {
+			require.Nil(t, r.Rates)
+			require.NotEmpty(t, whole[i].Rates)
+		}
+	}
+	require.Equal(t, Headlines(whole, o), Headlines(kept, o))
+}

@@ -69,6 +69,15 @@ type Comparison struct {
 	Seed000 *Seed000Stat
 }
 
+// DropSeries drops every run's series (Result.DropSeries) and the demand
+// curve: the summaries, the yardsticks' searches and the cost ratios stay.
+func (c *Comparison) DropSeries() {
+	for _, r := range c.Results {
+		r.DropSeries()
+	}
+	c.Demand = nil
+}
+
 // NewCapacity is the oracle's sizing rule for cfg (it knows the true
 // service-time distribution). With processor sharing a pod has
 // SharingPlaces(cfg) full-speed places and a request alone runs
