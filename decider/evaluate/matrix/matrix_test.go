@@ -217,11 +217,7 @@ func mustDist(t *testing.T, s string) sim.Dist {
 // TestRunKeepsOrderAndReportsProgress: results keep the cells' order
 // whatever finishes first, and progress counts to the total.
 func TestRunKeepsOrderAndReportsProgress(t *testing.T) {
-	var cells []Cell
-	for seed := uint64(1); seed <= 3; seed++ {
-		cells = append(cells, Cell{Workload: Workload{Name: "id", Source: trace.PatternIncreaseDecrease, Scale: 1,
-			Window: itrace.Window{End: 10 * 60e9}}, Setting: Settings()[1], Seed: seed})
-	}
+	cells := shortCells(3)
 	o := DefaultOptions()
 	o.Policies = []string{"hpa"}
 	var dones []int
@@ -299,11 +295,7 @@ func TestWithSeeds(t *testing.T) {
 // cost ratios, the SLO verdicts and the headline are those of a run that
 // keeps everything.
 func TestRunDropsTheSeriesOfCellsNotKept(t *testing.T) {
-	var cells []Cell
-	for seed := uint64(1); seed <= 3; seed++ {
-		cells = append(cells, Cell{Workload: Workload{Name: "id", Source: trace.PatternIncreaseDecrease, Scale: 1,
-			Window: itrace.Window{End: 10 * 60e9}}, Setting: Settings()[1], Seed: seed})
-	}
+	cells := shortCells(3)
 	o := DefaultOptions()
 	o.Policies = []string{"qas", "hpa"}
 	whole, err := Run(cells, o, 2, nil)
@@ -334,4 +326,15 @@ func TestRunDropsTheSeriesOfCellsNotKept(t *testing.T) {
 		}
 	}
 	require.Equal(t, Headlines(whole, o), Headlines(kept, o))
+}
+
+// shortCells are n seeds of a ten-minute increase–decrease at ×1, exponential
+// service and a 2-minute init: cells that run in a fraction of a second.
+func shortCells(n int) []Cell {
+	var cells []Cell
+	for seed := uint64(1); seed <= uint64(n); seed++ {
+		cells = append(cells, Cell{Workload: Workload{Name: "id", Source: trace.PatternIncreaseDecrease, Scale: 1,
+			Window: itrace.Window{End: 10 * 60e9}}, Setting: Settings()[1], Seed: seed})
+	}
+	return cells
 }

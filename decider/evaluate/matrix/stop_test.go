@@ -6,10 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	itrace "github.com/qas-dev/qas/internal/trace"
-
-	"github.com/qas-dev/qas/decider/evaluate/trace"
 )
 
 // TestRunContextStops: when the context ends after the first of four cells, no
@@ -17,11 +13,7 @@ import (
 // and the error (a *Stopped) counts them and wraps the context's cause. Progress
 // is reported only for the cell that finished.
 func TestRunContextStops(t *testing.T) {
-	var cells []Cell
-	for seed := uint64(1); seed <= 4; seed++ {
-		cells = append(cells, Cell{Workload: Workload{Name: "id", Source: trace.PatternIncreaseDecrease, Scale: 1,
-			Window: itrace.Window{End: 10 * 60e9}}, Setting: Settings()[1], Seed: seed})
-	}
+	cells := shortCells(4)
 	o := DefaultOptions()
 	o.Policies = []string{"hpa"}
 	cause := errors.New("interrupt signal received")
