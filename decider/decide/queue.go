@@ -630,7 +630,7 @@ func (e *Engine) downRate(samples []Sample, ratios []float64, now time.Time, lea
 // the level window, with this cycle's λ beside it (a reason that put the
 // cycle's λ next to the level's G read as a G that fell as λ rose).
 func (x *Explanation) normalizedAt() string {
-	if x.ArrivalRateLevel > 0 && x.LevelWindow > 0 {
+	if x.LevelWindow > 0 {
 		return fmt.Sprintf("λ's level %.4g/s over the last %s; this cycle's λ %.4g/s", x.ArrivalRateLevel, x.LevelWindow, x.ArrivalRate)
 	}
 	return fmt.Sprintf("λ now = %.4g/s", x.ArrivalRate)

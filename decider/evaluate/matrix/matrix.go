@@ -181,18 +181,14 @@ const MaxSeeds = 100
 // onsets, so n seeds are n scenarios of the same conditions: three show a
 // cell that sits on the budget by luck no better than one does.
 func WithSeeds(cells []Cell, n int) []Cell {
-	type group struct {
-		workload, setting string
-		routing           sim.Routing
-	}
-	seen := map[group]bool{}
+	seen := map[Cell]bool{}
 	var out []Cell
 	for _, c := range cells {
-		g := group{c.Workload.Name, c.Setting.Name, c.Routing}
-		if seen[g] {
+		c.Seed = 0 // the group: the cell but for its seed
+		if seen[c] {
 			continue
 		}
-		seen[g] = true
+		seen[c] = true
 		for seed := 1; seed <= n; seed++ {
 			c.Seed = uint64(seed)
 			out = append(out, c)

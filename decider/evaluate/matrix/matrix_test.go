@@ -280,6 +280,13 @@ func TestWithSeeds(t *testing.T) {
 			require.Equal(t, names(tc.want), names(WithSeeds(cells, tc.n)))
 		})
 	}
+	// A group is the cell but for its seed, not its names: a workload of the
+	// same name at another scale is another group.
+	a2 := Workload{Name: "a", Scale: 2}
+	require.Equal(t, []Cell{
+		{Workload: a, Setting: ln, Seed: 1}, {Workload: a, Setting: ln, Seed: 2},
+		{Workload: a2, Setting: ln, Seed: 1}, {Workload: a2, Setting: ln, Seed: 2},
+	}, WithSeeds([]Cell{{Workload: a, Setting: ln, Seed: 3}, {Workload: a2, Setting: ln, Seed: 3}, {Workload: a, Setting: ln, Seed: 1}}, 2))
 	// The matrices' cells differ in nothing but their seed within a group:
 	// three seeds each run every cell they had.
 	for _, m := range [][]Cell{Default(nasaPath(t)), Pooling(nasaPath(t))} {
