@@ -24,7 +24,10 @@ type evaluateOutput struct {
 	Workers     int               `json:"workers"`
 	WallSeconds float64           `json:"wall_seconds"`
 	Headline    []matrix.Headline `json:"headline"`
-	Results     []*matrix.Result  `json:"results"`
+	// Goals is qas against issues #15 and #20's goals (matrix.GoalsOf); nil
+	// when qas did not run.
+	Goals   *matrix.Goals    `json:"goals,omitempty"`
+	Results []*matrix.Result `json:"results"`
 	// Pooling is --pooling's comparison against oracle-pooled.
 	Pooling []matrix.PoolingRow `json:"pooling,omitempty"`
 }
@@ -170,6 +173,9 @@ func runEvaluate(args []string, env Env) error {
 	}
 	eo := evaluateOutput{Conditions: conditions, Cells: len(rs), Workers: w, WallSeconds: wall.Seconds(),
 		Headline: matrix.Headlines(rs, o), Results: rs}
+	if g, ok := matrix.GoalsOf(rs, "qas"); ok {
+		eo.Goals = &g
+	}
 	if *pooling {
 		eo.Pooling = matrix.PoolingRows(rs)
 	}

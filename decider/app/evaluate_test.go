@@ -40,6 +40,8 @@ func TestEvaluateDemoCell(t *testing.T) {
 	require.Contains(t, out, "the demo (a taste of the evaluation matrix): 1 cells, every one in real time (no compression)")
 	require.Contains(t, out, "## Headline (1 cells)")
 	require.Contains(t, out, "| kpa-delay | ")
+	require.Contains(t, out, "## Goals (issues #15 and #20): qas")
+	require.Contains(t, out, "| ≤ 1.10 × the reactive oracle, random (median) | ")
 	require.Contains(t, stderr, "evaluate: 1/1 cells (nasa-2jul-10h-30min-x50 / lognormal-cv1.2-init45s / random / seed 1)")
 	md, err := os.ReadFile(filepath.Join(dir, "results.md"))
 	require.NoError(t, err)
@@ -52,6 +54,18 @@ func TestEvaluateDemoCell(t *testing.T) {
 			Policy string   `json:"policy"`
 			Cost   *float64 `json:"cost_over_oracle_median"`
 		} `json:"headline"`
+		Goals *struct {
+			Policy string `json:"policy"`
+			Cells  int    `json:"cells"`
+			Planes []struct {
+				Routing  string   `json:"routing"`
+				Reactive *float64 `json:"cost_over_reactive_oracle_median"`
+				Pooled   *float64 `json:"cost_over_oracle_pooled_median"`
+			} `json:"planes"`
+			KPA *struct {
+				Pairs int `json:"pairs"`
+			} `json:"kpa"`
+		} `json:"goals"`
 		Results []struct {
 			Cell       string `json:"cell"`
 			Conditions string `json:"conditions"`
@@ -68,6 +82,14 @@ func TestEvaluateDemoCell(t *testing.T) {
 	require.Len(t, doc.Results, 1)
 	require.Len(t, doc.Results[0].Yardsticks, 6)
 	require.Len(t, doc.Results[0].Policies, 5+6)
+	require.NotNil(t, doc.Goals)
+	require.Equal(t, "qas", doc.Goals.Policy)
+	require.Equal(t, 1, doc.Goals.Cells)
+	require.Len(t, doc.Goals.Planes, 1)
+	require.Equal(t, "random", doc.Goals.Planes[0].Routing)
+	require.NotNil(t, doc.Goals.Planes[0].Reactive)
+	require.Nil(t, doc.Goals.Planes[0].Pooled, "a Service does not pool: null, not NaN")
+	require.NotNil(t, doc.Goals.KPA, "both KPAs ran")
 	for _, h := range doc.Headline {
 		require.NotNil(t, h.Cost, h.Policy)
 		if h.Policy == "oracle" {

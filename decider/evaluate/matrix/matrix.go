@@ -34,6 +34,8 @@ type Workload struct {
 	// History > 0 gives the policies that much of the trace before the
 	// window as the workload's past (trace.Options.History).
 	History time.Duration
+	// Shape is what the issues' goals call its traffic (GoalsOf).
+	Shape Shape
 }
 
 // Setting is the service and pods of a cell.
@@ -121,10 +123,10 @@ func Workloads(nasa string) []Workload {
 		{Name: "nasa-3jul-12h-x20", Source: nasa, Window: hours(60, 61), Scale: 20},
 		{Name: "nasa-2jul-04h-6h-x50-poisson", Source: nasa, Window: hours(28, 34), Scale: 50, Smooth: 60},
 		{Name: "flash-crowd-x5", Source: trace.PatternFlashCrowd, Scale: 5},
-		{Name: "increase-decrease-x5", Source: trace.PatternIncreaseDecrease, Scale: 5},
+		{Name: "increase-decrease-x5", Source: trace.PatternIncreaseDecrease, Scale: 5, Shape: ShapeSmooth},
 		{Name: "bursts-x20", Source: trace.PatternBursts, Window: hours(0, 1), Scale: 20},
 		{Name: "mmpp-x20", Source: trace.PatternMMPP, Window: hours(0, 1), Scale: 20},
-		{Name: "diurnal-7h-x40", Source: trace.PatternDiurnal, Window: hours(7, 8), Scale: 40},
+		{Name: "diurnal-7h-x40", Source: trace.PatternDiurnal, Window: hours(7, 8), Scale: 40, Shape: ShapeSmooth},
 		{Name: "nasa-11jul-04h-6h-x5", Source: nasa, Window: hours(244, 250), Scale: 5},
 	}
 }
@@ -573,6 +575,9 @@ func Markdown(rs []*Result, o Options, conditions string) string {
 			f2(h.CostMax), f2(h.CostMetMedian), f2(h.ReactiveCostMedian), h.LateMedian, h.LateMax)
 	}
 	b.WriteString(onsetMarkdown(rs))
+	if g, ok := GoalsOf(rs, "qas"); ok {
+		b.WriteString(GoalsMarkdown(g))
+	}
 	b.WriteString("\n## Cells\n")
 	for _, r := range rs {
 		fmt.Fprintf(&b, "\n### %s\n\n%s. Arrivals per 10 s: CV %.3f (Poisson at the same rates: %.3f).", r.Name, r.Conditions, r.CV10, r.CV10Poisson)

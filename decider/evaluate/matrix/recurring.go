@@ -18,7 +18,7 @@ const RecurringHistory = 6 * time.Hour
 // (trace.Recurring) at ×20, its seventh hour replayed after six hours of
 // history.
 func RecurringWorkload() Workload {
-	return Workload{Name: "recurring-x20", Source: trace.PatternRecurring, Window: hours(6, 7), Scale: 20, History: RecurringHistory}
+	return Workload{Name: "recurring-x20", Source: trace.PatternRecurring, Window: hours(6, 7), Scale: 20, History: RecurringHistory, Shape: ShapeRecurring}
 }
 
 // recurringCells are the recurring workload's cells: seeds 1–3 (each draws
