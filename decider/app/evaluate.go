@@ -45,6 +45,9 @@ func runEvaluate(args []string, env Env) error {
 	only := fs.String("only", "", "run only the cells whose name contains this text")
 	seeds := fs.Int("seeds", 0, "run every workload, setting and routing with seeds 1 to N (at most 100) instead of the matrix's own (1–3; least request and the recurring bursts: 1); with --only, filtered after")
 	burst := addBurstFlags(fs, "qas in every cell (the matrix's default: nothing)")
+	slo := fs.Duration("slo", 200*time.Millisecond, "latency target of every cell (the matrix's: 200ms)")
+	pctFlag := fs.String("percentile", "95", "latency percentile the target applies to, in (0,100), or mean (the matrix's: 95)")
+	conc := fs.Int("concurrency", 1, "requests one pod serves at once, k (the matrix's: 1)")
 	if err := cli.Parse(fs, "QAS_EVALUATE", args, env.Getenv); err != nil {
 		return err
 	}
@@ -64,6 +67,16 @@ func runEvaluate(args []string, env Env) error {
 	if *detail < 0 {
 		return cli.Usagef("detail", "must not be negative")
 	}
+	if !(*slo > 0) {
+		return cli.Usagef("slo", "must be a positive duration such as 200ms, got %v", *slo)
+	}
+	pct, err := parsePercentile(*pctFlag)
+	if err != nil {
+		return err
+	}
+	if *conc < 1 {
+		return cli.Usagef("concurrency", "must be at least 1, got %d", *conc)
+	}
 	if *seeds < 0 || *seeds > matrix.MaxSeeds {
 		return cli.Usagef("seeds", "must be between 0 (the matrix's own) and %d, got %d", matrix.MaxSeeds, *seeds)
 	}
@@ -80,6 +93,7 @@ func runEvaluate(args []string, env Env) error {
 		cells, what, o = matrix.Pooling(*nasa), "the pooled data planes' comparison (docs/pooling.md)", matrix.PoolingOptions()
 		o.Handoff = handoff
 	}
+	o.Target, o.Percentile, o.Concurrency = slo.Seconds(), pct, *conc
 	// Only the first --detail cells' charts are drawn: the others need not
 	// hold their series (350 cells held 21.8 GB without this).
 	keep := *detail
@@ -116,8 +130,8 @@ func runEvaluate(args []string, env Env) error {
 	}
 	conditions := fmt.Sprintf("%s: %d cells, every one in real time (no compression); policies %s and %s, "+
 		"searched over %v s windows with %d bisection steps (sized down to fit 15 minutes on 2 cores: simulate searches 1, 10, 60 and 300 s with 8 steps, "+
-		"and the matrix pairs lognormal service with 45 s init and exponential with 2 min, 2 of the 4 combinations); p%g ≤ %v, k = %d, %.2g-core pods, at most %d replicas",
-		what, len(cells), strings.Join(o.Policies, ", "), yardsticks, o.OracleWindows, o.OracleSteps, o.Percentile, time.Duration(o.Target*float64(time.Second)), o.Concurrency, o.CPU, o.MaxReplicas)
+		"and the matrix pairs lognormal service with 45 s init and exponential with 2 min, 2 of the 4 combinations); %s ≤ %v, k = %d, %.2g-core pods, at most %d replicas",
+		what, len(cells), strings.Join(o.Policies, ", "), yardsticks, o.OracleWindows, o.OracleSteps, matrix.PercentileName(o.Percentile), time.Duration(o.Target*float64(time.Second)), o.Concurrency, o.CPU, o.MaxReplicas)
 	if *pooling {
 		conditions += "; " + handoffs.describe()
 	}

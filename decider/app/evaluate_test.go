@@ -127,6 +127,55 @@ func TestEvaluateSeeds(t *testing.T) {
 	require.NotEqual(t, doc.Results[0].Policies[0].Requests, doc.Results[1].Policies[0].Requests, "seed 2 draws other arrivals")
 }
 
+// TestEvaluateOtherSLO: --slo, --percentile and --concurrency set every
+// cell's SLO and pods, the conditions say so, and the SLO's budget is the
+// percentile's: at p99 a cell meets it with at most 1 % of its requests late.
+func TestEvaluateOtherSLO(t *testing.T) {
+	dir := t.TempDir()
+	code, out, stderr := runEval(t, "--demo", "--nasa", sharedNASA(t), "--out", dir, "--only", "10h-30min", "--detail", "0",
+		"--slo", "500ms", "--percentile", "99", "--concurrency", "2")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "; p99 ≤ 500ms, k = 2, 0.5-core pods")
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	require.NoError(t, err)
+	var doc struct {
+		Results []struct {
+			Conditions string `json:"conditions"`
+			Policies   []struct {
+				Name string  `json:"name"`
+				Late float64 `json:"requests_over_target_pct"`
+			} `json:"policies"`
+			Yardsticks []struct {
+				Policy string  `json:"policy"`
+				Budget float64 `json:"budget_pct"`
+			} `json:"yardsticks"`
+		} `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal(b, &doc))
+	require.Len(t, doc.Results, 1)
+	r := doc.Results[0]
+	require.Contains(t, r.Conditions, "p99 ≤ 500ms")
+	require.Contains(t, r.Conditions, "k = 2")
+	for _, y := range r.Yardsticks {
+		require.InDelta(t, 1, y.Budget, 1e-9, y.Policy)
+	}
+	for _, p := range r.Policies {
+		if p.Name == "oracle" || p.Name == "oracle-reactive" {
+			require.LessOrEqual(t, p.Late, 1.0, "%s meets the p99 target's 1 %% budget", p.Name)
+		}
+	}
+
+	// The mean: no percentile, so no onset bound.
+	code, out, stderr = runEval(t, "--demo", "--nasa", sharedNASA(t), "--out", dir, "--only", "10h-30min", "--detail", "0",
+		"--slo", "100ms", "--percentile", "mean")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "; mean ≤ 100ms, k = 1")
+	md, err := os.ReadFile(filepath.Join(dir, "results.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(md), "mean ≤ 100ms")
+	require.NotContains(t, string(md), "Onset bound:")
+}
+
 // TestEvaluateDeclaredRise: --burst-rise tells qas of a rise in every cell;
 // the conditions say so, and qas then holds more pods than without it (the
 // yardsticks are the same in both runs: they do not read it).
@@ -217,6 +266,12 @@ func TestEvaluateBadFlags(t *testing.T) {
 		{[]string{"--nasa", "NASA", "--pooling", "--demo"}, "invalid --pooling: excludes --demo"},
 		{[]string{"--nasa", "NASA", "--burst-rise", "0.5"}, "invalid --burst-rise: must be in (1, 100]"},
 		{[]string{"--nasa", "NASA", "--burst-rise", "3", "--burst-every", "0s"}, "invalid --burst-every: must be between 1m0s and 720h0m0s, got 0s"},
+		{[]string{"--nasa", "NASA", "--slo", "0s"}, "invalid --slo: must be a positive duration such as 200ms, got 0s"},
+		{[]string{"--nasa", "NASA", "--slo", "-5ms"}, "invalid --slo: must be a positive duration such as 200ms, got -5ms"},
+		{[]string{"--nasa", "NASA", "--percentile", "100"}, `invalid --percentile: must be in (0,100) or mean, got "100"`},
+		{[]string{"--nasa", "NASA", "--percentile", "NaN"}, `invalid --percentile: must be in (0,100) or mean, got "NaN"`},
+		{[]string{"--nasa", "NASA", "--percentile", "p95"}, `invalid --percentile: must be in (0,100) or mean, got "p95"`},
+		{[]string{"--nasa", "NASA", "--concurrency", "0"}, "invalid --concurrency: must be at least 1, got 0"},
 	} {
 		for i, a := range tc.args {
 			if a == "NASA" {

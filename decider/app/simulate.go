@@ -106,13 +106,9 @@ func runSimulate(args []string, env Env) error {
 	if *slo <= 0 {
 		return cli.Usagef("slo", "must be a positive duration such as 200ms")
 	}
-	pctV := 0.0
-	if *pctFlag != "mean" {
-		v, err := strconv.ParseFloat(*pctFlag, 64)
-		if err != nil || !(v > 0 && v < 100) {
-			return cli.Usagef("percentile", "must be in (0,100) or mean, got %q", *pctFlag)
-		}
-		pctV = v
+	pctV, err := parsePercentile(*pctFlag)
+	if err != nil {
+		return err
 	}
 	pct := &pctV
 	routing, err := sim.ParseRouting(*routingFlag)
@@ -414,4 +410,16 @@ func parseBackgrounds(v string, nodes int) ([]float64, error) {
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// parsePercentile reads --percentile: a percentile in (0,100), or mean (0).
+func parsePercentile(s string) (float64, error) {
+	if s == "mean" {
+		return 0, nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(v > 0 && v < 100) {
+		return 0, cli.Usagef("percentile", "must be in (0,100) or mean, got %q", s)
+	}
+	return v, nil
 }

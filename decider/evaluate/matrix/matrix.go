@@ -308,10 +308,7 @@ func RunCellContext(ctx context.Context, c Cell, o Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cell %s: %w", c.Name(), err)
 	}
-	pct := fmt.Sprintf("p%g", o.Percentile)
-	if o.Percentile == 0 {
-		pct = "mean"
-	}
+	pct := PercentileName(o.Percentile)
 	r := &Result{Cell: c, Name: c.Name(), Rates: prof.Rates, Comparison: cmp, Summaries: cmp.Summaries, Oracles: cmp.Oracles,
 		Conditions: fmt.Sprintf("%s; real time; routing %s; %s ≤ %v; service %s; init %s; k = %d; %.2g-core pods; seed %d",
 			prof.Description, c.Routing, pct, time.Duration(o.Target*float64(time.Second)), svc, init, o.Concurrency, o.CPU, c.Seed)}
@@ -331,6 +328,15 @@ func RunCellContext(ctx context.Context, c Cell, o Options) (*Result, error) {
 	}
 	r.Wall = time.Since(start).Seconds()
 	return r, nil
+}
+
+// PercentileName is how a condition names the target's percentile: p95, or
+// mean for 0.
+func PercentileName(p float64) string {
+	if p == 0 {
+		return "mean"
+	}
+	return fmt.Sprintf("p%g", p)
 }
 
 // burstiness is the CV of the arrivals per 10 s and a Poisson process's at
