@@ -67,7 +67,7 @@ func runEvaluate(args []string, env Env) error {
 	if *detail < 0 {
 		return cli.Usagef("detail", "must not be negative")
 	}
-	if !(*slo > 0) {
+	if *slo <= 0 {
 		return cli.Usagef("slo", "must be a positive duration such as 200ms, got %v", *slo)
 	}
 	pct, err := parsePercentile(*pctFlag)

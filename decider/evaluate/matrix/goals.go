@@ -10,7 +10,7 @@ import (
 	"github.com/qas-dev/qas/decider/evaluate/sim"
 )
 
-// Shape is what issues #15's goals call a workload's traffic: most are
+// Shape is what issue #15's goals call a workload's traffic: most are
 // judged against the reactive oracle alone; a smooth curve also against the
 // clairvoyant one, and bursts on a clock below the reactive one.
 type Shape int
