@@ -832,7 +832,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	ratios := jumpHistory(snap, m, leadQ, leadMean, recur, m.peakJumps(), x)
 	var leads []weighted
 	if spec.Percentile > 0 {
-		leads = jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, spec.Burst, x)
+		leads = jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, spec.Burst, 0, x)
 	}
 	// λ's mean over one lead is uncertain by its counts' noise (by far more
 	// than Poisson's where the seconds' rates vary beyond it): the floor, a
@@ -935,7 +935,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			// The margin reads the peaks the floor does not (peakJumpsDown):
 			// its ratios, their quantile and their notes are the peaks'.
 			ratios = jumpHistory(snap, m, leadQ, leadMean, recur, true, x)
-			leads = jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, spec.Burst, x)
+			leads = jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, spec.Burst, 0, x)
 		}
 		lambdaDown, ok := e.downRate(snap.ArrivalRates, ratios, now, leadQ, leadMean, hasLeadMean, conf, x)
 		if !ok {
@@ -950,6 +950,9 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			// weighted by its requests) and one more lead at the largest
 			// (jumpLeads), stays within the budget 1 − p.
 			x.DownArrivalRate = base
+			if unseen := noRiseRatio(ratios, snap.ArrivalRates, leadQ, base); unseen > 0 {
+				leads = jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, spec.Burst, unseen, x)
+			}
 			rec = m.minPodsOverJumps(base, leads, floor, current, marginBudget, x)
 			quantile := "too few leads for their p-quantile"
 			if x.JumpRatio > 0 {
@@ -957,6 +960,10 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			}
 			jumps := fmt.Sprintf("the history's %d jumps over one lead, %s, and one more lead at the largest, %.3g, weighing %.3g",
 				len(ratios), quantile, x.JumpRatioMax, x.JumpUnseenWeight)
+			if x.UnseenRiseRatio > 0 {
+				jumps = fmt.Sprintf("the history's %d jumps over one lead, %s, none of them a rise, and one more lead at its highest mean over a lead, "+
+					"%.3g × λ's mean, weighing %.3g", len(ratios), quantile, x.UnseenRiseRatio, x.JumpUnseenWeight)
+			}
 			if len(ratios) == 0 {
 				jumps = "no jump in the history yet: the rate held"
 			}

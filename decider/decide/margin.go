@@ -145,7 +145,10 @@ func (e *Engine) jumpFloor(spec Spec, m *sizer, lead time.Duration, ratios []flo
 //
 // A declared rise (Spec.Burst) joins them (declareRise), with or without a
 // history.
-func jumpLeads(ratios []float64, samples []Sample, lead time.Duration, conf float64, burst Burst, x *Explanation) []weighted {
+//
+// unseen > the largest ratio puts the extra lead there instead (noRiseRatio:
+// a history that has not yet shown a rise); 0 leaves it at the largest.
+func jumpLeads(ratios []float64, samples []Sample, lead time.Duration, conf float64, burst Burst, unseen float64, x *Explanation) []weighted {
 	if len(ratios) == 0 {
 		return declareRise(nil, burst, lead, x)
 	}
@@ -157,7 +160,57 @@ func jumpLeads(ratios []float64, samples []Sample, lead time.Duration, conf floa
 	largest := ratios[len(ratios)-1]
 	x.JumpRatioMax = math.Max(largest, 1)
 	x.JumpUnseenWeight = perLead / (perLead + float64(len(ratios)))
+	x.UnseenRiseRatio = 0
+	if unseen > largest {
+		largest, x.UnseenRiseRatio = unseen, unseen
+	}
 	return declareRise(append(set, weighted{largest, perLead}), burst, lead, x)
+}
+
+// noRiseRatio is where the scale-down's margin puts its extra lead (jumpLeads)
+// while none of the history's jumps over one lead has risen (the largest
+// ratio at most 1, as at a cold start on a falling rate): the history's
+// highest mean over one lead (highestLeadMean) over base, λ's mean over the
+// last lead. A history that has only held or fallen says nothing of how far
+// the rate may rise, and the largest of its ratios, 1, would price no rise
+// at all: at k = 4, where a pod's steady state runs at ρ 0.85, that took a
+// cold NASA hour from 3 pods to 1 at 68 req/s and, when the rate rose 20 %,
+// put 17,400 requests late in the 2 minutes new pods took (docs/simulation.md,
+// "Other SLOs, held out"). What the history does show is the rate it has run
+// at. It weighs as the extra lead does, so it fades as ratios accumulate, and
+// the first ratio above 1 ends it. (Until 2026-11-26 the margin held the
+// history's single highest sample until it spanned 1/(1−p) leads; on NASA
+// ×50, whose seconds come in batches, that sample is the batches' noise.) 0
+// when a ratio rose, when there is none, or when no lead's mean is above base.
+func noRiseRatio(ratios []float64, samples []Sample, lead time.Duration, base float64) float64 {
+	if len(ratios) == 0 || ratios[len(ratios)-1] > 1 || !(base > 0) {
+		return 0
+	}
+	if hi := highestLeadMean(samples, lead); hi > base {
+		return hi / base
+	}
+	return 0
+}
+
+// highestLeadMean is the highest of λ's means over (t − lead, t], for each
+// sample time t at least a lead after the first (0 when the history spans
+// less than a lead). One pass: the window's sum moves with t.
+func highestLeadMean(samples []Sample, lead time.Duration) float64 {
+	if len(samples) == 0 || lead <= 0 {
+		return 0
+	}
+	hi, sum, j := 0.0, 0.0, 0
+	for i, s := range samples {
+		sum += s.Rate
+		for !samples[j].Time.After(s.Time.Add(-lead)) {
+			sum -= samples[j].Rate
+			j++
+		}
+		if s.Time.Sub(samples[0].Time) >= lead {
+			hi = math.Max(hi, sum/float64(i-j+1))
+		}
+	}
+	return hi
 }
 
 // declareRise adds the spec's declared rise to the weighted leads: leads at a

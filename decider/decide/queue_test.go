@@ -818,3 +818,85 @@ func TestNormalQuantile(t *testing.T) {
 	require.Equal(t, 10.0, normalQuantile(1))
 	require.Equal(t, -10.0, normalQuantile(0))
 }
+
+// TestAHistoryThatOnlyFellKeepsItsHighestLead: at a cold start on a falling
+// rate every jump the history shows is at most 1, which prices no rise at
+// all. The margin's extra lead goes to the history's highest mean over a lead
+// instead: more pods than the same rate held flat keeps, no more than that
+// lead's own steady state, fewer the longer the history, and nothing of it
+// once a ratio has risen. The reason says so.
+func TestAHistoryThatOnlyFellKeepsItsHighestLead(t *testing.T) {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	spec.Predictive = Predictive{LeadOverride: 2 * time.Minute}
+	const lo, hi = 40.0, 100.0
+	decide := func(s Snapshot) Decision {
+		d, err := NewEngine().Decide(spec, s)
+		require.NoError(t, err)
+		return d
+	}
+	// hi until 6 minutes ago, then lo: 15 s samples.
+	fellFor := func(minutes int) Snapshot {
+		return history(t0, lo, hi, minutes*4+1, 100, func(at time.Time, _ int) bool { return !at.After(t0.Add(-6 * time.Minute)) })
+	}
+	flat := decide(history(t0, lo, lo, 41, 100, func(time.Time, int) bool { return false }))
+	require.Zero(t, flat.Explanation.UnseenRiseRatio, "a flat history's highest lead is its mean")
+
+	fell := fellFor(10)
+	d := decide(fell)
+	x := d.Explanation
+	require.InDelta(t, 1, x.JumpRatioMax, 1e-12, "no ratio rose: %s", x.Reason)
+	require.InDelta(t, hi/lo, x.UnseenRiseRatio, 1e-9, "the highest lead's mean over λ's mean over the last lead")
+	require.Contains(t, x.Reason, "none of them a rise, and one more lead at its highest mean over a lead, 2.5 × λ's mean")
+	require.Greater(t, d.DesiredReplicas, flat.DesiredReplicas, x.Reason)
+	require.LessOrEqual(t, d.DesiredReplicas, newSizer(spec, fell, 0.04).minPods(hi, 0.04), "no more than the highest lead's steady state")
+	require.LessOrEqual(t, x.DownLateShare, 0.05)
+
+	longer := decide(fellFor(40))
+	require.Less(t, longer.Explanation.JumpUnseenWeight, x.JumpUnseenWeight, "it weighs one lead among more")
+	require.LessOrEqual(t, longer.DesiredReplicas, d.DesiredReplicas, longer.Explanation.Reason)
+
+	// A rise in the history: the extra lead is at the largest ratio, as before.
+	rose := decide(burstOnce(t0, lo, hi, 30, 10*time.Minute, 100))
+	require.Zero(t, rose.Explanation.UnseenRiseRatio)
+	require.Contains(t, rose.Explanation.Reason, "one more lead at the largest")
+}
+
+func TestNoRiseRatio(t *testing.T) {
+	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+	series := func(rates ...float64) []Sample {
+		var s []Sample
+		for i, r := range rates {
+			s = append(s, Sample{Time: at(15 * i), Rate: r})
+		}
+		return s
+	}
+	// A lead is two 15 s samples: each mean is over (t − 30 s, t], from the
+	// second sample on.
+	const lead = 30 * time.Second
+	tests := []struct {
+		name    string
+		samples []Sample
+		ratios  []float64
+		base    float64
+		highest float64
+		want    float64
+	}{
+		{name: "no history", highest: 0, base: 10, ratios: []float64{1}},
+		{name: "shorter than a lead", samples: series(50, 40), ratios: []float64{1}, base: 10, highest: 0},
+		{name: "flat at the base", samples: series(10, 10, 10, 10), ratios: []float64{1}, base: 10, highest: 10},
+		{name: "fell from 30 to 10", samples: series(30, 30, 30, 10, 10), ratios: []float64{1.0 / 3, 0.5, 1}, base: 10, highest: 30, want: 3},
+		{name: "one high sample is half a lead's mean", samples: series(10, 10, 50, 10, 10), ratios: []float64{0.5, 1}, base: 10, highest: 30, want: 3},
+		{name: "a ratio rose: nothing", samples: series(30, 30, 10, 10), ratios: []float64{0.5, 1.2}, base: 10, highest: 20},
+		{name: "no ratio: nothing (the margin's own rule)", samples: series(30, 30, 10), base: 10, highest: 20},
+		{name: "the base above every lead", samples: series(30, 30, 10), ratios: []float64{1}, base: 40, highest: 20},
+		{name: "no base", samples: series(30, 30, 10), ratios: []float64{1}, base: 0, highest: 20},
+		{name: "NaN base", samples: series(30, 30, 10), ratios: []float64{1}, base: math.NaN(), highest: 20},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.InDelta(t, tc.highest, highestLeadMean(tc.samples, lead), 1e-12)
+			require.InDelta(t, tc.want, noRiseRatio(tc.ratios, tc.samples, lead, tc.base), 1e-12)
+		})
+	}
+}

@@ -699,6 +699,11 @@ type Explanation struct {
 	// while the history spans fewer than 1/(1−p) leads (0: not used).
 	JumpRatioMax     float64 `json:"jumpRatioMax,omitempty"`
 	JumpUnseenWeight float64 `json:"jumpUnseenWeight,omitempty"`
+	// UnseenRiseRatio is where the scale-down's margin put that extra lead
+	// instead, while none of the history's ratios has risen: its highest mean
+	// over one lead ÷ λ's mean over the last lead (noRiseRatio; 0: at
+	// JumpRatioMax).
+	UnseenRiseRatio float64 `json:"unseenRiseRatio,omitempty"`
 	// DeclaredRise is the spec's declared rise (Spec.Burst.Rise) the floor
 	// and the margin priced beside the history's jumps, and
 	// DeclaredRiseWeight the share of their leads it was given: what lead ÷

@@ -93,6 +93,7 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 		"down_late_share":         x.DownLateShare,
 		"jump_ratio_max":          x.JumpRatioMax,
 		"jump_unseen_weight":      x.JumpUnseenWeight,
+		"unseen_rise_ratio":       x.UnseenRiseRatio,
 		"declared_rise":           x.DeclaredRise,
 		"declared_rise_weight":    x.DeclaredRiseWeight,
 		"jumps_rescaled":          float64(x.JumpsRescaled),

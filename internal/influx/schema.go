@@ -179,6 +179,7 @@ var Schema = []Measurement{
 			{"down_late_share", "1", "the scale-down's margin: the modelled late share over the history's jumps at the pods it keeps, held to 1 − p (0: no scale-down weighed this cycle)"},
 			{"jump_ratio_max", "1", "the largest of λ's jumps over one lead in the history (0: no jump ratio yet)"},
 			{"jump_unseen_weight", "1", "the share of the leads the floor and the scale-down give one more lead at the largest jump: 1/(n + 1) for a history of n leads, the rule of succession (0: not used)"},
+			{"unseen_rise_ratio", "1", "where the scale-down put that extra lead while none of the history's jumps had risen: its highest mean over one lead ÷ λ's mean over the last lead (0: at the largest jump)"},
 			{"declared_rise", "1", "the spec's declared rise (spec.burst.rise) the floor and the scale-down priced beside the history's jumps (0: none declared)"},
 			{"declared_rise_weight", "1", "the share of the leads the declared rise was given: what lead ÷ spec.burst.every asks beyond the history's own leads at that ratio or more (0: the history shows it that often, or none declared)"},
 			{"jump_base", "1/s", "the λ the jump floor multiplies by each jump: λ's mean over the last lead at its lower confidence bound, given the counts' dispersion (the scale-down's margin reads the mean itself)"},
