@@ -958,12 +958,11 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			if x.JumpRatio > 0 {
 				quantile = fmt.Sprintf("p-quantile %.3g", x.JumpRatio)
 			}
-			jumps := fmt.Sprintf("the history's %d jumps over one lead, %s, and one more lead at the largest, %.3g, weighing %.3g",
-				len(ratios), quantile, x.JumpRatioMax, x.JumpUnseenWeight)
+			extra := fmt.Sprintf("and one more lead at the largest, %.3g", x.JumpRatioMax)
 			if x.UnseenRiseRatio > 0 {
-				jumps = fmt.Sprintf("the history's %d jumps over one lead, %s, none of them a rise, and one more lead at its highest mean over a lead, "+
-					"%.3g × λ's mean, weighing %.3g", len(ratios), quantile, x.UnseenRiseRatio, x.JumpUnseenWeight)
+				extra = fmt.Sprintf("none of them a rise, and one more lead at its highest mean over a lead, %.3g × λ's mean", x.UnseenRiseRatio)
 			}
+			jumps := fmt.Sprintf("the history's %d jumps over one lead, %s, %s, weighing %.3g", len(ratios), quantile, extra, x.JumpUnseenWeight)
 			if len(ratios) == 0 {
 				jumps = "no jump in the history yet: the rate held"
 			}

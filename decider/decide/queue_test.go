@@ -638,6 +638,25 @@ func burstOnce(now time.Time, lo, hi float64, minutes int, ago time.Duration, n 
 	})
 }
 
+// twoMinuteLeadSpec is queueSpec scaling at once with a 2-minute lead.
+func twoMinuteLeadSpec() Spec {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	spec.Predictive = Predictive{LeadOverride: 2 * time.Minute}
+	return spec
+}
+
+// decider decides spec on a snapshot with a fresh engine, failing t on an
+// error.
+func decider(t *testing.T, spec Spec) func(Snapshot) Decision {
+	return func(s Snapshot) Decision {
+		t.Helper()
+		d, err := NewEngine().Decide(spec, s)
+		require.NoError(t, err)
+		return d
+	}
+}
+
 // TestOneBurstCountsAsOneMoreLead: after one burst, the scale-down keeps what
 // the history's jumps need with one more lead at the largest (the rule of
 // succession: a history of n leads gives the next lead a jump that large with
@@ -646,15 +665,9 @@ func burstOnce(now time.Time, lo, hi float64, minutes int, ago time.Duration, n 
 // while the history spanned fewer than 1/(1−p) leads), and less the longer
 // the history that has seen the burst only once.
 func TestOneBurstCountsAsOneMoreLead(t *testing.T) {
-	spec := queueSpec()
-	spec.Behavior = immediate()
-	spec.Predictive = Predictive{LeadOverride: 2 * time.Minute}
+	spec := twoMinuteLeadSpec()
 	const lo, hi = 40.0, 160.0
-	decide := func(s Snapshot) Decision {
-		d, err := NewEngine().Decide(spec, s)
-		require.NoError(t, err)
-		return d
-	}
+	decide := decider(t, spec)
 	flatSnap := burstOnce(t0, lo, lo, 30, 10*time.Minute, 100)
 	flat := decide(flatSnap)
 	burstNeed := newSizer(spec, flatSnap, 0.04).minPods(hi, 0.04)
@@ -826,15 +839,9 @@ func TestNormalQuantile(t *testing.T) {
 // lead's own steady state, fewer the longer the history, and nothing of it
 // once a ratio has risen. The reason says so.
 func TestAHistoryThatOnlyFellKeepsItsHighestLead(t *testing.T) {
-	spec := queueSpec()
-	spec.Behavior = immediate()
-	spec.Predictive = Predictive{LeadOverride: 2 * time.Minute}
+	spec := twoMinuteLeadSpec()
 	const lo, hi = 40.0, 100.0
-	decide := func(s Snapshot) Decision {
-		d, err := NewEngine().Decide(spec, s)
-		require.NoError(t, err)
-		return d
-	}
+	decide := decider(t, spec)
 	// hi until 6 minutes ago, then lo: 15 s samples.
 	fellFor := func(minutes int) Snapshot {
 		return history(t0, lo, hi, minutes*4+1, 100, func(at time.Time, _ int) bool { return !at.After(t0.Add(-6 * time.Minute)) })
