@@ -79,10 +79,11 @@ type Engine struct {
 	// svcHist is the pooled service-time histogram, each bucket's share of the
 	// pooled requests (servicehist.go; nil: none measured).
 	svcHist []LatencyBucket
-	// service is the pooled service-time estimate (service.go); serviceAt the
-	// data time of the interval last folded into it.
-	service   serviceEstimate
-	serviceAt int64
+	// service is the pooled service-time estimate (service.go).
+	service serviceEstimate
+	// foldedAt is the data time (unix nanoseconds) of the newest interval
+	// folded into the averages above (fresh).
+	foldedAt int64
 }
 
 type recommendation struct {
@@ -548,14 +549,16 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	}
 	lambdaNow := snap.ArrivalRates[len(snap.ArrivalRates)-1].Rate
 	x.ArrivalRate = lambdaNow
-	es, scv, shapeWeight, shapeN := e.serviceTime(snap, lambdaNow, x)
+	fresh := e.fresh(snap)
+	x.RepeatedData = !fresh
+	es, scv, shapeWeight, shapeN := e.serviceTime(snap, lambdaNow, fresh, x)
 	if es == 0 && lambdaNow > 0 {
 		return hold("no service-time data although requests arrive")
 	}
 	snap.ServiceSCV = scv
 	x.ServiceSCV = orOne(scv)
 	cycleRate := lambdaNow
-	cv2, hasCV2 := e.rateCV2(snap)
+	cv2, hasCV2 := e.rateCV2(snap, fresh)
 	levelWindow := sampleStep(snap.ArrivalRates)
 	if hasCV2 && cv2 >= mixMinCV2 && levelWindow > 0 {
 		if lvl, w, ok := levelRate(snap.ArrivalRates, now, cv2, spec.Tolerance, levelWindow); ok {
@@ -615,7 +618,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	// short windows against the cycle's λ: the forecast and the rates' bounds
 	// discount their noise by it.
 	conf := confidence(spec)
-	disp := e.dispersion(snap, lambdaNow)
+	disp := e.dispersion(snap, lambdaNow, fresh)
 	x.CountDispersion = disp
 
 	// Predictive lead and forecast (scale-up only).
@@ -742,13 +745,15 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	// previous decision saw one: this window's latencies then include requests
 	// that waited behind it (still there, or just drained).
 	transient := left > 0 || e.lastBacklog > 0
-	if b, obs, note := e.calibrate(spec, snap, m, lambdaNow, es, serving, transient, x); obs > 0 || note != "" {
+	if b, obs, note := e.calibrate(spec, snap, m, lambdaNow, es, serving, transient, fresh, x); obs > 0 || note != "" {
 		x.LatencyBiasObserved, x.LatencyBiasNote = obs, note
 		bias = b
 		m.waitBias = b
 	}
 	x.LatencyBias = bias
-	e.lastBacklog = bl.total
+	if fresh {
+		e.lastBacklog = bl.total
+	}
 
 	// The SLO is the share of all requests over the target, transients
 	// included. The late share recent transients caused is measured and shown,
@@ -777,7 +782,9 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	budget := 1 - conf
 	floorBudget, marginBudget := budget, budget
 	if spec.Percentile > 0 {
-		e.recordLate(snap, lambdaNow, target, transient, budget)
+		if fresh {
+			e.recordLate(snap, lambdaNow, target, transient, budget)
+		}
 		eff, spent := e.spendBudget(budget, conf)
 		x.SpentLateShare = spent
 		pct := 100 * (1 - eff)

@@ -79,8 +79,8 @@ func rateMixture(cv2 float64) []weighted {
 // weighted, forgetting at the rate new pairs come, over rateCV2Memory pairs)
 // and returns the average clamped at 0 (the estimate is unbiased, so noise
 // makes it slightly negative on Poisson traffic), and whether any was measured.
-func (e *Engine) rateCV2(snap Snapshot) (float64, bool) {
-	if snap.RateCV2Pairs > 0 {
+func (e *Engine) rateCV2(snap Snapshot, fresh bool) (float64, bool) {
+	if snap.RateCV2Pairs > 0 && fresh {
 		// One snapshot weighs at most the memory, so that the memory holds
 		// whatever came before.
 		pairs := math.Min(snap.RateCV2Pairs, rateCV2Memory)

@@ -67,17 +67,17 @@ func TestBatchArrivalsNeedMorePods(t *testing.T) {
 
 func TestEngineAveragesRateCV2ByPairsAndKeepsItInState(t *testing.T) {
 	e := NewEngine()
-	_, ok := e.rateCV2(Snapshot{})
+	_, ok := e.rateCV2(Snapshot{}, true)
 	require.False(t, ok, "nothing measured yet")
-	v, ok := e.rateCV2(Snapshot{RateCV2: 2, RateCV2Pairs: 10})
+	v, ok := e.rateCV2(Snapshot{RateCV2: 2, RateCV2Pairs: 10}, true)
 	require.True(t, ok)
 	require.InDelta(t, 2, v, 1e-12)
 	// Many pairs of Poisson-like noise pull the average down; it is clamped at
 	// 0 but its sum is not, so later evidence is weighed fairly.
-	v, _ = e.rateCV2(Snapshot{RateCV2: -0.5, RateCV2Pairs: 3000})
+	v, _ = e.rateCV2(Snapshot{RateCV2: -0.5, RateCV2Pairs: 3000}, true)
 	require.Zero(t, v)
 	require.Less(t, e.cv2Sum, 0.0)
-	v, _ = e.rateCV2(Snapshot{}) // no pairs: unchanged
+	v, _ = e.rateCV2(Snapshot{}, true) // no pairs: unchanged
 	require.Zero(t, v)
 	restored := NewEngineFromState(e.State())
 	require.InDelta(t, e.cv2Sum, restored.cv2Sum, 1e-9)
@@ -85,9 +85,9 @@ func TestEngineAveragesRateCV2ByPairsAndKeepsItInState(t *testing.T) {
 	// The memory: one snapshot weighs at most rateCV2Memory pairs, and after
 	// that many pairs of a new value the old one weighs e⁻¹ of what it did.
 	e2 := NewEngine()
-	e2.rateCV2(Snapshot{RateCV2: 1, RateCV2Pairs: 1e6})
+	e2.rateCV2(Snapshot{RateCV2: 1, RateCV2Pairs: 1e6}, true)
 	for range 60 {
-		v, _ = e2.rateCV2(Snapshot{RateCV2: 3, RateCV2Pairs: 5})
+		v, _ = e2.rateCV2(Snapshot{RateCV2: 3, RateCV2Pairs: 5}, true)
 	}
 	old := rateCV2Memory * math.Exp(-1)
 	recent := 5 * (1 - math.Exp(-1)) / (1 - math.Exp(-5/rateCV2Memory))

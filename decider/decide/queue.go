@@ -314,6 +314,26 @@ func solveBias(latency func(b float64) float64, measured float64) (float64, bool
 	return math.Exp((lo + hi) / 2), false
 }
 
+// fresh tells whether snap's newest interval (its DataTime) is one the engine
+// has not folded into its averages yet, and marks it folded. A decider that
+// decides as often as the collector scrapes sometimes runs twice on one
+// point (the two clocks drift), and one that waits out a collector's missed
+// cycle runs on the same point until the next comes: each interval counts
+// once in the count dispersion, the rate's cv², the pooled service time, the
+// closed loop and the backlog's persistence. A snapshot without a DataTime is
+// always fresh.
+func (e *Engine) fresh(snap Snapshot) bool {
+	if snap.DataTime.IsZero() {
+		return true
+	}
+	t := snap.DataTime.UnixNano()
+	if t == e.foldedAt {
+		return false
+	}
+	e.foldedAt = t
+	return true
+}
+
 // dispersionMemory is how many decisions the counts' dispersion averages over.
 const dispersionMemory = 20.0
 
@@ -321,7 +341,10 @@ const dispersionMemory = 20.0
 // variance over their mean; 1 for Poisson arrivals, about the batch size for
 // arrivals in batches), an exponential average over the last dispersionMemory
 // decisions of (N − λw)²/(λw), with N the short window's count and λ the
-// cycle's rate. It returns the value before this decision's sample.
+// cycle's rate (the newest λ sample, whose span W holds the short window). A
+// short window as long as the cycle's (the controller's store gave the
+// newest point as both) says nothing of it and is not counted. It returns
+// the value before this decision's sample.
 //
 // Until it has that many samples it is their plain mean with Poisson's 1 as
 // one more sample (each new one weighs 1/(n + 2) after n): an exponential
@@ -329,13 +352,13 @@ const dispersionMemory = 20.0
 // after 7 decisions, so a cold decider took counts in batches of 50 for
 // nearly Poisson ones, and its forecast's bound trusted a line through them
 // (nasa-2jul-10h-x50: 81 pods ordered at 35 s for λ ≈ 25/s).
-func (e *Engine) dispersion(snap Snapshot, lambda float64) float64 {
+func (e *Engine) dispersion(snap Snapshot, lambda float64, fresh bool) float64 {
 	d := e.disp
 	if d <= 0 {
 		d = 1
 	}
-	w := snap.ShortWindow.Seconds()
-	if w <= 0 || lambda <= 0 {
+	w, span := snap.ShortWindow.Seconds(), sampleStep(snap.ArrivalRates).Seconds()
+	if w <= 0 || lambda <= 0 || !fresh || span <= w {
 		return d
 	}
 	mean := lambda * w
@@ -506,12 +529,14 @@ func (e *Engine) latencyBias() float64 {
 // model is not meant to describe; it is left out. A backlog the pods clear
 // within the lead is the steady state of bursty arrivals, and is learnt. It returns the
 // correction, this cycle's observation (0: none) and, when it made none, why.
-func (e *Engine) calibrate(spec Spec, snap Snapshot, m *sizer, lambda, es float64, serving int32, draining bool, x *Explanation) (float64, float64, string) {
+func (e *Engine) calibrate(spec Spec, snap Snapshot, m *sizer, lambda, es float64, serving int32, draining, fresh bool, x *Explanation) (float64, float64, string) {
 	bias := e.latencyBias()
 	measured := snap.MeasuredLatency
 	switch {
 	case measured <= 0 || lambda <= 0 || es <= 0 || serving < 1:
 		return bias, 0, ""
+	case !fresh:
+		return bias, 0, "not corrected this cycle: its measurement was folded in already (no newer point from the collector)"
 	case draining:
 		return bias, 0, "not corrected this cycle: a backlog is draining (a transient the steady-state model does not describe)"
 	}

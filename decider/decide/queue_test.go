@@ -389,6 +389,87 @@ func TestCountDispersionIsLearntFromTheFirstCycles(t *testing.T) {
 	require.InDelta(t, 100+(300-100)*0.05, old.disp, 1e-9, "an older state is a full memory")
 }
 
+// TestCountDispersionNeedsAShortWindowInsideTheCycles: the short window's
+// count says how dispersed counts are only against a rate over a longer
+// window. Given the newest point as both (what the controller's store gave
+// until 2026-11-29), the difference is 0 every cycle and read the counts as
+// less dispersed than Poisson; such a cycle now leaves the measured value
+// as it is.
+func TestCountDispersionNeedsAShortWindowInsideTheCycles(t *testing.T) {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	e := NewEngineFromState(State{CountDispersion: 40, CountDispersionSamples: 20})
+	for i := range 10 {
+		now := t0.Add(time.Duration(i) * 5 * time.Second)
+		s := snapshot(now, 60, 0.04, 5)
+		s.ArrivalRates = nil
+		for k := 40; k >= 0; k-- {
+			s.ArrivalRates = append(s.ArrivalRates, Sample{Time: now.Add(-time.Duration(k) * 5 * time.Second), Rate: float64(120 * ((i + k) % 2))})
+		}
+		last := s.ArrivalRates[len(s.ArrivalRates)-1]
+		s.ShortArrivalRate, s.ShortWindow = last.Rate, 5*time.Second
+		d, err := e.Decide(spec, s)
+		require.NoError(t, err)
+		require.Equal(t, 40.0, d.Explanation.CountDispersion)
+		e.Revert(d)
+	}
+	require.Equal(t, 40.0, e.State().CountDispersion)
+}
+
+// TestARepeatedIntervalIsFoldedOnce: a decider that decides as often as the
+// collector scrapes sometimes runs twice on one point. The second decision
+// is taken on it again, but the engine's averages (the count dispersion, the
+// rate's cv², the pooled service time, the closed loop's correction and late
+// shares, the backlog's persistence) take each interval once: its state is
+// what one decision left, and the explanation says the data repeated. The
+// next point is folded in as ever.
+func TestARepeatedIntervalIsFoldedOnce(t *testing.T) {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	at := func(i int) Snapshot {
+		s := snapshot(t0.Add(time.Duration(i)*5*time.Second), 60, 0.04, 5)
+		s.ShortArrivalRate, s.ShortWindow = float64(120*(i%2)), 5*time.Second
+		s.ServiceSCV, s.ServiceSamples = 1.5, 300
+		s.RateCV2, s.RateCV2Pairs = 0.4, 25
+		s.MeasuredLatency, s.LatencySamples = 0.2, 300
+		s.MeasuredQuantiles = []LatencyQuantile{{Percentile: 50, Seconds: 0.05}, {Percentile: 95, Seconds: 0.2}, {Percentile: 99, Seconds: 0.4}}
+		s.Pods = []Pod{{Name: "a", InService: 1, Queued: 30}}
+		return s
+	}
+	e := NewEngine()
+	for i := range 5 {
+		d, err := e.Decide(spec, at(i))
+		require.NoError(t, err)
+		require.False(t, d.Explanation.RepeatedData)
+		e.Revert(d)
+	}
+	once := e.State()
+	onceBacklog, onceLate := e.lastBacklog, e.recent
+	d, err := e.Decide(spec, at(4))
+	require.NoError(t, err)
+	e.Revert(d)
+	require.True(t, d.Explanation.RepeatedData)
+	require.Contains(t, d.Explanation.LatencyBiasNote, "folded in already")
+	averages := func(s State) State {
+		// What a decision (not an interval) adds: its recommendation and scale
+		// events.
+		s.Recommendations, s.ScaleEvents = nil, nil
+		return s
+	}
+	require.Equal(t, averages(once), averages(e.State()), "the same interval again changes none of the averages")
+	require.NotZero(t, once.RecentLate, "the closed loop had counted late requests")
+	require.NotZero(t, once.ServiceSamples)
+	require.NotZero(t, once.RateCV2Pairs)
+	require.Equal(t, onceBacklog, e.lastBacklog)
+	require.Equal(t, onceLate, e.recent)
+
+	d, err = e.Decide(spec, at(5))
+	require.NoError(t, err)
+	require.False(t, d.Explanation.RepeatedData)
+	require.NotEqual(t, once.CountDispersion, e.State().CountDispersion, "the next point is folded in")
+	require.Equal(t, once.CountDispersionSamples+1, e.State().CountDispersionSamples)
+}
+
 func TestNoScaleDownWhilePodsStart(t *testing.T) {
 	spec := queueSpec()
 	spec.Behavior = immediate()

@@ -155,7 +155,7 @@ func cusumStep(stat float64, run moments, n, es, scv float64) (float64, moments)
 // of this interval's quantiles in the averaged tail shape (1: start afresh)
 // and the requests they were measured over (0: none folded in), and fills the
 // explanation's terms.
-func (e *Engine) serviceTime(snap Snapshot, lambda float64, x *Explanation) (es, scv, shapeWeight, samples float64) {
+func (e *Engine) serviceTime(snap Snapshot, lambda float64, fresh bool, x *Explanation) (es, scv, shapeWeight, samples float64) {
 	n := snap.ServiceSamples
 	if n <= 0 {
 		n = lambda * sampleStep(snap.ArrivalRates).Seconds()
@@ -173,12 +173,7 @@ func (e *Engine) serviceTime(snap Snapshot, lambda float64, x *Explanation) (es,
 	}
 	x.ServiceTimeInterval = snap.ServiceTime
 	shapeWeight = 0
-	// The same interval twice (the collector missed a cycle and the store
-	// returned its newest point again) is counted once.
-	fresh := snap.DataTime.IsZero() || snap.DataTime.UnixNano() != e.serviceAt
-	if !snap.DataTime.IsZero() {
-		e.serviceAt = snap.DataTime.UnixNano()
-	}
+	// The same interval twice is counted once (fresh).
 	if snap.ServiceTime > 0 && n > 0 && fresh {
 		why := e.service.update(snap.ServiceTime, orOne(snap.ServiceSCV), n, cpu)
 		// This interval's share of the pooled requests: the quantiles are

@@ -735,6 +735,13 @@ type Explanation struct {
 	// CountDispersion is the measured index of dispersion of arrival counts
 	// (variance over mean; 1 for Poisson) the rate bounds use.
 	CountDispersion float64 `json:"countDispersion,omitempty"`
+	// RepeatedData is true when the snapshot's newest interval (its DataTime)
+	// was folded into the engine's averages by an earlier decision: the
+	// decider was called again before the collector's next point. The
+	// decision is taken on it again, but the count dispersion, the rate's cv²,
+	// the service time, the closed loop's correction and late shares, and
+	// the backlog's persistence count each interval once.
+	RepeatedData bool `json:"repeatedData,omitempty"`
 	// TransientLateShare is the share of recent requests that transients
 	// (backlogs) put over the target, measured; EffectivePercentile the
 	// percentile the model sized for: the spec's, stricter by up to

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/qas-dev/qas/decider/controller"
+	"github.com/qas-dev/qas/decider/measurement"
 	"github.com/qas-dev/qas/decider/store"
 	"github.com/qas-dev/qas/internal/cli"
 	"github.com/qas-dev/qas/internal/influx"
@@ -24,7 +25,7 @@ const EnvPrefix = "QAS_DECIDER"
 type Options struct {
 	Kubeconfig                                string
 	Influx                                    influx.Options
-	Interval, Window, MaxPodAge               time.Duration
+	Interval, Window, RateWindow, MaxPodAge   time.Duration
 	HistorySpan, HistoryStep                  time.Duration
 	MeasureTimeout                            time.Duration
 	Workers                                   int
@@ -45,8 +46,9 @@ func (o *Options) FlagSet() *flag.FlagSet {
 	fs := flag.NewFlagSet("qas-decider run", flag.ContinueOnError)
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (empty = in-cluster)")
 	o.Influx.Register(fs, "InfluxDB base URL (where qas-collector writes)")
-	fs.DurationVar(&o.Interval, "interval", 15*time.Second, "decision cycle period")
-	fs.DurationVar(&o.Window, "window", 10*time.Minute, "how much arrival-rate history each decision reads (the forecast's input)")
+	fs.DurationVar(&o.Interval, "interval", 5*time.Second, "decision cycle period: every scrape of the collector (its --interval), as the simulator's qas decides; a longer one sees a burst later")
+	fs.DurationVar(&o.Window, "window", time.Hour, "how much arrival-rate history each decision reads: the forecast's input and the jumps the scale-down's margin and the jump floor price (the simulator's qas reads an hour)")
+	fs.DurationVar(&o.RateWindow, "rate-window", measurement.DefaultRateWindow, "the long window λ is read over: the collector's points (one per scrape) are merged into windows of this length, the newest point alone being the fast path's short window; at least two scrapes, so the count dispersion can be measured")
 	fs.DurationVar(&o.HistorySpan, "history-span", store.DefaultHistorySpan, "how much long λ history (step means) the recurring-burst detector reads; 0 turns it off (a daily period needs more than 2 days)")
 	fs.DurationVar(&o.HistoryStep, "history-step", store.DefaultHistoryStep, "the long λ history's step: λ's mean per step, a whole number of seconds")
 	fs.DurationVar(&o.MaxPodAge, "max-pod-data-age", time.Minute, "a Ready pod without a measurement this recent counts as missing data (no scale-down)")
@@ -112,6 +114,8 @@ func (o *Options) Validate() error {
 		return cli.Usagef("interval", "%s is not positive", o.Interval)
 	case o.Window < o.Interval:
 		return cli.Usagef("window", "%s is shorter than --interval (%s)", o.Window, o.Interval)
+	case o.RateWindow <= 0 || o.RateWindow > o.Window:
+		return cli.Usagef("rate-window", "%s must be positive and at most --window (%s)", o.RateWindow, o.Window)
 	case o.MeasureTimeout < 0 || o.MeasureTimeout >= o.Interval:
 		return cli.Usagef("measure-timeout", "%s must be shorter than --interval (%s), so that a cycle ends in time, and not negative (0: a third of --interval)", o.MeasureTimeout, o.Interval)
 	case o.Workers < 1:

@@ -122,7 +122,7 @@ func Run(ctx context.Context, o Options, cfg *rest.Config, log *zap.Logger) erro
 	client := influxdb2.NewClient(o.Influx.URL, o.Influx.Token)
 	defer client.Close()
 	flux := &store.Flux{Query: client.QueryAPI(o.Influx.Org), Bucket: o.Influx.Bucket}
-	src := store.Source{Store: flux, Window: o.Window, MaxPodAge: o.MaxPodAge}
+	src := store.Source{Store: flux, Window: o.Window, RateWindow: o.RateWindow, MaxPodAge: o.MaxPodAge}
 	if o.HistorySpan > 0 {
 		src.History = &store.LongHistory{Store: flux, Span: o.HistorySpan, Step: o.HistoryStep}
 	}

@@ -26,12 +26,15 @@ func TestOptions(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "qas-system", o.LeaseNamespace)
 	require.Equal(t, "host-1", o.Identity)
-	require.Equal(t, 15*time.Second, o.Interval)
+	require.Equal(t, 5*time.Second, o.Interval, "every scrape of the collector, as the simulator's qas decides")
+	require.Equal(t, time.Hour, o.Window, "the hour of λ the simulator's qas reads")
+	require.Equal(t, 15*time.Second, o.RateWindow)
 	require.True(t, o.LeaderElect)
 	require.Equal(t, 24*time.Hour, o.HistorySpan, "a day of long λ history for the recurring-burst detector")
 	require.Equal(t, time.Minute, o.HistoryStep)
 	require.Equal(t, 5, o.Workers, "the HPA's default")
-	require.Equal(t, 5*time.Second, o.ReadDeadline(), "a third of the 15 s interval")
+	o.Interval = 15 * time.Second
+	require.Equal(t, 5*time.Second, o.ReadDeadline(), "a third of a 15 s interval")
 	o.Interval, o.MeasureTimeout = 3*time.Second, 0
 	require.Equal(t, time.Second, o.ReadDeadline(), "a short interval gets a short deadline")
 	o.MeasureTimeout = 2 * time.Second
@@ -56,7 +59,10 @@ func TestOptions(t *testing.T) {
 		{[]string{"--influx-url", "ftp://x"}, "influx-url"},
 		{[]string{"--influx-bucket", ""}, "influx-bucket"},
 		{[]string{"--interval", "0s"}, "interval"},
-		{[]string{"--window", "5s"}, "window"},
+		{[]string{"--window", "4s"}, "window"},
+		{[]string{"--rate-window", "0s"}, "rate-window"},
+		{[]string{"--rate-window", "2h"}, "rate-window"},
+		{[]string{"--window", "10s"}, "rate-window"},
 		{[]string{"--max-pod-data-age", "0s"}, "max-pod-data-age"},
 		{[]string{"--history-step", "0s"}, "history-step"},
 		{[]string{"--history-step", "1500ms"}, "history-step"},

@@ -106,12 +106,10 @@ func (f *Flux) Snapshot(ctx context.Context, q Query) (measurement.Workload, err
 		return measurement.Workload{}, err
 	}
 	var rates []decide.Sample
-	var rv rateCV2
 	last := map[string]float64{}
 	var lastTime time.Time
 	err := f.each(ctx, WorkloadQuery(f.Bucket, q), func(r *query.FluxRecord) {
 		rates = append(rates, decide.Sample{Time: r.Time(), Rate: num(r, influx.FieldArrivalRate)})
-		rv.add(num(r, influx.FieldArrivalRateCV2), num(r, influx.FieldArrivalRatePairs))
 		for _, k := range workloadFields[1:] {
 			last[k] = num(r, k)
 		}
@@ -162,7 +160,7 @@ func (f *Flux) Snapshot(ctx context.Context, q Query) (measurement.Workload, err
 			return measurement.Workload{}, err
 		}
 	}
-	w := assemble(q, rates, rv, last, lastTime, pods, values(neighbours), values(nodes))
+	w := assemble(q, rates, last, lastTime, pods, values(neighbours), values(nodes))
 	if bucketsErr != nil {
 		// One read of both histograms: both are lost, nothing else.
 		w.LatencyBuckets, w.LatencyBucketsError = nil, bucketsErr.Error()

@@ -93,10 +93,8 @@ func (m *Memory) Snapshot(_ context.Context, q Query) (measurement.Workload, err
 	}
 	sort.SliceStable(wl, func(i, j int) bool { return wl[i].time.Before(wl[j].time) })
 	rates := make([]decide.Sample, len(wl))
-	var rv rateCV2
 	for i, p := range wl {
 		rates[i] = decide.Sample{Time: p.time, Rate: p.fields[influx.FieldArrivalRate]}
-		rv.add(p.fields[influx.FieldArrivalRateCV2], p.fields[influx.FieldArrivalRatePairs])
 	}
 	newest := wl[len(wl)-1]
 	podRows := values(pods)
@@ -115,5 +113,5 @@ func (m *Memory) Snapshot(_ context.Context, q Query) (measurement.Workload, err
 			}
 		}
 	}
-	return assemble(q, rates, rv, newest.fields, newest.time, podRows, values(neighbours), nodeRows), nil
+	return assemble(q, rates, newest.fields, newest.time, podRows, values(neighbours), nodeRows), nil
 }

@@ -23,8 +23,8 @@ import (
 // arrivals per second on a stepped clock and serve their real /stats (with a
 // front replica of the workload); the collector's pipeline scrapes them and
 // writes to a real InfluxDB; Flux reads the window back. Its RateCV2 is the
-// cycles' estimates weighted by their pairs, and a cycle without one (no
-// arrival in its pairs) weighs nothing.
+// newest cycle's estimate with its pairs, the interval the engine folds into
+// its own average; a cycle without one (no arrival in its pairs) has none.
 func TestRateCV2FromTheCollectorThroughInfluxDB(t *testing.T) {
 	db := influxtest.Start(t)
 	w, err := influx.NewWriter(influx.WriterConfig{URL: db.URL, Bucket: influxtest.Bucket, FlushInterval: 50 * time.Millisecond}, nil, zap.NewNop())
@@ -67,7 +67,8 @@ func TestRateCV2FromTheCollectorThroughInfluxDB(t *testing.T) {
 	ctx := context.Background()
 	second(0, 0)
 	p.Run(ctx, targets)
-	var weighted, pairs float64
+	var pairs float64
+	var newest, newestPairs float64 // the last cycle's estimate
 	for _, cycle := range [][][2]int{
 		{{3, 5}, {9, 0}, {1, 6}, {4, 2}, {8, 2}, {2, 7}}, // 5 pairs
 		{{0, 0}, {0, 0}, {0, 0}},                         // 3 pairs, with the previous cycle's last second (9)
@@ -80,9 +81,10 @@ func TestRateCV2FromTheCollectorThroughInfluxDB(t *testing.T) {
 		c := p.Run(ctx, targets)
 		m, ok := c.Workloads[pipeline.WorkloadKey{Namespace: "ns", Workload: "w"}]
 		require.True(t, ok)
+		newest, newestPairs = 0, 0
 		if m.ArrivalRateCV2Valid() {
-			weighted += m.ArrivalRateCV2 * float64(m.ArrivalRateSums.Pairs)
 			pairs += float64(m.ArrivalRateSums.Pairs)
+			newest, newestPairs = m.ArrivalRateCV2, float64(m.ArrivalRateSums.Pairs)
 		}
 		time.Sleep(10 * time.Millisecond) // the points' times (the collector's clock) must differ
 	}
@@ -99,7 +101,8 @@ func TestRateCV2FromTheCollectorThroughInfluxDB(t *testing.T) {
 	got, err := fl.Snapshot(ctx, Query{Namespace: "ns", Workload: "w", Now: time.Now(), Window: time.Hour})
 	require.NoError(t, err)
 	require.Len(t, got.ArrivalRates, 4)
-	require.Equal(t, pairs, got.RateCV2Pairs)
-	require.InDelta(t, weighted/pairs, got.RateCV2, 1e-12)
+	require.Equal(t, 5.0, newestPairs)
+	require.Equal(t, newestPairs, got.RateCV2Pairs)
+	require.InDelta(t, newest, got.RateCV2, 1e-12)
 	require.NotZero(t, got.RateCV2)
 }

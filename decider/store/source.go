@@ -16,6 +16,13 @@ type Source struct {
 	Store Store
 	// Window is how far back the arrival-rate history reaches.
 	Window time.Duration
+	// RateWindow is the long window the engine reads λ over: the collector's
+	// points (one per scrape) are merged into windows of this length laid
+	// back from the newest (measurement.RateWindows), as the simulator's qas
+	// reads them, while the newest point alone stays the short window. 0 is
+	// measurement.DefaultRateWindow; a negative value keeps the points as
+	// they are.
+	RateWindow time.Duration
 	// MaxPodAge: a pod whose newest point is older than the workload's newest
 	// point by more than this counts as missing (default 1 min).
 	MaxPodAge time.Duration
@@ -61,5 +68,17 @@ func (s Source) Measure(ctx context.Context, q measurement.Query) (measurement.W
 			w.History = h
 		}
 	}
+	rw := s.RateWindow
+	if rw == 0 {
+		rw = measurement.DefaultRateWindow
+	}
+	// The window is (now − window, now]: a point at its very start, which the
+	// range reads, ends an interval that began before it.
+	start := q.Now.Add(-s.Window)
+	first := 0
+	for first < len(w.ArrivalRates)-1 && !w.ArrivalRates[first].Time.After(start) {
+		first++
+	}
+	w.ArrivalRates = measurement.RateWindows(w.ArrivalRates[first:], rw)
 	return w.Judge(q, maxAge), nil
 }

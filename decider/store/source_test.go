@@ -257,3 +257,32 @@ func TestDecisionsReachAnEmptyInfluxDB(t *testing.T) {
 }
 
 func mathInf() float64 { return math.Inf(1) }
+
+// TestSourceReadsLambdaOverTheEnginesWindows: the collector's points, one per
+// 5 s scrape, reach the engine merged into 15 s windows laid back from the
+// newest (each the rate over its points), while the newest point alone stays
+// the fast path's short window: the long window holds the short one, as in
+// the simulator, so the engine reads the counts' dispersion from their
+// difference. A negative RateWindow keeps the points.
+func TestSourceReadsLambdaOverTheEnginesWindows(t *testing.T) {
+	mem := NewMemory()
+	rates := []float64{9, 10, 10, 11, 30, 20, 40, 12}
+	for i, r := range rates {
+		mem.Write(workloadPoint(time.Duration(i+1)*5*time.Second, r))
+	}
+	q := measurement.Query{Namespace: "ns", Workload: "web", Now: t0.Add(41 * time.Second)}
+	m, err := Source{Store: mem, Window: time.Minute}.Measure(context.Background(), q)
+	require.NoError(t, err)
+	require.Equal(t, []decide.Sample{
+		{Time: t0.Add(10 * time.Second), Rate: 9.5},
+		{Time: t0.Add(25 * time.Second), Rate: 17},
+		{Time: t0.Add(40 * time.Second), Rate: 24},
+	}, m.ArrivalRates)
+	require.Equal(t, 12.0, m.ShortArrivalRate, "the newest point alone")
+	require.Equal(t, 5*time.Second, m.ShortWindow)
+
+	m, err = Source{Store: mem, Window: time.Minute, RateWindow: -1}.Measure(context.Background(), q)
+	require.NoError(t, err)
+	require.Len(t, m.ArrivalRates, len(rates))
+	require.Equal(t, 12.0, m.ArrivalRates[len(rates)-1].Rate)
+}

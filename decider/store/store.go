@@ -169,11 +169,14 @@ func nodeNames(q Query, pods []podRow) []string {
 // else) is left out rather than let one value sway the average.
 const maxRateCV2 = 1e4
 
-// rateCV2 averages the workload points' arrival_rate_cv2 over the window,
-// each weighted by its arrival_rate_pairs: the estimate over all their pairs
-// of seconds, as one over the whole window would be up to the pairs that span
-// two points. A point without them (none measured, or a collector from before
-// them) weighs nothing.
+// rateCV2 is the newest workload point's arrival_rate_cv2 and the pairs of
+// seconds it is over (arrival_rate_pairs), checked: the engine averages the
+// intervals itself, each once (decide/mixture.go), as the simulator's qas
+// hands it each interval's. A point without them (none measured, or a
+// collector from before them) gives none. (Until 2026-11-29 the store
+// averaged the whole window's points, so the controller's average followed
+// a change of traffic over the window, an hour, where the simulator's
+// follows it over a few hundred pairs of seconds.)
 type rateCV2 struct{ weighted, pairs float64 }
 
 // add takes one point's fields.
@@ -194,7 +197,7 @@ func (a rateCV2) value() (cv2, pairs float64) {
 }
 
 // assemble builds the measurement from the rows both implementations extract.
-func assemble(q Query, rates []decide.Sample, rv rateCV2, last map[string]float64, lastTime time.Time, pods, neighbours []podRow, nodes []nodeRow) measurement.Workload {
+func assemble(q Query, rates []decide.Sample, last map[string]float64, lastTime time.Time, pods, neighbours []podRow, nodes []nodeRow) measurement.Workload {
 	w := measurement.Workload{
 		ArrivalRates: rates, DataTime: lastTime,
 		ServiceTime: last[influx.FieldServiceMean], ServiceSCV: last[influx.FieldServiceSCV],
@@ -213,6 +216,8 @@ func assemble(q Query, rates []decide.Sample, rv rateCV2, last map[string]float6
 	w.LatencyBuckets, w.LatencyBucketsError = latencyHistogram.buckets(last)
 	w.ServiceQuantiles = serviceQuantiles(last)
 	w.ServiceBuckets, w.ServiceBucketsError = serviceHistogram.buckets(last)
+	var rv rateCV2
+	rv.add(last[influx.FieldArrivalRateCV2], last[influx.FieldArrivalRatePairs])
 	w.RateCV2, w.RateCV2Pairs = rv.value()
 	// The newest point is one scrape interval: the fast path's short window.
 	if n := len(rates); n >= 2 && rates[n-1].Time.After(rates[n-2].Time) {

@@ -42,7 +42,8 @@ func fixture() []*write.Point {
 	// An older point's pooled fields are not the newest's.
 	pts[1].AddField("expired_requeued_rate", 7.0).AddField("front_refused_full_rate", 8.0)
 	// The first and the newest point carry the rate's cv² (the middle one had no
-	// pair of seconds): read as their pair-weighted mean.
+	// pair of seconds): the newest point's is read (the engine averages the
+	// intervals itself).
 	pts[0].AddField("arrival_rate_cv2", 0.5).AddField("arrival_rate_pairs", 8.0)
 	pts[2].AddField("arrival_rate_cv2", -0.25).AddField("arrival_rate_pairs", 24.0)
 	// The first and the newest point carry latency buckets, the newest one also a
@@ -112,7 +113,7 @@ func want() measurement.Workload {
 			{UpperBound: math.Inf(1), Count: 10}},
 		ServiceBucketsError: `influx: field "service_bucket_le_1e-4" is not in its canonical form "service_bucket_le_0.0001": skipped`,
 		ShortArrivalRate:    30, ShortWindow: 5 * time.Second,
-		RateCV2: (0.5*8 - 0.25*24) / 32, RateCV2Pairs: 32,
+		RateCV2: -0.25, RateCV2Pairs: 24, // the newest point's
 		OverflowShare: 0.4, FrontQueue: 17,
 		ExpiredRequeuedRate: 1.5, ExpiredRelayedRate: 0.25, FrontRefusedRate: 3,
 		ServiceQuantiles: []decide.LatencyQuantile{{Percentile: 50, Seconds: 0.01}, {Percentile: 75, Seconds: 0.02}, {Percentile: 90, Seconds: 0.04},
@@ -194,7 +195,7 @@ func TestServiceSamplesValidated(t *testing.T) {
 				last[influx.FieldServiceSamples] = tc.v
 			}
 			require.Equal(t, tc.want, serviceSamples(last))
-			w := assemble(Query{}, nil, rateCV2{}, last, t0, nil, nil, nil)
+			w := assemble(Query{}, nil, last, t0, nil, nil, nil)
 			require.Equal(t, tc.want, w.ServiceSamples)
 			require.Equal(t, 0.05, w.ServiceTime, "nothing else is lost")
 		})
@@ -399,32 +400,37 @@ func utc(s []decide.Sample) []decide.Sample {
 	return s
 }
 
-// TestRateCV2WeighsPointsByTheirPairs: the window's cv² is the points' mean
-// weighted by their pairs; a point without pairs, with a non-finite or absurd
-// cv², or with a negative or non-finite count of pairs weighs nothing.
-func TestRateCV2WeighsPointsByTheirPairs(t *testing.T) {
+// TestRateCV2IsTheNewestPoints: the measurement's cv² is the newest workload
+// point's, with its pairs; a newest point without pairs, with a non-finite or
+// absurd cv², or with a negative or non-finite count of pairs gives none,
+// whatever older points hold (the engine folds each interval once).
+func TestRateCV2IsTheNewestPoints(t *testing.T) {
 	tests := []struct {
 		name               string
-		points             [][2]float64 // cv², pairs
+		points             [][2]float64 // cv², pairs; oldest first
 		wantCV2, wantPairs float64
 	}{
-		{"none", nil, 0, 0},
 		{"one", [][2]float64{{0.3, 10}}, 0.3, 10},
-		{"weighted", [][2]float64{{1, 30}, {0, 10}}, 0.75, 40},
-		{"negative estimates count", [][2]float64{{-0.5, 10}, {0.5, 30}}, 0.25, 40},
-		{"a point without pairs weighs nothing", [][2]float64{{0.2, 5}, {9, 0}}, 0.2, 5},
-		{"broken points are left out", [][2]float64{{0.2, 5}, {math.NaN(), 5}, {2e4, 5}, {1, -3}, {1, math.Inf(1)}, {1, math.NaN()}}, 0.2, 5},
-		{"only broken points: none", [][2]float64{{math.Inf(-1), 5}}, 0, 0},
+		{"the newest, not a mean", [][2]float64{{1, 30}, {0, 10}}, 0, 10},
+		{"a negative estimate counts", [][2]float64{{0.5, 30}, {-0.5, 10}}, -0.5, 10},
+		{"a newest point without pairs gives none", [][2]float64{{0.2, 5}, {9, 0}}, 0, 0},
+		{"not a number", [][2]float64{{0.2, 5}, {math.NaN(), 5}}, 0, 0},
+		{"absurd", [][2]float64{{0.2, 5}, {2e4, 5}}, 0, 0},
+		{"negative pairs", [][2]float64{{0.2, 5}, {1, -3}}, 0, 0},
+		{"infinite pairs", [][2]float64{{0.2, 5}, {1, math.Inf(1)}}, 0, 0},
+		{"pairs not a number", [][2]float64{{0.2, 5}, {1, math.NaN()}}, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var a rateCV2
-			for _, p := range tt.points {
-				a.add(p[0], p[1])
+			mem := NewMemory()
+			for i, p := range tt.points {
+				mem.Write(write.NewPoint(influx.Workload, map[string]string{"namespace": "ns", "workload": "w"},
+					map[string]any{"arrival_rate": 10.0, "arrival_rate_cv2": p[0], "arrival_rate_pairs": p[1]}, t0.Add(time.Duration(i)*5*time.Second)))
 			}
-			cv2, pairs := a.value()
-			require.InDelta(t, tt.wantCV2, cv2, 1e-12)
-			require.Equal(t, tt.wantPairs, pairs)
+			got, err := mem.Snapshot(context.Background(), Query{Namespace: "ns", Workload: "w", Now: t0.Add(time.Minute), Window: time.Hour})
+			require.NoError(t, err)
+			require.InDelta(t, tt.wantCV2, got.RateCV2, 1e-12)
+			require.Equal(t, tt.wantPairs, got.RateCV2Pairs)
 		})
 	}
 }

@@ -85,7 +85,7 @@ var Schema = []Measurement{
 			{"service_p99_5_seconds", "s", "99.5th percentile service time"},
 			{"service_p99_9_seconds", "s", "99.9th percentile service time: with the others, the shape the decider models the latency tail from (the survival log-linear inside each histogram bucket)"},
 			{"arrival_rate_cv2", "1", "relative variance of the workload's arrival rate from one second to the next beyond Poisson noise (0: Poisson; from successive differences of whole seconds' counts summed over its pods, so a trend does not count); unbiased, so it can be slightly negative; written only when arrival_rate_pairs > 0 and a pair had an arrival"},
-			{"arrival_rate_pairs", "1", "pairs of successive whole seconds, counted at every pod, that arrival_rate_cv2 is estimated from: its weight when several points are averaged (the decider reads Σ(cv2·pairs)/Σpairs over its window); a float, as every field the decider reads"},
+			{"arrival_rate_pairs", "1", "pairs of successive whole seconds, counted at every pod, that arrival_rate_cv2 is estimated from: its weight when several points are averaged (the decider reads the newest point's and averages the intervals itself, each once, weighted by their pairs; until 2026-11-29 it read Σ(cv2·pairs)/Σpairs over its whole window); a float, as every field the decider reads"},
 			{"pods", "1", "pods scraped successfully this interval"},
 			{"clock_offset_seconds", "s", "the largest (in magnitude) offset of a pod's proxy clock from the collector's"},
 			// The pooled data plane (routing: pooled, issue #20): the sidecars' overflow

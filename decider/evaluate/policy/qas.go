@@ -9,19 +9,21 @@ import (
 	"time"
 
 	"github.com/qas-dev/qas/decider/decide"
+	"github.com/qas-dev/qas/decider/measurement"
 	"github.com/qas-dev/qas/internal/ratevar"
 	"github.com/qas-dev/qas/proxy/stats"
 )
 
 // QAS settings for the simulator.
 const (
-	// QASPeriod is how often the decider decides: every scrape, the fast path
-	// (docs/model.md). λ stays a rate over QASWindow.
+	// QASPeriod is how often the decider decides and the collector scrapes:
+	// every scrape, the fast path (docs/model.md). Each scrape is one point of
+	// λ; the engine reads λ over measurement.DefaultRateWindow, as the store
+	// merges the points for the controller.
 	QASPeriod = 5.0
-	// QASWindow is the long rate window (the decider's 15 s cycle of λ).
-	QASWindow = 15.0
-	// qasHistory is how many cycles of λ history are passed to the engine.
-	qasHistory = 240
+	// qasHistory is how much λ history is passed to the engine, in seconds:
+	// what the decider reads by default (its --window, an hour).
+	qasHistory = 3600
 	// qasLongStep and qasLongHistory are the long λ history's step and span,
 	// seconds: the store's 1-minute means over a day (store.Source).
 	qasLongStep, qasLongHistory = 60, 24 * 3600
@@ -138,13 +140,17 @@ func (q *QAS) Snapshot(o *Observation) decide.Snapshot {
 	for i := len(q.cum) - 1 - q.prior; i < len(o.Seconds); i++ {
 		q.cum = append(q.cum, q.cum[len(q.cum)-1]+int64(o.Seconds[i].Arrivals))
 	}
-	var rates []decide.Sample
-	for end := now; end > -q.prior && len(rates) < qasHistory; end -= int(QASWindow) {
-		start := max(-q.prior, end-int(QASWindow))
+	// λ as the collector stores it, one point per scrape (the rate over the
+	// interval since the one before), merged into the engine's long windows
+	// as the store merges them for the controller.
+	var points []decide.Sample
+	for end := now; end > -q.prior && end > now-qasHistory; end -= int(QASPeriod) {
+		start := max(-q.prior, end-int(QASPeriod))
 		n := q.arrivals(start, min(end, len(o.Seconds)))
-		rates = append(rates, decide.Sample{Time: at(float64(end)), Rate: float64(n) / float64(end-start)})
+		points = append(points, decide.Sample{Time: at(float64(end)), Rate: float64(n) / float64(end-start)})
 	}
-	slices.Reverse(rates)
+	slices.Reverse(points)
+	rates := measurement.RateWindows(points, measurement.DefaultRateWindow)
 	// The long history: 1-minute means aligned on the minute, complete
 	// minutes only, as the store's aggregateWindow returns them.
 	var long []decide.Sample
