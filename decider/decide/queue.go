@@ -340,11 +340,16 @@ const dispersionMemory = 20.0
 // dispersion is the index of dispersion of the short-window counts (their
 // variance over their mean; 1 for Poisson arrivals, about the batch size for
 // arrivals in batches), an exponential average over the last dispersionMemory
-// decisions of (N − λw)²/(λw), with N the short window's count and λ the
-// cycle's rate (the newest λ sample, whose span W holds the short window). A
-// short window as long as the cycle's (the controller's store gave the
-// newest point as both) says nothing of it and is not counted. It returns
-// the value before this decision's sample.
+// decisions of (N − λw)²/(λw·(1 − w/W)), with N the short window's count, λ
+// the cycle's rate (the newest λ sample) and W that sample's span, which
+// holds the short window (the newest scrape is the newest part of the
+// newest window: measurement.RateWindows). Part of N is in λ's own count, so
+// for counts independent from one second to the next N − λw varies by
+// D·λw·(1 − w/W), not D·λw: until 2026-11-29 the average read two thirds of
+// the dispersion (w = 5 s in W = 15 s). A short window as long as the
+// cycle's (the controller's store gave the newest point as both) says
+// nothing of it and is not counted. It returns the value before this
+// decision's sample.
 //
 // Until it has that many samples it is their plain mean with Poisson's 1 as
 // one more sample (each new one weighs 1/(n + 2) after n): an exponential
@@ -362,7 +367,7 @@ func (e *Engine) dispersion(snap Snapshot, lambda float64, fresh bool) float64 {
 		return d
 	}
 	mean := lambda * w
-	r := (snap.ShortArrivalRate*w - mean) * (snap.ShortArrivalRate*w - mean) / mean
+	r := (snap.ShortArrivalRate*w - mean) * (snap.ShortArrivalRate*w - mean) / (mean * (1 - w/span))
 	e.disp = d + (r-d)*max(1/dispersionMemory, 1/(e.dispN+2))
 	e.dispN = min(e.dispN+1, dispersionMemory)
 	return d

@@ -357,8 +357,8 @@ func TestCountDispersionIsMeasured(t *testing.T) {
 
 // TestCountDispersionIsLearntFromTheFirstCycles: a cold engine's dispersion
 // is the mean of the samples it has, Poisson's 1 counting as one of them, so
-// seven decisions of counts at a dispersion of 300 read about 260, where an
-// exponential average started at 1 read 91. Its state keeps the number of
+// seven decisions of counts at a dispersion of 450 read about 394, where an
+// exponential average started at 1 read 137. Its state keeps the number of
 // samples; a state without it (written before they were kept) is a full
 // memory, and one more sample moves it by a twentieth.
 func TestCountDispersionIsLearntFromTheFirstCycles(t *testing.T) {
@@ -367,7 +367,8 @@ func TestCountDispersionIsLearntFromTheFirstCycles(t *testing.T) {
 	e := NewEngine()
 	decide := func(e *Engine, i int) Decision {
 		s := snapshot(t0.Add(time.Duration(i)*5*time.Second), 60, 0.04, 5)
-		// 0 or 120/s over 5 s about a mean of 60/s: (N − λw)²/(λw) = 300.
+		// 0 or 120/s over 5 s about a mean of 60/s over the 15 s that hold
+		// them: (N − λw)²/(λw·(1 − 5/15)) = 450.
 		s.ShortArrivalRate, s.ShortWindow = float64(120*(i%2)), 5*time.Second
 		d, err := e.Decide(spec, s)
 		require.NoError(t, err)
@@ -377,16 +378,16 @@ func TestCountDispersionIsLearntFromTheFirstCycles(t *testing.T) {
 	for i := range 7 {
 		decide(e, i)
 	}
-	require.InDelta(t, (1+7*300.0)/8, e.disp, 1e-9)
+	require.InDelta(t, (1+7*450.0)/8, e.disp, 1e-9)
 	st := e.State()
 	require.Equal(t, 7.0, st.CountDispersionSamples)
 	restored := NewEngineFromState(st)
 	require.Equal(t, e.disp, restored.disp)
 	decide(restored, 7)
-	require.InDelta(t, (1+8*300.0)/9, restored.disp, 1e-9, "the restored engine goes on with its count")
+	require.InDelta(t, (1+8*450.0)/9, restored.disp, 1e-9, "the restored engine goes on with its count")
 	old := NewEngineFromState(State{CountDispersion: 100})
 	decide(old, 0)
-	require.InDelta(t, 100+(300-100)*0.05, old.disp, 1e-9, "an older state is a full memory")
+	require.InDelta(t, 100+(450-100)*0.05, old.disp, 1e-9, "an older state is a full memory")
 }
 
 // TestCountDispersionNeedsAShortWindowInsideTheCycles: the short window's
