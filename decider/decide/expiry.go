@@ -50,7 +50,7 @@ func expiredShare(snap Snapshot) float64 {
 }
 
 // withExpired adds the fronts' expiries of the last interval to the backlog b:
-// FrontExpiredRate × the interval (the newest two λ samples' spacing, the
+// FrontExpiredRate × the interval (newestInterval: the newest point's, the
 // collector's cycle) requests that waited past the front's maximum wait, beyond
 // what the pods clear within the target whatever room they had (they were
 // queued where every pod could pull them, and none did). They have left the
@@ -58,11 +58,12 @@ func expiredShare(snap Snapshot) float64 {
 // in its pod's queue at the interval's end and be in that pod's gauge too: the
 // overlap is at most the requeued ones not yet served, and errs towards
 // capacity while the fronts give requests up. It records the rates and the
-// requests added in x; without an interval (one λ sample) nothing is added.
+// requests added in x; without an interval (no short window and one λ
+// sample) nothing is added.
 func withExpired(b backlog, snap Snapshot, x *Explanation) backlog {
 	x.FrontExpiredRate, x.FrontRefusedRate = snap.FrontExpiredRate, snap.FrontRefusedRate
 	x.ExpiredLateShare = expiredShare(snap)
-	step := sampleStep(snap.ArrivalRates)
+	step := newestInterval(snap)
 	if snap.FrontExpiredRate <= 0 || step <= 0 {
 		return b
 	}

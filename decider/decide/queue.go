@@ -284,6 +284,17 @@ func jumpQuantile(samples []Sample, ratios []float64, lead time.Duration, p floa
 	return ratios[rank-1], len(ratios), true
 }
 
+// newestInterval is the interval the snapshot's newest measurements (its
+// service time, latency and their counts) are over: the newest scrape, the
+// short window, or where there is none the spacing of the newest λ samples.
+// A count that is not given is taken as λ over it.
+func newestInterval(snap Snapshot) time.Duration {
+	if snap.ShortWindow > 0 {
+		return snap.ShortWindow
+	}
+	return sampleStep(snap.ArrivalRates)
+}
+
 // sampleStep is the spacing of the last two λ samples (the cycle); 0 with one.
 func sampleStep(samples []Sample) time.Duration {
 	if len(samples) < 2 {
@@ -382,7 +393,7 @@ func (e *Engine) dispersion(snap Snapshot, lambda float64, fresh bool) float64 {
 func (e *Engine) recordLate(snap Snapshot, lambda, target float64, transient bool, budget float64) {
 	n := snap.LatencySamples
 	if n <= 0 {
-		n = lambda * sampleStep(snap.ArrivalRates).Seconds()
+		n = lambda * newestInterval(snap).Seconds()
 	}
 	if late, ok := measuredLateShare(snap, target); ok && n > 0 {
 		decay := math.Exp(-n * budget / biasTailSamples)
@@ -554,7 +565,7 @@ func (e *Engine) calibrate(spec Spec, snap Snapshot, m *sizer, lambda, es float6
 	obs, clamped := solveBias(at, measured)
 	n := snap.LatencySamples
 	if n <= 0 {
-		n = lambda * sampleStep(snap.ArrivalRates).Seconds()
+		n = lambda * newestInterval(snap).Seconds()
 	}
 	note := ""
 	if clamped {

@@ -158,7 +158,7 @@ func cusumStep(stat float64, run moments, n, es, scv float64) (float64, moments)
 func (e *Engine) serviceTime(snap Snapshot, lambda float64, fresh bool, x *Explanation) (es, scv, shapeWeight, samples float64) {
 	n := snap.ServiceSamples
 	if n <= 0 {
-		n = lambda * sampleStep(snap.ArrivalRates).Seconds()
+		n = lambda * newestInterval(snap).Seconds()
 	}
 	var cpu float64
 	var pods int

@@ -398,7 +398,7 @@ type Snapshot struct {
 	ServiceSCV  float64
 	// ServiceSamples is how many requests ServiceTime, ServiceSCV and
 	// ServiceQuantiles were measured over (the collector's interval); 0 means
-	// unknown (the engine then takes λ now × the last sample interval). The
+	// unknown (the engine then takes λ now × the newest interval, the short window). The
 	// engine pools the intervals' measurements by it (service.go).
 	ServiceSamples float64
 	// MeasuredLatency is the latency measured by the proxies at Spec.Percentile
@@ -430,7 +430,7 @@ type Snapshot struct {
 	// the intervals' ServiceQuantiles (docs/model.md section 1).
 	ServiceBuckets []LatencyBucket
 	// LatencySamples is how many requests MeasuredLatency was measured over; 0
-	// means unknown (the engine then takes λ now × the last sample interval).
+	// means unknown (the engine then takes λ now × the newest interval, the short window).
 	// It weighs the measurement when the model is corrected against it.
 	LatencySamples float64
 	// ShortArrivalRate is λ over the last ShortWindow (one scrape interval,

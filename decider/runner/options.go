@@ -48,7 +48,7 @@ func (o *Options) FlagSet() *flag.FlagSet {
 	o.Influx.Register(fs, "InfluxDB base URL (where qas-collector writes)")
 	fs.DurationVar(&o.Interval, "interval", 5*time.Second, "decision cycle period: every scrape of the collector (its --interval), as the simulator's qas decides; a longer one sees a burst later")
 	fs.DurationVar(&o.Window, "window", time.Hour, "how much arrival-rate history each decision reads: the forecast's input and the jumps the scale-down's margin and the jump floor price (the simulator's qas reads an hour)")
-	fs.DurationVar(&o.RateWindow, "rate-window", measurement.DefaultRateWindow, "the long window λ is read over: the collector's points (one per scrape) are merged into windows of this length, the newest point alone being the fast path's short window; at least two scrapes, so the count dispersion can be measured")
+	fs.DurationVar(&o.RateWindow, "rate-window", measurement.DefaultRateWindow, "the long window λ is read over: the collector's points (one per scrape) are merged into windows of this length, the newest point alone being the fast path's short window; at least two scrapes, so the count dispersion can be measured (0: the default)")
 	fs.DurationVar(&o.HistorySpan, "history-span", store.DefaultHistorySpan, "how much long λ history (step means) the recurring-burst detector reads; 0 turns it off (a daily period needs more than 2 days)")
 	fs.DurationVar(&o.HistoryStep, "history-step", store.DefaultHistoryStep, "the long λ history's step: λ's mean per step, a whole number of seconds")
 	fs.DurationVar(&o.MaxPodAge, "max-pod-data-age", time.Minute, "a Ready pod without a measurement this recent counts as missing data (no scale-down)")
@@ -114,8 +114,9 @@ func (o *Options) Validate() error {
 		return cli.Usagef("interval", "%s is not positive", o.Interval)
 	case o.Window < o.Interval:
 		return cli.Usagef("window", "%s is shorter than --interval (%s)", o.Window, o.Interval)
-	case o.RateWindow <= 0 || o.RateWindow > o.Window:
-		return cli.Usagef("rate-window", "%s must be positive and at most --window (%s)", o.RateWindow, o.Window)
+	case o.RateWindow < 0 || o.RateWindow > o.Window:
+		// 0 is the default's (a caller that builds Options without it).
+		return cli.Usagef("rate-window", "%s must be at most --window (%s) and not negative (0: %s)", o.RateWindow, o.Window, measurement.DefaultRateWindow)
 	case o.MeasureTimeout < 0 || o.MeasureTimeout >= o.Interval:
 		return cli.Usagef("measure-timeout", "%s must be shorter than --interval (%s), so that a cycle ends in time, and not negative (0: a third of --interval)", o.MeasureTimeout, o.Interval)
 	case o.Workers < 1:

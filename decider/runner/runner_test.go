@@ -60,7 +60,7 @@ func TestOptions(t *testing.T) {
 		{[]string{"--influx-bucket", ""}, "influx-bucket"},
 		{[]string{"--interval", "0s"}, "interval"},
 		{[]string{"--window", "4s"}, "window"},
-		{[]string{"--rate-window", "0s"}, "rate-window"},
+		{[]string{"--rate-window", "-1s"}, "rate-window"},
 		{[]string{"--rate-window", "2h"}, "rate-window"},
 		{[]string{"--window", "10s"}, "rate-window"},
 		{[]string{"--max-pod-data-age", "0s"}, "max-pod-data-age"},

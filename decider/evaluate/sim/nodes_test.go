@@ -96,38 +96,57 @@ func TestVerticalResizeChangesServiceRate(t *testing.T) {
 // TestMigrationOffHotNode: node-0 runs other work wanting 8 of its 4 cores, so
 // the workload's pods placed there serve 2–3× slower. qas with migration moves
 // them (surge a replacement on a cool node, remove the old pod once it is
-// Ready); without migration they stay, and their requests stay slow.
+// Ready); without migration they stay, and their requests stay slow. Six
+// seeds, compared in total: one run's trajectory turns on where a scale-up's
+// pods land (seed 5 with migration cost 10,665 pod-seconds until the count
+// dispersion lost its bias, 2026-11-29, and 14,317 since, as one scale-up
+// landed on the hot node), and both runs aim at the same budget.
 func TestMigrationOffHotNode(t *testing.T) {
 	svc := mustDist(t, "exp:100ms")
 	init := mustDist(t, "lognormal:20s,cv=0.3")
-	cfg := Config{Rates: constRates(20, 1200), Service: svc, Init: init, Concurrency: 1, CPU: 0.5,
-		Target: 0.5, Percentile: 95, InitialReplicas: 6, Seed: 5, Nodes: 3, NodeCPU: 8, Backgrounds: []float64{13, 0, 0}}
 	p := policy.Params{Target: 0.5, Percentile: 95, Concurrency: 1, CPU: 0.5, MinReplicas: 1, MaxReplicas: 30}
-	run := func(migrate bool) *Result {
+	run := func(seed uint64, migrate bool) *Result {
+		cfg := Config{Rates: constRates(20, 1200), Service: svc, Init: init, Concurrency: 1, CPU: 0.5,
+			Target: 0.5, Percentile: 95, InitialReplicas: 6, Seed: seed, Nodes: 3, NodeCPU: 8, Backgrounds: []float64{13, 0, 0}}
 		pp := p
 		pp.Migration = migrate
 		return Run(cfg, policy.NewQAS("qas", pp, true))
 	}
-	off, on := run(false), run(true)
-	share := func(r *Result) float64 { return float64(r.NodeServed[0]) / float64(r.Requests) }
-	service := func(r *Result) float64 {
-		var n int
-		var sum float64
-		for _, s := range r.Seconds() {
-			n += s.Completions
-			sum += s.ServiceSum
+	type totals struct{ requests, late, hot, completions, pods, moves int }
+	var sum [2]totals // off, on
+	var serviceSum [2]float64
+	var on *Result // seed 5's, whose moves are checked below
+	for seed := uint64(1); seed <= 6; seed++ {
+		for i, migrate := range []bool{false, true} {
+			r := run(seed, migrate)
+			if migrate && seed == 5 {
+				on = r
+			}
+			if migrate {
+				require.GreaterOrEqual(t, r.Migrations, 2, "seed %d: migrations carried out with migration on", seed)
+			} else {
+				require.Zero(t, r.Migrations, "seed %d: none with migration off", seed)
+			}
+			sum[i].requests += r.Requests
+			sum[i].late += r.OverTarget
+			sum[i].hot += r.NodeServed[0]
+			sum[i].pods += int(r.PodSeconds)
+			for _, s := range r.Seconds() {
+				sum[i].completions += s.Completions
+				serviceSum[i] += s.ServiceSum
+			}
 		}
-		return sum / float64(n)
 	}
-	t.Logf("off: %.2f%% over target, mean %.0f ms, service %.1f ms, hot-node share %.2f, pod-s %.0f; on: %.2f%%, %.0f ms, %.1f ms, %.2f, %.0f, %d migrations",
-		off.OverTargetPct(), 1000*off.MeanLatency, 1000*service(off), share(off), off.PodSeconds,
-		on.OverTargetPct(), 1000*on.MeanLatency, 1000*service(on), share(on), on.PodSeconds, on.Migrations)
+	off, onSum := sum[0], sum[1]
+	share := func(x totals) float64 { return float64(x.hot) / float64(x.requests) }
+	late := func(x totals) float64 { return 100 * float64(x.late) / float64(x.requests) }
+	service := func(i int) float64 { return serviceSum[i] / float64(sum[i].completions) }
+	t.Logf("six seeds, off: %.2f%% over target, service %.1f ms, hot-node share %.2f, pod-s %d; on: %.2f%%, %.1f ms, %.2f, %d",
+		late(off), 1000*service(0), share(off), off.pods, late(onSum), 1000*service(1), share(onSum), onSum.pods)
 	for _, tc := range []struct {
 		name string
 		ok   bool
 	}{
-		{name: "migrations carried out with migration on", ok: on.Migrations >= 2},
-		{name: "none with migration off", ok: off.Migrations == 0},
 		// A quarter fewer, not half: since issue #15 qas decides every 5 s and
 		// scales more often, and the scheduler (LeastAllocated) puts some new
 		// pods on the hot node, emptied of ours, before they are moved off.
@@ -138,15 +157,14 @@ func TestMigrationOffHotNode(t *testing.T) {
 		// fewer: sized with the not-slowed pods' raw means of one interval, a
 		// spike ordered a scale-up whose pods landed on the hot node, and the
 		// share stayed at 0.30.)
-		{name: "fewer requests served on the hot node", ok: share(on) < share(off)*3/4},
+		{name: "fewer requests served on the hot node", ok: share(onSum) < share(off)*3/4},
 		// Requests are served faster (fewer on the slowed node). The engine
-		// turns that into fewer pods at the same target, not a lower mean
-		// latency: the two runs' means are within a few ms (158 and 157 ms
-		// before E[S] was pooled over the intervals, 154 and 154 since).
-		{name: "shorter mean service time", ok: service(on) < service(off)},
-		{name: "fewer requests over the target", ok: on.OverTargetPct() < off.OverTargetPct()},
+		// turns that into fewer pods at the same target, and fewer requests
+		// over it.
+		{name: "shorter mean service time", ok: service(1) < service(0)},
+		{name: "fewer requests over the target", ok: late(onSum) < late(off)},
 		// Without migration the engine sizes for the slowed pods' inflated E[S].
-		{name: "fewer pod-seconds", ok: on.PodSeconds < off.PodSeconds},
+		{name: "fewer pod-seconds", ok: onSum.pods < off.pods},
 	} {
 		require.True(t, tc.ok, tc.name)
 	}
