@@ -166,34 +166,24 @@ func nodeNames(q Query, pods []podRow) []string {
 
 // maxRateCV2 bounds a point's arrival_rate_cv2: the collector's estimates of
 // real counts are within a few units; a point beyond (written by something
-// else) is left out rather than let one value sway the average.
+// else) is left out rather than let one value sway the engine's average.
 const maxRateCV2 = 1e4
 
 // rateCV2 is the newest workload point's arrival_rate_cv2 and the pairs of
 // seconds it is over (arrival_rate_pairs), checked: the engine averages the
 // intervals itself, each once (decide/mixture.go), as the simulator's qas
 // hands it each interval's. A point without them (none measured, or a
-// collector from before them) gives none. (Until 2026-11-29 the store
-// averaged the whole window's points, so the controller's average followed
-// a change of traffic over the window, an hour, where the simulator's
-// follows it over a few hundred pairs of seconds.)
-type rateCV2 struct{ weighted, pairs float64 }
-
-// add takes one point's fields.
-func (a *rateCV2) add(cv2, pairs float64) {
+// collector from before them), with a count of pairs that is not a finite
+// positive number or with a cv² that is not a number or beyond maxRateCV2,
+// gives none (0, 0). (Until 2026-11-29 the store averaged the whole window's
+// points, so the controller's average followed a change of traffic over the
+// window, an hour, where the simulator's follows it over a few hundred pairs
+// of seconds.)
+func rateCV2(cv2, pairs float64) (float64, float64) {
 	if !(pairs > 0) || math.IsInf(pairs, 0) || math.IsNaN(cv2) || math.Abs(cv2) > maxRateCV2 {
-		return
-	}
-	a.weighted += cv2 * pairs
-	a.pairs += pairs
-}
-
-// value is the average and the pairs it is over (0, 0: none).
-func (a rateCV2) value() (cv2, pairs float64) {
-	if a.pairs <= 0 {
 		return 0, 0
 	}
-	return a.weighted / a.pairs, a.pairs
+	return cv2, pairs
 }
 
 // assemble builds the measurement from the rows both implementations extract.
@@ -216,9 +206,7 @@ func assemble(q Query, rates []decide.Sample, last map[string]float64, lastTime 
 	w.LatencyBuckets, w.LatencyBucketsError = latencyHistogram.buckets(last)
 	w.ServiceQuantiles = serviceQuantiles(last)
 	w.ServiceBuckets, w.ServiceBucketsError = serviceHistogram.buckets(last)
-	var rv rateCV2
-	rv.add(last[influx.FieldArrivalRateCV2], last[influx.FieldArrivalRatePairs])
-	w.RateCV2, w.RateCV2Pairs = rv.value()
+	w.RateCV2, w.RateCV2Pairs = rateCV2(last[influx.FieldArrivalRateCV2], last[influx.FieldArrivalRatePairs])
 	// The newest point is one scrape interval: the fast path's short window.
 	if n := len(rates); n >= 2 && rates[n-1].Time.After(rates[n-2].Time) {
 		w.ShortArrivalRate, w.ShortWindow = rates[n-1].Rate, rates[n-1].Time.Sub(rates[n-2].Time)

@@ -112,7 +112,7 @@ func TestMigrationOffHotNode(t *testing.T) {
 		pp.Migration = migrate
 		return Run(cfg, policy.NewQAS("qas", pp, true))
 	}
-	type totals struct{ requests, late, hot, completions, pods, moves int }
+	type totals struct{ requests, late, hot, completions, pods int }
 	var sum [2]totals // off, on
 	var serviceSum [2]float64
 	var on *Result // seed 5's, whose moves are checked below
