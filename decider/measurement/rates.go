@@ -6,12 +6,25 @@ import (
 	"github.com/qas-dev/qas/decider/decide"
 )
 
-// DefaultRateWindow is the engine's long λ window, the cycle λ is read over:
-// three of the collector's default 5 s points. The newest point alone is the
-// fast path's short window (Workload.ShortArrivalRate), so the engine sees a
-// burst in one scrape and reads the count dispersion from the short window's
-// difference to the long one (docs/model.md section 2b).
-const DefaultRateWindow = 15 * time.Second
+// The decider's defaults, which the controller (qas-decider run's --interval,
+// --window and --rate-window) and the simulator's qas both take, so that what
+// is evaluated is what runs.
+const (
+	// DefaultInterval is how often the decider decides: every scrape of the
+	// collector's default 5 s.
+	DefaultInterval = 5 * time.Second
+	// DefaultWindow is how much λ history each decision reads: the forecast's
+	// input and the jumps over one lead the scale-down's margin and the jump
+	// floor price.
+	DefaultWindow = time.Hour
+	// DefaultRateWindow is the engine's long λ window, the cycle λ is read
+	// over: three of the collector's default 5 s points. The newest point
+	// alone is the fast path's short window (Workload.ShortArrivalRate), so
+	// the engine sees a burst in one scrape and reads the count dispersion
+	// from the short window's difference to the long one (docs/model.md
+	// section 2b).
+	DefaultRateWindow = 15 * time.Second
+)
 
 // RateWindows is the λ history the engine reads: the collector's points (each
 // the rate over the interval since the point before it, oldest first) merged

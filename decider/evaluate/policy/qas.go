@@ -16,14 +16,14 @@ import (
 
 // QAS settings for the simulator.
 const (
-	// QASPeriod is how often the decider decides and the collector scrapes:
-	// every scrape, the fast path (docs/model.md). Each scrape is one point of
-	// λ; the engine reads λ over measurement.DefaultRateWindow, as the store
-	// merges the points for the controller.
-	QASPeriod = 5.0
+	// QASPeriod is how often the decider decides and the collector scrapes,
+	// in seconds: every scrape, the fast path (docs/model.md). Each scrape is
+	// one point of λ; the engine reads λ over measurement.DefaultRateWindow,
+	// as the store merges the points for the controller.
+	QASPeriod = float64(measurement.DefaultInterval / time.Second)
 	// qasHistory is how much λ history is passed to the engine, in seconds:
-	// what the decider reads by default (its --window, an hour).
-	qasHistory = 3600
+	// what the controller reads by default.
+	qasHistory = int(measurement.DefaultWindow / time.Second)
 	// qasLongStep and qasLongHistory are the long λ history's step and span,
 	// seconds: the store's 1-minute means over a day (store.Source).
 	qasLongStep, qasLongHistory = 60, 24 * 3600

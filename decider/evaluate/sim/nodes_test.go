@@ -112,10 +112,12 @@ func TestMigrationOffHotNode(t *testing.T) {
 		pp.Migration = migrate
 		return Run(cfg, policy.NewQAS("qas", pp, true))
 	}
-	type totals struct{ requests, late, hot, completions, pods int }
+	type totals struct {
+		requests, late, hot, completions, pods int
+		service                                float64 // seconds, summed over the completions
+	}
 	var sum [2]totals // off, on
-	var serviceSum [2]float64
-	var on *Result // seed 5's, whose moves are checked below
+	var on *Result    // seed 5's, whose moves are checked below
 	for seed := uint64(1); seed <= 6; seed++ {
 		for i, migrate := range []bool{false, true} {
 			r := run(seed, migrate)
@@ -133,16 +135,16 @@ func TestMigrationOffHotNode(t *testing.T) {
 			sum[i].pods += int(r.PodSeconds)
 			for _, s := range r.Seconds() {
 				sum[i].completions += s.Completions
-				serviceSum[i] += s.ServiceSum
+				sum[i].service += s.ServiceSum
 			}
 		}
 	}
 	off, onSum := sum[0], sum[1]
 	share := func(x totals) float64 { return float64(x.hot) / float64(x.requests) }
 	late := func(x totals) float64 { return 100 * float64(x.late) / float64(x.requests) }
-	service := func(i int) float64 { return serviceSum[i] / float64(sum[i].completions) }
+	service := func(x totals) float64 { return x.service / float64(x.completions) }
 	t.Logf("six seeds, off: %.2f%% over target, service %.1f ms, hot-node share %.2f, pod-s %d; on: %.2f%%, %.1f ms, %.2f, %d",
-		late(off), 1000*service(0), share(off), off.pods, late(onSum), 1000*service(1), share(onSum), onSum.pods)
+		late(off), 1000*service(off), share(off), off.pods, late(onSum), 1000*service(onSum), share(onSum), onSum.pods)
 	for _, tc := range []struct {
 		name string
 		ok   bool
@@ -161,7 +163,7 @@ func TestMigrationOffHotNode(t *testing.T) {
 		// Requests are served faster (fewer on the slowed node). The engine
 		// turns that into fewer pods at the same target, and fewer requests
 		// over it.
-		{name: "shorter mean service time", ok: service(1) < service(0)},
+		{name: "shorter mean service time", ok: service(onSum) < service(off)},
 		{name: "fewer requests over the target", ok: late(onSum) < late(off)},
 		// Without migration the engine sizes for the slowed pods' inflated E[S].
 		{name: "fewer pod-seconds", ok: onSum.pods < off.pods},
