@@ -126,7 +126,10 @@ func (f *Flux) Snapshot(ctx context.Context, q Query) (measurement.Workload, err
 	bucketsErr := f.readBuckets(ctx, q, lastTime, last)
 	podTime := func(p podRow) time.Time { return p.time }
 	latest := map[string]podRow{}
-	err = f.each(ctx, PodsQuery(f.Bucket, q), func(r *query.FluxRecord) {
+	// Pods, nodes and neighbours: their newest values only, looked for within
+	// q.Latest of the newest workload point.
+	lq := q.latestQuery(lastTime)
+	err = f.each(ctx, PodsQuery(f.Bucket, lq), func(r *query.FluxRecord) {
 		// The pivot keeps one row per pod and time; fields written at an older time
 		// (none in practice: every field is written together) give an older row.
 		p := podRowFrom(str(r, influx.TagPod), str(r, influx.TagNode), r.Time(), func(f string) float64 { return num(r, f) })
@@ -140,7 +143,7 @@ func (f *Flux) Snapshot(ctx context.Context, q Query) (measurement.Workload, err
 	nodes := map[string]nodeRow{}
 	neighbours := map[string]podRow{}
 	if len(names) > 0 {
-		err = f.each(ctx, NodesQuery(f.Bucket, q, names), func(r *query.FluxRecord) {
+		err = f.each(ctx, NodesQuery(f.Bucket, lq, names), func(r *query.FluxRecord) {
 			n := nodeRow{name: str(r, influx.TagNode), time: r.Time(), used: num(r, influx.FieldCPUUsage), allocatable: num(r, influx.FieldCPUAllocatable)}
 			newer(nodes, n.name, n, func(n nodeRow) time.Time { return n.time })
 		})
@@ -151,7 +154,7 @@ func (f *Flux) Snapshot(ctx context.Context, q Query) (measurement.Workload, err
 	// Neighbours matter only on the nodes the workload's pods run on (a hot node is
 	// one of those); reading them there bounds the query on a big cluster.
 	if hosts := nodeNames(Query{}, pods); len(hosts) > 0 {
-		err = f.each(ctx, NeighboursQuery(f.Bucket, q, hosts), func(r *query.FluxRecord) {
+		err = f.each(ctx, NeighboursQuery(f.Bucket, lq, hosts), func(r *query.FluxRecord) {
 			p := podRow{name: str(r, influx.TagNamespace) + "/" + str(r, influx.TagPod), node: str(r, influx.TagNode), time: r.Time(),
 				cpuUsage: num(r, influx.FieldCPUUsage), req: num(r, influx.FieldCPURequest), lim: num(r, influx.FieldCPULimit)}
 			newer(neighbours, p.name, p, podTime)

@@ -18,7 +18,7 @@ import (
 // influxWith starts a real InfluxDB, writes points through the project's
 // writer (every one written: none dropped) and returns a query API on it, the
 // one the Flux store reads through.
-func influxWith(t *testing.T, points ...*write.Point) api.QueryAPI {
+func influxWith(t testing.TB, points ...*write.Point) api.QueryAPI {
 	t.Helper()
 	db := influxtest.Start(t)
 	w, err := influx.NewWriter(influx.WriterConfig{URL: db.URL, Bucket: influxtest.Bucket, FlushInterval: 50 * time.Millisecond}, nil, zap.NewNop())

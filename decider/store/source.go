@@ -38,6 +38,13 @@ type Source struct {
 	History *LongHistory
 }
 
+// DefaultLatest is how far before the newest workload point the source looks
+// for each pod's and node's newest values (Query.Latest) unless MaxPodAge
+// asks for more: pods older than MaxPodAge are dropped anyway, and nodes are
+// kept at any age within it (metrics-server stamps a node's usage with the
+// end of its own window, a minute or so behind the proxies' points).
+const DefaultLatest = 5 * time.Minute
+
 // DefaultMaxClockSkew is Source.MaxClockSkew's default.
 const DefaultMaxClockSkew = 10 * time.Minute
 
@@ -52,7 +59,7 @@ func (s Source) Measure(ctx context.Context, q measurement.Query) (measurement.W
 		ahead = DefaultMaxClockSkew
 	}
 	w, err := s.Store.Snapshot(ctx, Query{Namespace: q.Namespace, Workload: q.Workload, Now: q.Now,
-		Window: s.Window, Percentile: q.Percentile, Nodes: q.Nodes, Ahead: ahead})
+		Window: s.Window, Percentile: q.Percentile, Nodes: q.Nodes, Ahead: ahead, Latest: max(DefaultLatest, maxAge)})
 	if err != nil {
 		if errors.Is(err, ErrNoData) {
 			return measurement.Workload{}, fmt.Errorf("no measurements of %s/%s between %s before and %s after the decider's now: "+

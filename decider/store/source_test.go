@@ -87,6 +87,39 @@ func TestSource(t *testing.T) {
 	require.ErrorContains(t, err, "no measurements of ns/other")
 }
 
+// TestSourceReadsPodsAndNodesNearTheNewestPoint: the source looks for the
+// pods' and nodes' newest values within DefaultLatest of the newest workload
+// point, or MaxPodAge when that is longer, not over the λ history's hour: a
+// node last reported 6 minutes before it is missing data (no scale-down) at
+// the default, and read when pods may be 10 minutes old.
+func TestSourceReadsPodsAndNodesNearTheNewestPoint(t *testing.T) {
+	mem := NewMemory()
+	mem.Write(workloadPoint(0, 10), workloadPoint(50*time.Minute, 20), podPoint("web-a", "n1", 50*time.Minute),
+		nodePoint("n1", 44*time.Minute), podPoint("web-old", "n2", 40*time.Minute), nodePoint("n2", 40*time.Minute))
+	q := measurement.Query{Namespace: "ns", Workload: "web", Now: t0.Add(50*time.Minute + 5*time.Second),
+		Pods: []string{"web-a"}, Ready: []string{"web-a"}, NeedNodes: true}
+	for _, tc := range []struct {
+		name     string
+		maxAge   time.Duration
+		complete bool
+	}{
+		{"the default reaches 5 minutes back", time.Minute, false},
+		{"a longer pod age reaches further", 10 * time.Minute, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Source{Store: mem, Window: time.Hour, MaxPodAge: tc.maxAge}.Measure(context.Background(), q)
+			require.NoError(t, err)
+			require.Len(t, m.ArrivalRates, 2, "λ over the whole window")
+			require.Equal(t, tc.complete, m.Complete)
+			_, ok := m.Node("n1")
+			require.Equal(t, tc.complete, ok)
+			if !tc.complete {
+				require.Equal(t, []string{"node n1"}, m.Missing)
+			}
+		})
+	}
+}
+
 // TestSourceCarriesTheQueue: the queue signals reach the controller's
 // measurement, and through it the engine's snapshot (issue #15).
 func TestSourceCarriesTheQueue(t *testing.T) {

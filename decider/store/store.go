@@ -51,10 +51,39 @@ type Query struct {
 	// future. Reading them (DataTime then lies after Now) lets the decider report the
 	// skew instead of seeing no data; 0 reads up to Now.
 	Ahead time.Duration
+	// Latest is how far before the newest workload point the pods', the
+	// neighbours' and the nodes' newest values are looked for (0: the whole
+	// Window). Only their newest value is read, and a pod's older than
+	// Source.MaxPodAge before that point is dropped as stale
+	// (measurement.Workload.Judge), so reading them over the λ history's
+	// window (an hour) scanned every point of every pod for one value each.
+	Latest time.Duration
 }
 
 // stop is the end of the window.
 func (q Query) stop() time.Time { return q.Now.Add(q.Ahead) }
+
+// latestStart is where the pods', neighbours' and nodes' reads begin, given
+// the newest workload point's time: Latest before it, never before the
+// window's start.
+func (q Query) latestStart(newest time.Time) time.Time {
+	start := q.Now.Add(-q.Window)
+	if q.Latest <= 0 {
+		return start
+	}
+	if s := newest.Add(-q.Latest); s.After(start) {
+		return s
+	}
+	return start
+}
+
+// latestQuery is q with its window narrowed to begin at latestStart(newest),
+// for the queries that read only the newest value of each pod and node.
+func (q Query) latestQuery(newest time.Time) Query {
+	lq := q
+	lq.Window = q.Now.Sub(q.latestStart(newest))
+	return lq
+}
 
 // latencyField names the workload field holding the measured latency at the query's
 // percentile, or "" when the collector does not write that percentile.
@@ -97,6 +126,8 @@ func (q Query) Validate() error {
 		return fmt.Errorf("store: window %s is not positive", q.Window)
 	case q.Ahead < 0:
 		return fmt.Errorf("store: ahead %s is negative", q.Ahead)
+	case q.Latest < 0:
+		return fmt.Errorf("store: latest %s is negative", q.Latest)
 	case q.Percentile < 0 || q.Percentile >= 100:
 		return fmt.Errorf("store: percentile %v is outside [0, 100)", q.Percentile)
 	}

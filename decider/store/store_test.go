@@ -158,6 +158,7 @@ func TestMemory(t *testing.T) {
 	require.Equal(t, want(), got)
 	checkPercentiles(t, m, q)
 	checkAhead(t, m)
+	checkLatest(t, m)
 
 	// A window that starts after the first point leaves it out.
 	q.Window = 16 * time.Second
@@ -252,6 +253,7 @@ func TestQueryValidate(t *testing.T) {
 		{"window", func(q *Query) { q.Window = 0 }, "window"},
 		{"percentile", func(q *Query) { q.Percentile = 100 }, "percentile 100"},
 		{"ahead", func(q *Query) { q.Ahead = -time.Second }, "ahead -1s is negative"},
+		{"latest", func(q *Query) { q.Latest = -time.Second }, "latest -1s is negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := ok
@@ -354,6 +356,7 @@ func TestFluxMatchesMemory(t *testing.T) {
 
 	checkPercentiles(t, fl, q)
 	checkAhead(t, fl)
+	checkLatest(t, fl)
 
 	q.Workload = "missing"
 	_, err = fl.Snapshot(ctx, q)
@@ -377,6 +380,47 @@ func checkAhead(t *testing.T, st Store) {
 	require.Empty(t, got.LatencyBucketsError)
 	require.Nil(t, got.ServiceBuckets, "the newest point read has none; an older point's are not taken")
 	require.Empty(t, got.ServiceBucketsError)
+}
+
+// checkLatest asserts that the pods', nodes' and neighbours' newest values
+// are looked for only within Query.Latest of the newest workload point
+// (t0+10s in the fixture), the λ history still over the whole window, and
+// that a Latest of 0 or reaching past the window's start reads as before.
+func checkLatest(t *testing.T, st Store) {
+	t.Helper()
+	q := Query{Namespace: "ns", Workload: "w", Now: t0.Add(20 * time.Second), Window: time.Minute, Nodes: []string{"n3"}}
+	for _, tc := range []struct {
+		name   string
+		latest time.Duration
+		edit   func(*measurement.Workload)
+	}{
+		{"0 reads the window", 0, func(*measurement.Workload) {}},
+		{"an hour is the window", time.Hour, func(*measurement.Workload) {}},
+		{"10 s reaches the oldest pod point", 10 * time.Second, func(*measurement.Workload) {}},
+		// From t0+6s: w-b (t0+5s) and n3 (t0+5s) are not read; with w-b
+		// gone, n2 is no pod's node, so neither it nor x/w-a on it is read.
+		{"4 s leaves the older ones out", 4 * time.Second, func(w *measurement.Workload) {
+			w.Pods = w.Pods[:1]
+			w.Nodes = w.Nodes[:1]
+			w.Neighbours = w.Neighbours[:1]
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q.Latest = tc.latest
+			got, err := st.Snapshot(context.Background(), q)
+			require.NoError(t, err)
+			w := want()
+			tc.edit(&w)
+			require.Equal(t, w, utcTimes(got))
+		})
+	}
+	// Only the nodes' newest point within reach: n1's t0+10s one, not t0's.
+	q.Latest = time.Second
+	got, err := st.Snapshot(context.Background(), q)
+	require.NoError(t, err)
+	require.Len(t, got.Nodes, 1)
+	require.Equal(t, 2.0, got.Nodes[0].UsedCPU)
+	require.Len(t, got.ArrivalRates, 3, "the λ history is read over the whole window")
 }
 
 // checkPercentiles asserts that the measured latency follows the query's percentile,
