@@ -859,6 +859,10 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	}
 	x.JumpBase = floorBase
 	jumpPods, hasJump := e.jumpFloor(spec, m, leadQ, ratios, leads, floorBase, floorBudget, spec.MaxReplicas, x)
+	floorCalls := hasJump && jumpPods > current
+	if floorCalls && spec.Percentile > 0 {
+		floorCalls = e.floorCalls(m, floorBase, leads, current, floorBudget, budget, conf, spec.Tolerance, x)
+	}
 	// The band in pods: near the latency floor (the service-time percentile)
 	// the percentile falls slowly with the pods, so a band of ±θ on G spans
 	// far more than ±θ of the pods (lognormal cv 1.2, p95 ≤ 4·E[S]: G = 0.9
@@ -885,7 +889,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	overProvisioned := need > 0 && float64(need) <= (1-spec.Tolerance)*float64(current)
 	below := belowG || overProvisioned
 	switch {
-	case gUp > 1+spec.Tolerance || drain > current || (hasJump && jumpPods > current):
+	case gUp > 1+spec.Tolerance || drain > current || floorCalls:
 		rec, cpu, reason = m.scaleUp(lambdaSize, current, x)
 		if hasJump && jumpPods > rec {
 			rec, cpu = jumpPods, 0
@@ -994,6 +998,9 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		x.Candidates = append(x.Candidates, m.candidate(CandidateHorizontal, rec, m.cpu, x.DownArrivalRate, ""))
 	default:
 		reason = fmt.Sprintf("G = %.3g within [1−θ, 1+θ] = [%.3g, %.3g]: no horizontal change", gUp, 1-spec.Tolerance, 1+spec.Tolerance)
+	}
+	if x.JumpHeld && rec <= current {
+		reason += x.heldNote(current)
 	}
 	if recur != nil && recur.Active {
 		reason += fmt.Sprintf(" (recurring bursts: the next onset is forecast at %s, λ %.4g/s, every %s; %d of %d expected onsets came)",
@@ -1241,18 +1248,7 @@ func (s *sizer) leastRequest(lambda, es float64, n int32) (leastRequest, bool) {
 // averaged over λ = base × each jump ratio weighted by that λ, is at most
 // budget; hi when none is. The share falls with the pods, so it bisects.
 func (s *sizer) minPodsOverJumps(base float64, ratios []weighted, lo, hi int32, budget float64, x *Explanation) int32 {
-	share := func(n int32) float64 {
-		var late, all float64
-		for _, j := range ratios {
-			l := base * j.v
-			late += j.w * l * s.tail(l, s.es, n, s.target)
-			all += j.w * l
-		}
-		if all == 0 {
-			return 0
-		}
-		return late / all
-	}
+	share := func(n int32) float64 { return s.lateOverJumps(base, ratios, n) }
 	lo = max(lo, 1)
 	if lo >= hi {
 		x.DownLateShare = share(hi)
@@ -1273,6 +1269,21 @@ func (s *sizer) minPodsOverJumps(base float64, ratios []weighted, lo, hi int32, 
 	}
 	x.DownLateShare = share(b)
 	return b
+}
+
+// lateOverJumps is n pods' late share, P(T > T) averaged over λ = base ×
+// each jump ratio weighted by that λ (0 when no λ is positive).
+func (s *sizer) lateOverJumps(base float64, ratios []weighted, n int32) float64 {
+	var late, all float64
+	for _, j := range ratios {
+		l := base * j.v
+		late += j.w * l * s.tail(l, s.es, n, s.target)
+		all += j.w * l
+	}
+	if all == 0 {
+		return 0
+	}
+	return late / all
 }
 
 // tail is the model's P(T > t) for n pods (averaged over the seconds' rates

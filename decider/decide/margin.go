@@ -128,6 +128,55 @@ func (e *Engine) jumpFloor(spec Spec, m *sizer, lead time.Duration, ratios []flo
 	return n, true
 }
 
+// floorCalls reports whether the jump floor, which asks for more pods than
+// the current ones, orders them now: only when the history's jumps put the
+// current pods' late share over the floor's budget by more than floorBand.
+// Within it the floor waits, as the steady state does within G's band ±θ:
+// the floor's count moves with λ's mean over the last lead and with the
+// jumps a short history holds (the extra lead at the largest weighs a
+// third of a 2-minute init's leads after 20 minutes), and on a smooth rate a
+// pod it ordered was often removed by the scale-down's margin once it
+// served, its start paid for nothing (the diurnal hour ×40 with a 2-minute
+// init, seed 1: four pods started and removed in its first half hour). The
+// band is what the recent requests left of the budget unused, so a workload
+// running at its budget gets none and the floor acts as before. x shows the
+// band, the current pods' share and whether it held them.
+func (e *Engine) floorCalls(m *sizer, base float64, leads []weighted, current int32, floorBudget, budget, conf, tol float64, x *Explanation) bool {
+	band := e.floorBand(budget, conf, tol)
+	if band <= 0 {
+		return true
+	}
+	share := m.lateOverJumps(base, leads, current)
+	x.JumpBand, x.JumpCurrentLateShare = band, share
+	if share > floorBudget+band {
+		return true
+	}
+	x.JumpHeld = true
+	return false
+}
+
+// floorBand is how far over its budget the floor lets the history's jumps put
+// the current pods' late share before it orders more (floorCalls): the budget
+// less the recent requests' late share and its own error at the SLO's
+// confidence conf (z_conf standard errors, as spendBudget reads the unused
+// budget), at most tol × budget (θ, as G's band); 0 before any request is
+// measured or where the recent requests left no budget unused beyond that
+// error. Read with less caution (one standard error, or none) the band moved
+// the cells of the matrix that sit within a tenth of a point of the budget
+// over it (docs/model.md section 2c, round twenty-six).
+func (e *Engine) floorBand(budget, conf, tol float64) float64 {
+	if e.recent.reqs <= 0 {
+		return 0
+	}
+	return min(max(budget-normalQuantile(conf)*e.recent.shareError()-e.recent.share(), 0), tol*budget)
+}
+
+// heldNote says, for a reason, that the floor's pods wait within its band.
+func (x *Explanation) heldNote(current int32) string {
+	return fmt.Sprintf(" (the history's jumps over one lead ask for %d pods, but put the %d here at a late share of %.3g, within %.3g of the floor's budget %.3g: the budget the recent requests left unused; no scale-up for them)",
+		x.JumpReplicas, current, x.JumpCurrentLateShare, x.JumpBand, x.JumpBudget)
+}
+
 // jumpLeads is the set of jump ratios (ascending) the floor and the
 // scale-down's margin average the late share over: the history's, thinned
 // (thinJumps), and one more lead at the largest of them. A history of n

@@ -989,3 +989,66 @@ func TestNoRiseRatio(t *testing.T) {
 		})
 	}
 }
+
+// TestTheFloorWaitsWithinTheBudgetTheRecentRequestsLeft: where the history's
+// jumps ask for more pods than there are, the floor orders them at once while
+// no request has been measured (no band), and so where the recent requests ran
+// over the budget; where they left part of it unused, the floor waits while the
+// current pods' late share over the jumps is within that part (at most θ ×
+// the budget) over the floor's budget, and orders as before beyond it. Scanned
+// over the jumps' size with one pod fewer than the floor, both sides are seen.
+func TestTheFloorWaitsWithinTheBudgetTheRecentRequestsLeft(t *testing.T) {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	spec.Predictive = Predictive{Enabled: true, LeadOverride: 45 * time.Second}
+	now := t0.Add(2 * time.Hour)
+	decide := func(recent lateMemory, j float64, n int32) Decision {
+		e := NewEngine()
+		e.recent = recent
+		d, err := e.Decide(spec, recurring(now, 20, j, 0.04, n))
+		require.NoError(t, err)
+		return d
+	}
+	// belowFloor is the floor's count under the recent requests' memory (a
+	// decision with pods to spare), and one pod fewer; false where there is
+	// none or the steady state alone orders more there.
+	belowFloor := func(recent lateMemory, j float64) (int32, int32, bool) {
+		floor := decide(recent, j, 40).Explanation.JumpReplicas
+		n := floor - 1
+		return floor, n, n >= 1 && decide(recent, j, n).Explanation.SizingNormalized <= 1+spec.Tolerance
+	}
+	quiet := lateMemory{reqs: 1e6, late: 1e4}  // 1 % late: a band of θ × 5 % = 0.5 point
+	over := lateMemory{reqs: 1e6, late: 5.1e4} // 5.1 % late: no band
+	held, ordered := 0, 0
+	for j := 2.0; j <= 6; j += 0.05 {
+		for _, m := range []lateMemory{{}, over} {
+			if floor, n, ok := belowFloor(m, j); ok {
+				d := decide(m, j, n)
+				require.Equal(t, floor, d.DesiredReplicas, "×%.2f, %v: no band, the floor orders", j, m)
+				require.False(t, d.Explanation.JumpHeld)
+				require.Zero(t, d.Explanation.JumpBand)
+			}
+		}
+		floor, n, ok := belowFloor(quiet, j)
+		if !ok {
+			continue
+		}
+		d := decide(quiet, j, n)
+		x := d.Explanation
+		require.InDelta(t, 0.005, x.JumpBand, 1e-12, "×%.2f", j)
+		require.Equal(t, floor, x.JumpReplicas, "×%.2f: the band does not move the floor's count", j)
+		if x.JumpHeld {
+			held++
+			require.Equal(t, n, d.DesiredReplicas, "×%.2f: held within the band", j)
+			require.LessOrEqual(t, x.JumpCurrentLateShare, x.JumpBudget+x.JumpBand)
+			require.Greater(t, x.JumpCurrentLateShare, x.JumpBudget, "×%.2f: over the floor's budget, which is why it asked", j)
+			require.Contains(t, x.Reason, "no scale-up for them")
+		} else {
+			ordered++
+			require.Equal(t, floor, d.DesiredReplicas, "×%.2f: beyond the band the floor orders", j)
+			require.Greater(t, x.JumpCurrentLateShare, x.JumpBudget+x.JumpBand)
+		}
+	}
+	require.Positive(t, held, "some jump size puts one pod fewer than the floor within the band")
+	require.Positive(t, ordered, "some jump size puts it beyond")
+}

@@ -725,6 +725,16 @@ type Explanation struct {
 	JumpReplicas  int32   `json:"jumpReplicas,omitempty"`
 	JumpLateShare float64 `json:"jumpLateShare,omitempty"`
 	JumpBudget    float64 `json:"jumpBudget,omitempty"`
+	// JumpBand is how far over JumpBudget the history's jumps may put the
+	// current pods' late share (JumpCurrentLateShare) before the floor
+	// orders more: what the recent requests left of the budget unused, less
+	// the share's error at the SLO's confidence, at most θ × the budget (0:
+	// none, and the floor orders at its budget). JumpHeld says the floor
+	// asked for more pods than there are and the band held them
+	// (Engine.floorCalls).
+	JumpBand             float64 `json:"jumpBand,omitempty"`
+	JumpCurrentLateShare float64 `json:"jumpCurrentLateShare,omitempty"`
+	JumpHeld             bool    `json:"jumpHeld,omitempty"`
 	// JumpBase is the λ the floor multiplies by each jump: λ's mean over the
 	// last lead at its lower confidence bound, given the counts' dispersion;
 	// the scale-down's margin multiplies the mean itself (DownArrivalRate).

@@ -90,6 +90,8 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 		"jump_replicas":           float64(x.JumpReplicas),
 		"jump_late_share":         x.JumpLateShare,
 		"jump_budget":             x.JumpBudget,
+		"jump_band":               x.JumpBand,
+		"jump_current_late_share": x.JumpCurrentLateShare,
 		"down_late_share":         x.DownLateShare,
 		"jump_ratio_max":          x.JumpRatioMax,
 		"jump_unseen_weight":      x.JumpUnseenWeight,

@@ -176,6 +176,8 @@ var Schema = []Measurement{
 			{"jump_replicas", "1", "the jump floor: pods whose late share over the history's jumps over one lead is within jump_budget (0: none)"},
 			{"jump_late_share", "1", "the jump floor's modelled late share over the history's jumps at jump_replicas pods (0: no floor)"},
 			{"jump_budget", "1", "the late share the jump floor holds the jumps to: 1 − p, or while the steady state spends the unused budget, the budget as spent (1 − effective_percentile / 100)"},
+			{"jump_band", "1", "how far over jump_budget the history's jumps may put the current pods' late share before the floor orders more: what the recent requests left of the budget unused, less the share's error at the SLO's confidence, at most θ × the budget (0: none; the floor orders at jump_budget)"},
+			{"jump_current_late_share", "1", "the current pods' modelled late share over the history's jumps, weighed against jump_budget + jump_band, when the floor asked for more pods and a band applied (0: not weighed)"},
 			{"down_late_share", "1", "the scale-down's margin: the modelled late share over the history's jumps at the pods it keeps, held to 1 − p (0: no scale-down weighed this cycle)"},
 			{"jump_ratio_max", "1", "the largest of λ's jumps over one lead in the history (0: no jump ratio yet)"},
 			{"jump_unseen_weight", "1", "the share of the leads the floor and the scale-down give one more lead at the largest jump: 1/(n + 1) for a history of n leads, the rule of succession (0: not used)"},
