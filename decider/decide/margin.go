@@ -133,8 +133,9 @@ func (e *Engine) jumpFloor(spec Spec, m *sizer, lead time.Duration, ratios []flo
 // current pods' late share over the floor's budget by more than floorBand.
 // Within it the floor waits, as the steady state does within G's band ±θ:
 // the floor's count moves with λ's mean over the last lead and with the
-// jumps a short history holds (the extra lead at the largest weighs a
-// third of a 2-minute init's leads after 20 minutes), and on a smooth rate a
+// jumps a short history holds (the extra lead at the largest weighs 8/(8 +
+// n) for n ratios at a 2-minute init and 15 s samples: 0.42 six minutes
+// into a run), and on a smooth rate a
 // pod it ordered was often removed by the scale-down's margin once it
 // served, its start paid for nothing (the diurnal hour ×40 with a 2-minute
 // init, seed 1: four pods started and removed in its first half hour). The
