@@ -890,6 +890,9 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	below := belowG || overProvisioned
 	switch {
 	case gUp > 1+spec.Tolerance || drain > current || floorCalls:
+		// Whatever calls the scale-up, it sizes to the floor too: nothing
+		// waits then.
+		x.JumpHeld = false
 		rec, cpu, reason = m.scaleUp(lambdaSize, current, x)
 		if hasJump && jumpPods > rec {
 			rec, cpu = jumpPods, 0
@@ -999,7 +1002,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	default:
 		reason = fmt.Sprintf("G = %.3g within [1−θ, 1+θ] = [%.3g, %.3g]: no horizontal change", gUp, 1-spec.Tolerance, 1+spec.Tolerance)
 	}
-	if x.JumpHeld && rec <= current {
+	if x.JumpHeld {
 		reason += x.heldNote(current)
 	}
 	if recur != nil && recur.Active {

@@ -158,18 +158,17 @@ func (e *Engine) floorCalls(m *sizer, base float64, leads []weighted, current in
 
 // floorBand is how far over its budget the floor lets the history's jumps put
 // the current pods' late share before it orders more (floorCalls): the budget
-// less the recent requests' late share and its own error at the SLO's
-// confidence conf (z_conf standard errors, as spendBudget reads the unused
-// budget), at most tol × budget (θ, as G's band); 0 before any request is
-// measured or where the recent requests left no budget unused beyond that
-// error. Read with less caution (one standard error, or none) the band moved
+// the recent requests left unused (unusedBudget, as the steady state's
+// spending reads it, but from the first request rather than half the loop's
+// memory), at most tol × budget (θ, as G's band); 0 before any request is
+// measured or where none is left unused. Read with less caution (one standard error, or none) the band moved
 // the cells of the matrix that sit within a tenth of a point of the budget
 // over it (docs/model.md section 2c, round twenty-six).
 func (e *Engine) floorBand(budget, conf, tol float64) float64 {
 	if e.recent.reqs <= 0 {
 		return 0
 	}
-	return min(max(budget-normalQuantile(conf)*e.recent.shareError()-e.recent.share(), 0), tol*budget)
+	return min(e.unusedBudget(budget, conf), tol*budget)
 }
 
 // heldNote says, for a reason, that the floor's pods wait within its band.

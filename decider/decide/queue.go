@@ -510,11 +510,20 @@ func (e *Engine) spendBudget(budget, conf float64) (eff, spent float64) {
 	payback := budget - e.transientShare()
 	var spare float64
 	if e.recent.holdsHalf(budget, 1) {
-		spare = math.Max(budget-normalQuantile(conf)*e.recent.shareError()-e.recent.share(), 0)
+		spare = e.unusedBudget(budget, conf)
 	}
 	eff = min(max(payback+spare, lo), hi)
 	// What the spare moved it by, beyond the payback alone.
 	return eff, math.Max(eff-max(payback, lo), 0)
+}
+
+// unusedBudget is the part of the budget the recent requests left unused
+// beyond their late share's own error at the confidence conf (z_conf
+// standard errors): what the steady state may spend (spendBudget) and how
+// far the jump floor waits over its budget (floorBand); 0 where they ran at
+// or over the budget less that error.
+func (e *Engine) unusedBudget(budget, conf float64) float64 {
+	return math.Max(budget-normalQuantile(conf)*e.recent.shareError()-e.recent.share(), 0)
 }
 
 // transientShare is the share of recent requests transients put over the target.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -62,27 +63,18 @@ func (m *Memory) Snapshot(_ context.Context, q Query) (measurement.Workload, err
 	}
 	podTime := func(p podRow) time.Time { return p.time }
 	var wl []memPoint
-	for _, p := range m.points {
-		if in(p) && p.measurement == influx.Workload && ours(p) {
-			wl = append(wl, p)
-		}
-	}
-	if len(wl) == 0 {
-		return measurement.Workload{}, ErrNoData
-	}
-	sort.SliceStable(wl, func(i, j int) bool { return wl[i].time.Before(wl[j].time) })
-	newest := wl[len(wl)-1]
-	// Pods, nodes and neighbours: their newest values within q.Latest of the
-	// newest workload point, as Flux reads them.
-	since := q.latestStart(newest.time)
 	pods := map[string]podRow{}
 	others := map[string]podRow{}
 	nodes := map[string]nodeRow{}
 	for _, p := range m.points {
-		if !in(p) || p.time.Before(since) {
+		if !in(p) {
 			continue
 		}
 		switch p.measurement {
+		case influx.Workload:
+			if ours(p) {
+				wl = append(wl, p)
+			}
 		case influx.Pod:
 			row := podRowFrom(p.tags[influx.TagPod], p.tags[influx.TagNode], p.time, func(f string) float64 { return p.fields[f] })
 			if ours(p) {
@@ -97,6 +89,18 @@ func (m *Memory) Snapshot(_ context.Context, q Query) (measurement.Workload, err
 			newer(nodes, n.name, n, func(n nodeRow) time.Time { return n.time })
 		}
 	}
+	if len(wl) == 0 {
+		return measurement.Workload{}, ErrNoData
+	}
+	sort.SliceStable(wl, func(i, j int) bool { return wl[i].time.Before(wl[j].time) })
+	newest := wl[len(wl)-1]
+	// Pods, nodes and neighbours: their newest values within q.Latest of the
+	// newest workload point, as Flux reads them (a newest value older than
+	// that is the newest of none within it).
+	since := q.latestStart(newest.time)
+	maps.DeleteFunc(pods, func(_ string, r podRow) bool { return r.time.Before(since) })
+	maps.DeleteFunc(others, func(_ string, r podRow) bool { return r.time.Before(since) })
+	maps.DeleteFunc(nodes, func(_ string, n nodeRow) bool { return n.time.Before(since) })
 	rates := make([]decide.Sample, len(wl))
 	for i, p := range wl {
 		rates[i] = decide.Sample{Time: p.time, Rate: p.fields[influx.FieldArrivalRate]}
