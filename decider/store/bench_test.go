@@ -18,10 +18,14 @@ import (
 // nodes, the controller's window (--window 1h), two ways: the pods', nodes'
 // and neighbours' newest values looked for over the whole hour (Query.Latest
 // 0, as until 2026-11-29) and within DefaultLatest of the newest point (what
-// Source asks). Compare their ns/op in the same run; the λ history's read is
-// the same in both. Needs influxd (bash test/infra/env.sh go test -bench ...).
+// Source asks). Each is read with the queries of a round one after the other
+// (Flux.sequential, as until 2026-11-29) and at once (what Snapshot does),
+// after checking that both read the same snapshot. Compare their ns/op in the
+// same run; the λ history's read is the same in all. Needs influxd (bash
+// test/infra/env.sh go test -bench ...).
 func BenchmarkFluxSnapshot(b *testing.B) {
-	fl := benchFlux(b)
+	concurrent := benchFlux(b)
+	sequential := &Flux{Query: concurrent.Query, Bucket: concurrent.Bucket, sequential: true}
 	now := t0.Add(benchPoints * 5 * time.Second)
 	for _, bc := range []struct {
 		name   string
@@ -29,11 +33,23 @@ func BenchmarkFluxSnapshot(b *testing.B) {
 	}{{"pods-over-the-hour", 0}, {"pods-near-the-newest-point", DefaultLatest}} {
 		b.Run(bc.name, func(b *testing.B) {
 			q := Query{Namespace: "ns", Workload: "w", Now: now, Window: time.Hour, Latest: bc.latest}
-			for b.Loop() {
-				w, err := fl.Snapshot(context.Background(), q)
-				require.NoError(b, err)
-				require.Len(b, w.Pods, benchPods)
-				require.Len(b, w.Nodes, benchNodes)
+			one, err := sequential.Snapshot(context.Background(), q)
+			require.NoError(b, err)
+			other, err := concurrent.Snapshot(context.Background(), q)
+			require.NoError(b, err)
+			require.Equal(b, one, other, "the same snapshot read one query after the other and at once")
+			for _, rc := range []struct {
+				name string
+				fl   *Flux
+			}{{"sequential", sequential}, {"concurrent", concurrent}} {
+				b.Run(rc.name, func(b *testing.B) {
+					for b.Loop() {
+						w, err := rc.fl.Snapshot(context.Background(), q)
+						require.NoError(b, err)
+						require.Len(b, w.Pods, benchPods)
+						require.Len(b, w.Nodes, benchNodes)
+					}
+				})
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/influxdata/influxdb-client-go/v2/api"
 	"github.com/influxdata/influxdb-client-go/v2/api/query"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/qas-dev/qas/decider/decide"
 	"github.com/qas-dev/qas/decider/measurement"
@@ -19,6 +20,11 @@ import (
 type Flux struct {
 	Query  api.QueryAPI
 	Bucket string
+
+	// sequential reads a round's queries one after the other, as Snapshot did
+	// until 2026-11-29: only BenchmarkFluxSnapshot sets it, to measure what
+	// reading them at once saves in the same run.
+	sequential bool
 }
 
 // FluxString quotes s as a Flux string literal: backslash, double quote and the
@@ -100,15 +106,97 @@ func NodesQuery(bucket string, q Query, nodes []string) string {
 		"  |> pivot(rowKey: [\"node\", \"_time\"], columnKey: [\"_field\"], valueColumn: \"_value\")\n"
 }
 
-// Snapshot implements Store.
+// Snapshot implements Store. It reads in three rounds, the queries of a round
+// at once: InfluxDB 1.8 spends 17-77 ms on any Flux query however small, so
+// the five queries one after the other cost a snapshot 100-120 ms even idle,
+// and the controller's decision waits for them. Each round needs what the one
+// before read: the workload points give the newest point's time, which the
+// buckets and the pods are read at; the pods give the nodes they run on, whose
+// nodes and neighbours are read then.
 func (f *Flux) Snapshot(ctx context.Context, q Query) (measurement.Workload, error) {
 	if err := q.Validate(); err != nil {
 		return measurement.Workload{}, err
 	}
-	var rates []decide.Sample
-	last := map[string]float64{}
-	var lastTime time.Time
-	err := f.each(ctx, WorkloadQuery(f.Bucket, q), func(r *query.FluxRecord) {
+	rates, last, lastTime, err := f.readWorkload(ctx, q)
+	if err != nil {
+		return measurement.Workload{}, err
+	}
+	// Pods, nodes and neighbours: their newest values only, looked for within
+	// q.Latest of the newest workload point.
+	lq := q.latestQuery(lastTime)
+	var pods []podRow
+	var bucketsErr error
+	err = f.concurrently(ctx,
+		// The newest point's latency and service buckets join its other fields
+		// (last: nothing else in this round reads it); without them the rest of
+		// the measurement stands, so their error fails nothing and cancels no
+		// other read.
+		func(ctx context.Context) error {
+			bucketsErr = f.readBuckets(ctx, q, lastTime, last)
+			return nil
+		},
+		func(ctx context.Context) (err error) {
+			pods, err = f.readPods(ctx, lq)
+			return err
+		},
+	)
+	if err != nil {
+		return measurement.Workload{}, err
+	}
+	var nodes []nodeRow
+	var neighbours []podRow
+	err = f.concurrently(ctx,
+		func(ctx context.Context) (err error) {
+			nodes, err = f.readNodes(ctx, lq, nodeNames(q, pods))
+			return err
+		},
+		// Neighbours matter only on the nodes the workload's pods run on (a hot
+		// node is one of those); reading them there bounds the query on a big
+		// cluster.
+		func(ctx context.Context) (err error) {
+			neighbours, err = f.readNeighbours(ctx, lq, nodeNames(Query{}, pods))
+			return err
+		},
+	)
+	if err != nil {
+		return measurement.Workload{}, err
+	}
+	w := assemble(q, rates, last, lastTime, pods, neighbours, nodes)
+	if bucketsErr != nil {
+		// One read of both histograms: both are lost, nothing else.
+		w.LatencyBuckets, w.LatencyBucketsError = nil, bucketsErr.Error()
+		w.ServiceBuckets, w.ServiceBucketsError = nil, bucketsErr.Error()
+	}
+	return w, nil
+}
+
+// concurrently runs a round's reads at once and returns when every one has
+// returned, with the first error any returned. That error fails the snapshot,
+// so it cancels the context the others read with: what they would read is
+// lost anyway, and they would hold InfluxDB and a connection for nothing.
+// With f.sequential the reads run one after the other instead.
+func (f *Flux) concurrently(ctx context.Context, reads ...func(context.Context) error) error {
+	if f.sequential {
+		for _, read := range reads {
+			if err := read(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	for _, read := range reads {
+		g.Go(func() error { return read(ctx) })
+	}
+	return g.Wait()
+}
+
+// readWorkload reads the workload points in q's window (WorkloadQuery): the λ
+// history, oldest first, the newest point's fields and its time. No point is
+// ErrNoData.
+func (f *Flux) readWorkload(ctx context.Context, q Query) (rates []decide.Sample, last map[string]float64, lastTime time.Time, err error) {
+	last = map[string]float64{}
+	err = f.each(ctx, WorkloadQuery(f.Bucket, q), func(r *query.FluxRecord) {
 		rates = append(rates, decide.Sample{Time: r.Time(), Rate: num(r, influx.FieldArrivalRate)})
 		for _, k := range workloadFields[1:] {
 			last[k] = num(r, k)
@@ -116,60 +204,62 @@ func (f *Flux) Snapshot(ctx context.Context, q Query) (measurement.Workload, err
 		lastTime = r.Time()
 	})
 	if err != nil {
-		return measurement.Workload{}, err
+		return nil, nil, time.Time{}, fmt.Errorf("store: workload points: %w", err)
 	}
 	if len(rates) == 0 {
-		return measurement.Workload{}, ErrNoData
+		return nil, nil, time.Time{}, ErrNoData
 	}
-	// The newest point's latency and service buckets join its other fields;
-	// without them the rest of the measurement stands.
-	bucketsErr := f.readBuckets(ctx, q, lastTime, last)
-	podTime := func(p podRow) time.Time { return p.time }
+	return rates, last, lastTime, nil
+}
+
+// readPods reads each of the workload's pods' newest values (PodsQuery).
+func (f *Flux) readPods(ctx context.Context, q Query) ([]podRow, error) {
 	latest := map[string]podRow{}
-	// Pods, nodes and neighbours: their newest values only, looked for within
-	// q.Latest of the newest workload point.
-	lq := q.latestQuery(lastTime)
-	err = f.each(ctx, PodsQuery(f.Bucket, lq), func(r *query.FluxRecord) {
+	err := f.each(ctx, PodsQuery(f.Bucket, q), func(r *query.FluxRecord) {
 		// The pivot keeps one row per pod and time; fields written at an older time
 		// (none in practice: every field is written together) give an older row.
 		p := podRowFrom(str(r, influx.TagPod), str(r, influx.TagNode), r.Time(), func(f string) float64 { return num(r, f) })
-		newer(latest, p.name, p, podTime)
+		newer(latest, p.name, p, func(p podRow) time.Time { return p.time })
 	})
 	if err != nil {
-		return measurement.Workload{}, err
+		return nil, fmt.Errorf("store: pods: %w", err)
 	}
-	pods := values(latest)
-	names := nodeNames(q, pods)
+	return values(latest), nil
+}
+
+// readNodes reads the newest values of the named nodes (NodesQuery); none
+// named, it reads nothing.
+func (f *Flux) readNodes(ctx context.Context, q Query, names []string) ([]nodeRow, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
 	nodes := map[string]nodeRow{}
+	err := f.each(ctx, NodesQuery(f.Bucket, q, names), func(r *query.FluxRecord) {
+		n := nodeRow{name: str(r, influx.TagNode), time: r.Time(), used: num(r, influx.FieldCPUUsage), allocatable: num(r, influx.FieldCPUAllocatable)}
+		newer(nodes, n.name, n, func(n nodeRow) time.Time { return n.time })
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: nodes: %w", err)
+	}
+	return values(nodes), nil
+}
+
+// readNeighbours reads the newest CPU of every other workload's pod on the
+// named nodes (NeighboursQuery); none named, it reads nothing.
+func (f *Flux) readNeighbours(ctx context.Context, q Query, hosts []string) ([]podRow, error) {
+	if len(hosts) == 0 {
+		return nil, nil
+	}
 	neighbours := map[string]podRow{}
-	if len(names) > 0 {
-		err = f.each(ctx, NodesQuery(f.Bucket, lq, names), func(r *query.FluxRecord) {
-			n := nodeRow{name: str(r, influx.TagNode), time: r.Time(), used: num(r, influx.FieldCPUUsage), allocatable: num(r, influx.FieldCPUAllocatable)}
-			newer(nodes, n.name, n, func(n nodeRow) time.Time { return n.time })
-		})
-		if err != nil {
-			return measurement.Workload{}, err
-		}
+	err := f.each(ctx, NeighboursQuery(f.Bucket, q, hosts), func(r *query.FluxRecord) {
+		p := podRow{name: str(r, influx.TagNamespace) + "/" + str(r, influx.TagPod), node: str(r, influx.TagNode), time: r.Time(),
+			cpuUsage: num(r, influx.FieldCPUUsage), req: num(r, influx.FieldCPURequest), lim: num(r, influx.FieldCPULimit)}
+		newer(neighbours, p.name, p, func(p podRow) time.Time { return p.time })
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: neighbours: %w", err)
 	}
-	// Neighbours matter only on the nodes the workload's pods run on (a hot node is
-	// one of those); reading them there bounds the query on a big cluster.
-	if hosts := nodeNames(Query{}, pods); len(hosts) > 0 {
-		err = f.each(ctx, NeighboursQuery(f.Bucket, lq, hosts), func(r *query.FluxRecord) {
-			p := podRow{name: str(r, influx.TagNamespace) + "/" + str(r, influx.TagPod), node: str(r, influx.TagNode), time: r.Time(),
-				cpuUsage: num(r, influx.FieldCPUUsage), req: num(r, influx.FieldCPURequest), lim: num(r, influx.FieldCPULimit)}
-			newer(neighbours, p.name, p, podTime)
-		})
-		if err != nil {
-			return measurement.Workload{}, err
-		}
-	}
-	w := assemble(q, rates, last, lastTime, pods, values(neighbours), values(nodes))
-	if bucketsErr != nil {
-		// One read of both histograms: both are lost, nothing else.
-		w.LatencyBuckets, w.LatencyBucketsError = nil, bucketsErr.Error()
-		w.ServiceBuckets, w.ServiceBucketsError = nil, bucketsErr.Error()
-	}
-	return w, nil
+	return values(neighbours), nil
 }
 
 func (f *Flux) each(ctx context.Context, flux string, fn func(*query.FluxRecord)) error {

@@ -20,6 +20,16 @@ import (
 // one the Flux store reads through.
 func influxWith(t testing.TB, points ...*write.Point) api.QueryAPI {
 	t.Helper()
+	db := influxDBWith(t, points...)
+	client := influxdb2.NewClient(db.URL, "")
+	t.Cleanup(client.Close)
+	return client.QueryAPI("")
+}
+
+// influxDBWith starts a real InfluxDB and writes points through the project's
+// writer, every one written (none dropped).
+func influxDBWith(t testing.TB, points ...*write.Point) *influxtest.Server {
+	t.Helper()
 	db := influxtest.Start(t)
 	w, err := influx.NewWriter(influx.WriterConfig{URL: db.URL, Bucket: influxtest.Bucket, FlushInterval: 50 * time.Millisecond}, nil, zap.NewNop())
 	require.NoError(t, err)
@@ -29,7 +39,5 @@ func influxWith(t testing.TB, points ...*write.Point) api.QueryAPI {
 	require.NoError(t, w.Close(ctx))
 	_, _, dropped := w.Counts()
 	require.Zero(t, dropped, "points the writer dropped")
-	client := influxdb2.NewClient(db.URL, "")
-	t.Cleanup(client.Close)
-	return client.QueryAPI("")
+	return db
 }
