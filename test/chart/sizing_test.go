@@ -19,13 +19,16 @@ import (
 
 // sizingFields are the fields, by measurement, that say why QAS sized as it did
 // (issue #15, docs/model.md section 2c): the arrival rate's variability from second to
-// second (measured and as the engine averaged it), λ's level and its window, and the
-// closed loop's late shares, its correction and the percentile it sized for.
+// second (measured and as the engine averaged it), λ's level and its window, the
+// closed loop's late shares, its correction and the percentile it sized for, and the
+// jump floor: its pods and their late share over the history's jumps against its
+// budget, and the band within which the current pods' share holds the floor back.
 var sizingFields = map[string][]string{
 	influx.Workload: {influx.FieldArrivalRateCV2},
 	influx.Decision: {"rate_cv2", "arrival_rate_level", "level_window_seconds",
 		"measured_late_share", "modelled_late_share", "transient_late_share", "recent_late_share", "spent_late_share",
-		"steady_late_share", "latency_bias", "effective_percentile"},
+		"steady_late_share", "latency_bias", "effective_percentile",
+		"jump_replicas", "jump_late_share", "jump_budget", "jump_band", "jump_current_late_share"},
 }
 
 // drawnWhenPositive are the sizing fields the dashboard draws only when above 0: for
@@ -109,16 +112,20 @@ func sizingWorkload(t *testing.T, at time.Time, base int64, i int, idle bool) ag
 // sizingDecision is a decision of interval i whose sizing fields all differ from each
 // other's and from those of other intervals and autoscalers (base). With plain, the
 // rate was too steady for the mixture (no level: 0) and the target a mean latency (no
-// percentile: 0), so neither is drawn.
+// percentile: 0), so neither is drawn; nor has a mean target a jump floor, whose
+// fields are then 0, drawn as such.
 func sizingDecision(at time.Time, base float64, i int, plain bool) decide.Decision {
 	v := func(k int) float64 { return base + float64(100*k+i) + 0.25 }
 	x := decide.Explanation{CurrentReplicas: 4, ArrivalRate: v(0), ForecastArrivalRate: v(1), ServiceTime: 0.05,
 		Latency: 0.12, MeasuredLatency: 0.13, Target: 0.2, Lead: 20 * time.Second, Normalized: 0.6,
 		RateCV2: v(2) / 1e3, ArrivalRateLevel: v(3), LevelWindow: time.Duration(v(4)) * time.Second,
 		MeasuredLateShare: v(5) / 1e4, ModelledLateShare: v(6) / 1e4, SteadyLateShare: v(10) / 1e4, TransientLateShare: v(7) / 1e5,
-		LatencyBias: v(8) / 1e3, EffectivePercentile: 95 + v(9)/1e4, Reason: "modelled latency within tolerance"}
+		LatencyBias: v(8) / 1e3, EffectivePercentile: 95 + v(9)/1e4,
+		JumpReplicas: int32(v(11)), JumpLateShare: v(12) / 1e5, JumpBudget: v(13) / 1e5, JumpBand: v(14) / 1e6,
+		JumpCurrentLateShare: v(15) / 1e5, Reason: "modelled latency within tolerance"}
 	if plain {
 		x.ArrivalRateLevel, x.LevelWindow, x.EffectivePercentile = 0, 0, 0
+		x.JumpReplicas, x.JumpLateShare, x.JumpBudget, x.JumpBand, x.JumpCurrentLateShare = 0, 0, 0, 0, 0
 	}
 	return decide.Decision{Time: at, Action: decide.ActionNone, DesiredReplicas: 4, Explanation: x}
 }
