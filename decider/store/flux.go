@@ -214,17 +214,12 @@ func (f *Flux) readWorkload(ctx context.Context, q Query) (rates []decide.Sample
 
 // readPods reads each of the workload's pods' newest values (PodsQuery).
 func (f *Flux) readPods(ctx context.Context, q Query) ([]podRow, error) {
-	latest := map[string]podRow{}
-	err := f.each(ctx, PodsQuery(f.Bucket, q), func(r *query.FluxRecord) {
-		// The pivot keeps one row per pod and time; fields written at an older time
-		// (none in practice: every field is written together) give an older row.
+	// The pivot keeps one row per pod and time; fields written at an older time
+	// (none in practice: every field is written together) give an older row.
+	return readNewest(ctx, f, "pods", PodsQuery(f.Bucket, q), func(r *query.FluxRecord) (string, time.Time, podRow) {
 		p := podRowFrom(str(r, influx.TagPod), str(r, influx.TagNode), r.Time(), func(f string) float64 { return num(r, f) })
-		newer(latest, p.name, p, func(p podRow) time.Time { return p.time })
+		return p.name, p.time, p
 	})
-	if err != nil {
-		return nil, fmt.Errorf("store: pods: %w", err)
-	}
-	return values(latest), nil
 }
 
 // readNodes reads the newest values of the named nodes (NodesQuery); none
@@ -233,15 +228,10 @@ func (f *Flux) readNodes(ctx context.Context, q Query, names []string) ([]nodeRo
 	if len(names) == 0 {
 		return nil, nil
 	}
-	nodes := map[string]nodeRow{}
-	err := f.each(ctx, NodesQuery(f.Bucket, q, names), func(r *query.FluxRecord) {
+	return readNewest(ctx, f, "nodes", NodesQuery(f.Bucket, q, names), func(r *query.FluxRecord) (string, time.Time, nodeRow) {
 		n := nodeRow{name: str(r, influx.TagNode), time: r.Time(), used: num(r, influx.FieldCPUUsage), allocatable: num(r, influx.FieldCPUAllocatable)}
-		newer(nodes, n.name, n, func(n nodeRow) time.Time { return n.time })
+		return n.name, n.time, n
 	})
-	if err != nil {
-		return nil, fmt.Errorf("store: nodes: %w", err)
-	}
-	return values(nodes), nil
 }
 
 // readNeighbours reads the newest CPU of every other workload's pod on the
@@ -250,16 +240,33 @@ func (f *Flux) readNeighbours(ctx context.Context, q Query, hosts []string) ([]p
 	if len(hosts) == 0 {
 		return nil, nil
 	}
-	neighbours := map[string]podRow{}
-	err := f.each(ctx, NeighboursQuery(f.Bucket, q, hosts), func(r *query.FluxRecord) {
+	return readNewest(ctx, f, "neighbours", NeighboursQuery(f.Bucket, q, hosts), func(r *query.FluxRecord) (string, time.Time, podRow) {
 		p := podRow{name: str(r, influx.TagNamespace) + "/" + str(r, influx.TagPod), node: str(r, influx.TagNode), time: r.Time(),
 			cpuUsage: num(r, influx.FieldCPUUsage), req: num(r, influx.FieldCPURequest), lim: num(r, influx.FieldCPULimit)}
-		newer(neighbours, p.name, p, func(p podRow) time.Time { return p.time })
+		return p.name, p.time, p
+	})
+}
+
+// readNewest reads flux's records as rows (row gives each one's key, time and
+// row) and keeps each key's newest; a failed read is named by part.
+func readNewest[R any](ctx context.Context, f *Flux, part, flux string, row func(*query.FluxRecord) (string, time.Time, R)) ([]R, error) {
+	type timed struct {
+		at time.Time
+		r  R
+	}
+	newest := map[string]timed{}
+	err := f.each(ctx, flux, func(rec *query.FluxRecord) {
+		key, at, r := row(rec)
+		newer(newest, key, timed{at, r}, func(t timed) time.Time { return t.at })
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: neighbours: %w", err)
+		return nil, fmt.Errorf("store: %s: %w", part, err)
 	}
-	return values(neighbours), nil
+	rows := make([]R, 0, len(newest))
+	for _, t := range values(newest) {
+		rows = append(rows, t.r)
+	}
+	return rows, nil
 }
 
 func (f *Flux) each(ctx context.Context, flux string, fn func(*query.FluxRecord)) error {
