@@ -89,11 +89,14 @@ func PodsQuery(bucket string, q Query) string {
 }
 
 // NeighboursQuery returns the newest CPU of every other workload's pod on the listed
-// nodes, one row per pod. nodes must not be empty.
+// nodes, one row per pod. nodes must not be empty. Every filter is of comparisons
+// InfluxDB pushes down to its storage read, the fields' included: "not the workload"
+// is written r.namespace != … or r.workload != … rather than not (… and …), which
+// it evaluates over every field of every pod on the nodes instead (the query took
+// 1.8 × as long on BenchmarkFluxSnapshot's data).
 func NeighboursQuery(bucket string, q Query, nodes []string) string {
-	return rangeFilter(bucket, q, influx.Pod) + nodeFilter(nodes) +
-		fmt.Sprintf("  |> filter(fn: (r) => not (r.namespace == %s and r.workload == %s))\n", FluxString(q.Namespace), FluxString(q.Workload)) +
-		fieldFilter(neighbourFields) +
+	return rangeFilter(bucket, q, influx.Pod) + nodeFilter(nodes) + fieldFilter(neighbourFields) +
+		fmt.Sprintf("  |> filter(fn: (r) => r.namespace != %s or r.workload != %s)\n", FluxString(q.Namespace), FluxString(q.Workload)) +
 		"  |> group(columns: [\"namespace\", \"pod\", \"node\", \"_field\"])\n  |> last()\n" +
 		"  |> pivot(rowKey: [\"namespace\", \"pod\", \"node\", \"_time\"], columnKey: [\"_field\"], valueColumn: \"_value\")\n"
 }

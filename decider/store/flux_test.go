@@ -32,7 +32,7 @@ func snapshotPart(flux string) string {
 	switch {
 	case strings.Contains(flux, influx.LatencyBucketPrefix):
 		return bucketsPart
-	case strings.Contains(flux, "|> filter(fn: (r) => not (r.namespace"):
+	case strings.Contains(flux, "|> filter(fn: (r) => r.namespace != "):
 		return neighboursPart
 	case strings.Contains(flux, "r._measurement == "+FluxString(influx.Pod)):
 		return podsPart

@@ -282,7 +282,7 @@ func TestQueryConstruction(t *testing.T) {
 	require.Contains(t, nq, `r.node == "a" or r.node == "b"`)
 	bq := NeighboursQuery("qas/autogen", q, []string{"a"})
 	require.Contains(t, bq, `r.node == "a"`)
-	require.Contains(t, bq, `not (r.namespace == "n\"s" and r.workload == "w\${x}")`)
+	require.Contains(t, bq, `r.namespace != "n\"s" or r.workload != "w\${x}"`)
 	for _, f := range append(append(append([]string{}, workloadFields...), podFields...), nodeFields...) {
 		found := false
 		for _, m := range []string{influx.Workload, influx.Pod, influx.Node} {
