@@ -15,7 +15,8 @@ import (
 
 // BenchmarkFluxSnapshot reads one workload's snapshot from a real InfluxDB
 // holding an hour of the collector's 5 s points for it and its 20 pods on 4
-// nodes, the controller's window (--window 1h), two ways: the pods', nodes'
+// nodes, beside another workload's 20 pods on the same nodes (its neighbours),
+// the controller's window (--window 1h), two ways: the pods', nodes'
 // and neighbours' newest values looked for over the whole hour (Query.Latest
 // 0, as until 2026-11-29) and within DefaultLatest of the newest point (what
 // Source asks). Each is read with the queries of a round one after the other
@@ -48,6 +49,7 @@ func BenchmarkFluxSnapshot(b *testing.B) {
 						require.NoError(b, err)
 						require.Len(b, w.Pods, benchPods)
 						require.Len(b, w.Nodes, benchNodes)
+						require.Len(b, w.Neighbours, benchPods)
 					}
 				})
 			}
@@ -58,7 +60,8 @@ func BenchmarkFluxSnapshot(b *testing.B) {
 const benchPods, benchNodes, benchPoints = 20, 4, 720
 
 // benchFlux is a real InfluxDB holding an hour of 5 s points of workload
-// ns/w, its benchPods pods and benchNodes nodes, from t0.
+// ns/w, its benchPods pods and benchNodes nodes, and benchPods pods of
+// workload ns/db on the same nodes, from t0.
 func benchFlux(b *testing.B) *Flux {
 	const pods, nodes, points = benchPods, benchNodes, benchPoints
 	var pts []*write.Point
@@ -67,11 +70,13 @@ func benchFlux(b *testing.B) *Flux {
 		pts = append(pts, write.NewPoint(influx.Workload, map[string]string{"namespace": "ns", "workload": "w"},
 			map[string]any{"arrival_rate": 40.0 + float64(i%7), "service_mean_seconds": 0.05, "service_scv": 1.2,
 				"latency_p95_seconds": 0.2, "service_samples": 200.0}, at))
-		for p := range pods {
-			pts = append(pts, write.NewPoint(influx.Pod, map[string]string{"namespace": "ns", "workload": "w",
-				"pod": fmt.Sprintf("w-%d", p), "node": fmt.Sprintf("n%d", p%nodes)},
-				map[string]any{"service_mean_seconds": 0.05, "cpu_usage_cores": 0.3, "cpu_request_cores": 0.5, "cpu_limit_cores": 1.0,
-					"in_flight": 1.0, "waiting": 0.0, "in_flight_mean": 0.8}, at))
+		for _, workload := range []string{"w", "db"} {
+			for p := range pods {
+				pts = append(pts, write.NewPoint(influx.Pod, map[string]string{"namespace": "ns", "workload": workload,
+					"pod": fmt.Sprintf("%s-%d", workload, p), "node": fmt.Sprintf("n%d", p%nodes)},
+					map[string]any{"service_mean_seconds": 0.05, "cpu_usage_cores": 0.3, "cpu_request_cores": 0.5, "cpu_limit_cores": 1.0,
+						"in_flight": 1.0, "waiting": 0.0, "in_flight_mean": 0.8}, at))
+			}
 		}
 		for n := range nodes {
 			pts = append(pts, write.NewPoint(influx.Node, map[string]string{"node": fmt.Sprintf("n%d", n)},
