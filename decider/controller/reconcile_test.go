@@ -306,7 +306,7 @@ func TestReconcileCarriesTheServiceBuckets(t *testing.T) {
 	service := []decide.LatencyBucket{{UpperBound: 0.025, Count: 40}, {UpperBound: 0.05, Count: 45}, {UpperBound: 0.1, Count: 15}, {UpperBound: math.Inf(1), Count: 0}}
 	latency := []decide.LatencyBucket{{UpperBound: 0.05, Count: 70}, {UpperBound: 0.1, Count: 30}, {UpperBound: math.Inf(1), Count: 0}}
 	malformed := `influx: field "service_bucket_le_0.10" is not in its canonical form "service_bucket_le_0.1": skipped`
-	failed := "store: latency and service buckets: store: flux query: connection reset by peer"
+	failed := "store: latency and service buckets: flux query: connection reset by peer"
 	for _, tc := range []struct {
 		name                       string
 		service, latency           []decide.LatencyBucket

@@ -299,7 +299,7 @@ func TestFailedLatencyBucketsReadLosesNothingElse(t *testing.T) {
 	q := Query{Namespace: "ns", Workload: "w", Now: t0.Add(20 * time.Second), Window: time.Minute, Nodes: []string{"n3"}}
 	got, err := (&Flux{Query: failingBuckets{query}, Bucket: influxtest.Bucket}).Snapshot(ctx, q)
 	require.NoError(t, err)
-	const failed = "store: latency and service buckets: store: flux query: connection reset by peer"
+	const failed = "store: latency and service buckets: flux query: connection reset by peer"
 	require.Nil(t, got.LatencyBuckets)
 	require.Equal(t, failed, got.LatencyBucketsError)
 	require.Nil(t, got.ServiceBuckets)

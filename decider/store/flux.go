@@ -272,17 +272,20 @@ func readNewest[R any](ctx context.Context, f *Flux, part, flux string, row func
 	return rows, nil
 }
 
+// each runs flux and calls fn on each record. Its error says whether the query
+// or its result failed; the caller names the part of the read it was
+// ("store: pods: flux query: …").
 func (f *Flux) each(ctx context.Context, flux string, fn func(*query.FluxRecord)) error {
 	res, err := f.Query.Query(ctx, flux)
 	if err != nil {
-		return fmt.Errorf("store: flux query: %w", err)
+		return fmt.Errorf("flux query: %w", err)
 	}
 	defer res.Close()
 	for res.Next() {
 		fn(res.Record())
 	}
 	if err := res.Err(); err != nil {
-		return fmt.Errorf("store: flux result: %w", err)
+		return fmt.Errorf("flux result: %w", err)
 	}
 	return nil
 }

@@ -106,21 +106,21 @@ func TestAFailedReadFailsTheSnapshotAndCancelsItsRound(t *testing.T) {
 		asked []string
 	}{
 		{name: "the workload points rejected", reject: workloadPart,
-			err: "store: workload points: store: flux query: ", contains: "qasUndefinedFunction",
+			err: "store: workload points: flux query: ", contains: "qasUndefinedFunction",
 			asked: []string{workloadPart}},
 		{name: "the pods rejected while the buckets are read", reject: podsPart, hold: bucketsPart,
-			err: "store: pods: store: flux query: ", contains: "qasUndefinedFunction",
+			err: "store: pods: flux query: ", contains: "qasUndefinedFunction",
 			asked: []string{workloadPart, bucketsPart, podsPart}},
 		{name: "the nodes rejected while the neighbours are read", reject: nodesPart, hold: neighboursPart,
-			err: "store: nodes: store: flux query: ", contains: "qasUndefinedFunction",
+			err: "store: nodes: flux query: ", contains: "qasUndefinedFunction",
 			asked: []string{workloadPart, bucketsPart, podsPart, nodesPart, neighboursPart}},
 		{name: "the neighbours rejected while the nodes are read", reject: neighboursPart, hold: nodesPart,
-			err: "store: neighbours: store: flux query: ", contains: "qasUndefinedFunction",
+			err: "store: neighbours: flux query: ", contains: "qasUndefinedFunction",
 			asked: []string{workloadPart, bucketsPart, podsPart, nodesPart, neighboursPart}},
 		{name: "the buckets rejected", reject: bucketsPart,
 			asked: []string{workloadPart, bucketsPart, podsPart, nodesPart, neighboursPart}},
 		{name: "the context cancelled as the pods are read", cancelAt: podsPart,
-			err: "store: pods: store: flux query: ", contains: context.Canceled.Error(),
+			err: "store: pods: flux query: ", contains: context.Canceled.Error(),
 			asked: []string{workloadPart, bucketsPart, podsPart}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -134,7 +134,7 @@ func TestAFailedReadFailsTheSnapshotAndCancelsItsRound(t *testing.T) {
 
 			if tc.err == "" {
 				require.NoError(t, err)
-				rejected := "store: latency and service buckets: store: flux query: "
+				rejected := "store: latency and service buckets: flux query: "
 				require.True(t, strings.HasPrefix(got.LatencyBucketsError, rejected), got.LatencyBucketsError)
 				require.Contains(t, got.LatencyBucketsError, "qasUndefinedFunction")
 				whole := want()
@@ -167,3 +167,18 @@ func TestAFailedReadFailsTheSnapshotAndCancelsItsRound(t *testing.T) {
 
 // round is the round of a snapshot each part is read in.
 var round = map[string]int{workloadPart: 1, bucketsPart: 2, podsPart: 2, nodesPart: 3, neighboursPart: 3}
+
+// TestAFailedHistoryReadNamesItself: the long λ history's read, rejected by a
+// real InfluxDB, fails with an error that names it, and returns no samples.
+func TestAFailedHistoryReadNamesItself(t *testing.T) {
+	db := influxDBWith(t, fixture()...)
+	client := influxdb2.NewClient(db.URL, "")
+	t.Cleanup(client.Close)
+	faulty := &faultyQueries{QueryAPI: client.QueryAPI(""), reject: workloadPart, held: make(chan error, 1), asked: make(chan string, 1)}
+	got, err := (&Flux{Query: faulty, Bucket: influxtest.Bucket}).History(context.Background(),
+		HistoryQuery{Namespace: "ns", Workload: "w", Now: t0.Add(time.Hour), Span: time.Hour, Step: time.Minute})
+	require.Error(t, err)
+	require.True(t, strings.HasPrefix(err.Error(), "store: λ history: flux query: "), err.Error())
+	require.Contains(t, err.Error(), "qasUndefinedFunction")
+	require.Nil(t, got)
+}

@@ -116,7 +116,10 @@ func (f *Flux) History(ctx context.Context, q HistoryQuery) ([]decide.Sample, er
 			out = append(out, decide.Sample{Time: r.Time().UTC(), Rate: v})
 		}
 	})
-	return out, err
+	if err != nil {
+		return nil, fmt.Errorf("store: λ history: %w", err)
+	}
+	return out, nil
 }
 
 // History implements HistoryStore, as the Flux query computes it.
