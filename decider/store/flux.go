@@ -219,9 +219,9 @@ func (f *Flux) readWorkload(ctx context.Context, q Query) (rates []decide.Sample
 func (f *Flux) readPods(ctx context.Context, q Query) ([]podRow, error) {
 	// The pivot keeps one row per pod and time; fields written at an older time
 	// (none in practice: every field is written together) give an older row.
-	return readNewest(ctx, f, "pods", PodsQuery(f.Bucket, q), func(r *query.FluxRecord) (string, time.Time, podRow) {
+	return readNewest(ctx, f, "pods", PodsQuery(f.Bucket, q), podTime, func(r *query.FluxRecord) (string, podRow) {
 		p := podRowFrom(str(r, influx.TagPod), str(r, influx.TagNode), r.Time(), func(f string) float64 { return num(r, f) })
-		return p.name, p.time, p
+		return p.name, p
 	})
 }
 
@@ -231,9 +231,9 @@ func (f *Flux) readNodes(ctx context.Context, q Query, names []string) ([]nodeRo
 	if len(names) == 0 {
 		return nil, nil
 	}
-	return readNewest(ctx, f, "nodes", NodesQuery(f.Bucket, q, names), func(r *query.FluxRecord) (string, time.Time, nodeRow) {
+	return readNewest(ctx, f, "nodes", NodesQuery(f.Bucket, q, names), nodeTime, func(r *query.FluxRecord) (string, nodeRow) {
 		n := nodeRow{name: str(r, influx.TagNode), time: r.Time(), used: num(r, influx.FieldCPUUsage), allocatable: num(r, influx.FieldCPUAllocatable)}
-		return n.name, n.time, n
+		return n.name, n
 	})
 }
 
@@ -243,33 +243,25 @@ func (f *Flux) readNeighbours(ctx context.Context, q Query, hosts []string) ([]p
 	if len(hosts) == 0 {
 		return nil, nil
 	}
-	return readNewest(ctx, f, "neighbours", NeighboursQuery(f.Bucket, q, hosts), func(r *query.FluxRecord) (string, time.Time, podRow) {
+	return readNewest(ctx, f, "neighbours", NeighboursQuery(f.Bucket, q, hosts), podTime, func(r *query.FluxRecord) (string, podRow) {
 		p := podRow{name: str(r, influx.TagNamespace) + "/" + str(r, influx.TagPod), node: str(r, influx.TagNode), time: r.Time(),
 			cpuUsage: num(r, influx.FieldCPUUsage), req: num(r, influx.FieldCPURequest), lim: num(r, influx.FieldCPULimit)}
-		return p.name, p.time, p
+		return p.name, p
 	})
 }
 
-// readNewest reads flux's records as rows (row gives each one's key, time and
-// row) and keeps each key's newest; a failed read is named by part.
-func readNewest[R any](ctx context.Context, f *Flux, part, flux string, row func(*query.FluxRecord) (string, time.Time, R)) ([]R, error) {
-	type timed struct {
-		at time.Time
-		r  R
-	}
-	newest := map[string]timed{}
+// readNewest reads flux's records as rows (row gives each one's key and row)
+// and keeps each key's newest by at; a failed read is named by part.
+func readNewest[R any](ctx context.Context, f *Flux, part, flux string, at func(R) time.Time, row func(*query.FluxRecord) (string, R)) ([]R, error) {
+	newest := map[string]R{}
 	err := f.each(ctx, flux, func(rec *query.FluxRecord) {
-		key, at, r := row(rec)
-		newer(newest, key, timed{at, r}, func(t timed) time.Time { return t.at })
+		key, r := row(rec)
+		newer(newest, key, r, at)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: %s: %w", part, err)
 	}
-	rows := make([]R, 0, len(newest))
-	for _, t := range values(newest) {
-		rows = append(rows, t.r)
-	}
-	return rows, nil
+	return values(newest), nil
 }
 
 // each runs flux and calls fn on each record. Its error says whether the query

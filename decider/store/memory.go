@@ -61,7 +61,6 @@ func (m *Memory) Snapshot(_ context.Context, q Query) (measurement.Workload, err
 	ours := func(p memPoint) bool {
 		return p.tags[influx.TagNamespace] == q.Namespace && p.tags[influx.TagWorkload] == q.Workload
 	}
-	podTime := func(p podRow) time.Time { return p.time }
 	var wl []memPoint
 	pods := map[string]podRow{}
 	others := map[string]podRow{}
@@ -86,7 +85,7 @@ func (m *Memory) Snapshot(_ context.Context, q Query) (measurement.Workload, err
 			}
 		case influx.Node:
 			n := nodeRow{name: p.tags[influx.TagNode], time: p.time, used: p.fields[influx.FieldCPUUsage], allocatable: p.fields[influx.FieldCPUAllocatable]}
-			newer(nodes, n.name, n, func(n nodeRow) time.Time { return n.time })
+			newer(nodes, n.name, n, nodeTime)
 		}
 	}
 	if len(wl) == 0 {

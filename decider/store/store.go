@@ -310,6 +310,11 @@ func serviceQuantiles(last map[string]float64) []decide.LatencyQuantile {
 	return out
 }
 
+// podTime and nodeTime are when a pod's or a node's row was written: what
+// newer keeps the newest by.
+func podTime(p podRow) time.Time   { return p.time }
+func nodeTime(n nodeRow) time.Time { return n.time }
+
 // newer keeps, per key, the row with the newest time.
 func newer[R any](m map[string]R, key string, r R, at func(R) time.Time) {
 	if old, ok := m[key]; !ok || !at(r).Before(at(old)) {
