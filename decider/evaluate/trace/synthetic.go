@@ -34,15 +34,40 @@ const (
 	recurStrayGapMinutes                 = 60.0
 	recurStrayFactorLo, recurStrayFactor = 2.0, 4.0
 	recurStrayMinutesLo, recurStrayMins  = 1.0, 5.0
+	// Held-out shapes (HeldOutNames): generated for the held-out evaluation
+	// only, never screened or tuned on.
+	heldOutHours = 6
+	// OnOff: onoffSources heavy-tailed ON/OFF sources; ON and OFF periods
+	// Pareto with shape onoffShape and scales onoffOnScale and onoffOffScale
+	// seconds (means 3.5 × those at shape 1.4), truncated at the trace.
+	onoffSources                = 40
+	onoffShape                  = 1.4
+	onoffOnScale, onoffOffScale = 10.0, 40.0
+	onoffRateLo, onoffRateHi    = 0.5, 1.5
+	// Spiky: a slowly wandering base (a new lognormal level every
+	// spikyNoiseMinutes, σ spikyNoise, interpolated) with flash spikes
+	// starting as a Poisson process.
+	spikyNoiseMinutes, spikyNoise = 5.0, 0.15
+	spikyGapMinutes               = 90.0
+	spikyFactorLo, spikyFactorHi  = 2.0, 7.0
+	spikyRampLo, spikyRampHi      = 10.0, 90.0  // seconds
+	spikyHoldMin, spikyHoldMean   = 30.0, 180.0 // seconds
+	spikyDecayLo, spikyDecayHi    = 30.0, 120.0 // seconds
 )
 
 // PatternNames lists the patterns Load knows.
 func PatternNames() []string {
-	return []string{PatternFlashCrowd, PatternIncreaseDecrease, PatternBursts, PatternMMPP, PatternDiurnal, PatternRecurring}
+	return append([]string{PatternFlashCrowd, PatternIncreaseDecrease, PatternBursts, PatternMMPP, PatternDiurnal, PatternRecurring}, HeldOutNames()...)
+}
+
+// HeldOutNames lists the held-out shapes Load also knows: traffic of
+// other shapes than the matrix's, for an evaluation nothing was tuned on.
+func HeldOutNames() []string {
+	return []string{PatternOnOff, PatternSpiky}
 }
 
 func isRandomPattern(name string) bool {
-	return name == PatternBursts || name == PatternMMPP || name == PatternRecurring
+	return name == PatternBursts || name == PatternMMPP || name == PatternRecurring || name == PatternOnOff || name == PatternSpiky
 }
 
 // generate returns the per-second rates of a pattern.
@@ -56,6 +81,10 @@ func generate(name string, seed uint64) ([]float64, error) {
 		return Diurnal(), nil
 	case PatternRecurring:
 		return Recurring(seed), nil
+	case PatternOnOff:
+		return OnOff(seed), nil
+	case PatternSpiky:
+		return Spiky(seed), nil
 	}
 	return Pattern(name)
 }
@@ -138,16 +167,7 @@ func Recurring(seed uint64) []float64 {
 	factor := recurFactorLo + (recurFactorHi-recurFactorLo)*r.Float64()
 	dur := 60 * (recurMinutesLo + (recurMinutesHi-recurMinutesLo)*r.Float64())
 	n := recurringHours * 3600
-	step := int(recurNoiseMinutes * 60)
-	knots := make([]float64, n/step+2)
-	for i := range knots {
-		knots[i] = math.Exp(recurNoise*r.NormFloat64() - recurNoise*recurNoise/2)
-	}
-	out := make([]float64, n)
-	for i := range out {
-		k, f := i/step, float64(i%step)/float64(step)
-		out[i] = knots[k]*(1-f) + knots[k+1]*f
-	}
+	out := wanderingBase(r, n, recurNoiseMinutes, recurNoise)
 	burst := func(at, d, f float64) {
 		for i := max(0, int(at)); i < min(n, int(at+d)); i++ {
 			out[i] = math.Max(out[i], f*out[i])
@@ -167,4 +187,117 @@ func Recurring(seed uint64) []float64 {
 		burst(t, d, f)
 	}
 	return out
+}
+
+// OnOff is 6 hours of self-similar traffic, the shape measured on web and
+// LAN links (Willinger, Taqqu, Sherman and Wilson, 1997): the sum of 40
+// sources, each alternating between ON, sending at its own rate (uniform in
+// 0.5–1.5 of a common one), and OFF, silent, for periods drawn from Pareto
+// laws of shape 1.4 (scales 10 s ON, 40 s OFF: means 35 s and 140 s, a fifth
+// of the time ON). Heavy-tailed periods make the sum bursty at every time
+// scale (Hurst parameter (3 − 1.4)/2 = 0.8): the counts' variance over a
+// window grows faster than the window, where a Poisson or MMPP source's
+// flattens out within minutes. Each source starts in a random state, part
+// way through its first period. The rates are normalised to a mean of
+// exactly 1 req/s.
+func OnOff(seed uint64) []float64 {
+	r := patternRand(seed, 4)
+	n := heldOutHours * 3600
+	out := make([]float64, n)
+	pareto := func(scale float64) float64 {
+		return scale * math.Pow(1-r.Float64(), -1/onoffShape)
+	}
+	onMean := onoffShape * onoffOnScale / (onoffShape - 1)
+	offMean := onoffShape * onoffOffScale / (onoffShape - 1)
+	for range onoffSources {
+		rate := onoffRateLo + (onoffRateHi-onoffRateLo)*r.Float64()
+		on := r.Float64() < onMean/(onMean+offMean)
+		t := 0.0
+		first := true
+		for int(t) < n {
+			d := pareto(onoffOnScale)
+			if !on {
+				d = pareto(onoffOffScale)
+			}
+			if first {
+				d *= r.Float64()
+				first = false
+			}
+			if on {
+				for i := int(t); i < min(n, int(t+d)); i++ {
+					out[i] += rate
+				}
+			}
+			t += d
+			on = !on
+		}
+	}
+	return normalise(out)
+}
+
+// Spiky is 6 hours of a steady workload hit by unannounced flash crowds: a
+// base of 1 req/s wandering slowly (a new lognormal level, σ 0.15, every 5
+// minutes, linearly interpolated) and spikes starting as a Poisson process
+// (mean gap 90 minutes), each rising to 2–7× the base (uniform) over a ramp
+// of 10–90 s, holding for 30 s plus an exponential time (mean 3 minutes),
+// and falling back over 30–120 s. Where spikes overlap the higher wins. A
+// window of a few hours holds none, one or several: the cells without one
+// say what holding capacity against them costs, those with one whether it
+// was held.
+func Spiky(seed uint64) []float64 {
+	r := patternRand(seed, 5)
+	n := heldOutHours * 3600
+	base := wanderingBase(r, n, spikyNoiseMinutes, spikyNoise)
+	out := slices.Clone(base)
+	uniform := func(lo, hi float64) float64 { return lo + (hi-lo)*r.Float64() }
+	for t := r.ExpFloat64() * spikyGapMinutes * 60; int(t) < n; t += r.ExpFloat64() * spikyGapMinutes * 60 {
+		f := uniform(spikyFactorLo, spikyFactorHi)
+		ramp := uniform(spikyRampLo, spikyRampHi)
+		hold := spikyHoldMin + r.ExpFloat64()*spikyHoldMean
+		decay := uniform(spikyDecayLo, spikyDecayHi)
+		for i := int(t); i < min(n, int(t+ramp+hold+decay)); i++ {
+			x := float64(i) - t
+			g := 1.0
+			switch {
+			case x < ramp:
+				g = x / ramp
+			case x > ramp+hold:
+				g = 1 - (x-ramp-hold)/decay
+			}
+			out[i] = math.Max(out[i], base[i]*(1+(f-1)*math.Max(g, 0)))
+		}
+	}
+	return out
+}
+
+// wanderingBase is n seconds of a base of 1 req/s wandering slowly: a new
+// lognormal level of mean 1 and σ sigma every minutes, linearly interpolated.
+func wanderingBase(r *rand.Rand, n int, minutes, sigma float64) []float64 {
+	step := int(minutes * 60)
+	knots := make([]float64, n/step+2)
+	for i := range knots {
+		knots[i] = math.Exp(sigma*r.NormFloat64() - sigma*sigma/2)
+	}
+	out := make([]float64, n)
+	for i := range out {
+		k, f := i/step, float64(i%step)/float64(step)
+		out[i] = knots[k]*(1-f) + knots[k+1]*f
+	}
+	return out
+}
+
+// normalise scales rates to a mean of 1 (unchanged if all are zero).
+func normalise(rates []float64) []float64 {
+	var sum float64
+	for _, v := range rates {
+		sum += v
+	}
+	if sum <= 0 {
+		return rates
+	}
+	k := float64(len(rates)) / sum
+	for i := range rates {
+		rates[i] *= k
+	}
+	return rates
 }

@@ -67,6 +67,9 @@ const (
 	PatternMMPP             = "pattern:mmpp"
 	PatternDiurnal          = "pattern:diurnal"
 	PatternRecurring        = "pattern:recurring"
+	// The held-out shapes (HeldOutNames).
+	PatternOnOff            = "pattern:onoff"
+	PatternSpiky            = "pattern:spiky"
 	patternMinutes          = 40
 	patternBuffer           = 5 * 60
 	patternLow, patternHigh = 1.0, 20.0

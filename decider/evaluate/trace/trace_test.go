@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -322,4 +323,105 @@ func TestFileHistory(t *testing.T) {
 	p, err = Load(Options{Source: path, Window: itrace.Window{Start: 4 * time.Second}})
 	require.NoError(t, err)
 	require.Nil(t, p.History)
+}
+
+// TestOnOffIsSelfSimilar: the ON/OFF pattern is 6 hours at a mean of exactly
+// 1 req/s, drawn from its seed, and bursty at every time scale: the variance
+// of its means over windows of 1 to 20 minutes falls as the window to the
+// power 2H − 2 with H near the (3 − 1.4)/2 = 0.8 its Pareto periods give
+// (white noise: 0.5), averaged over ten seeds.
+func TestOnOffIsSelfSimilar(t *testing.T) {
+	o := OnOff(1)
+	require.Len(t, o, 6*3600)
+	require.Equal(t, o, OnOff(1))
+	require.NotEqual(t, o, OnOff(2))
+	var h float64
+	for seed := uint64(1); seed <= 10; seed++ {
+		x := OnOff(seed)
+		var sum float64
+		for _, v := range x {
+			require.GreaterOrEqual(t, v, 0.0)
+			sum += v
+		}
+		require.InDelta(t, 1, sum/float64(len(x)), 1e-9, "seed %d", seed)
+		h += varianceTimeHurst(x) / 10
+	}
+	require.InDelta(t, 0.8, h, 0.08)
+	flat := make([]float64, 6*3600)
+	for i := range flat {
+		flat[i] = 1 + 0.3*math.Sin(float64(i*i)) // no memory beyond a second
+	}
+	require.Less(t, varianceTimeHurst(flat), 0.6, "the estimate tells short memory from long")
+}
+
+// TestSpikyRampsAndSpikes: the spiky pattern is 6 hours around a base of
+// 1 req/s whose spikes rise over a ramp of at least 10 s, never in a step,
+// and come about every 90 minutes: counted over a hundred seeds (some 400
+// spikes) as runs above 1.6 × the trace's median.
+func TestSpikyRampsAndSpikes(t *testing.T) {
+	s := Spiky(1)
+	require.Len(t, s, 6*3600)
+	require.Equal(t, s, Spiky(1))
+	require.NotEqual(t, s, Spiky(2))
+	var spikes, highest float64
+	const seeds = 100
+	for seed := uint64(1); seed <= seeds; seed++ {
+		x := Spiky(seed)
+		med := slices.Clone(x)
+		slices.Sort(med)
+		median := med[len(med)/2]
+		require.InDelta(t, 1, median, 0.15, "seed %d: the base", seed)
+		above := false
+		for i, v := range x {
+			if !(v > 0) {
+				t.Fatalf("seed %d, second %d: rate %v", seed, i, v)
+			}
+			// A ramp adds at most (7 − 1)/10 of the base a second.
+			if i > 0 && v/x[i-1] > 1.61 {
+				t.Fatalf("seed %d, second %d: a step from %v to %v", seed, i, x[i-1], v)
+			}
+			if v > 1.6*median && !above {
+				spikes++
+			}
+			above = v > 1.6*median
+			highest = math.Max(highest, v/median)
+		}
+	}
+	require.InDelta(t, 4, spikes/seeds, 1, "6 hours at a mean gap of 90 minutes")
+	require.Greater(t, highest, 4.0, "spikes reach several times the base")
+	require.Less(t, highest, 7*1.6, "and at most 7 × a base within its wander")
+}
+
+// varianceTimeHurst estimates the Hurst parameter from how the variance of
+// x's means over windows of 1, 2, 5, 10 and 20 minutes falls with the
+// window (slope 2H − 2 in log–log).
+func varianceTimeHurst(x []float64) float64 {
+	var lx, ly []float64
+	for _, m := range []int{60, 120, 300, 600, 1200} {
+		var means []float64
+		for i := 0; i+m <= len(x); i += m {
+			var s float64
+			for _, v := range x[i : i+m] {
+				s += v
+			}
+			means = append(means, s/float64(m))
+		}
+		var mu, v float64
+		for _, q := range means {
+			mu += q / float64(len(means))
+		}
+		for _, q := range means {
+			v += (q - mu) * (q - mu) / float64(len(means)-1)
+		}
+		lx, ly = append(lx, math.Log(float64(m))), append(ly, math.Log(v))
+	}
+	var mx, my, sxx, sxy float64
+	for i := range lx {
+		mx, my = mx+lx[i]/float64(len(lx)), my+ly[i]/float64(len(lx))
+	}
+	for i := range lx {
+		sxx += (lx[i] - mx) * (lx[i] - mx)
+		sxy += (lx[i] - mx) * (ly[i] - my)
+	}
+	return 1 + sxy/sxx/2
 }
