@@ -8,7 +8,7 @@ PKGS := ./...
 export QAS_CACHE ?= $(HOME)/.cache/qas
 WITH_INFRA := bash test/infra/env.sh
 
-.PHONY: all build test unit bench lint fmt vet golangci demo evaluate proxy-demo fuzz generate clean
+.PHONY: all build test unit bench lint fmt vet golangci demo evaluate evaluate-held-out proxy-demo fuzz generate clean
 
 all: build
 
@@ -58,6 +58,11 @@ demo: build
 QAS_SHARED ?= $(abspath ../shared)
 evaluate: build
 	$(BIN)/qas-decider evaluate --nasa $(QAS_SHARED)/traces/nasa-1995-07-08.rps.gz --out out/evaluate
+
+## evaluate-held-out: the held-out shapes, never tuned on (24 six-hour cells, about 10 minutes on 2 cores):
+## out/evaluate-held-out/results.md, results.json and report.html.
+evaluate-held-out: build
+	$(BIN)/qas-decider evaluate --held-out --out out/evaluate-held-out
 
 ## generate: deepcopy code and the QueueAutoscaler CRD (controller-gen).
 generate:

@@ -35,9 +35,10 @@ type evaluateOutput struct {
 func runEvaluate(args []string, env Env) error {
 	fs := flag.NewFlagSet("qas-decider evaluate", flag.ContinueOnError)
 	fs.SetOutput(env.Stdout)
-	nasa := fs.String("nasa", "", "the NASA trace (nasa-1995-07-08.rps.gz) (required)")
+	nasa := fs.String("nasa", "", "the NASA trace (nasa-1995-07-08.rps.gz) (required but with --held-out)")
 	out := fs.String("out", "out/evaluate", "directory for results.md, results.json and report.html")
 	demo := fs.Bool("demo", false, "the one-minute taste (make demo): two NASA half hours, counts ×50 and Poisson ×100, seed 1")
+	heldOut := fs.Bool("held-out", false, "the held-out shapes instead of the matrix (docs/simulation.md): self-similar ON/OFF traffic and flash spikes over a steady base, 6 h each at ×5 and ×40, both settings, seeds 1–3, through a Service; never tuned on")
 	pooling := fs.Bool("pooling", false, "the pooled data planes' comparison (docs/pooling.md): every workload × setting, seeds 1–3, through random, peer, front and overflow routing; qas, kpa, hpa, oracle and oracle-pooled")
 	handoffs := addHandoffFlags(fs, "with --pooling")
 	workers := fs.Int("workers", 0, "cells run at once (0: one per core)")
@@ -51,11 +52,13 @@ func runEvaluate(args []string, env Env) error {
 	if err := cli.Parse(fs, "QAS_EVALUATE", args, env.Getenv); err != nil {
 		return err
 	}
-	if *nasa == "" {
-		return cli.Usagef("nasa", "is required: the path of nasa-1995-07-08.rps.gz")
-	}
-	if _, err := os.Stat(*nasa); err != nil {
-		return cli.Usagef("nasa", "%v", err)
+	switch {
+	case *nasa == "" && !*heldOut:
+		return cli.Usagef("nasa", "is required (but with --held-out): the path of nasa-1995-07-08.rps.gz")
+	case *nasa != "":
+		if _, err := os.Stat(*nasa); err != nil {
+			return cli.Usagef("nasa", "%v", err)
+		}
 	}
 	handoff, err := handoffs.handoff()
 	if err != nil {
@@ -86,6 +89,12 @@ func runEvaluate(args []string, env Env) error {
 		cells, what = matrix.Demo(*nasa), "the demo (a taste of the evaluation matrix)"
 	}
 	o := matrix.DefaultOptions()
+	if *heldOut {
+		if *demo || *pooling {
+			return cli.Usagef("held-out", "excludes --demo and --pooling")
+		}
+		cells, what = matrix.HeldOut(), "the held-out shapes (never tuned on)"
+	}
 	if *pooling {
 		if *demo {
 			return cli.Usagef("pooling", "excludes --demo")

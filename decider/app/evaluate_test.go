@@ -254,7 +254,7 @@ func TestEvaluateBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "invalid --nasa: is required"},
+		{nil, "invalid --nasa: is required (but with --held-out)"},
 		{[]string{"--nasa", "/nonexistent/nasa.gz"}, "nasa"},
 		{[]string{"--nasa", "NASA", "--workers", "-1"}, "invalid --workers: must not be negative"},
 		{[]string{"--nasa", "NASA", "--only", "no such cell"}, `no cell's name contains "no such cell"`},
@@ -264,6 +264,10 @@ func TestEvaluateBadFlags(t *testing.T) {
 		{[]string{"--nasa", "NASA", "--pooling", "--hop", "-1ms"}, "invalid --hop: must be between 0 and 1s, got -1ms"},
 		{[]string{"--nasa", "NASA", "--pooling", "--advert", "0s"}, "invalid --advert: must be positive, got 0s"},
 		{[]string{"--nasa", "NASA", "--pooling", "--demo"}, "invalid --pooling: excludes --demo"},
+		{[]string{"--held-out", "--demo"}, "invalid --held-out: excludes --demo and --pooling"},
+		{[]string{"--held-out", "--pooling"}, "invalid --held-out: excludes --demo and --pooling"},
+		{[]string{"--held-out", "--nasa", "/nonexistent/nasa.gz"}, "invalid --nasa"},
+		{[]string{"--held-out", "--only", "nasa"}, `no cell's name contains "nasa"`},
 		{[]string{"--nasa", "NASA", "--burst-rise", "0.5"}, "invalid --burst-rise: must be in (1, 100]"},
 		{[]string{"--nasa", "NASA", "--burst-rise", "3", "--burst-every", "0s"}, "invalid --burst-every: must be between 1m0s and 720h0m0s, got 0s"},
 		{[]string{"--nasa", "NASA", "--slo", "0s"}, "invalid --slo: must be a positive duration such as 200ms, got 0s"},

@@ -215,6 +215,28 @@ func WarmWorkloads() []Workload {
 	}
 }
 
+// HeldOutWorkloads are the held-out shapes (trace.HeldOutNames), six hours
+// each from an empty history: self-similar ON/OFF traffic and a steady
+// workload hit by unannounced flash spikes, each at ×5 (one to three pods,
+// the integer's regime) and ×40 (five to twenty).
+func HeldOutWorkloads() []Workload {
+	return []Workload{
+		{Name: "onoff-6h-x5", Source: trace.PatternOnOff, Window: hours(0, 6), Scale: 5},
+		{Name: "onoff-6h-x40", Source: trace.PatternOnOff, Window: hours(0, 6), Scale: 40},
+		{Name: "spiky-6h-x5", Source: trace.PatternSpiky, Window: hours(0, 6), Scale: 5},
+		{Name: "spiky-6h-x40", Source: trace.PatternSpiky, Window: hours(0, 6), Scale: 40},
+	}
+}
+
+// HeldOut is the held-out evaluation (`qas-decider evaluate --held-out`):
+// the held-out workloads under every setting, seeds 1–3, through a Service.
+// Their shapes were added after the engine's rules and were never screened
+// or tuned on: what they show is what a workload of another shape than the
+// matrix's would see.
+func HeldOut() []Cell {
+	return everySettingAndSeed(HeldOutWorkloads(), sim.RouteRandom)
+}
+
 // Demo is `make demo`'s taste of the matrix: half an hour of each of the
 // first two NASA windows (2 July 10:00 ×50 with counts multiplied, 14:00 ×100
 // with Poisson scaling), so the taste shows how much the scaling decides,

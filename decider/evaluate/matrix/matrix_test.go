@@ -345,3 +345,38 @@ func shortCells(n int) []Cell {
 	}
 	return cells
 }
+
+// TestHeldOutMatrix: the held-out evaluation is the held-out shapes, each
+// six hours from an empty history at a small and a larger scale, under every
+// setting and three seeds through a Service, and shares no cell with the
+// matrix, whose cells the engine was screened on.
+func TestHeldOutMatrix(t *testing.T) {
+	cells := HeldOut()
+	ws := HeldOutWorkloads()
+	require.Len(t, cells, len(ws)*len(Settings())*3)
+	matrix := map[string]bool{}
+	for _, c := range Default("nasa.gz") {
+		matrix[c.Workload.Source] = true
+	}
+	seen := map[string]bool{}
+	shapes := map[string]map[float64]bool{}
+	for _, c := range cells {
+		require.False(t, seen[c.Name()], c.Name())
+		seen[c.Name()] = true
+		require.Equal(t, sim.RouteRandom, c.Routing, c.Name())
+		require.Zero(t, c.Workload.History, "%s starts from an empty history", c.Name())
+		require.Contains(t, trace.HeldOutNames(), c.Workload.Source, c.Name())
+		require.False(t, matrix[c.Workload.Source], "%s's shape is in the matrix", c.Name())
+		require.Equal(t, 6*time.Hour, c.Workload.Window.End-c.Workload.Window.Start, c.Name())
+		if shapes[c.Workload.Source] == nil {
+			shapes[c.Workload.Source] = map[float64]bool{}
+		}
+		shapes[c.Workload.Source][c.Workload.Scale] = true
+	}
+	for _, name := range trace.HeldOutNames() {
+		require.Equal(t, map[float64]bool{5: true, 40: true}, shapes[name], name)
+		p, err := trace.Load(trace.Options{Source: name, Seed: 1, Window: ws[0].Window, Scale: 1})
+		require.NoError(t, err, "the window lies within the pattern")
+		require.Len(t, p.Rates, 6*3600)
+	}
+}
