@@ -218,7 +218,7 @@ func WarmWorkloads() []Workload {
 // HeldOutWorkloads are the held-out shapes (trace.HeldOutNames), six hours
 // each from an empty history: self-similar ON/OFF traffic and a steady
 // workload hit by unannounced flash spikes, each at ×5 (one to three pods,
-// the integer's regime) and ×40 (five to twenty).
+// the integer's regime) and ×40 (ten to twenty, more in a spike).
 func HeldOutWorkloads() []Workload {
 	return []Workload{
 		{Name: "onoff-6h-x5", Source: trace.PatternOnOff, Window: hours(0, 6), Scale: 5},
