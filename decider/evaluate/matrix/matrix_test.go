@@ -378,5 +378,6 @@ func TestHeldOutMatrix(t *testing.T) {
 		p, err := trace.Load(trace.Options{Source: name, Seed: 1, Window: ws[0].Window, Scale: 1})
 		require.NoError(t, err, "the window lies within the pattern")
 		require.Len(t, p.Rates, 6*3600)
+		require.Contains(t, p.Description, name+" (seed 1)", "the seed draws it")
 	}
 }

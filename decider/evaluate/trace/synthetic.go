@@ -1,9 +1,11 @@
 package trace
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 )
 
 // Synthetic traffic for the evaluation matrix, beside seed 000's patterns.
@@ -55,38 +57,57 @@ const (
 	spikyDecayLo, spikyDecayHi    = 30.0, 120.0 // seconds
 )
 
+// pattern is one of the patterns Load generates: its rates per second from
+// a seed, whether it draws anything from the seed (Load's description then
+// names the seed), and whether it is a held-out shape.
+type pattern struct {
+	name            string
+	random, heldOut bool
+	rates           func(seed uint64) []float64
+}
+
+// patterns are every pattern Load knows, in the order PatternNames lists
+// them.
+var patterns = []pattern{
+	{name: PatternFlashCrowd, rates: func(uint64) []float64 { return seed000(flashCrowd) }},
+	{name: PatternIncreaseDecrease, rates: func(uint64) []float64 { return seed000(increaseDecrease) }},
+	{name: PatternBursts, random: true, rates: Bursts},
+	{name: PatternMMPP, random: true, rates: MMPP},
+	{name: PatternDiurnal, rates: func(uint64) []float64 { return Diurnal() }},
+	{name: PatternRecurring, random: true, rates: Recurring},
+	{name: PatternOnOff, random: true, heldOut: true, rates: OnOff},
+	{name: PatternSpiky, random: true, heldOut: true, rates: Spiky},
+}
+
 // PatternNames lists the patterns Load knows.
 func PatternNames() []string {
-	return append([]string{PatternFlashCrowd, PatternIncreaseDecrease, PatternBursts, PatternMMPP, PatternDiurnal, PatternRecurring}, HeldOutNames()...)
+	names := make([]string, len(patterns))
+	for i, p := range patterns {
+		names[i] = p.name
+	}
+	return names
 }
 
 // HeldOutNames lists the held-out shapes Load also knows: traffic of
 // other shapes than the matrix's, for an evaluation nothing was tuned on.
 func HeldOutNames() []string {
-	return []string{PatternOnOff, PatternSpiky}
-}
-
-func isRandomPattern(name string) bool {
-	return name == PatternBursts || name == PatternMMPP || name == PatternRecurring || name == PatternOnOff || name == PatternSpiky
-}
-
-// generate returns the per-second rates of a pattern.
-func generate(name string, seed uint64) ([]float64, error) {
-	switch name {
-	case PatternBursts:
-		return Bursts(seed), nil
-	case PatternMMPP:
-		return MMPP(seed), nil
-	case PatternDiurnal:
-		return Diurnal(), nil
-	case PatternRecurring:
-		return Recurring(seed), nil
-	case PatternOnOff:
-		return OnOff(seed), nil
-	case PatternSpiky:
-		return Spiky(seed), nil
+	var names []string
+	for _, p := range patterns {
+		if p.heldOut {
+			names = append(names, p.name)
+		}
 	}
-	return Pattern(name)
+	return names
+}
+
+// findPattern is the pattern named name.
+func findPattern(name string) (pattern, error) {
+	for _, p := range patterns {
+		if p.name == name {
+			return p, nil
+		}
+	}
+	return pattern{}, fmt.Errorf("unknown pattern %q: want %s", name, strings.Join(PatternNames(), ", "))
 }
 
 func patternRand(seed, stream uint64) *rand.Rand {
@@ -255,8 +276,8 @@ func Spiky(seed uint64) []float64 {
 		ramp := uniform(spikyRampLo, spikyRampHi)
 		hold := spikyHoldMin + r.ExpFloat64()*spikyHoldMean
 		decay := uniform(spikyDecayLo, spikyDecayHi)
-		for i := int(t); i < min(n, int(t+ramp+hold+decay)); i++ {
-			x := float64(i) - t
+		for i := int(math.Ceil(t)); i < min(n, int(t+ramp+hold+decay)); i++ {
+			x := float64(i) - t // in [0, ramp + hold + decay)
 			g := 1.0
 			switch {
 			case x < ramp:
@@ -264,7 +285,7 @@ func Spiky(seed uint64) []float64 {
 			case x > ramp+hold:
 				g = 1 - (x-ramp-hold)/decay
 			}
-			out[i] = math.Max(out[i], base[i]*(1+(f-1)*math.Max(g, 0)))
+			out[i] = math.Max(out[i], base[i]*(1+(f-1)*g))
 		}
 	}
 	return out

@@ -107,12 +107,15 @@ func Load(o Options) (Profile, error) {
 		return Profile{}, fmt.Errorf("history %s: must not be negative", o.History)
 	}
 	var perSecond, before []float64
+	random := false // drawn from the seed
 	switch {
 	case strings.HasPrefix(o.Source, "pattern:"):
-		p, err := generate(o.Source, o.Seed)
+		pat, err := findPattern(o.Source)
 		if err != nil {
 			return Profile{}, err
 		}
+		random = pat.random
+		p := pat.rates(o.Seed)
 		perSecond, err = window(p, o.Window)
 		if err != nil {
 			return Profile{}, err
@@ -154,7 +157,7 @@ func Load(o Options) (Profile, error) {
 		end = o.Window.End.String()
 	}
 	src := o.Source
-	if isRandomPattern(o.Source) {
+	if random {
 		src = fmt.Sprintf("%s (seed %d)", o.Source, o.Seed)
 	}
 	desc := fmt.Sprintf("%s, window %s:%s (%d trace seconds), scale ×%g (%s), compression %d trace s per simulated s (%d simulated s)",
@@ -207,29 +210,26 @@ func Compress(perSecond []float64, n int, scale float64) []float64 {
 	return out
 }
 
-// Pattern generates seed 000's synthetic workloads (section 5.4.2 and its
-// footnote 6), one rate per second over 40 minutes, each with a 5-minute
-// buffer at 1 req/s at both ends:
+// Seed 000's synthetic workloads (section 5.4.2 and its footnote 6), as
+// their linear segments after the first buffer (seed000):
 //   - increase-decrease: 1 → 20 req/s linearly over 15 minutes, then back to 1
 //     over 15 minutes (the text says "from sending 30 requests per second"
 //     on the way down, a slip: the pattern's maximum is 20);
 //   - flash-crowd: 1 → 5 req/s over 11 minutes, 5 → 20 in 4 minutes, 20 → 5 in
-//     4 minutes, 5 → 1 over 11 minutes, each segment linear.
-func Pattern(name string) ([]float64, error) {
-	total := patternMinutes * 60
-	out := make([]float64, total)
+//     4 minutes, 5 → 1 over 11 minutes.
+var (
+	increaseDecrease = []segment{{15 * 60, patternLow, patternHigh}, {15 * 60, patternHigh, patternLow}}
+	flashCrowd       = []segment{{11 * 60, patternLow, patternFlashShoulder}, {4 * 60, patternFlashShoulder, patternHigh},
+		{4 * 60, patternHigh, patternFlashShoulder}, {11 * 60, patternFlashShoulder, patternLow}}
+)
+
+// seed000 is one of seed 000's patterns, one rate per second over 40
+// minutes: 1 req/s but for segs, which start after a 5-minute buffer and end
+// before another.
+func seed000(segs []segment) []float64 {
+	out := make([]float64, patternMinutes*60)
 	for i := range out {
 		out[i] = patternLow
-	}
-	var segs []segment
-	switch name {
-	case PatternIncreaseDecrease:
-		segs = []segment{{15 * 60, patternLow, patternHigh}, {15 * 60, patternHigh, patternLow}}
-	case PatternFlashCrowd:
-		segs = []segment{{11 * 60, patternLow, patternFlashShoulder}, {4 * 60, patternFlashShoulder, patternHigh},
-			{4 * 60, patternHigh, patternFlashShoulder}, {11 * 60, patternFlashShoulder, patternLow}}
-	default:
-		return nil, fmt.Errorf("unknown pattern %q: want %s", name, strings.Join(PatternNames(), ", "))
 	}
 	i := patternBuffer
 	for _, sg := range segs {
@@ -239,7 +239,7 @@ func Pattern(name string) ([]float64, error) {
 			i++
 		}
 	}
-	return out, nil
+	return out
 }
 
 // segment is a linear ramp of a pattern.

@@ -97,8 +97,7 @@ func TestPatterns(t *testing.T) {
 // 4 min, 5 → 1 over 11 min, 5 min at 1; and the increase-decrease ramp
 // 1 → 20 → 1 over 15 + 15 minutes.
 func TestFlashCrowdShape(t *testing.T) {
-	fc, err := Pattern(PatternFlashCrowd)
-	require.NoError(t, err)
+	fc := seed000(flashCrowd)
 	at := func(x []float64, minute float64) float64 { return x[int(minute*60)] }
 	const tol = 0.1 // the rate at the middle of a second on a ramp of at most 3.75 req/s per minute
 	for _, c := range []struct{ minute, want float64 }{
@@ -106,8 +105,7 @@ func TestFlashCrowdShape(t *testing.T) {
 	} {
 		require.InDelta(t, c.want, at(fc, c.minute), tol, "flash crowd at minute %v", c.minute)
 	}
-	id, err := Pattern(PatternIncreaseDecrease)
-	require.NoError(t, err)
+	id := seed000(increaseDecrease)
 	for _, c := range []struct{ minute, want float64 }{{5, 1}, {12.5, 10.5}, {20, 20}, {27.5, 10.5}, {35, 1}} {
 		require.InDelta(t, c.want, at(id, c.minute), tol, "increase-decrease at minute %v", c.minute)
 	}
