@@ -83,24 +83,25 @@ func runEvaluate(args []string, env Env) error {
 	if *seeds < 0 || *seeds > matrix.MaxSeeds {
 		return cli.Usagef("seeds", "must be between 0 (the matrix's own) and %d, got %d", matrix.MaxSeeds, *seeds)
 	}
-	cells := matrix.Default(*nasa)
-	what := "the evaluation matrix"
-	if *demo {
-		cells, what = matrix.Demo(*nasa), "the demo (a taste of the evaluation matrix)"
+	switch {
+	case *heldOut && (*demo || *pooling):
+		return cli.Usagef("held-out", "excludes --demo and --pooling")
+	case *pooling && *demo:
+		return cli.Usagef("pooling", "excludes --demo")
 	}
+	var cells []matrix.Cell
+	var what string
 	o := matrix.DefaultOptions()
-	if *heldOut {
-		if *demo || *pooling {
-			return cli.Usagef("held-out", "excludes --demo and --pooling")
-		}
+	switch {
+	case *heldOut:
 		cells, what = matrix.HeldOut(), "the held-out shapes (never tuned on)"
-	}
-	if *pooling {
-		if *demo {
-			return cli.Usagef("pooling", "excludes --demo")
-		}
+	case *pooling:
 		cells, what, o = matrix.Pooling(*nasa), "the pooled data planes' comparison (docs/pooling.md)", matrix.PoolingOptions()
 		o.Handoff = handoff
+	case *demo:
+		cells, what = matrix.Demo(*nasa), "the demo (a taste of the evaluation matrix)"
+	default:
+		cells, what = matrix.Default(*nasa), "the evaluation matrix"
 	}
 	o.Target, o.Percentile, o.Concurrency = slo.Seconds(), pct, *conc
 	// Only the first --detail cells' charts are drawn: the others need not
