@@ -27,9 +27,7 @@ func BucketsQuery(bucket string, q Query, at time.Time) string {
 	for i, p := range influx.BucketPrefixes {
 		prefixes[i] = regexp.QuoteMeta(p)
 	}
-	return fmt.Sprintf("from(bucket: %s)\n  |> range(start: %s, stop: %s)\n  |> filter(fn: (r) => r._measurement == %s)\n",
-		FluxString(bucket), fluxTime(at), fluxTime(at.Add(time.Nanosecond)), FluxString(influx.Workload)) +
-		workloadFilter(q) +
+	return pointRange(bucket, at) + workloadFilter(q) +
 		"  |> filter(fn: (r) => r._field =~ /^(" + strings.Join(prefixes, "|") + ")/)\n" +
 		"  |> keep(columns: [\"_field\", \"_value\"])\n"
 }

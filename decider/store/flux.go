@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -75,10 +76,27 @@ func nodeFilter(nodes []string) string {
 	return "  |> filter(fn: (r) => " + strings.Join(conds, " or ") + ")\n"
 }
 
-// WorkloadQuery returns the workload points in the window, one row per time.
+// WorkloadQuery returns the workload's λ history in the window, the
+// arrival_rate of each of its points, oldest first. The point's other fields
+// are read at the newest point alone (NewestQuery): until 2026-11-29 this
+// read every field of every point in the window, pivoted into rows, and the
+// default window grew from one hour to six (measurement.DefaultWindow).
 func WorkloadQuery(bucket string, q Query) string {
-	return rangeFilter(bucket, q, influx.Workload) + workloadFilter(q) + fieldFilter(workloadFields) +
-		"  |> group()\n  |> pivot(rowKey: [\"_time\"], columnKey: [\"_field\"], valueColumn: \"_value\")\n  |> sort(columns: [\"_time\"])\n"
+	return rangeFilter(bucket, q, influx.Workload) + workloadFilter(q) + fieldFilter(workloadFields[:1]) +
+		"  |> group()\n  |> keep(columns: [\"_time\", \"_value\"])\n  |> sort(columns: [\"_time\"])\n"
+}
+
+// NewestQuery returns the fields but λ (workloadFields) of the workload's
+// point at at, the newest WorkloadQuery read, one record per field.
+func NewestQuery(bucket string, q Query, at time.Time) string {
+	return pointRange(bucket, at) + workloadFilter(q) + fieldFilter(workloadFields[1:]) +
+		"  |> keep(columns: [\"_field\", \"_value\"])\n"
+}
+
+// pointRange is the head of a query of the workload points at at alone.
+func pointRange(bucket string, at time.Time) string {
+	return fmt.Sprintf("from(bucket: %s)\n  |> range(start: %s, stop: %s)\n  |> filter(fn: (r) => r._measurement == %s)\n",
+		FluxString(bucket), fluxTime(at), fluxTime(at.Add(time.Nanosecond)), FluxString(influx.Workload))
 }
 
 // PodsQuery returns each pod's newest value of every field, one row per pod.
@@ -120,7 +138,7 @@ func (f *Flux) Snapshot(ctx context.Context, q Query) (measurement.Workload, err
 	if err := q.Validate(); err != nil {
 		return measurement.Workload{}, err
 	}
-	rates, last, lastTime, err := f.readWorkload(ctx, q)
+	rates, lastTime, err := f.readWorkload(ctx, q)
 	if err != nil {
 		return measurement.Workload{}, err
 	}
@@ -129,13 +147,16 @@ func (f *Flux) Snapshot(ctx context.Context, q Query) (measurement.Workload, err
 	lq := q.latestQuery(lastTime)
 	var pods []podRow
 	var bucketsErr error
+	last, buckets := map[string]float64{}, map[string]float64{}
 	err = f.concurrently(ctx,
-		// The newest point's latency and service buckets join its other fields
-		// (last: nothing else in this round reads it); without them the rest of
-		// the measurement stands, so their error fails nothing and cancels no
-		// other read.
 		func(ctx context.Context) error {
-			bucketsErr = f.readBuckets(ctx, q, lastTime, last)
+			return f.readNewestPoint(ctx, q, lastTime, last)
+		},
+		// The newest point's latency and service buckets join its other fields
+		// once the round is read; without them the rest of the measurement
+		// stands, so their error fails nothing and cancels no other read.
+		func(ctx context.Context) error {
+			bucketsErr = f.readBuckets(ctx, q, lastTime, buckets)
 			return nil
 		},
 		func(ctx context.Context) (err error) {
@@ -146,6 +167,7 @@ func (f *Flux) Snapshot(ctx context.Context, q Query) (measurement.Workload, err
 	if err != nil {
 		return measurement.Workload{}, err
 	}
+	maps.Copy(last, buckets)
 	var nodes []nodeRow
 	var neighbours []podRow
 	err = f.concurrently(ctx,
@@ -194,25 +216,32 @@ func (f *Flux) concurrently(ctx context.Context, reads ...func(context.Context) 
 	return g.Wait()
 }
 
-// readWorkload reads the workload points in q's window (WorkloadQuery): the λ
-// history, oldest first, the newest point's fields and its time. No point is
-// ErrNoData.
-func (f *Flux) readWorkload(ctx context.Context, q Query) (rates []decide.Sample, last map[string]float64, lastTime time.Time, err error) {
-	last = map[string]float64{}
+// readWorkload reads the workload's λ history in q's window (WorkloadQuery),
+// oldest first, and the newest point's time. No point is ErrNoData.
+func (f *Flux) readWorkload(ctx context.Context, q Query) (rates []decide.Sample, lastTime time.Time, err error) {
 	err = f.each(ctx, WorkloadQuery(f.Bucket, q), func(r *query.FluxRecord) {
-		rates = append(rates, decide.Sample{Time: r.Time(), Rate: num(r, influx.FieldArrivalRate)})
-		for _, k := range workloadFields[1:] {
-			last[k] = num(r, k)
-		}
-		lastTime = r.Time()
+		v, _ := number(r.Value())
+		rates = append(rates, decide.Sample{Time: r.Time(), Rate: v})
 	})
 	if err != nil {
-		return nil, nil, time.Time{}, fmt.Errorf("store: workload points: %w", err)
+		return nil, time.Time{}, fmt.Errorf("store: workload points: %w", err)
 	}
 	if len(rates) == 0 {
-		return nil, nil, time.Time{}, ErrNoData
+		return nil, time.Time{}, ErrNoData
 	}
-	return rates, last, lastTime, nil
+	return rates, rates[len(rates)-1].Time, nil
+}
+
+// readNewestPoint reads the fields but λ of the workload's point at at
+// (NewestQuery) into fields; one the point lacks is absent (0).
+func (f *Flux) readNewestPoint(ctx context.Context, q Query, at time.Time, fields map[string]float64) error {
+	err := f.each(ctx, NewestQuery(f.Bucket, q, at), func(r *query.FluxRecord) {
+		fields[r.Field()], _ = number(r.Value())
+	})
+	if err != nil {
+		return fmt.Errorf("store: newest workload point: %w", err)
+	}
+	return nil
 }
 
 // readPods reads each of the workload's pods' newest values (PodsQuery).

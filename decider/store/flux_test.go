@@ -21,6 +21,7 @@ import (
 // The parts of a snapshot, as its errors name them.
 const (
 	workloadPart   = "workload points"
+	newestPart     = "newest workload point"
 	bucketsPart    = "latency and service buckets"
 	podsPart       = "pods"
 	nodesPart      = "nodes"
@@ -38,6 +39,8 @@ func snapshotPart(flux string) string {
 		return podsPart
 	case strings.Contains(flux, "r._measurement == "+FluxString(influx.Node)):
 		return nodesPart
+	case strings.Contains(flux, "r._field == "+FluxString(influx.FieldServiceMean)):
+		return newestPart
 	}
 	return workloadPart
 }
@@ -110,25 +113,28 @@ func TestAFailedReadFailsTheSnapshotAndCancelsItsRound(t *testing.T) {
 			asked: []string{workloadPart}},
 		{name: "the pods rejected while the buckets are read", reject: podsPart, hold: bucketsPart,
 			err: "store: pods: flux query: ", contains: "qasUndefinedFunction",
-			asked: []string{workloadPart, bucketsPart, podsPart}},
+			asked: []string{workloadPart, newestPart, bucketsPart, podsPart}},
+		{name: "the newest point's fields rejected while the pods are read", reject: newestPart, hold: podsPart,
+			err: "store: newest workload point: flux query: ", contains: "qasUndefinedFunction",
+			asked: []string{workloadPart, newestPart, bucketsPart, podsPart}},
 		{name: "the nodes rejected while the neighbours are read", reject: nodesPart, hold: neighboursPart,
 			err: "store: nodes: flux query: ", contains: "qasUndefinedFunction",
-			asked: []string{workloadPart, bucketsPart, podsPart, nodesPart, neighboursPart}},
+			asked: []string{workloadPart, newestPart, bucketsPart, podsPart, nodesPart, neighboursPart}},
 		{name: "the neighbours rejected while the nodes are read", reject: neighboursPart, hold: nodesPart,
 			err: "store: neighbours: flux query: ", contains: "qasUndefinedFunction",
-			asked: []string{workloadPart, bucketsPart, podsPart, nodesPart, neighboursPart}},
+			asked: []string{workloadPart, newestPart, bucketsPart, podsPart, nodesPart, neighboursPart}},
 		{name: "the buckets rejected", reject: bucketsPart,
-			asked: []string{workloadPart, bucketsPart, podsPart, nodesPart, neighboursPart}},
+			asked: []string{workloadPart, newestPart, bucketsPart, podsPart, nodesPart, neighboursPart}},
 		{name: "the context cancelled as the pods are read", cancelAt: podsPart,
 			err: "store: pods: flux query: ", contains: context.Canceled.Error(),
-			asked: []string{workloadPart, bucketsPart, podsPart}},
+			asked: []string{workloadPart, newestPart, bucketsPart, podsPart}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := goleak.IgnoreCurrent()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			faulty := &faultyQueries{QueryAPI: client.QueryAPI(""), reject: tc.reject, hold: tc.hold, cancelAt: tc.cancelAt, cancel: cancel,
-				held: make(chan error, 1), asked: make(chan string, 5)}
+				held: make(chan error, 1), asked: make(chan string, 6)}
 			got, err := (&Flux{Query: faulty, Bucket: influxtest.Bucket}).Snapshot(ctx, q)
 			goleak.VerifyNone(t, before)
 
@@ -166,7 +172,7 @@ func TestAFailedReadFailsTheSnapshotAndCancelsItsRound(t *testing.T) {
 }
 
 // round is the round of a snapshot each part is read in.
-var round = map[string]int{workloadPart: 1, bucketsPart: 2, podsPart: 2, nodesPart: 3, neighboursPart: 3}
+var round = map[string]int{workloadPart: 1, newestPart: 2, bucketsPart: 2, podsPart: 2, nodesPart: 3, neighboursPart: 3}
 
 // TestAFailedHistoryReadNamesItself: the long λ history's read, rejected by a
 // real InfluxDB, fails with an error that names it, and returns no samples.

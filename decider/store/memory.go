@@ -71,7 +71,8 @@ func (m *Memory) Snapshot(_ context.Context, q Query) (measurement.Workload, err
 		}
 		switch p.measurement {
 		case influx.Workload:
-			if ours(p) {
+			// A point is the λ history's as Flux reads it: one with λ.
+			if _, ok := p.fields[influx.FieldArrivalRate]; ok && ours(p) {
 				wl = append(wl, p)
 			}
 		case influx.Pod:

@@ -274,7 +274,15 @@ func TestQueryConstruction(t *testing.T) {
 	require.Contains(t, wq, `range(start: 2026-11-22T09:59:00Z, stop: 2026-11-22T10:00:00.000000001Z)`)
 	require.Contains(t, wq, `r._measurement == "qas_workload"`)
 	require.Contains(t, wq, `r.namespace == "n\"s" and r.workload == "w\${x}"`)
-	require.Contains(t, wq, `pivot(rowKey: ["_time"]`)
+	require.Contains(t, wq, `r._field == "arrival_rate")`, "the window's λ alone")
+	require.NotContains(t, wq, influx.FieldServiceMean, "the window's λ alone")
+	nw := NewestQuery("qas/autogen", q, t0.Add(-5*time.Second))
+	require.Contains(t, nw, `range(start: 2026-11-22T09:59:55Z, stop: 2026-11-22T09:59:55.000000001Z)`, "the newest point alone")
+	require.Contains(t, nw, `r.namespace == "n\"s" and r.workload == "w\${x}"`)
+	for _, f := range workloadFields[1:] {
+		require.Contains(t, nw, `r._field == "`+f+`"`)
+	}
+	require.NotContains(t, nw, `"arrival_rate"`)
 	pq := PodsQuery("qas/autogen", q)
 	require.Contains(t, pq, `r._measurement == "qas_pod"`)
 	require.Contains(t, pq, `last()`)
