@@ -88,21 +88,27 @@ func BenchmarkDecide10000Workloads(b *testing.B) {
 }
 
 // BenchmarkScaleDownOverJumps is the costliest decision issue #15 added: a
-// scale-down over 60 minutes of λ history (240 jump ratios) for 100 pods.
+// scale-down for 300 pods over an hour of λ history (240 jump ratios, the
+// controller's window until 2026-11-29) and over six hours (1,440, its window
+// since, measurement.DefaultWindow). Compare their ns/op in the same run.
 func BenchmarkScaleDownOverJumps(b *testing.B) {
 	spec := Spec{MinReplicas: 1, MaxReplicas: 500, Target: 250 * time.Millisecond, Percentile: 95, Tolerance: 0.1,
 		Concurrency: 1, Behavior: Behavior{ScaleDown: &ScalingRules{}}}
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	s := Snapshot{Now: now, ServiceTime: 0.04, CurrentReplicas: 300, ReadyReplicas: 300, Complete: true, DataTime: now}
-	for i := 240; i >= 0; i-- {
-		s.ArrivalRates = append(s.ArrivalRates, Sample{Time: now.Add(-time.Duration(i) * 15 * time.Second), Rate: 1000 + 200*float64(i%7)})
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		d, err := NewEngine().Decide(spec, s)
-		if err != nil || d.Explanation.JumpRatio == 0 {
-			b.Fatal(err, d.Explanation.Reason)
-		}
+	for _, span := range []time.Duration{time.Hour, 6 * time.Hour} {
+		b.Run(span.String(), func(b *testing.B) {
+			s := Snapshot{Now: now, ServiceTime: 0.04, CurrentReplicas: 300, ReadyReplicas: 300, Complete: true, DataTime: now}
+			for i := int(span / (15 * time.Second)); i >= 0; i-- {
+				s.ArrivalRates = append(s.ArrivalRates, Sample{Time: now.Add(-time.Duration(i) * 15 * time.Second), Rate: 1000 + 200*float64(i%7)})
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				d, err := NewEngine().Decide(spec, s)
+				if err != nil || d.Explanation.JumpRatio == 0 {
+					b.Fatal(err, d.Explanation.Reason)
+				}
+			}
+		})
 	}
 }
 

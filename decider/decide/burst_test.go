@@ -115,3 +115,43 @@ func TestTheMarginKeepsTheDeclaredRise(t *testing.T) {
 	require.LessOrEqual(t, x.DownLateShare, 0.05)
 	require.Contains(t, x.Reason, "and the declared rise ×5 every 1h0m0s")
 }
+
+// spiked is a flat history at base over span, 15 s windows, with one rise to
+// j × base lasting two minutes, ending ago before now; n pods.
+func spiked(now time.Time, span, ago time.Duration, base, j float64, n int32) Snapshot {
+	s := Snapshot{Now: now, ServiceTime: 0.04, CurrentReplicas: n, ReadyReplicas: n, Complete: true, DataTime: now}
+	for at := now.Add(-span + 15*time.Second); !at.After(now); at = at.Add(15 * time.Second) {
+		rate := base
+		if end := now.Add(-ago); !at.After(end) && at.After(end.Add(-2*time.Minute)) {
+			rate = base * j
+		}
+		s.ArrivalRates = append(s.ArrivalRates, Sample{Time: at, Rate: rate})
+	}
+	return s
+}
+
+// TestARareRiseWeighsWhatTheHistoryShowsOfIt: the floor prices each jump by
+// how often the history shows it. At 100/s, one 5× rise 50 minutes ago in an
+// hour of history holds many pods (23, where a flat history holds 8); the
+// same rise in six hours of history (measurement.DefaultWindow) weighs a
+// sixth as much and holds fewer (9), still more than a flat history's. Six
+// hours still see the rise 70 minutes after it, which an hour no longer
+// does: with an hour the floor went from the hour's pods to the flat
+// history's the moment the rise left it.
+func TestARareRiseWeighsWhatTheHistoryShowsOfIt(t *testing.T) {
+	now := t0.Add(8 * time.Hour)
+	floor := func(span, ago time.Duration, j float64) int32 {
+		t.Helper()
+		d, err := NewEngine().Decide(burstSpec(Burst{}), spiked(now, span, ago, 100, j, 8))
+		require.NoError(t, err)
+		require.LessOrEqual(t, d.Explanation.JumpLateShare, 0.05, d.Explanation.Reason)
+		return d.Explanation.JumpReplicas
+	}
+	flat := floor(6*time.Hour, 50*time.Minute, 1)
+	hour := floor(time.Hour, 50*time.Minute, 5)
+	six := floor(6*time.Hour, 50*time.Minute, 5)
+	require.Greater(t, hour, six, "the rise weighs 1/80 of an hour's leads, 1/480 of six hours'")
+	require.Greater(t, six, flat, "a rise the history shows holds pods for the next")
+	require.Equal(t, flat, floor(time.Hour, 70*time.Minute, 5), "an hour no longer shows a rise 70 minutes ago")
+	require.Equal(t, six, floor(6*time.Hour, 70*time.Minute, 5), "six hours weigh it as before")
+}

@@ -15,8 +15,14 @@ const (
 	DefaultInterval = 5 * time.Second
 	// DefaultWindow is how much λ history each decision reads: the forecast's
 	// input and the jumps over one lead the scale-down's margin and the jump
-	// floor price.
-	DefaultWindow = time.Hour
+	// floor price. Six hours, not one: the jumps are weighed by how often the
+	// history shows them, and an hour (240 of the engine's 15 s windows) can
+	// price no jump rarer than once an hour. A rare spike weighed at least
+	// 1/240 for the hour after it, so the margin held up to five times the
+	// pods while nothing came, then dropped to the calm's pods the moment it
+	// left the window, often just before the next (docs/model.md section 2c,
+	// "Round twenty-nine").
+	DefaultWindow = 6 * time.Hour
 	// DefaultRateWindow is the engine's long λ window, the cycle λ is read
 	// over: three of the collector's default 5 s points. The newest point
 	// alone is the fast path's short window (Workload.ShortArrivalRate), so

@@ -47,7 +47,7 @@ func (o *Options) FlagSet() *flag.FlagSet {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (empty = in-cluster)")
 	o.Influx.Register(fs, "InfluxDB base URL (where qas-collector writes)")
 	fs.DurationVar(&o.Interval, "interval", measurement.DefaultInterval, "decision cycle period: every scrape of the collector (its --interval), as the simulator's qas decides; a longer one sees a burst later")
-	fs.DurationVar(&o.Window, "window", measurement.DefaultWindow, "how much arrival-rate history each decision reads: the forecast's input and the jumps the scale-down's margin and the jump floor price (the simulator's qas reads an hour)")
+	fs.DurationVar(&o.Window, "window", measurement.DefaultWindow, "how much arrival-rate history each decision reads: the forecast's input and the jumps the scale-down's margin and the jump floor price (the simulator's qas reads the default)")
 	fs.DurationVar(&o.RateWindow, "rate-window", measurement.DefaultRateWindow, "the long window λ is read over: the collector's points (one per scrape) are merged into windows of this length, the newest point alone being the fast path's short window; at least two scrapes, so the count dispersion can be measured (0: the default)")
 	fs.DurationVar(&o.HistorySpan, "history-span", store.DefaultHistorySpan, "how much long λ history (step means) the recurring-burst detector reads; 0 turns it off (a daily period needs more than 2 days)")
 	fs.DurationVar(&o.HistoryStep, "history-step", store.DefaultHistoryStep, "the long λ history's step: λ's mean per step, a whole number of seconds")

@@ -27,7 +27,7 @@ func TestOptions(t *testing.T) {
 	require.Equal(t, "qas-system", o.LeaseNamespace)
 	require.Equal(t, "host-1", o.Identity)
 	require.Equal(t, 5*time.Second, o.Interval, "every scrape of the collector, as the simulator's qas decides")
-	require.Equal(t, time.Hour, o.Window, "the hour of λ the simulator's qas reads")
+	require.Equal(t, 6*time.Hour, o.Window, "the six hours of λ the simulator's qas reads")
 	require.Equal(t, 15*time.Second, o.RateWindow)
 	require.True(t, o.LeaderElect)
 	require.Equal(t, 24*time.Hour, o.HistorySpan, "a day of long λ history for the recurring-burst detector")
@@ -61,7 +61,7 @@ func TestOptions(t *testing.T) {
 		{[]string{"--interval", "0s"}, "interval"},
 		{[]string{"--window", "4s"}, "window"},
 		{[]string{"--rate-window", "-1s"}, "rate-window"},
-		{[]string{"--rate-window", "2h"}, "rate-window"},
+		{[]string{"--rate-window", "7h"}, "rate-window"},
 		{[]string{"--window", "10s"}, "rate-window"},
 		{[]string{"--max-pod-data-age", "0s"}, "max-pod-data-age"},
 		{[]string{"--history-step", "0s"}, "history-step"},

@@ -21,10 +21,12 @@ import (
 // they differed: the store gave every 5 s point as a sample and the newest as
 // the short window too, so the controller's engine never measured the
 // counts' dispersion, and it read ten minutes of them where this reads an
-// hour.
+// hour (both read measurement.DefaultWindow, six hours, since round
+// twenty-nine; the last run is longer than that, so the window's start is
+// checked too).
 func TestQASReadsLambdaAsTheControllerDoes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 7))
-	for _, now := range []int{5, 35, 600, 3600, 4000} {
+	for _, now := range []int{5, 35, 600, 3600, 4000, int(measurement.DefaultWindow/time.Second) + 400} {
 		o := &Observation{Now: float64(now), Concurrency: 1, Pods: []Pod{{ID: 1, Ready: true, CPU: 1}}}
 		for range now {
 			// Batches: most seconds few arrivals, some very many.
@@ -46,7 +48,7 @@ func TestQASReadsLambdaAsTheControllerDoes(t *testing.T) {
 				map[string]any{influx.FieldArrivalRate: float64(n) / QASPeriod, influx.FieldServiceMean: 0.05},
 				simEpoch.Add(time.Duration(end)*time.Second)))
 		}
-		m, err := store.Source{Store: mem, Window: time.Hour}.Measure(context.Background(),
+		m, err := store.Source{Store: mem, Window: measurement.DefaultWindow}.Measure(context.Background(),
 			measurement.Query{Namespace: "ns", Workload: "w", Now: simEpoch.Add(time.Duration(now) * time.Second)})
 		require.NoError(t, err)
 		require.Equal(t, len(snap.ArrivalRates), len(m.ArrivalRates), "at %d s", now)

@@ -561,7 +561,7 @@ func TestQASHistory(t *testing.T) {
 	require.InDelta(t, 50, sum/60, 1, "Poisson counts at 50/s")
 	require.Equal(t, 10.0, s.History[60].Rate)
 	require.Equal(t, 10.0, s.History[61].Rate)
-	require.Len(t, s.ArrivalRates, qasHistory/15, "the hour before the run fills the history, in 15 s windows")
+	require.Len(t, s.ArrivalRates, min(qasHistory, 3600+120)/15, "the hour before the run and the run's two minutes, within the window, in 15 s windows")
 	require.Equal(t, 10.0, s.ArrivalRates[len(s.ArrivalRates)-1].Rate)
 	require.InDelta(t, 50, s.ArrivalRates[0].Rate, 10)
 
