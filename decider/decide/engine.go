@@ -403,6 +403,9 @@ func validateSnapshot(s Snapshot) error {
 		if badFloat(r.Rate) || r.Rate < 0 {
 			add(fmt.Sprintf("snapshot.arrivalRates[%d].rate", i), "must be finite and non-negative, got %v", r.Rate)
 		}
+		if i > 0 && r.Time.Before(s.ArrivalRates[i-1].Time) {
+			add(fmt.Sprintf("snapshot.arrivalRates[%d].time", i), "must not be before the previous sample's (oldest first)")
+		}
 	}
 	for i, r := range s.History {
 		if badFloat(r.Rate) || r.Rate < 0 {

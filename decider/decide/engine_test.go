@@ -297,6 +297,7 @@ func TestInvalidInput(t *testing.T) {
 		{"snapshot.now", func(s *Snapshot) { s.Now = time.Time{} }},
 		{"snapshot.arrivalRates[20].rate", func(s *Snapshot) { s.ArrivalRates[20].Rate = math.NaN() }},
 		{"snapshot.arrivalRates[0].rate", func(s *Snapshot) { s.ArrivalRates[0].Rate = -1 }},
+		{"snapshot.arrivalRates[5].time", func(s *Snapshot) { s.ArrivalRates[5].Time = s.ArrivalRates[3].Time.Add(-time.Second) }},
 		{"snapshot.serviceTime", func(s *Snapshot) { s.ServiceTime = math.Inf(1) }},
 		{"snapshot.serviceSCV", func(s *Snapshot) { s.ServiceSCV = -1 }},
 		{"snapshot.serviceSamples", func(s *Snapshot) { s.ServiceSamples = math.NaN() }},

@@ -1,8 +1,11 @@
 package decide
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -1051,4 +1054,83 @@ func TestTheFloorWaitsWithinTheBudgetTheRecentRequestsLeft(t *testing.T) {
 	}
 	require.Positive(t, held, "some jump size puts one pod fewer than the floor within the band")
 	require.Positive(t, ordered, "some jump size puts it beyond")
+}
+
+// TestJumpsOverIsItsDefinition: jumpsOver, which walks three cursors over the
+// samples, gives for every sample time t with a lead of history before and
+// after it what its definition does, read by scanning every sample: λ's mean
+// over (t, t+lead] (with peak, the highest sample there, at least that mean)
+// over its mean over (t−lead, t]; none where a side is empty or the base is 0,
+// the skipped times left out, ascending. Over random histories: regular,
+// jittered, with repeated times, gaps and zero rates.
+func TestJumpsOverIsItsDefinition(t *testing.T) {
+	byDefinition := func(samples []Sample, lead time.Duration, peak bool, skip func(time.Time) bool) []jump {
+		first, last := samples[0].Time, samples[len(samples)-1].Time
+		step := samples[1].Time.Sub(samples[0].Time)
+		var out []jump
+		for _, s := range samples {
+			t := s.Time
+			if t.Add(-lead).Before(first.Add(-step)) || t.Add(lead).After(last) || (skip != nil && skip(t)) {
+				continue
+			}
+			var bs, ns, hi float64
+			var bn, nn int
+			for _, x := range samples {
+				switch {
+				case x.Time.After(t.Add(-lead)) && !x.Time.After(t):
+					bs += x.Rate
+					bn++
+				case x.Time.After(t) && !x.Time.After(t.Add(lead)):
+					ns += x.Rate
+					nn++
+					hi = math.Max(hi, x.Rate)
+				}
+			}
+			if bn == 0 || nn == 0 || bs <= 0 {
+				continue
+			}
+			next := ns / float64(nn)
+			if peak {
+				next = math.Max(next, hi)
+			}
+			out = append(out, jump{next / (bs / float64(bn)), bs / float64(bn)})
+		}
+		slices.SortFunc(out, func(a, b jump) int { return cmp.Compare(a.ratio, b.ratio) })
+		return out
+	}
+	rng := rand.New(rand.NewPCG(29, 6))
+	for trial := range 200 {
+		n := 3 + rng.IntN(120)
+		at := t0
+		var samples []Sample
+		for range n {
+			rate := 20 * rng.ExpFloat64()
+			if rng.IntN(8) == 0 {
+				rate = 0
+			}
+			samples = append(samples, Sample{Time: at, Rate: rate})
+			switch rng.IntN(6) {
+			case 0: // a repeated time
+			case 1: // a gap
+				at = at.Add(time.Duration(1+rng.IntN(10)) * 15 * time.Second)
+			case 2: // jitter
+				at = at.Add(15*time.Second + time.Duration(rng.IntN(2000)-1000)*time.Millisecond)
+			default:
+				at = at.Add(15 * time.Second)
+			}
+		}
+		lead := time.Duration(1+rng.IntN(12)) * 10 * time.Second
+		var skip func(time.Time) bool
+		if trial%3 == 0 {
+			skip = func(t time.Time) bool { return t.Sub(t0)/(15*time.Second)%7 == 3 }
+		}
+		for _, peak := range []bool{false, true} {
+			got, want := jumpsOver(samples, lead, peak, skip), byDefinition(samples, lead, peak, skip)
+			require.Len(t, got, len(want), "trial %d, peak %v", trial, peak)
+			for i := range want {
+				require.InDelta(t, want[i].ratio, got[i].ratio, 1e-9*max(1, want[i].ratio), "trial %d, peak %v, jump %d", trial, peak, i)
+				require.InDelta(t, want[i].base, got[i].base, 1e-9*max(1, want[i].base), "trial %d, peak %v, jump %d", trial, peak, i)
+			}
+		}
+	}
 }
