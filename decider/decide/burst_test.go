@@ -116,18 +116,12 @@ func TestTheMarginKeepsTheDeclaredRise(t *testing.T) {
 	require.Contains(t, x.Reason, "and the declared rise ×5 every 1h0m0s")
 }
 
-// spiked is a flat history at base over span, 15 s windows, with one rise to
-// j × base lasting two minutes, ending ago before now; n pods.
+// spiked is a history over span at base/s but for one rise to j × base
+// lasting two minutes that ended ago before now; n pods.
 func spiked(now time.Time, span, ago time.Duration, base, j float64, n int32) Snapshot {
-	s := Snapshot{Now: now, ServiceTime: 0.04, CurrentReplicas: n, ReadyReplicas: n, Complete: true, DataTime: now}
-	for at := now.Add(-span + 15*time.Second); !at.After(now); at = at.Add(15 * time.Second) {
-		rate := base
-		if end := now.Add(-ago); !at.After(end) && at.After(end.Add(-2*time.Minute)) {
-			rate = base * j
-		}
-		s.ArrivalRates = append(s.ArrivalRates, Sample{Time: at, Rate: rate})
-	}
-	return s
+	return history(now, base, base*j, int(span/(15*time.Second)), n, func(at time.Time, _ int) bool {
+		return at.After(now.Add(-ago-2*time.Minute)) && !at.After(now.Add(-ago))
+	})
 }
 
 // TestARareRiseWeighsWhatTheHistoryShowsOfIt: the floor prices each jump by

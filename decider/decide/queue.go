@@ -214,19 +214,21 @@ func jumpsOver(samples []Sample, lead time.Duration, peak bool, skip func(time.T
 	}
 	step, span := at[1]-at[0], int64(lead)
 	first, last := at[0], at[n-1]
-	after := func(cursor *int, x int64) int { // index of the first sample after x
-		for *cursor < n && at[*cursor] <= x {
-			*cursor++
-		}
-		return *cursor
-	}
-	var fromC, atC, toC int
+	var from, mid, to int // the first sample after t − lead, after t, after t + lead
 	var jumps []jump
 	for i, t := range at {
 		if t-span < first-step || t+span > last || (skip != nil && skip(samples[i].Time)) {
 			continue
 		}
-		from, mid, to := after(&fromC, t-span), after(&atC, t), after(&toC, t+span)
+		for from < n && at[from] <= t-span {
+			from++
+		}
+		for mid < n && at[mid] <= t {
+			mid++
+		}
+		for to < n && at[to] <= t+span {
+			to++
+		}
 		if mid <= from || to <= mid {
 			continue
 		}

@@ -132,8 +132,8 @@ func BenchmarkFluxWorkloadWindow(b *testing.B) {
 			rates, at, err := fl.readWorkload(ctx, q)
 			require.NoError(b, err)
 			require.Len(b, rates, points)
-			last := map[string]float64{}
-			require.NoError(b, fl.readNewestPoint(ctx, q, at, last))
+			last, err := fl.readNewestPoint(ctx, q, at)
+			require.NoError(b, err)
 			require.Len(b, last, len(workloadFields)-1)
 		}
 	})

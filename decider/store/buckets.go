@@ -32,11 +32,11 @@ func BucketsQuery(bucket string, q Query, at time.Time) string {
 		"  |> keep(columns: [\"_field\", \"_value\"])\n"
 }
 
-// readBuckets adds the bucket fields of the workload's point at at to fields
+// readBuckets reads the bucket fields of the workload's point at at
 // (BucketsQuery: both histograms' in one read), a field's values summed if
 // several series hold it (each is the same point's). A value that is not a
-// number is added as NaN, which histogram.buckets refuses.
-func (f *Flux) readBuckets(ctx context.Context, q Query, at time.Time, fields map[string]float64) error {
+// number is read as NaN, which histogram.buckets refuses.
+func (f *Flux) readBuckets(ctx context.Context, q Query, at time.Time) (map[string]float64, error) {
 	read := map[string]float64{}
 	err := f.each(ctx, BucketsQuery(f.Bucket, q, at), func(r *query.FluxRecord) {
 		v, ok := number(r.Value())
@@ -46,12 +46,9 @@ func (f *Flux) readBuckets(ctx context.Context, q Query, at time.Time, fields ma
 		read[r.Field()] += v
 	})
 	if err != nil {
-		return fmt.Errorf("store: latency and service buckets: %w", err)
+		return nil, fmt.Errorf("store: latency and service buckets: %w", err)
 	}
-	for k, v := range read {
-		fields[k] = v
-	}
-	return nil
+	return read, nil
 }
 
 // histogram is a histogram a workload point carries as bucket fields: their

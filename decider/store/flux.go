@@ -146,17 +146,18 @@ func (f *Flux) Snapshot(ctx context.Context, q Query) (measurement.Workload, err
 	// q.Latest of the newest workload point.
 	lq := q.latestQuery(lastTime)
 	var pods []podRow
+	var last, buckets map[string]float64
 	var bucketsErr error
-	last, buckets := map[string]float64{}, map[string]float64{}
 	err = f.concurrently(ctx,
-		func(ctx context.Context) error {
-			return f.readNewestPoint(ctx, q, lastTime, last)
+		func(ctx context.Context) (err error) {
+			last, err = f.readNewestPoint(ctx, q, lastTime)
+			return err
 		},
 		// The newest point's latency and service buckets join its other fields
 		// once the round is read; without them the rest of the measurement
 		// stands, so their error fails nothing and cancels no other read.
 		func(ctx context.Context) error {
-			bucketsErr = f.readBuckets(ctx, q, lastTime, buckets)
+			buckets, bucketsErr = f.readBuckets(ctx, q, lastTime)
 			return nil
 		},
 		func(ctx context.Context) (err error) {
@@ -233,15 +234,16 @@ func (f *Flux) readWorkload(ctx context.Context, q Query) (rates []decide.Sample
 }
 
 // readNewestPoint reads the fields but λ of the workload's point at at
-// (NewestQuery) into fields; one the point lacks is absent (0).
-func (f *Flux) readNewestPoint(ctx context.Context, q Query, at time.Time, fields map[string]float64) error {
+// (NewestQuery); one the point lacks is absent (0).
+func (f *Flux) readNewestPoint(ctx context.Context, q Query, at time.Time) (map[string]float64, error) {
+	fields := map[string]float64{}
 	err := f.each(ctx, NewestQuery(f.Bucket, q, at), func(r *query.FluxRecord) {
 		fields[r.Field()], _ = number(r.Value())
 	})
 	if err != nil {
-		return fmt.Errorf("store: newest workload point: %w", err)
+		return nil, fmt.Errorf("store: newest workload point: %w", err)
 	}
-	return nil
+	return fields, nil
 }
 
 // readPods reads each of the workload's pods' newest values (PodsQuery).
