@@ -104,7 +104,7 @@ func BenchmarkScaleDownOverJumps(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				d, err := NewEngine().Decide(spec, s)
-				if err != nil || d.Explanation.JumpRatio == 0 {
+				if err != nil || d.Explanation.JumpRatio == 0 || (span > RecentHistory) != (d.Explanation.RecentJumps > 0) {
 					b.Fatal(err, d.Explanation.Reason)
 				}
 			}

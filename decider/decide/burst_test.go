@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -148,4 +149,51 @@ func TestARareRiseWeighsWhatTheHistoryShowsOfIt(t *testing.T) {
 	require.Greater(t, six, flat, "a rise the history shows holds pods for the next")
 	require.Equal(t, flat, floor(time.Hour, 70*time.Minute, 5), "an hour no longer shows a rise 70 minutes ago")
 	require.Equal(t, six, floor(6*time.Hour, 70*time.Minute, 5), "six hours weigh it as before")
+}
+
+// TestTheMarginKeepsWhatTheLastHourAsks: three 1.6× rises, two minutes each,
+// within one hour of six, the rest at 100 req/s. Six hours weigh them the
+// same wherever that hour is; in the last hour they are that hour's jumps too,
+// and the scale-down's margin keeps what the hour alone asks for (recentMargin),
+// as many pods as a history of that hour alone keeps.
+func TestTheMarginKeepsWhatTheLastHourAsks(t *testing.T) {
+	now := t0.Add(8 * time.Hour)
+	rises := func(hourStart time.Time) func(time.Time, int) bool {
+		return func(at time.Time, _ int) bool {
+			for _, m := range []int{8, 27, 49} {
+				from := hourStart.Add(time.Duration(m) * time.Minute)
+				if at.After(from) && !at.After(from.Add(2*time.Minute)) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	const six = 6*60*4 + 1
+	decide := decider(t, twoMinuteLeadSpec())
+	early := decide(history(now, 100, 160, six, 40, rises(now.Add(-6*time.Hour))))
+	late := decide(history(now, 100, 160, six, 40, rises(now.Add(-time.Hour))))
+	hour := decide(history(now, 100, 160, 4*60, 40, rises(now.Add(-time.Hour))))
+	for _, d := range []Decision{early, late, hour} {
+		x := d.Explanation
+		require.Less(t, d.DesiredReplicas, int32(40), x.Reason)
+		require.Nil(t, x.Recurrence, "three rises at uneven gaps do not recur")
+		require.LessOrEqual(t, x.DownLateShare, 0.05, x.Reason)
+	}
+
+	x := early.Explanation
+	require.Equal(t, 4*60-2*8+1, x.RecentJumps, "the last hour's jumps are read: a lead from each end, the first sample standing for the step before it")
+	require.Zero(t, x.RecentMarginReplicas, "the last hour is flat: the six hours' margin keeps more")
+	require.NotContains(t, x.Reason, "the last 1h's")
+
+	x = late.Explanation
+	require.Equal(t, 4*60-2*8+1, x.RecentJumps)
+	require.Greater(t, late.DesiredReplicas, early.DesiredReplicas, "the same jumps weigh six times as much in an hour")
+	require.Equal(t, late.DesiredReplicas, x.RecentMarginReplicas, x.Reason)
+	require.Contains(t, x.Reason, fmt.Sprintf("the last 1h's %d jumps alone ask for %d pods", x.RecentJumps, x.RecentMarginReplicas))
+
+	require.Zero(t, hour.Explanation.RecentJumps, "an hour's history is its own last hour")
+	require.Equal(t, late.DesiredReplicas, hour.DesiredReplicas, "six hours keep what their last hour alone does")
+	full := decide(history(now, 100, 160, 4*60+1, 40, rises(now.Add(-time.Hour))))
+	require.Zero(t, full.Explanation.RecentJumps, "nor is it read apart when its first sample is an hour old")
 }

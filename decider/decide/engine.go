@@ -971,6 +971,8 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 				leads = jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, spec.Burst, unseen, x)
 			}
 			rec = m.minPodsOverJumps(base, leads, floor, current, marginBudget, x)
+			whole, wholeShare := rec, x.DownLateShare
+			rec = m.recentMargin(whole, now, leadQ, base, recur, downPeak, conf, current, marginBudget, x)
 			quantile := "too few leads for their p-quantile"
 			if x.JumpRatio > 0 {
 				quantile = fmt.Sprintf("p-quantile %.3g", x.JumpRatio)
@@ -985,7 +987,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			}
 			reason = fmt.Sprintf("G = %.3g below 1−θ = %.3g: fewest pods whose late share over the likely λ of the next %s "+
 				"(λ's mean %.4g/s over the last lead × %s) is within 1 − p: %d (late share %.3g)",
-				x.Normalized, 1-spec.Tolerance, leadQ, base, jumps, rec, x.DownLateShare)
+				x.Normalized, 1-spec.Tolerance, leadQ, base, jumps, whole, wholeShare)
 			reason += x.declaredNote(spec.Burst)
 			reason += x.tightenedNote()
 			if x.DownJumpPeak && !x.JumpPeak {
@@ -993,6 +995,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 					sampleStep(snap.ArrivalRates), levelSeconds(m.cv2, spec.Tolerance))
 			}
 			reason += x.rescaledNote()
+			reason += x.recentNote()
 		} else {
 			lambdaDown = math.Max(lambdaDown, lambdaSize)
 			x.DownArrivalRate = lambdaDown

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -32,6 +33,79 @@ func jumpHistory(snap Snapshot, m *sizer, lead time.Duration, base float64, recu
 	}
 	ratios, x.JumpsRescaled = atBase(js, base)
 	return ratios
+}
+
+// RecentHistory is how much of λ's history the scale-down's margin also
+// reads on its own (recentMargin): the last hour, the controller's whole
+// window until round twenty-nine.
+const RecentHistory = time.Hour
+
+// recentMargin is what the scale-down's margin keeps when whole pods are what
+// the snapshot's whole history asks for: the larger of those and the fewest
+// pods, up to hi, whose late share over the jumps of the last RecentHistory
+// alone (with the extra lead at their largest, or at the rise that hour has
+// not shown, as jumpLeads and noRiseRatio price the whole history's) is
+// within budget. It reads that hour only when the history spans more.
+//
+// A long history weighs each jump by how often it comes in six hours, so a
+// rare spike is remembered for as long as six hours hold it. Where the
+// traffic has changed its nature within them, as from a quiet night to a busy
+// morning, the quieter hours' jumps dilute the present hour's, and the margin
+// priced that hour below what the hour itself shows: on NASA 2 July from
+// 04:00 the morning held 4 % fewer pod-minutes than under an hour's history,
+// and went over the budget (docs/model.md section 2c, rounds twenty-nine and
+// thirty). A scale-down keeps what neither history disproves, as it keeps the
+// peaks the floor does not order (peakJumpsDown). x.RecentJumps counts
+// that hour's jumps; when it keeps more, x.RecentMarginReplicas is its count
+// and x.DownLateShare its share.
+func (m *sizer) recentMargin(whole int32, now time.Time, lead time.Duration, base float64, recur *Recurrence, peak bool, conf float64, hi int32, budget float64, x *Explanation) int32 {
+	x.RecentJumps, x.RecentMarginReplicas = 0, 0
+	recent, ok := lastOf(m.snap, now, RecentHistory)
+	if !ok {
+		return whole
+	}
+	var probe Explanation
+	ratios := jumpHistory(recent, m, lead, base, recur, peak, &probe)
+	if len(ratios) == 0 {
+		return whole
+	}
+	unseen := noRiseRatio(ratios, recent.ArrivalRates, lead, base)
+	leads := jumpLeads(ratios, recent.ArrivalRates, lead, conf, m.spec.Burst, unseen, &probe)
+	n := m.minPodsOverJumps(base, leads, whole, hi, budget, &probe)
+	x.RecentJumps = len(ratios)
+	if n <= whole {
+		return whole
+	}
+	x.RecentMarginReplicas, x.DownLateShare = n, probe.DownLateShare
+	return n
+}
+
+// lastOf is snap with λ's samples after now − window only, when its history
+// spans more than window before now (false: snap as it is). An hour's
+// history, its first sample an hour before now, is its own last hour.
+func lastOf(snap Snapshot, now time.Time, window time.Duration) (Snapshot, bool) {
+	if len(snap.ArrivalRates) == 0 || now.Sub(snap.ArrivalRates[0].Time) <= window {
+		return snap, false
+	}
+	from := now.Add(-window)
+	i, _ := slices.BinarySearchFunc(snap.ArrivalRates, from, func(s Sample, t time.Time) int {
+		if s.Time.After(t) {
+			return 1
+		}
+		return -1
+	})
+	snap.ArrivalRates = snap.ArrivalRates[i:]
+	return snap, true
+}
+
+// recentNote says, for a reason, that the last RecentHistory's jumps alone
+// kept more pods than the whole history's ("" if not).
+func (x *Explanation) recentNote() string {
+	if x.RecentMarginReplicas == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; the last %s's %d jumps alone ask for %d pods (late share %.3g), and the margin keeps them",
+		strings.TrimSuffix(RecentHistory.String(), "0m0s"), x.RecentJumps, x.RecentMarginReplicas, x.DownLateShare)
 }
 
 // rescaledNote says, for a reason, how many jumps atBase rescaled ("" if none).

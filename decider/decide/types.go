@@ -742,6 +742,13 @@ type Explanation struct {
 	// DownLateShare is the modelled late share, over the history's jumps, of
 	// the pods a percentile target's scale-down keeps.
 	DownLateShare float64 `json:"downLateShare,omitempty"`
+	// RecentJumps counts the jumps over one lead in the last RecentHistory,
+	// which the scale-down's margin also prices on their own when the
+	// history spans more (0: it did not); RecentMarginReplicas is the count
+	// they asked for when it was more than the whole history's, and the
+	// margin kept it (0: not more).
+	RecentJumps          int   `json:"recentJumps,omitempty"`
+	RecentMarginReplicas int32 `json:"recentMarginReplicas,omitempty"`
 	// CountDispersion is the measured index of dispersion of arrival counts
 	// (variance over mean; 1 for Poisson) the rate bounds use.
 	CountDispersion float64 `json:"countDispersion,omitempty"`

@@ -93,6 +93,8 @@ func DecisionPoint(namespace, name, workload string, d decide.Decision, dryRun b
 		"jump_band":               x.JumpBand,
 		"jump_current_late_share": x.JumpCurrentLateShare,
 		"down_late_share":         x.DownLateShare,
+		"recent_jumps":            float64(x.RecentJumps),
+		"recent_margin_replicas":  float64(x.RecentMarginReplicas),
 		"jump_ratio_max":          x.JumpRatioMax,
 		"jump_unseen_weight":      x.JumpUnseenWeight,
 		"unseen_rise_ratio":       x.UnseenRiseRatio,

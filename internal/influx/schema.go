@@ -179,6 +179,8 @@ var Schema = []Measurement{
 			{"jump_band", "1", "how far over jump_budget the history's jumps may put the current pods' late share before the floor orders more: what the recent requests left of the budget unused, less the share's error at the SLO's confidence, at most θ × the budget (0: none; the floor orders at jump_budget)"},
 			{"jump_current_late_share", "1", "the current pods' modelled late share over the history's jumps, weighed against jump_budget + jump_band, when the floor asked for more pods and a band applied (0: not weighed)"},
 			{"down_late_share", "1", "the scale-down's margin: the modelled late share over the history's jumps at the pods it keeps, held to 1 − p (0: no scale-down weighed this cycle)"},
+			{"recent_jumps", "1", "the jumps over one lead in the last hour, which the scale-down's margin also prices on their own when the history spans more than an hour (0: it did not)"},
+			{"recent_margin_replicas", "1", "the pods the last hour's jumps alone asked the margin to keep, when more than the whole history's jumps did: the margin kept them (0: not more)"},
 			{"jump_ratio_max", "1", "the largest of λ's jumps over one lead in the history (0: no jump ratio yet)"},
 			{"jump_unseen_weight", "1", "the share of the leads the floor and the scale-down give one more lead at the largest jump: 1/(n + 1) for a history of n leads, the rule of succession (0: not used)"},
 			{"unseen_rise_ratio", "1", "where the scale-down put that extra lead while none of the history's jumps had risen: its highest mean over one lead ÷ λ's mean over the last lead (0: at the largest jump)"},
