@@ -437,9 +437,10 @@ func writeCollectorPoints(ctx context.Context, t *testing.T, influxURL, ns strin
 	pod.AddField("cpu_request_cores", 0.25)
 	pod.AddField("cpu_limit_cores", 0.0)
 	// The workload's arrivals varied from second to second (cv² measured), and a
-	// decision, built as the decider builds it, that averaged over the seconds' rates
-	// and compared the late shares: the decider under test holds (no measurements
-	// yet), so its own decisions have none of these (a level of 0 is not drawn).
+	// decision, built as the decider builds it, that averaged over the seconds' rates,
+	// compared the late shares and weighed a scale-down over more than an hour of
+	// history: the decider under test holds (no measurements yet), so its own
+	// decisions have none of these (a level of 0 is not drawn, nor is a margin's).
 	wl := withPooling(m, 0.5)
 	if wl.ArrivalRateSums, err = ratevar.Of([]int64{40, 44, 38, 47, 41, 36, 45}); err != nil {
 		t.Fatal(err)
@@ -450,7 +451,8 @@ func writeCollectorPoints(ctx context.Context, t *testing.T, influxURL, ns strin
 	batch := decide.Decision{Time: now, Action: decide.ActionNone, DesiredReplicas: 1, Explanation: decide.Explanation{
 		CurrentReplicas: 1, ArrivalRate: 42, ServiceTime: 0.05, Target: 0.2, Reason: "modelled latency within tolerance",
 		RateCV2: 0.4, ArrivalRateLevel: 40, LevelWindow: 45 * time.Second, MeasuredLateShare: 0.04, ModelledLateShare: 0.05,
-		TransientLateShare: 0.003, LatencyBias: 1.2, EffectivePercentile: 95.3}}
+		TransientLateShare: 0.003, LatencyBias: 1.2, EffectivePercentile: 95.3,
+		DownLateShare: 0.042, RecentJumps: 225, RecentMarginReplicas: 1}}
 	w.Write(pod, pipeline.WorkloadPoint(ns, "demo", wl), store.DecisionPoint(ns, "demo", "demo", batch, false),
 		cpu.NodePoint(cpu.NodeCPU{Name: "kwok-node-1", Time: now, Usage: 3.5, Allocatable: 16}),
 		cpu.NodePoint(cpu.NodeCPU{Name: "kwok-node-2", Time: now, Usage: 9, Allocatable: 16})) // runs none of the workload's pods

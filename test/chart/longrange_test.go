@@ -67,7 +67,10 @@ func writeWeek(t *testing.T, db *influxtest.Server, now time.Time) map[string]in
 					// The batch model and the closed loop (docs/model.md section 2c).
 					RateCV2: 0.4 * daily, ArrivalRateLevel: 38*daily + 1, LevelWindow: 90 * time.Second,
 					MeasuredLateShare: 0.04 + 0.01*daily, ModelledLateShare: 0.045, TransientLateShare: 0.002 * daily,
-					LatencyBias: 1 + 0.5*daily, EffectivePercentile: 95 + 0.4*daily}}
+					LatencyBias: 1 + 0.5*daily, EffectivePercentile: 95 + 0.4*daily,
+					// The scale-down's margin, the last hour keeping a pod more
+					// (docs/model.md section 2c, round thirty).
+					DownLateShare: 0.04 + 0.005*daily, RecentJumps: 225, RecentMarginReplicas: replicas + 1}}
 			if wl == "web" {
 				// web pools: the decider read its fronts' expiries (withPooling's
 				// requeued + relayed) and counted them as backlog over a 15 s interval.
