@@ -184,13 +184,13 @@ func TestTheMarginKeepsWhatTheLastHourAsks(t *testing.T) {
 	x := early.Explanation
 	require.Equal(t, 4*60-2*8+1, x.RecentJumps, "the last hour's jumps are read: a lead from each end, the first sample standing for the step before it")
 	require.Zero(t, x.RecentMarginReplicas, "the last hour is flat: the six hours' margin keeps more")
-	require.NotContains(t, x.Reason, "the last 1h's")
+	require.NotContains(t, x.Reason, "of the last 1h0m0s")
 
 	x = late.Explanation
 	require.Equal(t, 4*60-2*8+1, x.RecentJumps)
 	require.Greater(t, late.DesiredReplicas, early.DesiredReplicas, "the same jumps weigh six times as much in an hour")
 	require.Equal(t, late.DesiredReplicas, x.RecentMarginReplicas, x.Reason)
-	require.Contains(t, x.Reason, fmt.Sprintf("the last 1h's %d jumps alone ask for %d pods", x.RecentJumps, x.RecentMarginReplicas))
+	require.Contains(t, x.Reason, fmt.Sprintf("the %d jumps of the last 1h0m0s alone ask for %d pods", x.RecentJumps, x.RecentMarginReplicas))
 
 	require.Zero(t, hour.Explanation.RecentJumps, "an hour's history is its own last hour")
 	require.Equal(t, late.DesiredReplicas, hour.DesiredReplicas, "six hours keep what their last hour alone does")

@@ -967,10 +967,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			// weighted by its requests) and one more lead at the largest
 			// (jumpLeads), stays within the budget 1 − p.
 			x.DownArrivalRate = base
-			if unseen := noRiseRatio(ratios, snap.ArrivalRates, leadQ, base); unseen > 0 {
-				leads = jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, spec.Burst, unseen, x)
-			}
-			rec = m.minPodsOverJumps(base, leads, floor, current, marginBudget, x)
+			rec = m.marginOverJumps(ratios, snap.ArrivalRates, leadQ, base, conf, floor, current, marginBudget, x)
 			whole, wholeShare := rec, x.DownLateShare
 			rec = m.recentMargin(whole, now, leadQ, base, recur, downPeak, conf, current, marginBudget, x)
 			quantile := "too few leads for their p-quantile"
@@ -1256,6 +1253,8 @@ func (s *sizer) leastRequest(lambda, es float64, n int32) (leastRequest, bool) {
 // minPodsOverJumps is the fewest pods in [lo, hi] whose late share, P(T > T)
 // averaged over λ = base × each jump ratio weighted by that λ, is at most
 // budget; hi when none is. The share falls with the pods, so it bisects.
+// Each count's share is computed once: it is a pass of the model over every
+// jump, and most of a scale-down's time.
 func (s *sizer) minPodsOverJumps(base float64, ratios []weighted, lo, hi int32, budget float64, x *Explanation) int32 {
 	share := func(n int32) float64 { return s.lateOverJumps(base, ratios, n) }
 	lo = max(lo, 1)
@@ -1263,20 +1262,24 @@ func (s *sizer) minPodsOverJumps(base float64, ratios []weighted, lo, hi int32, 
 		x.DownLateShare = share(hi)
 		return hi
 	}
-	if share(lo) <= budget {
-		x.DownLateShare = share(lo)
+	if at := share(lo); at <= budget {
+		x.DownLateShare = at
 		return lo
 	}
 	a, b := lo, hi // share(a) > budget; b is the answer if nothing below is.
+	atB, known := 0.0, false
 	for b-a > 1 {
 		mid := a + (b-a)/2
-		if share(mid) <= budget {
-			b = mid
+		if at := share(mid); at <= budget {
+			b, atB, known = mid, at, true
 		} else {
 			a = mid
 		}
 	}
-	x.DownLateShare = share(b)
+	if !known {
+		atB = share(b)
+	}
+	x.DownLateShare = atB
 	return b
 }
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
+	"sort"
 	"time"
 )
 
@@ -40,12 +40,24 @@ func jumpHistory(snap Snapshot, m *sizer, lead time.Duration, base float64, recu
 // window until round twenty-nine.
 const RecentHistory = time.Hour
 
+// marginOverJumps is the scale-down's margin over one history, the whole
+// snapshot's or its last hour (recentMargin): the fewest pods in [lo, hi]
+// whose late share over the likely λ of the next lead, base × each of ratios
+// (the history's jumps, jumpHistory of samples) and one more lead at the
+// largest or, while none has risen, at the history's highest mean over a
+// lead (jumpLeads, noRiseRatio), is within budget. x shows the leads and the
+// share.
+func (m *sizer) marginOverJumps(ratios []float64, samples []Sample, lead time.Duration, base, conf float64, lo, hi int32, budget float64, x *Explanation) int32 {
+	leads := jumpLeads(ratios, samples, lead, conf, m.spec.Burst, noRiseRatio(ratios, samples, lead, base), x)
+	return m.minPodsOverJumps(base, leads, lo, hi, budget, x)
+}
+
 // recentMargin is what the scale-down's margin keeps when whole pods are what
 // the snapshot's whole history asks for: the larger of those and the fewest
 // pods, up to hi, whose late share over the jumps of the last RecentHistory
-// alone (with the extra lead at their largest, or at the rise that hour has
-// not shown, as jumpLeads and noRiseRatio price the whole history's) is
-// within budget. It reads that hour only when the history spans more.
+// alone is
+// within budget (marginOverJumps, as for the whole history). It reads that
+// hour only when the history spans more.
 //
 // A long history weighs each jump by how often it comes in six hours, so a
 // rare spike is remembered for as long as six hours hold it. Where the
@@ -69,9 +81,7 @@ func (m *sizer) recentMargin(whole int32, now time.Time, lead time.Duration, bas
 	if len(ratios) == 0 {
 		return whole
 	}
-	unseen := noRiseRatio(ratios, recent.ArrivalRates, lead, base)
-	leads := jumpLeads(ratios, recent.ArrivalRates, lead, conf, m.spec.Burst, unseen, &probe)
-	n := m.minPodsOverJumps(base, leads, whole, hi, budget, &probe)
+	n := m.marginOverJumps(ratios, recent.ArrivalRates, lead, base, conf, whole, hi, budget, &probe)
 	x.RecentJumps = len(ratios)
 	if n <= whole {
 		return whole
@@ -87,14 +97,8 @@ func lastOf(snap Snapshot, now time.Time, window time.Duration) (Snapshot, bool)
 	if len(snap.ArrivalRates) == 0 || now.Sub(snap.ArrivalRates[0].Time) <= window {
 		return snap, false
 	}
-	from := now.Add(-window)
-	i, _ := slices.BinarySearchFunc(snap.ArrivalRates, from, func(s Sample, t time.Time) int {
-		if s.Time.After(t) {
-			return 1
-		}
-		return -1
-	})
-	snap.ArrivalRates = snap.ArrivalRates[i:]
+	from, rates := now.Add(-window), snap.ArrivalRates
+	snap.ArrivalRates = rates[sort.Search(len(rates), func(i int) bool { return rates[i].Time.After(from) }):]
 	return snap, true
 }
 
@@ -104,8 +108,8 @@ func (x *Explanation) recentNote() string {
 	if x.RecentMarginReplicas == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; the last %s's %d jumps alone ask for %d pods (late share %.3g), and the margin keeps them",
-		strings.TrimSuffix(RecentHistory.String(), "0m0s"), x.RecentJumps, x.RecentMarginReplicas, x.DownLateShare)
+	return fmt.Sprintf("; the %d jumps of the last %s alone ask for %d pods (late share %.3g), and the margin keeps them",
+		x.RecentJumps, RecentHistory, x.RecentMarginReplicas, x.DownLateShare)
 }
 
 // rescaledNote says, for a reason, how many jumps atBase rescaled ("" if none).
