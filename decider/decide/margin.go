@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -14,7 +15,10 @@ import (
 // the onsets a confirmed recurrence explains, the seconds' own noise removed
 // from means (sizer.jumps), each at the present's base (atBase); ascending.
 // base is λ's mean over the last lead (0: none), which the rescaling needs.
-func jumpHistory(snap Snapshot, m *sizer, lead time.Duration, base float64, recur *Recurrence, peak bool, x *Explanation) []float64 {
+//
+// depth > 0 keeps only the jumps from a depth like it (likeDepth): the
+// margin's third history (depthMargin); 0 keeps them all.
+func jumpHistory(snap Snapshot, m *sizer, lead time.Duration, base float64, recur *Recurrence, peak bool, depth float64, x *Explanation) []float64 {
 	var skip func(time.Time) bool
 	if recur.confirmed() {
 		skip = func(t time.Time) bool { return recur.explains(t, lead) }
@@ -30,6 +34,9 @@ func jumpHistory(snap Snapshot, m *sizer, lead time.Duration, base float64, recu
 	}
 	for i := range js {
 		js[i].ratio = ratios[i]
+	}
+	if depth > 0 {
+		js = likeDepth(js, depth, int(math.Ceil(1/(1-confidence(m.spec)))))
 	}
 	ratios, x.JumpsRescaled = atBase(js, base)
 	return ratios
@@ -77,7 +84,7 @@ func (m *sizer) recentMargin(whole int32, now time.Time, lead time.Duration, bas
 		return whole
 	}
 	var probe Explanation
-	ratios := jumpHistory(recent, m, lead, base, recur, peak, &probe)
+	ratios := jumpHistory(recent, m, lead, base, recur, peak, 0, &probe)
 	if len(ratios) == 0 {
 		return whole
 	}
@@ -88,6 +95,75 @@ func (m *sizer) recentMargin(whole int32, now time.Time, lead time.Duration, bas
 	}
 	x.RecentMarginReplicas, x.DownLateShare = n, probe.DownLateShare
 	return n
+}
+
+// depthLeads is how many leads λ's level spans: a jump's depth and the
+// present's are λ's mean over the last lead ÷ its mean over the depthLeads
+// leads before (the forecast's default window, Predictive.WindowFactor).
+const depthLeads = 5
+
+// depthShare is the share of the history's jumps the depth margin reads: the
+// half whose depth is nearest the present's.
+const depthShare = 0.5
+
+// depthMargin is what the scale-down's margin keeps when rec pods are what the
+// whole history and its last hour ask for: the larger of those and the fewest
+// pods, up to hi, whose late share over the jumps from a depth like the
+// present's alone is within budget (marginOverJumps over jumpHistory's
+// likeDepth). A rate below its level tends to return to it, and one above it
+// to fall back; the whole history's jumps price the next lead as if the
+// present sat anywhere, and after a dip the margin let pods go that the
+// return to the level needed: on NASA 2 July 14:00 ×100 on the overflow plane
+// it took 7 pods to 5 as λ fell from 64 to 46/s, two minutes before λ climbed
+// back 3.5 × (docs/model.md section 2c, round thirty-one). It keeps what such
+// jumps ask for and never fewer pods than rec: the jumps from other depths
+// still stand for the onsets they saw (selecting by depth alone let a warm
+// burst's pods go in the calm after it, and the next burst came onto them).
+// x.Depth is the present's depth; when the depth margin keeps more,
+// x.DepthJumps counts the jumps it read and x.DepthMarginReplicas is its
+// count (x.DownLateShare its share).
+func (m *sizer) depthMargin(rec int32, now time.Time, lead time.Duration, base float64, recur *Recurrence, peak bool, conf float64, hi int32, budget float64, x *Explanation) int32 {
+	x.Depth, x.DepthJumps, x.DepthMarginReplicas = 0, 0, 0
+	level, ok := meanRate(m.snap.ArrivalRates, now.Add(-depthLeads*lead), now)
+	if !ok || level <= 0 || base <= 0 {
+		return rec
+	}
+	x.Depth = base / level
+	var probe Explanation
+	ratios := jumpHistory(m.snap, m, lead, base, recur, peak, x.Depth, &probe)
+	if len(ratios) == 0 {
+		return rec
+	}
+	n := m.marginOverJumps(ratios, m.snap.ArrivalRates, lead, base, conf, rec, hi, budget, &probe)
+	if n <= rec {
+		return rec
+	}
+	x.DepthJumps, x.DepthMarginReplicas, x.DownLateShare = len(ratios), n, probe.DownLateShare
+	return n
+}
+
+// likeDepth is the depthShare of js whose depths are nearest depth (by the
+// ratio between them), and never fewer than least (all of js if it has no
+// more); in js's order.
+func likeDepth(js []jump, depth float64, least int) []jump {
+	k := max(int(math.Ceil(depthShare*float64(len(js)))), least)
+	if k >= len(js) {
+		return js
+	}
+	far := func(j jump) float64 { return math.Abs(math.Log(j.depth / depth)) }
+	byNear := slices.Clone(js)
+	slices.SortStableFunc(byNear, func(a, b jump) int { return cmp.Compare(far(a), far(b)) })
+	return byNear[:k]
+}
+
+// depthNote says, for a reason, that the jumps from a like depth kept more
+// pods than the other histories ("" if not).
+func (x *Explanation) depthNote() string {
+	if x.DepthMarginReplicas == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; λ's mean over the last lead is %.3g × its level over %d leads, and the %d jumps from the depths nearest it ask for %d pods (late share %.3g): the margin keeps them",
+		x.Depth, depthLeads, x.DepthJumps, x.DepthMarginReplicas, x.DownLateShare)
 }
 
 // lastOf is snap with λ's samples after now − window only, when its history

@@ -178,8 +178,10 @@ func meanRate(samples []Sample, from, to time.Time) (float64, bool) {
 }
 
 // jump is one of the history's jumps over a lead: the ratio of the next
-// lead's rate to the last one's, and that last lead's mean (its base).
-type jump struct{ ratio, base float64 }
+// lead's rate to the last one's, that last lead's mean (its base), and the
+// base's depth, its ratio to λ's level: the mean over the depthLeads leads
+// before the jump (1 where there is none).
+type jump struct{ ratio, base, depth float64 }
 
 // jumpsOver are the history's jumps over one lead: for each sample time t
 // with a full lead of history before and after it, the ratio of λ over
@@ -215,6 +217,8 @@ func jumpsOver(samples []Sample, lead time.Duration, peak bool, skip func(time.T
 	step, span := at[1]-at[0], int64(lead)
 	first, last := at[0], at[n-1]
 	var from, mid, to int // the first sample after t − lead, after t, after t + lead
+	level := int64(depthLeads) * span
+	var since int // the first sample after t − depthLeads·lead
 	var jumps []jump
 	for i, t := range at {
 		if t-span < first-step || t+span > last || (skip != nil && skip(samples[i].Time)) {
@@ -242,7 +246,14 @@ func jumpsOver(samples []Sample, lead time.Duration, peak bool, skip func(time.T
 		if before <= 0 {
 			continue
 		}
-		jumps = append(jumps, jump{next / before, before})
+		for since < n && at[since] <= t-level {
+			since++
+		}
+		depth := 1.0
+		if lvl := (sums[mid] - sums[since]) / float64(mid-since); lvl > 0 {
+			depth = before / lvl
+		}
+		jumps = append(jumps, jump{next / before, before, depth})
 	}
 	slices.SortFunc(jumps, func(a, b jump) int { return cmp.Compare(a.ratio, b.ratio) })
 	return jumps

@@ -781,11 +781,11 @@ func TestAtBase(t *testing.T) {
 		want    []float64
 		rescale int
 	}{
-		{"a rise from a quarter of the base counts as the same rise in req/s", []jump{{3, 25}}, 100, []float64{1.5}, 1},
-		{"a rise from the base itself keeps its ratio", []jump{{3, 100}}, 100, []float64{3}, 0},
-		{"a rise from a higher base keeps its ratio", []jump{{3, 400}}, 100, []float64{3}, 0},
-		{"a fall keeps its ratio", []jump{{0.5, 25}}, 100, []float64{0.5}, 0},
-		{"the result is ascending", []jump{{1.2, 100}, {5, 10}}, 100, []float64{1.2, 1.4}, 1},
+		{"a rise from a quarter of the base counts as the same rise in req/s", []jump{{3, 25, 1}}, 100, []float64{1.5}, 1},
+		{"a rise from the base itself keeps its ratio", []jump{{3, 100, 1}}, 100, []float64{3}, 0},
+		{"a rise from a higher base keeps its ratio", []jump{{3, 400, 1}}, 100, []float64{3}, 0},
+		{"a fall keeps its ratio", []jump{{0.5, 25, 1}}, 100, []float64{0.5}, 0},
+		{"the result is ascending", []jump{{1.2, 100, 1}, {5, 10, 1}}, 100, []float64{1.2, 1.4}, 1},
 		{"no jump", nil, 100, []float64{}, 0},
 	}
 	for _, tt := range tests {
@@ -1056,11 +1056,12 @@ func TestTheFloorWaitsWithinTheBudgetTheRecentRequestsLeft(t *testing.T) {
 	require.Positive(t, ordered, "some jump size puts it beyond")
 }
 
-// TestJumpsOverIsItsDefinition: jumpsOver, which walks three cursors over the
+// TestJumpsOverIsItsDefinition: jumpsOver, which walks four cursors over the
 // samples, gives for every sample time t with a lead of history before and
 // after it what its definition does, read by scanning every sample: λ's mean
 // over (t, t+lead] (with peak, the highest sample there, at least that mean)
-// over its mean over (t−lead, t]; none where a side is empty or the base is 0,
+// over its mean over (t−lead, t], and that base's depth, its ratio to the mean
+// over (t − depthLeads·lead, t]; none where a side is empty or the base is 0,
 // the skipped times left out, ascending. Over random histories: regular,
 // jittered, with repeated times, gaps and zero rates.
 func TestJumpsOverIsItsDefinition(t *testing.T) {
@@ -1073,9 +1074,13 @@ func TestJumpsOverIsItsDefinition(t *testing.T) {
 			if t.Add(-lead).Before(first.Add(-step)) || t.Add(lead).After(last) || (skip != nil && skip(t)) {
 				continue
 			}
-			var bs, ns, hi float64
-			var bn, nn int
+			var bs, ns, hi, ls float64
+			var bn, nn, ln int
 			for _, x := range samples {
+				if x.Time.After(t.Add(-depthLeads*lead)) && !x.Time.After(t) {
+					ls += x.Rate
+					ln++
+				}
 				switch {
 				case x.Time.After(t.Add(-lead)) && !x.Time.After(t):
 					bs += x.Rate
@@ -1093,7 +1098,11 @@ func TestJumpsOverIsItsDefinition(t *testing.T) {
 			if peak {
 				next = math.Max(next, hi)
 			}
-			out = append(out, jump{next / (bs / float64(bn)), bs / float64(bn)})
+			base, depth := bs/float64(bn), 1.0
+			if ls > 0 {
+				depth = base / (ls / float64(ln))
+			}
+			out = append(out, jump{next / base, base, depth})
 		}
 		slices.SortFunc(out, func(a, b jump) int { return cmp.Compare(a.ratio, b.ratio) })
 		return out
@@ -1127,9 +1136,22 @@ func TestJumpsOverIsItsDefinition(t *testing.T) {
 		for _, peak := range []bool{false, true} {
 			got, want := jumpsOver(samples, lead, peak, skip), byDefinition(samples, lead, peak, skip)
 			require.Len(t, got, len(want), "trial %d, peak %v", trial, peak)
+			// Jumps whose windows hold the same samples (gaps, repeated
+			// times) share a ratio and a base but not their depth, and
+			// the two sums round their ratios apart in the last bits:
+			// both lists are put in one order for equal ratios.
+			for _, js := range [][]jump{got, want} {
+				slices.SortStableFunc(js, func(a, b jump) int {
+					if c := cmp.Compare(math.Round(a.ratio*1e6), math.Round(b.ratio*1e6)); c != 0 {
+						return c
+					}
+					return cmp.Compare(a.depth, b.depth)
+				})
+			}
 			for i := range want {
 				require.InDelta(t, want[i].ratio, got[i].ratio, 1e-9*max(1, want[i].ratio), "trial %d, peak %v, jump %d", trial, peak, i)
 				require.InDelta(t, want[i].base, got[i].base, 1e-9*max(1, want[i].base), "trial %d, peak %v, jump %d", trial, peak, i)
+				require.InDelta(t, want[i].depth, got[i].depth, 1e-9*max(1, want[i].depth), "trial %d, peak %v, jump %d", trial, peak, i)
 			}
 		}
 	}

@@ -749,6 +749,15 @@ type Explanation struct {
 	// margin kept it (0: not more).
 	RecentJumps          int   `json:"recentJumps,omitempty"`
 	RecentMarginReplicas int32 `json:"recentMarginReplicas,omitempty"`
+	// Depth is λ's mean over the last lead ÷ its level, its mean over the
+	// depthLeads leads before, when a percentile target's scale-down weighed
+	// it (0: not weighed); DepthJumps counts the history's jumps from the
+	// depths nearest it, and DepthMarginReplicas the pods they alone asked
+	// for, when that was more than the other histories asked and the margin
+	// kept it (0: not more).
+	Depth               float64 `json:"depth,omitempty"`
+	DepthJumps          int     `json:"depthJumps,omitempty"`
+	DepthMarginReplicas int32   `json:"depthMarginReplicas,omitempty"`
 	// CountDispersion is the measured index of dispersion of arrival counts
 	// (variance over mean; 1 for Poisson) the rate bounds use.
 	CountDispersion float64 `json:"countDispersion,omitempty"`
