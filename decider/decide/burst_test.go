@@ -2,6 +2,9 @@ package decide
 
 import (
 	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -196,4 +199,86 @@ func TestTheMarginKeepsWhatTheLastHourAsks(t *testing.T) {
 	require.Equal(t, late.DesiredReplicas, hour.DesiredReplicas, "six hours keep what their last hour alone does")
 	full := decide(history(now, 100, 160, 4*60+1, 40, rises(now.Add(-time.Hour))))
 	require.Zero(t, full.Explanation.RecentJumps, "nor is it read apart when its first sample is an hour old")
+}
+
+// TestTheMarginKeepsWhatJumpsFromALikeDepthAsk: six hours at 100 req/s but
+// for four-minute dips to 20/s every 90 minutes, each followed by the return
+// to 100. Two minutes into a dip, λ's mean over the last lead is a quarter of
+// its level (the mean over the five leads before), and the jumps from such
+// depths are the dips' own and their returns: the margin keeps what the
+// nearer half of the history's jumps ask for (depthMargin), more than the
+// whole history asks, where those are a few leads of many. At the level the
+// jumps from like depths ask for no more, and the margin keeps the whole
+// history's count.
+func TestTheMarginKeepsWhatJumpsFromALikeDepthAsk(t *testing.T) {
+	now := t0.Add(8 * time.Hour)
+	const six = 6*60*4 + 1
+	dip := func(present bool) func(time.Time, int) bool {
+		return func(at time.Time, _ int) bool {
+			if present && at.After(now.Add(-2*time.Minute)) {
+				return true
+			}
+			m := int(at.Sub(now.Add(-6*time.Hour)) / time.Minute)
+			return m%90 < 4 && at.Before(now.Add(-15*time.Minute))
+		}
+	}
+	notDip := func(at time.Time, back int) bool { return !dip(true)(at, back) }
+	decide := decider(t, twoMinuteLeadSpec())
+	wholeCount := regexp.MustCompile(`is within 1 − p: (\d+) \(late share`)
+
+	in := decide(history(now, 20, 100, six, 40, notDip))
+	x := in.Explanation
+	level := (20*2 + 100*8) / 10.0 // the last lead in the dip, the four before at 100
+	require.InDelta(t, 20/level, x.Depth, 1e-9)
+	require.Equal(t, (six-2*8)/2+1, x.DepthJumps, "the nearer half of the history's jumps")
+	require.Positive(t, x.DepthMarginReplicas, x.Reason)
+	require.Equal(t, x.DepthMarginReplicas, in.DesiredReplicas, x.Reason)
+	require.LessOrEqual(t, x.DownLateShare, 0.05, x.Reason)
+	m := wholeCount.FindStringSubmatch(x.Reason)
+	require.NotNil(t, m, x.Reason)
+	whole, err := strconv.Atoi(m[1])
+	require.NoError(t, err)
+	require.Greater(t, in.DesiredReplicas, int32(whole), "the whole history asks for fewer")
+	require.Contains(t, x.Reason, fmt.Sprintf("λ's mean over the last lead is %.3g × its level over 5 leads, and the %d jumps from the depths nearest it ask for %d pods",
+		x.Depth, x.DepthJumps, x.DepthMarginReplicas))
+
+	at := decide(history(now, 100, 20, six, 40, dip(false)))
+	x = at.Explanation
+	require.InDelta(t, 1, x.Depth, 1e-9, "a level history's present sits at its level")
+	require.Zero(t, x.DepthMarginReplicas, x.Reason)
+	require.Zero(t, x.DepthJumps)
+	require.NotContains(t, x.Reason, "jumps from the depths nearest it")
+	require.Less(t, at.DesiredReplicas, int32(40), x.Reason)
+}
+
+// TestLikeDepth: the nearer half of the jumps by the ratio between their
+// depth and the present's, never fewer than least, all of them when they
+// are no more.
+func TestLikeDepth(t *testing.T) {
+	js := []jump{{1, 10, 0.25}, {2, 10, 0.5}, {3, 10, 1}, {4, 10, 2}, {5, 10, 4}, {6, 10, 0.9}}
+	depths := func(js []jump) []float64 {
+		var out []float64
+		for _, j := range js {
+			out = append(out, j.depth)
+		}
+		slices.Sort(out)
+		return out
+	}
+	tests := []struct {
+		name  string
+		depth float64
+		least int
+		want  []float64
+	}{
+		{"below the level: the dips", 0.3, 1, []float64{0.25, 0.5, 0.9}},
+		{"at the level", 1, 1, []float64{0.5, 0.9, 1}},
+		{"above it, by ratio: 2 is as far from 1 as 0.5", 2.5, 1, []float64{1, 2, 4}},
+		{"never fewer than least; a tie goes to the earlier jump", 1, 5, []float64{0.25, 0.5, 0.9, 1, 2}},
+		{"all when least is as many", 1, 6, []float64{0.25, 0.5, 0.9, 1, 2, 4}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, depths(likeDepth(js, tt.depth, tt.least)))
+		})
+	}
 }

@@ -143,8 +143,8 @@ func (m *sizer) depthMargin(rec int32, now time.Time, lead time.Duration, base f
 }
 
 // likeDepth is the depthShare of js whose depths are nearest depth (by the
-// ratio between them), and never fewer than least (all of js if it has no
-// more); in js's order.
+// ratio between them; a tie goes to the earlier jump), and never fewer than
+// least (all of js if it has no more); nearest first.
 func likeDepth(js []jump, depth float64, least int) []jump {
 	k := max(int(math.Ceil(depthShare*float64(len(js)))), least)
 	if k >= len(js) {
