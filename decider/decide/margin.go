@@ -150,10 +150,21 @@ func likeDepth(js []jump, depth float64, least int) []jump {
 	if k >= len(js) {
 		return js
 	}
-	far := func(j jump) float64 { return math.Abs(math.Log(j.depth / depth)) }
-	byNear := slices.Clone(js)
-	slices.SortStableFunc(byNear, func(a, b jump) int { return cmp.Compare(far(a), far(b)) })
-	return byNear[:k]
+	// Each jump's distance is worked out once, not in every comparison.
+	type near struct {
+		far float64
+		j   jump
+	}
+	byNear := make([]near, len(js))
+	for i, j := range js {
+		byNear[i] = near{math.Abs(math.Log(j.depth / depth)), j}
+	}
+	slices.SortStableFunc(byNear, func(a, b near) int { return cmp.Compare(a.far, b.far) })
+	out := make([]jump, k)
+	for i := range out {
+		out[i] = byNear[i].j
+	}
+	return out
 }
 
 // depthNote says, for a reason, that the jumps from a like depth kept more
