@@ -452,7 +452,7 @@ func writeCollectorPoints(ctx context.Context, t *testing.T, influxURL, ns strin
 		CurrentReplicas: 1, ArrivalRate: 42, ServiceTime: 0.05, Target: 0.2, Reason: "modelled latency within tolerance",
 		RateCV2: 0.4, ArrivalRateLevel: 40, LevelWindow: 45 * time.Second, MeasuredLateShare: 0.04, ModelledLateShare: 0.05,
 		TransientLateShare: 0.003, LatencyBias: 1.2, EffectivePercentile: 95.3,
-		DownLateShare: 0.042, RecentJumps: 225, RecentMarginReplicas: 1}}
+		DownLateShare: 0.042, RecentJumps: 225, RecentMarginReplicas: 1, Depth: 0.5, DepthJumps: 713, DepthMarginReplicas: 2}}
 	w.Write(pod, pipeline.WorkloadPoint(ns, "demo", wl), store.DecisionPoint(ns, "demo", "demo", batch, false),
 		cpu.NodePoint(cpu.NodeCPU{Name: "kwok-node-1", Time: now, Usage: 3.5, Allocatable: 16}),
 		cpu.NodePoint(cpu.NodeCPU{Name: "kwok-node-2", Time: now, Usage: 9, Allocatable: 16})) // runs none of the workload's pods

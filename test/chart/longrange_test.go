@@ -69,8 +69,10 @@ func writeWeek(t *testing.T, db *influxtest.Server, now time.Time) map[string]in
 					MeasuredLateShare: 0.04 + 0.01*daily, ModelledLateShare: 0.045, TransientLateShare: 0.002 * daily,
 					LatencyBias: 1 + 0.5*daily, EffectivePercentile: 95 + 0.4*daily,
 					// The scale-down's margin, the last hour keeping a pod more
-					// (docs/model.md section 2c, round thirty).
-					DownLateShare: 0.04 + 0.005*daily, RecentJumps: 225, RecentMarginReplicas: replicas + 1}}
+					// (docs/model.md section 2c, round thirty), and the jumps from
+					// a like depth another (round thirty-one).
+					DownLateShare: 0.04 + 0.005*daily, RecentJumps: 225, RecentMarginReplicas: replicas + 1,
+					Depth: 0.4 + 0.2*daily, DepthJumps: 713, DepthMarginReplicas: replicas + 2}}
 			if wl == "web" {
 				// web pools: the decider read its fronts' expiries (withPooling's
 				// requeued + relayed) and counted them as backlog over a 15 s interval.

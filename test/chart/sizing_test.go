@@ -23,23 +23,24 @@ import (
 // closed loop's late shares, its correction and the percentile it sized for, and the
 // jump floor: its pods and their late share over the history's jumps against its
 // budget, and the band within which the current pods' share holds the floor back;
-// and the scale-down's margin: the late share at the pods it keeps, and the last
-// hour's jumps and the pods they alone kept (round thirty).
+// and the scale-down's margin: the late share at the pods it keeps, the last hour's
+// jumps and the pods they alone kept (round thirty), and the jumps from a like depth
+// and the pods they kept (round thirty-one).
 var sizingFields = map[string][]string{
 	influx.Workload: {influx.FieldArrivalRateCV2},
 	influx.Decision: {"rate_cv2", "arrival_rate_level", "level_window_seconds",
 		"measured_late_share", "modelled_late_share", "transient_late_share", "recent_late_share", "spent_late_share",
 		"steady_late_share", "latency_bias", "effective_percentile",
 		"jump_replicas", "jump_late_share", "jump_budget", "jump_band", "jump_current_late_share",
-		"down_late_share", "recent_jumps", "recent_margin_replicas"},
+		"down_late_share", "recent_jumps", "recent_margin_replicas", "depth_jumps", "depth_margin_replicas"},
 }
 
 // drawnWhenPositive are the sizing fields the dashboard draws only when above 0: for
 // them 0 means "not used" (the level is the cycle's λ; no percentile target; no
-// scale-down weighed; the last hour not read apart, or it kept no more), not a value,
+// scale-down weighed; the last hour not read apart, or it or the depth kept no more), not a value,
 // and a 0 on the λ panel would read as no traffic.
 var drawnWhenPositive = []string{"arrival_rate_level", "level_window_seconds", "effective_percentile",
-	"down_late_share", "recent_jumps", "recent_margin_replicas"}
+	"down_late_share", "recent_jumps", "recent_margin_replicas", "depth_jumps", "depth_margin_replicas"}
 
 // TestDashboardsShowTheSizingFields checks that the workload dashboard shows each field
 // that says why QAS sized as it did, once, in a query of its measurement that filters
@@ -129,11 +130,13 @@ func sizingDecision(at time.Time, base float64, i int, plain bool) decide.Decisi
 		LatencyBias: v(8) / 1e3, EffectivePercentile: 95 + v(9)/1e4,
 		JumpReplicas: int32(v(11)), JumpLateShare: v(12) / 1e5, JumpBudget: v(13) / 1e5, JumpBand: v(14) / 1e6,
 		JumpCurrentLateShare: v(15) / 1e5, DownLateShare: v(16) / 1e5, RecentJumps: int(v(17)),
-		RecentMarginReplicas: int32(v(18)), Reason: "modelled latency within tolerance"}
+		RecentMarginReplicas: int32(v(18)), DepthJumps: int(v(19)), DepthMarginReplicas: int32(v(20)),
+		Reason: "modelled latency within tolerance"}
 	if plain {
 		x.ArrivalRateLevel, x.LevelWindow, x.EffectivePercentile = 0, 0, 0
 		x.JumpReplicas, x.JumpLateShare, x.JumpBudget, x.JumpBand, x.JumpCurrentLateShare = 0, 0, 0, 0, 0
 		x.DownLateShare, x.RecentJumps, x.RecentMarginReplicas = 0, 0, 0
+		x.DepthJumps, x.DepthMarginReplicas = 0, 0
 	}
 	return decide.Decision{Time: at, Action: decide.ActionNone, DesiredReplicas: 4, Explanation: x}
 }
