@@ -839,7 +839,8 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	// The onsets on a confirmed period are the forecast's to meet (pods start a
 	// lead before each): the floor and the margin keep capacity only for the
 	// jumps it does not explain.
-	ratios := jumpHistory(snap, m, leadQ, leadMean, recur, m.peakJumps(), 0, x)
+	js := historyJumps(snap, m, leadQ, recur, m.peakJumps())
+	ratios := jumpRatios(js, leadMean, x)
 	var leads []weighted
 	if spec.Percentile > 0 {
 		leads = jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, spec.Burst, 0, x)
@@ -951,7 +952,8 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		if spec.Percentile > 0 && downPeak != m.peakJumps() {
 			// The margin reads the peaks the floor does not (peakJumpsDown):
 			// its ratios, their quantile and their notes are the peaks'.
-			ratios = jumpHistory(snap, m, leadQ, leadMean, recur, true, 0, x)
+			js = historyJumps(snap, m, leadQ, recur, true)
+			ratios = jumpRatios(js, leadMean, x)
 			leads = jumpLeads(ratios, snap.ArrivalRates, leadQ, conf, spec.Burst, 0, x)
 		}
 		lambdaDown, ok := e.downRate(snap.ArrivalRates, ratios, now, leadQ, leadMean, hasLeadMean, conf, x)
@@ -970,7 +972,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			rec = m.marginOverJumps(ratios, snap.ArrivalRates, leadQ, base, conf, floor, current, marginBudget, x)
 			whole, wholeShare := rec, x.DownLateShare
 			rec = m.recentMargin(whole, now, leadQ, base, recur, downPeak, conf, current, marginBudget, x)
-			rec = m.depthMargin(rec, now, leadQ, base, recur, downPeak, conf, current, marginBudget, x)
+			rec = m.depthMargin(rec, js, now, leadQ, base, conf, current, marginBudget, x)
 			quantile := "too few leads for their p-quantile"
 			if x.JumpRatio > 0 {
 				quantile = fmt.Sprintf("p-quantile %.3g", x.JumpRatio)

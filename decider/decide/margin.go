@@ -9,16 +9,12 @@ import (
 	"time"
 )
 
-// jumpHistory is the history's jump ratios over one lead as the floor and the
+// historyJumps are the history's jumps over one lead as the floor and the
 // scale-down's margin read them: jumpsOver (at their peak when peak is set:
 // sizer.peakJumps for the floor, sizer.peakJumpsDown for the margin), without
 // the onsets a confirmed recurrence explains, the seconds' own noise removed
-// from means (sizer.jumps), each at the present's base (atBase); ascending.
-// base is λ's mean over the last lead (0: none), which the rescaling needs.
-//
-// depth > 0 keeps only the jumps from a depth like it (likeDepth): the
-// margin's third history (depthMargin); 0 keeps them all.
-func jumpHistory(snap Snapshot, m *sizer, lead time.Duration, base float64, recur *Recurrence, peak bool, depth float64, x *Explanation) []float64 {
+// from their means (sizer.jumps, over the whole set); ascending by ratio.
+func historyJumps(snap Snapshot, m *sizer, lead time.Duration, recur *Recurrence, peak bool) []jump {
 	var skip func(time.Time) bool
 	if recur.confirmed() {
 		skip = func(t time.Time) bool { return recur.explains(t, lead) }
@@ -28,16 +24,24 @@ func jumpHistory(snap Snapshot, m *sizer, lead time.Duration, base float64, recu
 	for i, j := range js {
 		ratios[i] = j.ratio
 	}
-	ratios = m.jumps(ratios, lead, peak)
+	for i, r := range m.jumps(ratios, lead, peak) {
+		js[i].ratio = r
+	}
+	return js
+}
+
+// jumpRatios are the ratios of js at the present's base (atBase; x shows how
+// many it rescaled), ascending; base is λ's mean over the last lead, and
+// with none (0) the ratios are as they are.
+func jumpRatios(js []jump, base float64, x *Explanation) []float64 {
 	if base <= 0 {
+		ratios := make([]float64, len(js))
+		for i, j := range js {
+			ratios[i] = j.ratio
+		}
 		return ratios
 	}
-	for i := range js {
-		js[i].ratio = ratios[i]
-	}
-	if depth > 0 {
-		js = likeDepth(js, depth, int(math.Ceil(1/(1-confidence(m.spec)))))
-	}
+	var ratios []float64
 	ratios, x.JumpsRescaled = atBase(js, base)
 	return ratios
 }
@@ -50,9 +54,9 @@ const RecentHistory = time.Hour
 // marginOverJumps is the scale-down's margin over one history, the whole
 // snapshot's or its last hour (recentMargin): the fewest pods in [lo, hi]
 // whose late share over the likely λ of the next lead, base × each of ratios
-// (the history's jumps, jumpHistory of samples) and one more lead at the
-// largest or, while none has risen, at the history's highest mean over a
-// lead (jumpLeads, noRiseRatio), is within budget. x shows the leads and the
+// (the history's jumps at the base: historyJumps, jumpRatios) and one more
+// lead at the largest or, while none has risen, at the history's highest
+// mean over a lead (jumpLeads, noRiseRatio), is within budget. x shows the leads and the
 // share.
 func (m *sizer) marginOverJumps(ratios []float64, samples []Sample, lead time.Duration, base, conf float64, lo, hi int32, budget float64, x *Explanation) int32 {
 	leads := jumpLeads(ratios, samples, lead, conf, m.spec.Burst, noRiseRatio(ratios, samples, lead, base), x)
@@ -84,17 +88,30 @@ func (m *sizer) recentMargin(whole int32, now time.Time, lead time.Duration, bas
 		return whole
 	}
 	var probe Explanation
-	ratios := jumpHistory(recent, m, lead, base, recur, peak, 0, &probe)
-	if len(ratios) == 0 {
-		return whole
-	}
-	n := m.marginOverJumps(ratios, recent.ArrivalRates, lead, base, conf, whole, hi, budget, &probe)
+	ratios := jumpRatios(historyJumps(recent, m, lead, recur, peak), base, &probe)
 	x.RecentJumps = len(ratios)
-	if n <= whole {
-		return whole
+	n, share := m.marginAbove(whole, ratios, recent.ArrivalRates, lead, base, conf, hi, budget)
+	if n > whole {
+		x.RecentMarginReplicas, x.DownLateShare = n, share
 	}
-	x.RecentMarginReplicas, x.DownLateShare = n, probe.DownLateShare
 	return n
+}
+
+// marginAbove is the scale-down's margin over another history's ratios
+// (marginOverJumps) searched from rec up, the count the whole history's
+// margin keeps: that count and its late share when it is more than rec, rec
+// and 0 when not (or with no ratio). The other history's leads and notes stay
+// out of the decision's explanation; only its count and share are kept.
+func (m *sizer) marginAbove(rec int32, ratios []float64, samples []Sample, lead time.Duration, base, conf float64, hi int32, budget float64) (int32, float64) {
+	if len(ratios) == 0 {
+		return rec, 0
+	}
+	var probe Explanation
+	n := m.marginOverJumps(ratios, samples, lead, base, conf, rec, hi, budget, &probe)
+	if n <= rec {
+		return rec, 0
+	}
+	return n, probe.DownLateShare
 }
 
 // depthLeads is how many leads λ's level spans: a jump's depth and the
@@ -109,8 +126,9 @@ const depthShare = 0.5
 // depthMargin is what the scale-down's margin keeps when rec pods are what the
 // whole history and its last hour ask for: the larger of those and the fewest
 // pods, up to hi, whose late share over the jumps from a depth like the
-// present's alone is within budget (marginOverJumps over jumpHistory's
-// likeDepth). A rate below its level tends to return to it, and one above it
+// present's alone is within budget (marginAbove over likeDepth of js, the
+// jumps the whole history's margin read, already without their seconds' noise).
+// A rate below its level tends to return to it, and one above it
 // to fall back; the whole history's jumps price the next lead as if the
 // present sat anywhere, and after a dip the margin let pods go that the
 // return to the level needed: on NASA 2 July 14:00 ×100 on the overflow plane
@@ -119,26 +137,28 @@ const depthShare = 0.5
 // jumps ask for and never fewer pods than rec: the jumps from other depths
 // still stand for the onsets they saw (selecting by depth alone let a warm
 // burst's pods go in the calm after it, and the next burst came onto them).
-// x.Depth is the present's depth; when the depth margin keeps more,
-// x.DepthJumps counts the jumps it read and x.DepthMarginReplicas is its
-// count (x.DownLateShare its share).
-func (m *sizer) depthMargin(rec int32, now time.Time, lead time.Duration, base float64, recur *Recurrence, peak bool, conf float64, hi int32, budget float64, x *Explanation) int32 {
+// At least 1/(1 − conf) of the jumps are read, as many as the margin keeps of
+// the tail exactly; where that is all of them, they are the whole history's
+// and ask for no more. x.Depth is the present's depth; when the depth margin
+// keeps more, x.DepthJumps counts the jumps it read and x.DepthMarginReplicas
+// is its count (x.DownLateShare its share).
+func (m *sizer) depthMargin(rec int32, js []jump, now time.Time, lead time.Duration, base, conf float64, hi int32, budget float64, x *Explanation) int32 {
 	x.Depth, x.DepthJumps, x.DepthMarginReplicas = 0, 0, 0
 	level, ok := meanRate(m.snap.ArrivalRates, now.Add(-depthLeads*lead), now)
 	if !ok || level <= 0 || base <= 0 {
 		return rec
 	}
 	x.Depth = base / level
+	like := likeDepth(js, x.Depth, int(math.Ceil(1/(1-conf))))
+	if len(like) == len(js) {
+		return rec
+	}
 	var probe Explanation
-	ratios := jumpHistory(m.snap, m, lead, base, recur, peak, x.Depth, &probe)
-	if len(ratios) == 0 {
-		return rec
+	ratios := jumpRatios(like, base, &probe)
+	n, share := m.marginAbove(rec, ratios, m.snap.ArrivalRates, lead, base, conf, hi, budget)
+	if n > rec {
+		x.DepthJumps, x.DepthMarginReplicas, x.DownLateShare = len(ratios), n, share
 	}
-	n := m.marginOverJumps(ratios, m.snap.ArrivalRates, lead, base, conf, rec, hi, budget, &probe)
-	if n <= rec {
-		return rec
-	}
-	x.DepthJumps, x.DepthMarginReplicas, x.DownLateShare = len(ratios), n, probe.DownLateShare
 	return n
 }
 
