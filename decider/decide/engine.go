@@ -978,7 +978,11 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 				quantile = fmt.Sprintf("p-quantile %.3g", x.JumpRatio)
 			}
 			extra := fmt.Sprintf("and one more lead at the largest, %.3g", x.JumpRatioMax)
-			if x.UnseenRiseRatio > 0 {
+			switch {
+			case x.UnseenRiseRatio > 0 && x.JumpRatioMax > 1:
+				extra = fmt.Sprintf("and one more lead at the rate the history started at, %.3g × λ's mean, above the largest, %.3g, until it spans the %d leads a p-quantile needs",
+					x.UnseenRiseRatio, x.JumpRatioMax, int(math.Ceil(1/(1-conf))))
+			case x.UnseenRiseRatio > 0:
 				extra = fmt.Sprintf("none of them a rise, and one more lead at its highest mean over a lead, %.3g × λ's mean", x.UnseenRiseRatio)
 			}
 			jumps := fmt.Sprintf("the history's %d jumps over one lead, %s, %s, weighing %.3g", len(ratios), quantile, extra, x.JumpUnseenWeight)

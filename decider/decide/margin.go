@@ -55,11 +55,11 @@ const RecentHistory = time.Hour
 // snapshot's or its last hour (recentMargin): the fewest pods in [lo, hi]
 // whose late share over the likely λ of the next lead, base × each of ratios
 // (the history's jumps at the base: historyJumps, jumpRatios) and one more
-// lead at the largest or, while none has risen, at the history's highest
-// mean over a lead (jumpLeads, noRiseRatio), is within budget. x shows the leads and the
-// share.
+// lead at the largest or at a rate the history ran at and has not shown a
+// rise to (jumpLeads, noRiseRatio), is within budget. x shows the leads and
+// the share.
 func (m *sizer) marginOverJumps(ratios []float64, samples []Sample, lead time.Duration, base, conf float64, lo, hi int32, budget float64, x *Explanation) int32 {
-	leads := jumpLeads(ratios, samples, lead, conf, m.spec.Burst, noRiseRatio(ratios, samples, lead, base), x)
+	leads := jumpLeads(ratios, samples, lead, conf, m.spec.Burst, noRiseRatio(ratios, samples, lead, base, conf), x)
 	return m.minPodsOverJumps(base, leads, lo, hi, budget, x)
 }
 
@@ -381,7 +381,8 @@ func (x *Explanation) heldNote(current int32) string {
 // history.
 //
 // unseen > the largest ratio puts the extra lead there instead (noRiseRatio:
-// a history that has not yet shown a rise); 0 leaves it at the largest.
+// a rate the history ran at and has not shown a rise to); 0 leaves it at the
+// largest.
 func jumpLeads(ratios []float64, samples []Sample, lead time.Duration, conf float64, burst Burst, unseen float64, x *Explanation) []weighted {
 	if len(ratios) == 0 {
 		return declareRise(nil, burst, lead, x)
@@ -402,28 +403,63 @@ func jumpLeads(ratios []float64, samples []Sample, lead time.Duration, conf floa
 }
 
 // noRiseRatio is where the scale-down's margin puts its extra lead (jumpLeads)
-// while none of the history's jumps over one lead has risen (the largest
-// ratio at most 1, as at a cold start on a falling rate): the history's
-// highest mean over one lead (highestLeadMean) over base, λ's mean over the
-// last lead. A history that has only held or fallen says nothing of how far
-// the rate may rise, and the largest of its ratios, 1, would price no rise
-// at all: at k = 4, where a pod's steady state runs at ρ 0.85, that took a
-// cold NASA hour from 3 pods to 1 at 68 req/s and, when the rate rose 20 %,
-// put 17,400 requests late in the 2 minutes new pods took (docs/simulation.md,
-// "Other SLOs, held out"). What the history does show is the rate it has run
-// at. It weighs as the extra lead does, so it fades as ratios accumulate, and
-// the first ratio above 1 ends it. (Until 2026-11-26 the margin held the
-// history's single highest sample until it spanned 1/(1−p) leads; on NASA
-// ×50, whose seconds come in batches, that sample is the batches' noise.) 0
-// when a ratio rose, when there is none, or when no lead's mean is above base.
-func noRiseRatio(ratios []float64, samples []Sample, lead time.Duration, base float64) float64 {
-	if len(ratios) == 0 || ratios[len(ratios)-1] > 1 || !(base > 0) {
+// when the history has not shown how λ could reach a rate it has run at, over
+// base, λ's mean over the last lead (0: at the largest ratio, as the rule of
+// succession has it):
+//
+//   - While none of the history's jumps over one lead has risen (the largest
+//     ratio at most 1, as at a cold start on a falling rate): its highest mean
+//     over one lead (highestLeadMean). A history that has only held or fallen
+//     says nothing of how far the rate may rise, and the largest of its
+//     ratios, 1, would price no rise at all: at k = 4, where a pod's steady
+//     state runs at ρ 0.85, that took a cold NASA hour from 3 pods to 1 at 68
+//     req/s and, when the rate rose 20 %, put 17,400 requests late in the 2
+//     minutes new pods took (docs/simulation.md, "Other SLOs, held out").
+//     What the history does show is the rate it has run at. (Until 2026-11-26
+//     the margin held the history's single highest sample until it spanned
+//     1/(1−p) leads; on NASA ×50, whose seconds come in batches, that sample
+//     is the batches' noise.)
+//   - While the history spans fewer than the 1/(1 − conf) leads a p-quantile of
+//     its jumps needs (jumpQuantile), whether or not a jump rose: also the rate
+//     it started at, λ's mean over its first lead (startLeadMean). A level the
+//     history reached through the jumps it shows is priced by those jumps; the
+//     level it started at was reached by none of them. Until 2026-11-29 the
+//     first ratio above 1 ended the extra lead's level, however small the
+//     rise: on a cold NASA hour from 14:00 ×100 (the overflow plane, 2-minute
+//     init) a 3 % rise among seven jumps took the margin from 7 pods to 5 in
+//     one decision, the history having started at 110/s and the rate at 61/s,
+//     and λ climbed to 118/s in the next three minutes: 17,900 requests late
+//     (docs/model.md section 2c, round thirty-two).
+//
+// It weighs as the extra lead does, so it fades as ratios accumulate. 0 when
+// there is no ratio, no sample, no base, or no such rate above base.
+func noRiseRatio(ratios []float64, samples []Sample, lead time.Duration, base, conf float64) float64 {
+	if len(ratios) == 0 || len(samples) == 0 || !(base > 0) {
 		return 0
 	}
-	if hi := highestLeadMean(samples, lead); hi > base {
+	var hi float64
+	if ratios[len(ratios)-1] <= 1 {
+		hi = highestLeadMean(samples, lead)
+	}
+	if _, _, ok := jumpQuantile(samples, ratios, lead, conf); !ok {
+		hi = math.Max(hi, startLeadMean(samples, lead))
+	}
+	if hi > base {
 		return hi / base
 	}
 	return 0
+}
+
+// startLeadMean is λ's mean over the history's first lead: its samples from
+// the first to a lead after it, both included (0 when the history spans less
+// than a lead, as highestLeadMean).
+func startLeadMean(samples []Sample, lead time.Duration) float64 {
+	if len(samples) == 0 || lead <= 0 || samples[len(samples)-1].Time.Sub(samples[0].Time) < lead {
+		return 0
+	}
+	first := samples[0].Time
+	m, _ := meanRate(samples, first.Add(-lead), first.Add(lead))
+	return m
 }
 
 // highestLeadMean is the highest of λ's means over (t − lead, t], for each

@@ -954,6 +954,62 @@ func TestAHistoryThatOnlyFellKeepsItsHighestLead(t *testing.T) {
 	require.Contains(t, rose.Explanation.Reason, "one more lead at the largest")
 }
 
+// TestAColdHistoryKeepsTheRateItStartedAtPastASmallRise: a history that
+// started high and fell has not shown how λ got there. Until it spans the
+// 1/(1 − p) leads a p-quantile of its jumps needs, the margin's extra lead
+// stays at the rate it started at when one of its jumps has risen a little,
+// as it does while none has: a 3 % rise no longer prices the return at 1.03 ×
+// (round thirty-two: a cold NASA hour dropped 7 pods to 5 on such a rise, two
+// minutes before λ climbed 2 ×). Once the history spans those leads the
+// extra lead is at the largest jump. The reason says which.
+func TestAColdHistoryKeepsTheRateItStartedAtPastASmallRise(t *testing.T) {
+	const lo, hi, small = 40.0, 100.0, 41.2
+	decide := decider(t, twoMinuteLeadSpec())
+	// hi over the history's first lead (9 samples 15 s apart), then lo; with
+	// rise, small over (now − 4 min, now − 2 min]: jumps of 1.03 from lo.
+	cold := func(minutes int, rise bool) Snapshot {
+		start := t0.Add(-time.Duration(minutes) * time.Minute)
+		s := history(t0, lo, hi, minutes*4+1, 100, func(at time.Time, _ int) bool { return !at.After(start.Add(2 * time.Minute)) })
+		for i, r := range s.ArrivalRates {
+			if rise && r.Time.After(t0.Add(-4*time.Minute)) && !r.Time.After(t0.Add(-2*time.Minute)) {
+				s.ArrivalRates[i].Rate = small
+			}
+		}
+		return s
+	}
+	fell := decide(cold(12, false))
+	rose := decide(cold(12, true))
+	for _, d := range []Decision{fell, rose} {
+		require.InDelta(t, hi/lo, d.Explanation.UnseenRiseRatio, 1e-9, "the rate it started at over λ's mean over the last lead: %s", d.Explanation.Reason)
+		require.LessOrEqual(t, d.Explanation.DownLateShare, 0.05)
+	}
+	x := rose.Explanation
+	require.Greater(t, x.JumpRatioMax, 1.0, "a jump rose")
+	require.Less(t, x.JumpRatioMax, 1.05, "by a few per cent")
+	require.Contains(t, x.Reason, fmt.Sprintf("and one more lead at the rate the history started at, 2.5 × λ's mean, above the largest, %.3g, until it spans the 20 leads a p-quantile needs", x.JumpRatioMax))
+	require.Contains(t, fell.Explanation.Reason, "none of them a rise, and one more lead at its highest mean over a lead, 2.5 × λ's mean")
+	require.GreaterOrEqual(t, rose.DesiredReplicas, fell.DesiredReplicas, "a small rise takes no pod away: %s", x.Reason)
+
+	// Started at lo: the small rise is all the history shows of a rise.
+	flat := cold(12, true)
+	for i := range flat.ArrivalRates {
+		if flat.ArrivalRates[i].Rate == hi {
+			flat.ArrivalRates[i].Rate = lo
+		}
+	}
+	level := decide(flat)
+	require.Zero(t, level.Explanation.UnseenRiseRatio, level.Explanation.Reason)
+	require.Contains(t, level.Explanation.Reason, "one more lead at the largest")
+	require.Less(t, level.DesiredReplicas, rose.DesiredReplicas, "the rate it started at keeps pods the rise alone does not")
+
+	// Over 20 leads (40 minutes at a 2-minute lead) the jumps' p-quantile
+	// stands, and the start no longer counts once a jump has risen.
+	long := decide(cold(41, true))
+	require.Zero(t, long.Explanation.UnseenRiseRatio, long.Explanation.Reason)
+	require.Contains(t, long.Explanation.Reason, "p-quantile")
+	require.Contains(t, long.Explanation.Reason, "one more lead at the largest")
+}
+
 func TestNoRiseRatio(t *testing.T) {
 	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
 	series := func(rates ...float64) []Sample {
@@ -966,11 +1022,18 @@ func TestNoRiseRatio(t *testing.T) {
 	// A lead is two 15 s samples: each mean is over (t − 30 s, t], from the
 	// second sample on.
 	const lead = 30 * time.Second
+	// 41 samples span 20 leads, the 1/(1 − 0.95) a p95 quantile needs.
+	long := make([]float64, 41)
+	for i := range long {
+		long[i] = 10
+	}
+	long[0], long[1], long[2] = 30, 30, 30
 	tests := []struct {
 		name    string
 		samples []Sample
 		ratios  []float64
 		base    float64
+		conf    float64
 		highest float64
 		want    float64
 	}{
@@ -979,7 +1042,11 @@ func TestNoRiseRatio(t *testing.T) {
 		{name: "flat at the base", samples: series(10, 10, 10, 10), ratios: []float64{1}, base: 10, highest: 10},
 		{name: "fell from 30 to 10", samples: series(30, 30, 30, 10, 10), ratios: []float64{1.0 / 3, 0.5, 1}, base: 10, highest: 30, want: 3},
 		{name: "one high sample is half a lead's mean", samples: series(10, 10, 50, 10, 10), ratios: []float64{0.5, 1}, base: 10, highest: 30, want: 3},
-		{name: "a ratio rose: nothing", samples: series(30, 30, 10, 10), ratios: []float64{0.5, 1.2}, base: 10, highest: 20},
+		{name: "a ratio rose, fewer leads than a p-quantile needs: the rate it started at, its first sample included", samples: series(30, 30, 10, 10), ratios: []float64{0.5, 1.2}, base: 10, highest: 20, want: 70.0 / 3 / 10},
+		{name: "a ratio rose, and it started at the base: nothing", samples: series(10, 10, 10, 30, 30), ratios: []float64{1.2, 3}, base: 10, highest: 30},
+		{name: "a ratio rose over the 20 leads a p95 quantile needs: nothing", samples: series(long...), ratios: []float64{0.5, 1.2}, base: 10, highest: 30},
+		{name: "a ratio rose over the 2 leads a p50 quantile needs: nothing", samples: series(30, 30, 10, 10, 10), ratios: []float64{0.5, 1.2}, base: 10, conf: 0.5, highest: 20},
+		{name: "none rose, over 20 leads: its highest lead as before", samples: series(long...), ratios: []float64{1.0 / 3, 1}, base: 10, highest: 30, want: 3},
 		{name: "no ratio: nothing (the margin's own rule)", samples: series(30, 30, 10), base: 10, highest: 20},
 		{name: "the base above every lead", samples: series(30, 30, 10), ratios: []float64{1}, base: 40, highest: 20},
 		{name: "no base", samples: series(30, 30, 10), ratios: []float64{1}, base: 0, highest: 20},
@@ -987,8 +1054,12 @@ func TestNoRiseRatio(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			conf := tc.conf
+			if conf == 0 {
+				conf = 0.95
+			}
 			require.InDelta(t, tc.highest, highestLeadMean(tc.samples, lead), 1e-12)
-			require.InDelta(t, tc.want, noRiseRatio(tc.ratios, tc.samples, lead, tc.base), 1e-12)
+			require.InDelta(t, tc.want, noRiseRatio(tc.ratios, tc.samples, lead, tc.base, conf), 1e-12)
 		})
 	}
 }

@@ -700,9 +700,11 @@ type Explanation struct {
 	JumpRatioMax     float64 `json:"jumpRatioMax,omitempty"`
 	JumpUnseenWeight float64 `json:"jumpUnseenWeight,omitempty"`
 	// UnseenRiseRatio is where the scale-down's margin put that extra lead
-	// instead, while none of the history's ratios has risen: its highest mean
-	// over one lead ÷ λ's mean over the last lead (noRiseRatio; 0: at
-	// JumpRatioMax).
+	// instead, a rate the history ran at and has not shown a rise to, ÷ λ's
+	// mean over the last lead (noRiseRatio; 0: at JumpRatioMax): while none of
+	// the history's ratios has risen (JumpRatioMax 1), its highest mean over
+	// one lead; while it spans fewer than the 1/(1−p) leads a p-quantile
+	// needs, also the rate it started at, its mean over its first lead.
 	UnseenRiseRatio float64 `json:"unseenRiseRatio,omitempty"`
 	// DeclaredRise is the spec's declared rise (Spec.Burst.Rise) the floor
 	// and the margin priced beside the history's jumps, and

@@ -186,7 +186,7 @@ var Schema = []Measurement{
 			{"depth_margin_replicas", "1", "the pods those jumps from a like depth asked the margin to keep, when more than the whole history and its last hour did: the margin kept them (0: not more)"},
 			{"jump_ratio_max", "1", "the largest of λ's jumps over one lead in the history (0: no jump ratio yet)"},
 			{"jump_unseen_weight", "1", "the share of the leads the floor and the scale-down give one more lead at the largest jump: 1/(n + 1) for a history of n leads, the rule of succession (0: not used)"},
-			{"unseen_rise_ratio", "1", "where the scale-down put that extra lead while none of the history's jumps had risen: its highest mean over one lead ÷ λ's mean over the last lead (0: at the largest jump)"},
+			{"unseen_rise_ratio", "1", "where the scale-down put that extra lead instead, a rate the history ran at and has not shown a rise to, ÷ λ's mean over the last lead: its highest mean over one lead while none of its jumps has risen, and the rate it started at (its first lead's mean) while it spans fewer leads than a p-quantile needs (0: at the largest jump)"},
 			{"declared_rise", "1", "the spec's declared rise (spec.burst.rise) the floor and the scale-down priced beside the history's jumps (0: none declared)"},
 			{"declared_rise_weight", "1", "the share of the leads the declared rise was given: what lead ÷ spec.burst.every asks beyond the history's own leads at that ratio or more (0: the history shows it that often, or none declared)"},
 			{"jump_base", "1/s", "the λ the jump floor multiplies by each jump: λ's mean over the last lead at its lower confidence bound, given the counts' dispersion (the scale-down's margin reads the mean itself)"},
