@@ -981,7 +981,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			switch {
 			case x.UnseenRiseRatio > 0 && x.JumpRatioMax > 1:
 				extra = fmt.Sprintf("and one more lead at the rate the history started at, %.3g × λ's mean, above the largest, %.3g, until it spans the %d leads a p-quantile needs",
-					x.UnseenRiseRatio, x.JumpRatioMax, int(math.Ceil(1/(1-conf))))
+					x.UnseenRiseRatio, x.JumpRatioMax, quantileLeads(conf))
 			case x.UnseenRiseRatio > 0:
 				extra = fmt.Sprintf("none of them a rise, and one more lead at its highest mean over a lead, %.3g × λ's mean", x.UnseenRiseRatio)
 			}

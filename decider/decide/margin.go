@@ -59,7 +59,7 @@ const RecentHistory = time.Hour
 // rise to (jumpLeads, noRiseRatio), is within budget. x shows the leads and
 // the share.
 func (m *sizer) marginOverJumps(ratios []float64, samples []Sample, lead time.Duration, base, conf float64, lo, hi int32, budget float64, x *Explanation) int32 {
-	leads := jumpLeads(ratios, samples, lead, conf, m.spec.Burst, noRiseRatio(ratios, samples, lead, base, conf), x)
+	leads := jumpLeads(ratios, samples, lead, conf, m.spec.Burst, noRiseRatio(ratios, samples, m.snap.ArrivalRates, lead, base, conf), x)
 	return m.minPodsOverJumps(base, leads, lo, hi, budget, x)
 }
 
@@ -149,7 +149,7 @@ func (m *sizer) depthMargin(rec int32, js []jump, now time.Time, lead time.Durat
 		return rec
 	}
 	x.Depth = base / level
-	like := likeDepth(js, x.Depth, int(math.Ceil(1/(1-conf))))
+	like := likeDepth(js, x.Depth, quantileLeads(conf))
 	if len(like) == len(js) {
 		return rec
 	}
@@ -387,7 +387,7 @@ func jumpLeads(ratios []float64, samples []Sample, lead time.Duration, conf floa
 	if len(ratios) == 0 {
 		return declareRise(nil, burst, lead, x)
 	}
-	set := thinJumps(ratios, int(math.Ceil(1/(1-conf))))
+	set := thinJumps(ratios, quantileLeads(conf))
 	perLead := 1.0
 	if step := sampleStep(samples); step > 0 {
 		perLead = math.Max(1, lead.Seconds()/step.Seconds())
@@ -403,37 +403,41 @@ func jumpLeads(ratios []float64, samples []Sample, lead time.Duration, conf floa
 }
 
 // noRiseRatio is where the scale-down's margin puts its extra lead (jumpLeads)
-// when the history has not shown how λ could reach a rate it has run at, over
-// base, λ's mean over the last lead (0: at the largest ratio, as the rule of
-// succession has it):
+// over the jumps of samples when the history has not shown how λ could reach a
+// rate it has run at, over base, λ's mean over the last lead (0: at the
+// largest ratio, as the rule of succession has it):
 //
-//   - While none of the history's jumps over one lead has risen (the largest
-//     ratio at most 1, as at a cold start on a falling rate): its highest mean
-//     over one lead (highestLeadMean). A history that has only held or fallen
-//     says nothing of how far the rate may rise, and the largest of its
-//     ratios, 1, would price no rise at all: at k = 4, where a pod's steady
-//     state runs at ρ 0.85, that took a cold NASA hour from 3 pods to 1 at 68
-//     req/s and, when the rate rose 20 %, put 17,400 requests late in the 2
-//     minutes new pods took (docs/simulation.md, "Other SLOs, held out").
-//     What the history does show is the rate it has run at. (Until 2026-11-26
-//     the margin held the history's single highest sample until it spanned
-//     1/(1−p) leads; on NASA ×50, whose seconds come in batches, that sample
-//     is the batches' noise.)
-//   - While the history spans fewer than the 1/(1 − conf) leads a p-quantile of
-//     its jumps needs (jumpQuantile), whether or not a jump rose: also the rate
-//     it started at, λ's mean over its first lead (startLeadMean). A level the
-//     history reached through the jumps it shows is priced by those jumps; the
-//     level it started at was reached by none of them. Until 2026-11-29 the
-//     first ratio above 1 ended the extra lead's level, however small the
-//     rise: on a cold NASA hour from 14:00 ×100 (the overflow plane, 2-minute
-//     init) a 3 % rise among seven jumps took the margin from 7 pods to 5 in
-//     one decision, the history having started at 110/s and the rate at 61/s,
-//     and λ climbed to 118/s in the next three minutes: 17,900 requests late
-//     (docs/model.md section 2c, round thirty-two).
+//   - While none of the jumps has risen (the largest ratio at most 1, as at a
+//     cold start on a falling rate): the highest mean over one lead of samples
+//     (highestLeadMean). A history that has only held or fallen says nothing
+//     of how far the rate may rise, and the largest of its ratios, 1, would
+//     price no rise at all: at k = 4, where a pod's steady state runs at
+//     ρ 0.85, that took a cold NASA hour from 3 pods to 1 at 68 req/s and,
+//     when the rate rose 20 %, put 17,400 requests late in the 2 minutes new
+//     pods took (docs/simulation.md, "Other SLOs, held out"). What the history
+//     does show is the rate it has run at. (Until 2026-11-26 the margin held
+//     the history's single highest sample until it spanned 1/(1−p) leads; on
+//     NASA ×50, whose seconds come in batches, that sample is the batches'
+//     noise.)
+//   - While the decision's whole λ history, history, spans fewer than the
+//     1/(1 − conf) leads a p-quantile of its jumps needs (spansQuantile),
+//     whether or not a jump rose: also the rate it started at, λ's mean over
+//     its first lead (startLeadMean). A level the history reached through the
+//     jumps it shows is priced by those jumps; the level it started at was
+//     reached by none of them. Until 2026-11-29 the first ratio above 1 ended
+//     the extra lead's level, however small the rise: on a cold NASA hour from
+//     14:00 ×100 (the overflow plane, 2-minute init) a 3 % rise among seven
+//     jumps took the margin from 7 pods to 5 in one decision, the history
+//     having started at 107/s and the rate at 61/s, and λ climbed to 118/s in
+//     the next three minutes: 17,900 requests late (docs/model.md section 2c,
+//     round thirty-two). samples may be a part of history (the last hour's,
+//     recentMargin); where that part starts is no start, since the rise to it
+//     is in history (with a lead over 3 minutes an hour never spans 20 leads,
+//     and the rate of an hour ago would weigh in every decision).
 //
 // It weighs as the extra lead does, so it fades as ratios accumulate. 0 when
 // there is no ratio, no sample, no base, or no such rate above base.
-func noRiseRatio(ratios []float64, samples []Sample, lead time.Duration, base, conf float64) float64 {
+func noRiseRatio(ratios []float64, samples, history []Sample, lead time.Duration, base, conf float64) float64 {
 	if len(ratios) == 0 || len(samples) == 0 || !(base > 0) {
 		return 0
 	}
@@ -441,8 +445,8 @@ func noRiseRatio(ratios []float64, samples []Sample, lead time.Duration, base, c
 	if ratios[len(ratios)-1] <= 1 {
 		hi = highestLeadMean(samples, lead)
 	}
-	if _, _, ok := jumpQuantile(samples, ratios, lead, conf); !ok {
-		hi = math.Max(hi, startLeadMean(samples, lead))
+	if !spansQuantile(history, lead, conf) {
+		hi = math.Max(hi, startLeadMean(history, lead))
 	}
 	if hi > base {
 		return hi / base

@@ -290,12 +290,23 @@ func thinJumps(sorted []float64, n int) []weighted {
 // history spanning 1/(1−p) leads holds that many independent ones, fewer cannot
 // show a p-quantile: ok is false.
 func jumpQuantile(samples []Sample, ratios []float64, lead time.Duration, p float64) (float64, int, bool) {
-	need := int(math.Ceil(1 / (1 - p)))
-	if len(ratios) == 0 || samples[len(samples)-1].Time.Sub(samples[0].Time) < time.Duration(need)*lead {
+	if len(ratios) == 0 || !spansQuantile(samples, lead, p) {
 		return 0, len(ratios), false
 	}
 	rank := max(1, int(math.Ceil(p*float64(len(ratios)))))
 	return ratios[rank-1], len(ratios), true
+}
+
+// quantileLeads is how many independent leads a p-quantile of the jumps needs,
+// ⌈1/(1 − p)⌉ (20 at p95): the tail the margin keeps exactly (thinJumps), the
+// fewest jumps the depth margin reads (likeDepth), and the span jumpQuantile
+// asks of a history.
+func quantileLeads(p float64) int { return int(math.Ceil(1 / (1 - p))) }
+
+// spansQuantile says whether samples span the quantileLeads(p) leads a
+// p-quantile of their jumps needs (false with none).
+func spansQuantile(samples []Sample, lead time.Duration, p float64) bool {
+	return len(samples) > 0 && samples[len(samples)-1].Time.Sub(samples[0].Time) >= time.Duration(quantileLeads(p))*lead
 }
 
 // newestInterval is the interval the snapshot's newest measurements (its

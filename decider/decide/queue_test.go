@@ -1010,6 +1010,42 @@ func TestAColdHistoryKeepsTheRateItStartedAtPastASmallRise(t *testing.T) {
 	require.Contains(t, long.Explanation.Reason, "one more lead at the largest")
 }
 
+// TestTheLastHoursStartIsNotAColdStart: with a lead long enough that an hour
+// holds fewer than the 20 leads a p95 quantile needs (5 minutes), the last
+// hour's margin (recentMargin) reads a window that starts an hour ago. That
+// start is not where the decision's history started: the rise to it is in the
+// history. So the hour's extra lead stays at its own largest jump, and it
+// keeps no more pods than the whole history asks for, where the rate of an hour
+// ago would otherwise weigh in every decision of a workload with a long start.
+func TestTheLastHoursStartIsNotAColdStart(t *testing.T) {
+	const lo, hi, small = 40.0, 100.0, 41.2
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	spec.Predictive = Predictive{LeadOverride: 5 * time.Minute}
+	// 90 minutes (18 leads): lo, climbing steadily to hi over the first 25
+	// minutes (no lead's jump above 1.3), hi until 55 minutes ago (the last
+	// hour starts there), lo since, with a 3 % rise over (now − 15 min, now −
+	// 10 min].
+	s := history(t0, lo, lo, 90*4+1, 100, func(time.Time, int) bool { return false })
+	for i, r := range s.ArrivalRates {
+		ago := t0.Sub(r.Time).Minutes()
+		switch {
+		case ago > 65:
+			s.ArrivalRates[i].Rate = lo + (hi-lo)*(90-ago)/25
+		case ago > 55:
+			s.ArrivalRates[i].Rate = hi
+		case ago > 10 && ago <= 15:
+			s.ArrivalRates[i].Rate = small
+		}
+	}
+	d := decider(t, spec)(s)
+	x := d.Explanation
+	require.Positive(t, x.RecentJumps, "the last hour's margin ran: %s", x.Reason)
+	require.Zero(t, x.UnseenRiseRatio, "the history started at λ's mean: %s", x.Reason)
+	require.Zero(t, x.RecentMarginReplicas, "the hour's start is no unseen rate: %s", x.Reason)
+	require.NotContains(t, x.Reason, "alone ask for")
+}
+
 func TestNoRiseRatio(t *testing.T) {
 	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
 	series := func(rates ...float64) []Sample {
@@ -1059,7 +1095,7 @@ func TestNoRiseRatio(t *testing.T) {
 				conf = 0.95
 			}
 			require.InDelta(t, tc.highest, highestLeadMean(tc.samples, lead), 1e-12)
-			require.InDelta(t, tc.want, noRiseRatio(tc.ratios, tc.samples, lead, tc.base, conf), 1e-12)
+			require.InDelta(t, tc.want, noRiseRatio(tc.ratios, tc.samples, tc.samples, lead, tc.base, conf), 1e-12)
 		})
 	}
 }
