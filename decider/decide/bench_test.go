@@ -90,22 +90,38 @@ func BenchmarkDecide10000Workloads(b *testing.B) {
 // BenchmarkScaleDownOverJumps is the costliest decision issue #15 added: a
 // scale-down for 300 pods over an hour of λ history (240 jump ratios, the
 // controller's window until 2026-11-29) and over six hours (1,440, its window
-// since, measurement.DefaultWindow). Compare their ns/op in the same run.
+// since, measurement.DefaultWindow). "cold" is 8 minutes that started at
+// twice the rate: fewer than the 20 leads a p95 quantile needs, so the margin
+// also prices the rate the history started at (noRiseRatio, coldStart).
+// Compare their ns/op in the same run.
 func BenchmarkScaleDownOverJumps(b *testing.B) {
 	spec := Spec{MinReplicas: 1, MaxReplicas: 500, Target: 250 * time.Millisecond, Percentile: 95, Tolerance: 0.1,
 		Concurrency: 1, Behavior: Behavior{ScaleDown: &ScalingRules{}}}
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	for _, span := range []time.Duration{time.Hour, 6 * time.Hour} {
-		b.Run(span.String(), func(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		span  time.Duration
+		start float64 // the rate over the history's first lead (0: the pattern's)
+	}{{"1h0m0s", time.Hour, 0}, {"6h0m0s", 6 * time.Hour, 0}, {"cold", 8 * time.Minute, 3200}} {
+		b.Run(c.name, func(b *testing.B) {
 			s := Snapshot{Now: now, ServiceTime: 0.04, CurrentReplicas: 300, ReadyReplicas: 300, Complete: true, DataTime: now}
-			for i := int(span / (15 * time.Second)); i >= 0; i-- {
-				s.ArrivalRates = append(s.ArrivalRates, Sample{Time: now.Add(-time.Duration(i) * 15 * time.Second), Rate: 1000 + 200*float64(i%7)})
+			first := now.Add(-c.span)
+			for i := int(c.span / (15 * time.Second)); i >= 0; i-- {
+				at := now.Add(-time.Duration(i) * 15 * time.Second)
+				rate := 1000 + 200*float64(i%7)
+				if c.start > 0 && at.Sub(first) <= DefaultLead {
+					rate = c.start
+				}
+				s.ArrivalRates = append(s.ArrivalRates, Sample{Time: at, Rate: rate})
 			}
+			cold := c.start > 0
 			b.ReportAllocs()
 			for b.Loop() {
 				d, err := NewEngine().Decide(spec, s)
-				if err != nil || d.Explanation.JumpRatio == 0 || (span > RecentHistory) != (d.Explanation.RecentJumps > 0) {
-					b.Fatal(err, d.Explanation.Reason)
+				x := d.Explanation
+				if err != nil || (x.JumpRatio == 0) != cold || (c.span > RecentHistory) != (x.RecentJumps > 0) ||
+					cold != (x.UnseenRiseRatio > 0 && x.JumpRatioMax > 1) {
+					b.Fatal(err, x.Reason)
 				}
 			}
 		})

@@ -59,7 +59,7 @@ const RecentHistory = time.Hour
 // rise to (jumpLeads, noRiseRatio), is within budget. x shows the leads and
 // the share.
 func (m *sizer) marginOverJumps(ratios []float64, samples []Sample, lead time.Duration, base, conf float64, lo, hi int32, budget float64, x *Explanation) int32 {
-	leads := jumpLeads(ratios, samples, lead, conf, m.spec.Burst, noRiseRatio(ratios, samples, m.snap.ArrivalRates, lead, base, conf), x)
+	leads := jumpLeads(ratios, samples, lead, conf, m.spec.Burst, noRiseRatio(ratios, samples, lead, base, coldStartRate(m.snap.ArrivalRates, lead, conf)), x)
 	return m.minPodsOverJumps(base, leads, lo, hi, budget, x)
 }
 
@@ -419,39 +419,46 @@ func jumpLeads(ratios []float64, samples []Sample, lead time.Duration, conf floa
 //     the history's single highest sample until it spanned 1/(1−p) leads; on
 //     NASA ×50, whose seconds come in batches, that sample is the batches'
 //     noise.)
-//   - While the decision's whole λ history, history, spans fewer than the
-//     1/(1 − conf) leads a p-quantile of its jumps needs (spansQuantile),
-//     whether or not a jump rose: also the rate it started at, λ's mean over
-//     its first lead (startLeadMean). A level the history reached through the
-//     jumps it shows is priced by those jumps; the level it started at was
-//     reached by none of them. Until 2026-11-29 the first ratio above 1 ended
-//     the extra lead's level, however small the rise: on a cold NASA hour from
-//     14:00 ×100 (the overflow plane, 2-minute init) a 3 % rise among seven
-//     jumps took the margin from 7 pods to 5 in one decision, the history
-//     having started at 107/s and the rate at 61/s, and λ climbed to 118/s in
-//     the next three minutes: 17,900 requests late (docs/model.md section 2c,
-//     round thirty-two). samples may be a part of history (the last hour's,
-//     recentMargin); where that part starts is no start, since the rise to it
-//     is in history (with a lead over 3 minutes an hour never spans 20 leads,
-//     and the rate of an hour ago would weigh in every decision).
+//   - While the decision's whole λ history spans fewer than the 1/(1 − p)
+//     leads a p-quantile of its jumps needs, whether or not a jump rose: also
+//     start, the rate it started at (coldStartRate). A level the history
+//     reached through the jumps it shows is priced by those jumps; the level
+//     it started at was reached by none of them. Until 2026-11-29 the first
+//     ratio above 1 ended the extra lead's level, however small the rise: on
+//     a cold NASA hour from 14:00 ×100 (the overflow plane, 2-minute init) a
+//     3 % rise among seven jumps took the margin from 7 pods to 5 in one
+//     decision, the history having started at 107/s and the rate at 61/s, and
+//     λ climbed to 118/s in the next three minutes: 17,900 requests late
+//     (docs/model.md section 2c, round thirty-two). samples may be a part of the history (the last
+//     hour's, recentMargin); where that part starts is no start, since the
+//     rise to it is in the history (with a lead over 3 minutes an hour never
+//     spans 20 leads, and the rate of an hour ago would weigh in every
+//     decision).
 //
 // It weighs as the extra lead does, so it fades as ratios accumulate. 0 when
 // there is no ratio, no sample, no base, or no such rate above base.
-func noRiseRatio(ratios []float64, samples, history []Sample, lead time.Duration, base, conf float64) float64 {
+func noRiseRatio(ratios []float64, samples []Sample, lead time.Duration, base, start float64) float64 {
 	if len(ratios) == 0 || len(samples) == 0 || !(base > 0) {
 		return 0
 	}
-	var hi float64
+	hi := start
 	if ratios[len(ratios)-1] <= 1 {
-		hi = highestLeadMean(samples, lead)
-	}
-	if !spansQuantile(history, lead, conf) {
-		hi = math.Max(hi, startLeadMean(history, lead))
+		hi = math.Max(hi, highestLeadMean(samples, lead))
 	}
 	if hi > base {
 		return hi / base
 	}
 	return 0
+}
+
+// coldStartRate is the rate a λ history started at, λ's mean over its first
+// lead (startLeadMean), while it spans fewer than the quantileLeads(conf)
+// leads a p-quantile of its jumps needs (spansQuantile); 0 once it spans them.
+func coldStartRate(history []Sample, lead time.Duration, conf float64) float64 {
+	if spansQuantile(history, lead, conf) {
+		return 0
+	}
+	return startLeadMean(history, lead)
 }
 
 // startLeadMean is λ's mean over the history's first lead: its samples from

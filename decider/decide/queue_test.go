@@ -1046,6 +1046,29 @@ func TestTheLastHoursStartIsNotAColdStart(t *testing.T) {
 	require.NotContains(t, x.Reason, "alone ask for")
 }
 
+// TestTheColdStartIsTheWholeHistorys: the rate a history started at is its
+// first lead's mean while it spans fewer leads than a p-quantile needs, and
+// a part of the history (the last hour's) is priced at the whole history's
+// start, not at its own.
+func TestTheColdStartIsTheWholeHistorys(t *testing.T) {
+	var history []Sample
+	for i := range 9 { // 2 minutes: 30 over the first 30 s, 10 after
+		rate := 10.0
+		if i < 3 {
+			rate = 30
+		}
+		history = append(history, Sample{Time: t0.Add(time.Duration(i-8) * 15 * time.Second), Rate: rate})
+	}
+	const lead = 30 * time.Second
+	require.InDelta(t, 30, coldStartRate(history, lead, 0.95), 1e-12, "the first lead's mean, its first sample included")
+	require.Zero(t, coldStartRate(history, lead, 0.5), "2 minutes span the 2 leads a p50 quantile needs")
+	require.InDelta(t, 22, coldStartRate(history, time.Minute, 0.95), 1e-12, "a longer lead: 30, 30, 30, 10, 10")
+	require.Zero(t, coldStartRate(history, 5*time.Minute, 0.95), "less than a lead of history")
+	recent := history[4:] // a later part starts at 10: its start is not the history's
+	require.Zero(t, noRiseRatio([]float64{1.2}, recent, lead, 10, coldStartRate(recent, lead, 0.95)))
+	require.InDelta(t, 3, noRiseRatio([]float64{1.2}, recent, lead, 10, coldStartRate(history, lead, 0.95)), 1e-12)
+}
+
 func TestNoRiseRatio(t *testing.T) {
 	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
 	series := func(rates ...float64) []Sample {
@@ -1095,7 +1118,7 @@ func TestNoRiseRatio(t *testing.T) {
 				conf = 0.95
 			}
 			require.InDelta(t, tc.highest, highestLeadMean(tc.samples, lead), 1e-12)
-			require.InDelta(t, tc.want, noRiseRatio(tc.ratios, tc.samples, tc.samples, lead, tc.base, conf), 1e-12)
+			require.InDelta(t, tc.want, noRiseRatio(tc.ratios, tc.samples, lead, tc.base, coldStartRate(tc.samples, lead, conf)), 1e-12)
 		})
 	}
 }
