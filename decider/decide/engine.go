@@ -715,6 +715,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 	serving := servingPods(snap)
 	bias := e.latencyBias()
 	m := newSizer(spec, snap, es)
+	m.dispersion = disp
 	m.waitBias = bias
 	if hasCV2 {
 		x.RateCV2 = cv2
@@ -915,7 +916,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 				reason += fmt.Sprintf(" (the mean as far as its counts prove it, at dispersion %.3g: %.4g/s measured)", disp, leadMean)
 			}
 			if x.JumpPeak {
-				reason += " (each jump to the highest rate within its lead)"
+				reason += " (" + x.peakNote(x.JumpPeakHeld) + ")"
 			}
 			reason += x.rescaledNote()
 			x.Candidates = append(x.Candidates, m.candidate(CandidateHorizontal, jumpPods, m.cpu, lambdaSize, "the jump floor"))
@@ -963,6 +964,7 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 		}
 		floor := m.minPods(math.Max(lambdaSize, lambdaHigh), m.es)
 		x.DownJumpPeak = downPeak
+		x.DownJumpPeakHeld = downPeak && m.heldJumps(leadQ)
 		if base := leadMean; spec.Percentile > 0 && len(leads) > 0 && hasLeadMean {
 			// Percentile targets: the fewest pods whose late share, averaged
 			// over the history's jumps from λ's mean over the last lead (each
@@ -995,8 +997,8 @@ func (e *Engine) Decide(spec Spec, snap Snapshot) (Decision, error) {
 			reason += x.declaredNote(spec.Burst)
 			reason += x.tightenedNote()
 			if x.DownJumpPeak && !x.JumpPeak {
-				reason += fmt.Sprintf(" (each jump to the highest rate within its lead: one %s sample spans the level window, cv²/θ² = %.3gs)",
-					sampleStep(snap.ArrivalRates), levelSeconds(m.cv2, spec.Tolerance))
+				reason += fmt.Sprintf(" (%s: one %s sample spans the level window, cv²/θ² = %.3gs)",
+					x.peakNote(x.DownJumpPeakHeld), sampleStep(snap.ArrivalRates), levelSeconds(m.cv2, spec.Tolerance))
 			}
 			reason += x.rescaledNote()
 			reason += x.recentNote()
@@ -1152,8 +1154,11 @@ type sizer struct {
 	cv2 float64
 	// seconds caches the one-second transients of the decision (second.go).
 	seconds map[secondKey]float64
-	cpu     int64   // current CPU request per pod, millicores (0 if unknown)
-	f       float64 // CPU-bound share of the service time
+	cpu     int64 // current CPU request per pod, millicores (0 if unknown)
+	// dispersion is the arrival counts' (1: Poisson; Engine.dispersion): a
+	// held jump's peak counts as far as it proves it (jumpRead).
+	dispersion float64
+	f          float64 // CPU-bound share of the service time
 }
 
 func newSizer(spec Spec, snap Snapshot, es float64) *sizer {

@@ -183,12 +183,23 @@ func meanRate(samples []Sample, from, to time.Time) (float64, bool) {
 // before the jump (1 where there is none).
 type jump struct{ ratio, base, depth float64 }
 
+// jumpRead is how jumpsOver reads the lead after each sample time: its mean
+// (the zero value); with peak its highest sample (at least the mean); with
+// held too the highest level reached within it and held for a lead (see
+// jumpsOver), at least the mean, or its highest sample as far as that
+// sample's count proves it at the confidence conf, the counts' dispersion
+// dispersion (provenRate), whichever is higher.
+type jumpRead struct {
+	peak, held       bool
+	conf, dispersion float64
+}
+
 // jumpsOver are the history's jumps over one lead: for each sample time t
 // with a full lead of history before and after it, the ratio of λ over
 // (t, t+lead] to its mean over (t−lead, t] (the jump's base, kept with it),
 // ascending by ratio. The base is a mean over
 // a lead, not a single sample: the pods' queues absorb what lasts less than a
-// lead. Over (t, t+lead] it is the mean too, or with peak the highest sample
+// lead. Over (t, t+lead] it is the mean too, or with read.peak the highest sample
 // there (at least the mean): the pods there at t carry the whole next lead
 // before the ones ordered at t are ready, and a rate that climbs within it
 // overloads them at its end while its mean does not (a 2.3× climb in 40 s has a
@@ -196,8 +207,20 @@ type jump struct{ ratio, base, depth float64 }
 // rates vary no more than Poisson counts (sizer.peakJumps): where seconds'
 // rates vary more (batches), the highest of a lead's samples is their noise
 // (±39 % per 15 s on NASA ×50), which denoiseJumps removes only from means.
+//
+// With read.held the peak is the highest level the rate reaches within
+// (t, t+lead] and holds for a lead: the highest mean over (u, u+lead] for u
+// at t or at a sample time within the lead (before its end), over the
+// history there is, or the lead's highest sample as far as its own count
+// proves it (provenRate at read.conf, read.dispersion), whichever is higher,
+// and at least the lead's mean. A rise that holds keeps the pods at t short
+// until pods ordered at its onset are ready, a lead later, and its level is
+// that mean; a sample over it by no more than its count's noise is that
+// noise, and its steady state priced for a whole lead held a pod for a
+// 15-second Poisson peak (docs/model.md section 2c, round thirty-four); a
+// spike its count proves is priced at its height, as before.
 // The sample times skip reports (nil: none) are left out.
-func jumpsOver(samples []Sample, lead time.Duration, peak bool, skip func(time.Time) bool) []jump {
+func jumpsOver(samples []Sample, lead time.Duration, read jumpRead, skip func(time.Time) bool) []jump {
 	if len(samples) < 3 || lead <= 0 {
 		return nil
 	}
@@ -238,7 +261,10 @@ func jumpsOver(samples []Sample, lead time.Duration, peak bool, skip func(time.T
 		}
 		before := (sums[mid] - sums[from]) / float64(mid-from)
 		next := (sums[to] - sums[mid]) / float64(to-mid)
-		if peak {
+		switch {
+		case read.held:
+			next = heldPeak(samples, at, sums, mid, to, t, span, next, read)
+		case read.peak:
 			for _, s := range samples[mid:to] {
 				next = math.Max(next, s.Rate)
 			}
@@ -257,6 +283,40 @@ func jumpsOver(samples []Sample, lead time.Duration, peak bool, skip func(time.T
 	}
 	slices.SortFunc(jumps, func(a, b jump) int { return cmp.Compare(a.ratio, b.ratio) })
 	return jumps
+}
+
+// heldPeak is jumpsOver's peak of the lead (t, t+span] whose samples are
+// mid … to−1 (at their times at, prefix sums sums, the lead's mean mean) with
+// read.held: the highest mean over (u, u+span] for u at a sample time within
+// the lead, before its end (u = t is the lead's own mean), where the history
+// holds it all, or the highest of the lead's samples' counts at its lower
+// confidence bound over the sample's own interval, whichever is higher, at
+// least mean. The window's end only moves forward as u does.
+func heldPeak(samples []Sample, at []int64, sums []float64, mid, to int, t, span int64, mean float64, read jumpRead) float64 {
+	n, last := len(at), at[len(at)-1]
+	peak, end := mean, to
+	for k := mid; k < to; k++ {
+		if k > 0 {
+			if w := at[k] - at[k-1]; w > 0 {
+				peak = math.Max(peak, provenRate(samples[k].Rate, time.Duration(w), read.conf, read.dispersion))
+			}
+		}
+		u := at[k]
+		if u >= t+span || u+span > last || (k > mid && u == at[k-1]) {
+			continue
+		}
+		start := k + 1
+		for start < n && at[start] <= u {
+			start++
+		}
+		for end < n && at[end] <= u+span {
+			end++
+		}
+		if end > start {
+			peak = math.Max(peak, (sums[end]-sums[start])/float64(end-start))
+		}
+	}
+	return peak
 }
 
 // weighted is a value standing for w of the original values.

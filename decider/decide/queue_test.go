@@ -638,7 +638,7 @@ func TestJumpRatiosPriceTheLeadsPeak(t *testing.T) {
 		samples = append(samples, Sample{Time: t0.Add(time.Duration(i) * 15 * time.Second), Rate: rate(i)})
 	}
 	lead := 45 * time.Second
-	means, peaks := ratiosOf(samples, lead, false, nil), ratiosOf(samples, lead, true, nil)
+	means, peaks := ratiosOf(samples, lead, jumpRead{}, nil), ratiosOf(samples, lead, jumpRead{peak: true}, nil)
 	require.Equal(t, len(means), len(peaks))
 	require.Less(t, means[len(means)-1], 2.0, "the largest mean ratio prices the climb's average")
 	require.InDelta(t, 140.0/60, peaks[len(peaks)-1], 1e-9, "the largest peak ratio: the climb's end over 60/s")
@@ -650,7 +650,7 @@ func TestJumpRatiosPriceTheLeadsPeak(t *testing.T) {
 	for i := range flat {
 		flat[i] = Sample{Time: t0.Add(time.Duration(i) * 15 * time.Second), Rate: 80}
 	}
-	for _, r := range ratiosOf(flat, lead, true, nil) {
+	for _, r := range ratiosOf(flat, lead, jumpRead{peak: true}, nil) {
 		require.InDelta(t, 1, r, 1e-12)
 	}
 }
@@ -705,10 +705,11 @@ func TestTheMarginPricesPeaksWhileASampleIsQuiet(t *testing.T) {
 	}
 	quiet := decide(0.1)
 	require.True(t, quiet.Explanation.DownJumpPeak)
-	require.Contains(t, quiet.Explanation.Reason, "each jump to the highest rate within its lead: one 15s sample spans the level window, cv²/θ² = 5s")
+	require.True(t, quiet.Explanation.DownJumpPeakHeld, "an hour spans the p-quantile's 20 one-minute leads")
+	require.Contains(t, quiet.Explanation.Reason, "each jump to the highest level within its lead that a lead's mean holds, or its highest sample as far as its count proves it: one 15s sample spans the level window, cv²/θ² = 5s")
 	noisy := decide(0.05)
 	require.False(t, noisy.Explanation.DownJumpPeak)
-	require.NotContains(t, noisy.Explanation.Reason, "each jump to the highest rate")
+	require.NotContains(t, noisy.Explanation.Reason, "each jump to the highest")
 	require.Greater(t, quiet.DesiredReplicas, noisy.DesiredReplicas)
 	require.Greater(t, quiet.Explanation.JumpRatioMax, noisy.Explanation.JumpRatioMax)
 	require.Positive(t, noisy.Explanation.JumpRatio, "30 minutes hold the p-quantile of 1-minute jumps")
@@ -856,10 +857,77 @@ func TestTheNightsJumpsDoNotScaleTheDay(t *testing.T) {
 	require.Greater(t, day.DesiredReplicas, d.DesiredReplicas+2, day.Explanation.Reason)
 }
 
+// TestAHeldPeakIsWhatALeadHoldsOrACountProves: with jumpRead.held the next
+// lead's peak is the highest level a lead's mean holds from a sample time
+// within it, or a sample as far as its own count proves it. On 20/s in 15 s
+// samples (300 requests each), the lead after sample 20 (samples 21–24):
+//   - a sample 8 % over is within its count's noise: a raw peak of 1.08, a held
+//     one of the lead's mean, 1.02 (324 requests prove 19.7/s);
+//   - a spike to 80/s is proven by its 1,200 requests: held about its height,
+//     far above the lead's mean, and less of it where counts are
+//     overdispersed;
+//   - a step to 40/s from the lead's last sample: its mean prices 1.25, its peak
+//     2, and the held level 2 (a lead at 40/s follows); where the history ends
+//     two samples after the lead, no window runs past it, and the held level
+//     is the step's count proven, 37.4/s, over the 1.75 of the last window
+//     there is.
+func TestAHeldPeakIsWhatALeadHoldsOrACountProves(t *testing.T) {
+	lead := time.Minute
+	held := jumpRead{peak: true, held: true, conf: 0.95, dispersion: 1}
+	series := func(rate func(i int) float64) []Sample {
+		var out []Sample
+		for i := range 40 {
+			out = append(out, Sample{Time: t0.Add(time.Duration(i) * 15 * time.Second), Rate: rate(i)})
+		}
+		return out
+	}
+	at20 := func(samples []Sample, read jumpRead) float64 {
+		js := jumpsOver(samples, lead, read, func(at time.Time) bool { return !at.Equal(t0.Add(20 * 15 * time.Second)) })
+		require.Len(t, js, 1)
+		return js[0].ratio
+	}
+	noise := series(func(i int) float64 {
+		if i == 22 {
+			return 21.6
+		}
+		return 20
+	})
+	require.InDelta(t, 1.08, at20(noise, jumpRead{peak: true}), 1e-12)
+	require.InDelta(t, 1.02, at20(noise, held), 1e-12, "8 %% over 300 requests is their noise")
+	require.Less(t, provenRate(21.6, 15*time.Second, 0.95, 1), 20.0)
+
+	spike := series(func(i int) float64 {
+		if i == 22 {
+			return 80
+		}
+		return 20
+	})
+	require.InDelta(t, 35.0/20, at20(spike, jumpRead{}), 1e-12, "the lead's mean")
+	require.InDelta(t, provenRate(80, 15*time.Second, 0.95, 1)/20, at20(spike, held), 1e-12)
+	require.Greater(t, at20(spike, held), 3.8)
+	require.Less(t, at20(spike, jumpRead{peak: true, held: true, conf: 0.95, dispersion: 50}), at20(spike, held))
+
+	step := series(func(i int) float64 {
+		if i >= 24 {
+			return 40
+		}
+		return 20
+	})
+	require.InDelta(t, 1.25, at20(step, jumpRead{}), 1e-12)
+	require.InDelta(t, 2, at20(step, jumpRead{peak: true}), 1e-12)
+	require.InDelta(t, 2, at20(step, held), 1e-12, "a lead at 40/s follows the onset")
+	cut := step[:27]
+	require.InDelta(t, 2, at20(cut, jumpRead{peak: true}), 1e-12)
+	proven := provenRate(40, 15*time.Second, 0.95, 1)
+	require.InDelta(t, 37.36, proven, 0.01)
+	require.InDelta(t, proven/20, at20(cut, held), 1e-12, "no window runs past the history")
+	require.Greater(t, proven/20, 1.75)
+}
+
 // ratiosOf is jumpsOver's ratios alone, ascending.
-func ratiosOf(samples []Sample, lead time.Duration, peak bool, skip func(time.Time) bool) []float64 {
+func ratiosOf(samples []Sample, lead time.Duration, read jumpRead, skip func(time.Time) bool) []float64 {
 	var out []float64
-	for _, j := range jumpsOver(samples, lead, peak, skip) {
+	for _, j := range jumpsOver(samples, lead, read, skip) {
 		out = append(out, j.ratio)
 	}
 	return out
@@ -1195,7 +1263,7 @@ func TestTheFloorWaitsWithinTheBudgetTheRecentRequestsLeft(t *testing.T) {
 // the skipped times left out, ascending. Over random histories: regular,
 // jittered, with repeated times, gaps and zero rates.
 func TestJumpsOverIsItsDefinition(t *testing.T) {
-	byDefinition := func(samples []Sample, lead time.Duration, peak bool, skip func(time.Time) bool) []jump {
+	byDefinition := func(samples []Sample, lead time.Duration, read jumpRead, skip func(time.Time) bool) []jump {
 		first, last := samples[0].Time, samples[len(samples)-1].Time
 		step := samples[1].Time.Sub(samples[0].Time)
 		var out []jump
@@ -1225,7 +1293,36 @@ func TestJumpsOverIsItsDefinition(t *testing.T) {
 				continue
 			}
 			next := ns / float64(nn)
-			if peak {
+			switch {
+			case read.held:
+				// The highest mean over a lead after a sample time within
+				// this one, before its end, where the history spans it; and
+				// each sample's count proven over its own interval.
+				for k, u := range samples {
+					if !u.Time.After(t) || u.Time.After(t.Add(lead)) {
+						continue
+					}
+					if k > 0 {
+						if w := u.Time.Sub(samples[k-1].Time); w > 0 {
+							next = math.Max(next, provenRate(u.Rate, w, read.conf, read.dispersion))
+						}
+					}
+					if !u.Time.Before(t.Add(lead)) || u.Time.Add(lead).After(last) {
+						continue
+					}
+					var hs float64
+					var hn int
+					for _, x := range samples {
+						if x.Time.After(u.Time) && !x.Time.After(u.Time.Add(lead)) {
+							hs += x.Rate
+							hn++
+						}
+					}
+					if hn > 0 {
+						next = math.Max(next, hs/float64(hn))
+					}
+				}
+			case read.peak:
 				next = math.Max(next, hi)
 			}
 			base, depth := bs/float64(bn), 1.0
@@ -1263,7 +1360,8 @@ func TestJumpsOverIsItsDefinition(t *testing.T) {
 		if trial%3 == 0 {
 			skip = func(t time.Time) bool { return t.Sub(t0)/(15*time.Second)%7 == 3 }
 		}
-		for _, peak := range []bool{false, true} {
+		reads := []jumpRead{{}, {peak: true}, {peak: true, held: true, conf: 0.95, dispersion: 1}, {peak: true, held: true, conf: 0.99, dispersion: 3}}
+		for _, peak := range reads {
 			got, want := jumpsOver(samples, lead, peak, skip), byDefinition(samples, lead, peak, skip)
 			require.Len(t, got, len(want), "trial %d, peak %v", trial, peak)
 			// Jumps whose windows hold the same samples (gaps, repeated
@@ -1285,4 +1383,36 @@ func TestJumpsOverIsItsDefinition(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestTheMarginHoldsPeaksOnceTheHistorySpansAQuantile: 20/s in 15 s samples
+// (300 requests each) with one sample 9 % over every 7 minutes, within its
+// count's noise (327 requests prove 19.9/s at p95). Once the λ history spans
+// the 20 leads a p95-quantile needs (2 hours of 1-minute leads), the margin
+// reads held peaks (Explanation.DownJumpPeakHeld): the largest jump is the
+// mean of a lead holding one such sample, 1.0225. The last 15 minutes alone, a
+// history too short for a quantile, keep the highest sample, 1.09, as before;
+// the reason says which it read.
+func TestTheMarginHoldsPeaksOnceTheHistorySpansAQuantile(t *testing.T) {
+	spec := queueSpec()
+	spec.Behavior = immediate()
+	spec.Predictive = Predictive{LeadOverride: time.Minute}
+	now := t0.Add(2 * time.Hour)
+	long := history(now, 20, 21.8, 481, 40, func(_ time.Time, back int) bool { return back%28 == 9 })
+	require.Less(t, provenRate(21.8, 15*time.Second, 0.95, 1), 20.0)
+	short := long
+	short.ArrivalRates = long.ArrivalRates[len(long.ArrivalRates)-61:]
+
+	held, err := NewEngine().Decide(spec, long)
+	require.NoError(t, err)
+	require.Less(t, held.DesiredReplicas, int32(40), held.Explanation.Reason)
+	require.True(t, held.Explanation.DownJumpPeak)
+	require.True(t, held.Explanation.DownJumpPeakHeld, held.Explanation.Reason)
+	require.InDelta(t, 1.0225, held.Explanation.JumpRatioMax, 1e-9)
+
+	cold, err := NewEngine().Decide(spec, short)
+	require.NoError(t, err)
+	require.True(t, cold.Explanation.DownJumpPeak)
+	require.False(t, cold.Explanation.DownJumpPeakHeld, cold.Explanation.Reason)
+	require.InDelta(t, 1.09, cold.Explanation.JumpRatioMax, 1e-9)
 }

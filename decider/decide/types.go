@@ -691,6 +691,13 @@ type Explanation struct {
 	// rate mixture while one sample's own noise is within the tolerance band
 	// (cv²/step ≤ θ²).
 	DownJumpPeak bool `json:"downJumpPeak,omitempty"`
+	// JumpPeakHeld and DownJumpPeakHeld say the floor's and the margin's
+	// peaks are held ones (once the λ history spans a p-quantile's leads):
+	// the highest level within the next lead that a lead's mean holds, or its
+	// highest sample as far as that sample's count proves it (jumpsOver,
+	// sizer.jumpRead).
+	JumpPeakHeld     bool `json:"jumpPeakHeld,omitempty"`
+	DownJumpPeakHeld bool `json:"downJumpPeakHeld,omitempty"`
 	// JumpRatioMax is the largest of those ratios (at least 1). A percentile
 	// target's floor and scale-down count it as one more lead of the history
 	// (by the rule of succession, the chance that the next lead brings a jump
