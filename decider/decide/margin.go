@@ -583,7 +583,7 @@ func (s *sizer) heldJumps(lead time.Duration) bool {
 func (s *sizer) jumpRead(lead time.Duration, peak bool) jumpRead {
 	r := jumpRead{peak: peak}
 	if peak && s.heldJumps(lead) {
-		r.held, r.conf, r.dispersion = true, confidence(s.spec), s.dispersion
+		r.held, r.proven = true, provenAt(confidence(s.spec), s.dispersion)
 	}
 	return r
 }

@@ -121,12 +121,25 @@ func drainPods(b backlog, routing Routing, lambda, kmu float64, n int32, lead, h
 // capacity only when its count proves the higher rate at the SLO's own
 // confidence, not on noise.
 func provenRate(rate float64, w time.Duration, p, dispersion float64) float64 {
+	return provenAt(p, dispersion).rate(rate, w)
+}
+
+// provenBound is provenRate at one level and dispersion, its z·√dispersion
+// worked out once for many counts (heldPeak reads one per sample).
+type provenBound struct{ z float64 }
+
+// provenAt is the bound at level p for counts of the given dispersion.
+func provenAt(p, dispersion float64) provenBound {
+	return provenBound{normalQuantile(p) * math.Sqrt(math.Max(dispersion, 1))}
+}
+
+// rate is provenRate's bound of the rate whose count over w was rate·w.
+func (b provenBound) rate(rate float64, w time.Duration) float64 {
 	if rate <= 0 || w <= 0 {
 		return 0
 	}
 	n := rate * w.Seconds()
-	z := normalQuantile(p) * math.Sqrt(math.Max(dispersion, 1))
-	r := math.Sqrt(n) - z/2
+	r := math.Sqrt(n) - b.z/2
 	if r <= 0 {
 		return 0
 	}
@@ -187,11 +200,11 @@ type jump struct{ ratio, base, depth float64 }
 // (the zero value); with peak its highest sample (at least the mean); with
 // held too the highest level reached within it and held for a lead (see
 // jumpsOver), at least the mean, or its highest sample as far as that
-// sample's count proves it at the confidence conf, the counts' dispersion
-// dispersion (provenRate), whichever is higher.
+// sample's count proves it (proven: provenRate at the SLO's confidence and the
+// counts' dispersion), whichever is higher.
 type jumpRead struct {
-	peak, held       bool
-	conf, dispersion float64
+	peak, held bool
+	proven     provenBound
 }
 
 // jumpsOver are the history's jumps over one lead: for each sample time t
@@ -212,7 +225,7 @@ type jumpRead struct {
 // (t, t+lead] and holds for a lead: the highest mean over (u, u+lead] for u
 // at t or at a sample time within the lead (before its end), over the
 // history there is, or the lead's highest sample as far as its own count
-// proves it (provenRate at read.conf, read.dispersion), whichever is higher,
+// proves it (read.proven), whichever is higher,
 // and at least the lead's mean. A rise that holds keeps the pods at t short
 // until pods ordered at its onset are ready, a lead later, and its level is
 // that mean; a sample over it by no more than its count's noise is that
@@ -298,7 +311,7 @@ func heldPeak(samples []Sample, at []int64, sums []float64, mid, to int, t, span
 	for k := mid; k < to; k++ {
 		if k > 0 {
 			if w := at[k] - at[k-1]; w > 0 {
-				peak = math.Max(peak, provenRate(samples[k].Rate, time.Duration(w), read.conf, read.dispersion))
+				peak = math.Max(peak, read.proven.rate(samples[k].Rate, time.Duration(w)))
 			}
 		}
 		u := at[k]

@@ -873,7 +873,7 @@ func TestTheNightsJumpsDoNotScaleTheDay(t *testing.T) {
 //     there is.
 func TestAHeldPeakIsWhatALeadHoldsOrACountProves(t *testing.T) {
 	lead := time.Minute
-	held := jumpRead{peak: true, held: true, conf: 0.95, dispersion: 1}
+	held := jumpRead{peak: true, held: true, proven: provenAt(0.95, 1)}
 	series := func(rate func(i int) float64) []Sample {
 		var out []Sample
 		for i := range 40 {
@@ -905,7 +905,7 @@ func TestAHeldPeakIsWhatALeadHoldsOrACountProves(t *testing.T) {
 	require.InDelta(t, 35.0/20, at20(spike, jumpRead{}), 1e-12, "the lead's mean")
 	require.InDelta(t, provenRate(80, 15*time.Second, 0.95, 1)/20, at20(spike, held), 1e-12)
 	require.Greater(t, at20(spike, held), 3.8)
-	require.Less(t, at20(spike, jumpRead{peak: true, held: true, conf: 0.95, dispersion: 50}), at20(spike, held))
+	require.Less(t, at20(spike, jumpRead{peak: true, held: true, proven: provenAt(0.95, 50)}), at20(spike, held))
 
 	step := series(func(i int) float64 {
 		if i >= 24 {
@@ -1304,7 +1304,7 @@ func TestJumpsOverIsItsDefinition(t *testing.T) {
 					}
 					if k > 0 {
 						if w := u.Time.Sub(samples[k-1].Time); w > 0 {
-							next = math.Max(next, provenRate(u.Rate, w, read.conf, read.dispersion))
+							next = math.Max(next, read.proven.rate(u.Rate, w))
 						}
 					}
 					if !u.Time.Before(t.Add(lead)) || u.Time.Add(lead).After(last) {
@@ -1360,7 +1360,7 @@ func TestJumpsOverIsItsDefinition(t *testing.T) {
 		if trial%3 == 0 {
 			skip = func(t time.Time) bool { return t.Sub(t0)/(15*time.Second)%7 == 3 }
 		}
-		reads := []jumpRead{{}, {peak: true}, {peak: true, held: true, conf: 0.95, dispersion: 1}, {peak: true, held: true, conf: 0.99, dispersion: 3}}
+		reads := []jumpRead{{}, {peak: true}, {peak: true, held: true, proven: provenAt(0.95, 1)}, {peak: true, held: true, proven: provenAt(0.99, 3)}}
 		for _, peak := range reads {
 			got, want := jumpsOver(samples, lead, peak, skip), byDefinition(samples, lead, peak, skip)
 			require.Len(t, got, len(want), "trial %d, peak %v", trial, peak)
