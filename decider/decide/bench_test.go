@@ -120,7 +120,7 @@ func BenchmarkScaleDownOverJumps(b *testing.B) {
 				d, err := NewEngine().Decide(spec, s)
 				x := d.Explanation
 				if err != nil || (x.JumpRatio == 0) != cold || (c.span > RecentHistory) != (x.RecentJumps > 0) ||
-					cold != (x.UnseenRiseRatio > 0 && x.JumpRatioMax > 1) {
+					cold != (x.UnseenRiseRatio > 0 && x.JumpRatioMax > 1) || x.DownJumpPeakHeld == cold {
 					b.Fatal(err, x.Reason)
 				}
 			}

@@ -225,7 +225,7 @@ type jumpRead struct {
 // (t, t+lead] and holds for a lead: the highest mean over (u, u+lead] for u
 // at t or at a sample time within the lead (before its end), over the
 // history there is, or the lead's highest sample as far as its own count
-// proves it (read.proven), whichever is higher,
+// proves it (read.proven; heldLevels), whichever is higher,
 // and at least the lead's mean. A rise that holds keeps the pods at t short
 // until pods ordered at its onset are ready, a lead later, and its level is
 // that mean; a sample over it by no more than its count's noise is that
@@ -255,6 +255,10 @@ func jumpsOver(samples []Sample, lead time.Duration, read jumpRead, skip func(ti
 	var from, mid, to int // the first sample after t − lead, after t, after t + lead
 	level := int64(depthLeads) * span
 	var since int // the first sample after t − depthLeads·lead
+	var held heldLevels
+	if read.held {
+		held = newHeldLevels(samples, at, sums, span, read)
+	}
 	var jumps []jump
 	for i, t := range at {
 		if t-span < first-step || t+span > last || (skip != nil && skip(samples[i].Time)) {
@@ -276,7 +280,7 @@ func jumpsOver(samples []Sample, lead time.Duration, read jumpRead, skip func(ti
 		next := (sums[to] - sums[mid]) / float64(to-mid)
 		switch {
 		case read.held:
-			next = heldPeak(samples, at, sums, mid, to, t, span, next, read)
+			next = held.peak(at, mid, to, t, span, next)
 		case read.peak:
 			for _, s := range samples[mid:to] {
 				next = math.Max(next, s.Rate)
@@ -298,27 +302,26 @@ func jumpsOver(samples []Sample, lead time.Duration, read jumpRead, skip func(ti
 	return jumps
 }
 
-// heldPeak is jumpsOver's peak of the lead (t, t+span] whose samples are
-// mid … to−1 (at their times at, prefix sums sums, the lead's mean mean) with
-// read.held: the highest mean over (u, u+span] for u at a sample time within
-// the lead, before its end (u = t is the lead's own mean), where the history
-// holds it all, or the highest of the lead's samples' counts at its lower
-// confidence bound over the sample's own interval, whichever is higher, at
-// least mean. The window's end only moves forward as u does.
-func heldPeak(samples []Sample, at []int64, sums []float64, mid, to int, t, span int64, mean float64, read jumpRead) float64 {
+// heldLevels are what jumpsOver's held peaks read, once per history rather
+// than once per lead that holds a sample: for each sample k, the mean over
+// (at[k], at[k]+span] where the history spans it (NaN where it does not),
+// and the sample's count at its lower confidence bound over its own interval
+// (read.proven; NaN for the first sample and a repeated time). Two cursors
+// find each window's samples; prefix sums give its mean.
+type heldLevels struct{ mean, proven []float64 }
+
+func newHeldLevels(samples []Sample, at []int64, sums []float64, span int64, read jumpRead) heldLevels {
 	n, last := len(at), at[len(at)-1]
-	peak, end := mean, to
-	for k := mid; k < to; k++ {
-		if k > 0 {
-			if w := at[k] - at[k-1]; w > 0 {
-				peak = math.Max(peak, read.proven.rate(samples[k].Rate, time.Duration(w)))
-			}
+	h := heldLevels{mean: make([]float64, n), proven: make([]float64, n)}
+	start, end := 0, 0
+	for k, u := range at {
+		h.mean[k], h.proven[k] = math.NaN(), math.NaN()
+		if k > 0 && u > at[k-1] {
+			h.proven[k] = read.proven.rate(samples[k].Rate, time.Duration(u-at[k-1]))
 		}
-		u := at[k]
-		if u >= t+span || u+span > last || (k > mid && u == at[k-1]) {
+		if u+span > last {
 			continue
 		}
-		start := k + 1
 		for start < n && at[start] <= u {
 			start++
 		}
@@ -326,7 +329,25 @@ func heldPeak(samples []Sample, at []int64, sums []float64, mid, to int, t, span
 			end++
 		}
 		if end > start {
-			peak = math.Max(peak, (sums[end]-sums[start])/float64(end-start))
+			h.mean[k] = (sums[end] - sums[start]) / float64(end-start)
+		}
+	}
+	return h
+}
+
+// peak is jumpsOver's held peak of the lead (t, t+span] whose samples are
+// mid … to−1 (at their times at), its mean mean: the highest mean over
+// (u, u+span] for u at a sample time within the lead, before its end (u = t
+// is the lead's own mean), where the history holds it all, or the highest of
+// the lead's samples' proven counts, whichever is higher, at least mean.
+func (h heldLevels) peak(at []int64, mid, to int, t, span int64, mean float64) float64 {
+	peak := mean
+	for k := mid; k < to; k++ {
+		if !math.IsNaN(h.proven[k]) {
+			peak = math.Max(peak, h.proven[k])
+		}
+		if at[k] < t+span && !math.IsNaN(h.mean[k]) {
+			peak = math.Max(peak, h.mean[k])
 		}
 	}
 	return peak
