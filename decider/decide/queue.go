@@ -125,7 +125,7 @@ func provenRate(rate float64, w time.Duration, p, dispersion float64) float64 {
 }
 
 // provenBound is provenRate at one level and dispersion, its z·√dispersion
-// worked out once for many counts (heldPeak reads one per sample).
+// worked out once for many counts (heldLevels reads one per sample).
 type provenBound struct{ z float64 }
 
 // provenAt is the bound at level p for counts of the given dispersion.
