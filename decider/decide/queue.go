@@ -304,10 +304,11 @@ func jumpsOver(samples []Sample, lead time.Duration, read jumpRead, skip func(ti
 
 // heldLevels are what jumpsOver's held peaks read, once per history rather
 // than once per lead that holds a sample: for each sample k, the mean over
-// (at[k], at[k]+span] where the history spans it (NaN where it does not),
+// (at[k], at[k]+span] where the history spans it (−∞ where it does not),
 // and the sample's count at its lower confidence bound over its own interval
-// (read.proven; NaN for the first sample and a repeated time). Two cursors
-// find each window's samples; prefix sums give its mean.
+// (read.proven; −∞ for the first sample and a repeated time), so that a peak
+// takes their maximum as it is. Two cursors find each window's samples;
+// prefix sums give its mean.
 type heldLevels struct{ mean, proven []float64 }
 
 func newHeldLevels(samples []Sample, at []int64, sums []float64, span int64, read jumpRead) heldLevels {
@@ -315,7 +316,7 @@ func newHeldLevels(samples []Sample, at []int64, sums []float64, span int64, rea
 	h := heldLevels{mean: make([]float64, n), proven: make([]float64, n)}
 	start, end := 0, 0
 	for k, u := range at {
-		h.mean[k], h.proven[k] = math.NaN(), math.NaN()
+		h.mean[k], h.proven[k] = math.Inf(-1), math.Inf(-1)
 		if k > 0 && u > at[k-1] {
 			h.proven[k] = read.proven.rate(samples[k].Rate, time.Duration(u-at[k-1]))
 		}
@@ -343,10 +344,8 @@ func newHeldLevels(samples []Sample, at []int64, sums []float64, span int64, rea
 func (h heldLevels) peak(at []int64, mid, to int, t, span int64, mean float64) float64 {
 	peak := mean
 	for k := mid; k < to; k++ {
-		if !math.IsNaN(h.proven[k]) {
-			peak = math.Max(peak, h.proven[k])
-		}
-		if at[k] < t+span && !math.IsNaN(h.mean[k]) {
+		peak = math.Max(peak, h.proven[k])
+		if at[k] < t+span {
 			peak = math.Max(peak, h.mean[k])
 		}
 	}
